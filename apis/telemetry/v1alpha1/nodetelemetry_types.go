@@ -1,0 +1,649 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeTelemetry is the live hardware telemetry of one Node, as its telesched
+// agent last sampled it. There is one object per Node, named after the Node
+// and owned by it, so it is garbage-collected with the Node. The agent owns
+// the whole status and writes it through the status subresource with
+// server-side apply; the telesched scheduler reads it to filter and score
+// nodes.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nt,categories=telesched
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.summary.cpu`,description="CPU utilization over the last interval."
+// +kubebuilder:printcolumn:name="MEMORY",type=string,JSONPath=`.status.summary.memory`,description="Memory in use (total minus available)."
+// +kubebuilder:printcolumn:name="TEMP",type=string,JSONPath=`.status.summary.temperature`,description="Hottest sensor on the node."
+// +kubebuilder:printcolumn:name="POWER",type=string,JSONPath=`.status.summary.power`,description="Measured node power."
+// +kubebuilder:printcolumn:name="GPUS",type=string,JSONPath=`.status.summary.gpus`,description="Healthy GPUs / all GPUs."
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1,description="Whether the agent's last sample succeeded."
+// +kubebuilder:printcolumn:name="OVERHEATING",type=string,JSONPath=`.status.conditions[?(@.type=="Overheating")].status`,priority=1,description="Whether the node is at or near its thermal limit."
+// +kubebuilder:printcolumn:name="HOTTEST",type=string,JSONPath=`.status.thermal.hottestSensor`,priority=1,description="Name of the hottest sensor."
+// +kubebuilder:printcolumn:name="AGENT",type=string,JSONPath=`.status.agentVersion`,priority=1,description="Version of the agent that published the sample."
+// +kubebuilder:printcolumn:name="SAMPLED",type=date,JSONPath=`.status.sampleTime`,description="Age of the last sample; a large value means stale telemetry."
+type NodeTelemetry struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata. The name is the Node's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// status is the node's telemetry, written only by its agent.
+	// +optional
+	Status NodeTelemetryStatus `json:"status,omitempty"`
+}
+
+// NodeTelemetryList is a list of NodeTelemetry objects.
+//
+// +kubebuilder:object:root=true
+type NodeTelemetryList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the NodeTelemetry objects.
+	Items []NodeTelemetry `json:"items"`
+}
+
+// NodeTelemetryStatus is one sample of a node's hardware telemetry. Every
+// section is optional: a section is absent when its source cannot be read on
+// this node, and sources says why. A value is never zeroed to stand for
+// "unknown".
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.gpus) || self.gpus.all(g, self.gpus.exists_one(o, o.uuid == g.uuid))",message="gpus[].uuid must be unique"
+type NodeTelemetryStatus struct {
+	// sampleTime is when the agent took this sample. Consumers judge
+	// freshness by its age against intervalSeconds.
+	// +required
+	SampleTime metav1.Time `json:"sampleTime"`
+
+	// intervalSeconds is the agent's sampling interval, in seconds.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	IntervalSeconds int32 `json:"intervalSeconds"`
+
+	// agentVersion is the version of the telesched agent that took the sample.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	AgentVersion string `json:"agentVersion"`
+
+	// summary holds short, human-readable renderings of this sample for
+	// `kubectl get nodetelemetry`. They are derived from the numeric fields
+	// of the same sample and carry no information of their own; programs
+	// should read the numeric fields.
+	// +optional
+	Summary *Summary `json:"summary,omitempty"`
+
+	// sources says, for every telemetry source the agent knows, whether it
+	// could be read on this node and, if not, why. A section of this status
+	// is present only when its source is Available.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Sources []SourceStatus `json:"sources,omitempty"`
+
+	// cpu is processor utilization, load and pressure over the last interval.
+	// +optional
+	CPU *CPUStatus `json:"cpu,omitempty"`
+
+	// memory is the node's memory use.
+	// +optional
+	Memory *MemoryStatus `json:"memory,omitempty"`
+
+	// thermal is the node's temperature sensors and their limits.
+	// +optional
+	Thermal *ThermalStatus `json:"thermal,omitempty"`
+
+	// power is the node's measured power draw and a fitted model of it.
+	// +optional
+	Power *PowerStatus `json:"power,omitempty"`
+
+	// numa lists the node's NUMA nodes, ordered by id.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=64
+	NUMA []NUMANodeStatus `json:"numa,omitempty"`
+
+	// gpus lists the node's GPUs, ordered by index.
+	// +optional
+	// +listType=map
+	// +listMapKey=index
+	// +kubebuilder:validation:MaxItems=16
+	GPUs []GPUStatus `json:"gpus,omitempty"`
+
+	// conditions are the node's telemetry conditions: Ready (the last sample
+	// was taken and published) and Overheating (the node is at or near a
+	// thermal limit).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Summary is the text that `kubectl get nodetelemetry` prints.
+type Summary struct {
+	// cpu is CPU utilization, e.g. "45%".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	CPU string `json:"cpu,omitempty"`
+	// memory is memory utilization, e.g. "62%".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Memory string `json:"memory,omitempty"`
+	// temperature is the hottest sensor's temperature, e.g. "71°C".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Temperature string `json:"temperature,omitempty"`
+	// power is the measured node power, e.g. "230W".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Power string `json:"power,omitempty"`
+	// gpus is healthy GPUs over all GPUs, e.g. "7/8".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	GPUs string `json:"gpus,omitempty"`
+}
+
+// SourceName names a telemetry source of the agent.
+// +kubebuilder:validation:Enum=cpu;memory;thermal;power;numa;gpu;podresources
+type SourceName string
+
+// The telemetry sources of the agent.
+const (
+	SourceCPU          SourceName = "cpu"
+	SourceMemory       SourceName = "memory"
+	SourceThermal      SourceName = "thermal"
+	SourcePower        SourceName = "power"
+	SourceNUMA         SourceName = "numa"
+	SourceGPU          SourceName = "gpu"
+	SourcePodResources SourceName = "podresources"
+)
+
+// SourceState is whether a telemetry source could be read.
+// +kubebuilder:validation:Enum=Available;Unavailable;Failed
+type SourceState string
+
+const (
+	// SourceAvailable means the source was read in this sample.
+	SourceAvailable SourceState = "Available"
+	// SourceUnavailable means the node does not expose the source, e.g. a
+	// virtual machine without powercap or a node without an NVIDIA driver.
+	SourceUnavailable SourceState = "Unavailable"
+	// SourceFailed means the source exists but could not be read, e.g.
+	// permission denied on energy_uj.
+	SourceFailed SourceState = "Failed"
+)
+
+// SourceStatus is the state of one telemetry source.
+type SourceStatus struct {
+	// name is the telemetry source.
+	// +required
+	Name SourceName `json:"name"`
+	// state is whether the source was read in this sample.
+	// +required
+	State SourceState `json:"state"`
+	// reason is a CamelCase word for why the source is not Available, e.g.
+	// NoPowercap, PermissionDenied or NVMLNotFound. Empty when Available.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([A-Z][A-Za-z0-9]*)?$`
+	Reason string `json:"reason,omitempty"`
+	// message is a human-readable explanation of reason.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
+}
+
+// CPUStatus is processor utilization, load and pressure.
+type CPUStatus struct {
+	// logicalCores is the number of logical CPUs present (online or not).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	LogicalCores int32 `json:"logicalCores"`
+	// onlineCores is the number of logical CPUs online.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	OnlineCores int32 `json:"onlineCores"`
+	// utilizationPercent is the busy share of all online CPUs over the last
+	// interval, 0 to 100.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	UtilizationPercent int32 `json:"utilizationPercent"`
+	// load1Milli is the one-minute load average times 1000 (1.25 is 1250).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Load1Milli *int64 `json:"load1Milli,omitempty"`
+	// load5Milli is the five-minute load average times 1000.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Load5Milli *int64 `json:"load5Milli,omitempty"`
+	// load15Milli is the fifteen-minute load average times 1000.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Load15Milli *int64 `json:"load15Milli,omitempty"`
+	// pressure is CPU pressure stall information (/proc/pressure/cpu).
+	// Absent when the kernel has no PSI.
+	// +optional
+	Pressure *PressureStatus `json:"pressure,omitempty"`
+	// thermalThrottle is the CPUs' thermal throttling.
+	// Absent when the kernel exposes no thermal_throttle counters.
+	// +optional
+	ThermalThrottle *CPUThrottleStatus `json:"thermalThrottle,omitempty"`
+}
+
+// PressureStatus is Linux pressure stall information for one resource.
+type PressureStatus struct {
+	// someAvg10BasisPoints is the share of the last 10 seconds in which at
+	// least one task stalled on the resource, in basis points (1.23% is 123).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	SomeAvg10BasisPoints int32 `json:"someAvg10BasisPoints"`
+	// fullAvg10BasisPoints is the share of the last 10 seconds in which all
+	// non-idle tasks stalled on the resource, in basis points. Absent where
+	// the kernel reports no "full" line.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	FullAvg10BasisPoints *int32 `json:"fullAvg10BasisPoints,omitempty"`
+	// someTotalMicroseconds is the total stall time of the "some" line since
+	// boot, in microseconds.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	SomeTotalMicroseconds int64 `json:"someTotalMicroseconds"`
+}
+
+// CPUThrottleStatus is the CPUs' thermal throttling.
+type CPUThrottleStatus struct {
+	// throttling is true when any CPU was thermally throttled during the
+	// last interval.
+	// +required
+	Throttling bool `json:"throttling"`
+	// coreEventsTotal is the sum of core_throttle_count over all CPUs.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	CoreEventsTotal int64 `json:"coreEventsTotal"`
+	// packageEventsTotal is the sum of package_throttle_count over all
+	// packages.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	PackageEventsTotal int64 `json:"packageEventsTotal"`
+}
+
+// MemoryStatus is the node's memory use.
+//
+// +kubebuilder:validation:XValidation:rule="self.availableBytes <= self.totalBytes",message="availableBytes must not exceed totalBytes"
+type MemoryStatus struct {
+	// totalBytes is MemTotal from /proc/meminfo.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	TotalBytes int64 `json:"totalBytes"`
+	// availableBytes is MemAvailable from /proc/meminfo.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	AvailableBytes int64 `json:"availableBytes"`
+	// utilizationPercent is (total - available) / total, 0 to 100.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	UtilizationPercent int32 `json:"utilizationPercent"`
+	// pressure is memory pressure stall information (/proc/pressure/memory).
+	// Absent when the kernel has no PSI.
+	// +optional
+	Pressure *PressureStatus `json:"pressure,omitempty"`
+}
+
+// ThermalLimitType is the kind of limit a sensor reports.
+// +kubebuilder:validation:Enum=Critical;Max
+type ThermalLimitType string
+
+const (
+	// ThermalLimitCritical is a critical limit (hwmon temp*_crit, a thermal
+	// zone's critical trip point): hardware shuts down or throttles hard.
+	ThermalLimitCritical ThermalLimitType = "Critical"
+	// ThermalLimitMax is a maximum operating limit (hwmon temp*_max).
+	ThermalLimitMax ThermalLimitType = "Max"
+)
+
+// ThermalStatus is the node's temperature sensors and their limits.
+type ThermalStatus struct {
+	// hottestSensor names the sensor with the highest temperature, as
+	// "<chip or zone>/<label>", e.g. "coretemp/Package id 0".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	HottestSensor string `json:"hottestSensor"`
+	// hottestMilliCelsius is the hottest sensor's temperature in
+	// thousandths of a degree Celsius.
+	// +required
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	HottestMilliCelsius int64 `json:"hottestMilliCelsius"`
+	// limitMilliCelsius is the hottest sensor's limit. Absent when the
+	// sensor reports none.
+	// +optional
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	LimitMilliCelsius *int64 `json:"limitMilliCelsius,omitempty"`
+	// limitType is the kind of limitMilliCelsius.
+	// +optional
+	LimitType ThermalLimitType `json:"limitType,omitempty"`
+	// headroomMilliCelsius is the smallest distance, over every sensor that
+	// reports a limit, from its temperature up to its limit. Negative when a
+	// sensor is over its limit. Absent when no sensor reports a limit.
+	// +optional
+	HeadroomMilliCelsius *int64 `json:"headroomMilliCelsius,omitempty"`
+	// throttling is true when the node was thermally throttled during the
+	// last interval (CPU throttle counters rose or a sensor raised an alarm).
+	// +required
+	Throttling bool `json:"throttling"`
+	// sensors are the few sensors closest to their limits, hottest first.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Sensors []ThermalSensor `json:"sensors,omitempty"`
+}
+
+// ThermalSensor is one temperature reading.
+type ThermalSensor struct {
+	// name is "<chip or zone>/<label>", e.g. "nvme/Composite".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// milliCelsius is the temperature in thousandths of a degree Celsius.
+	// +required
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	MilliCelsius int64 `json:"milliCelsius"`
+	// limitMilliCelsius is the sensor's critical limit, or its max limit
+	// where it reports no critical one. Absent when it reports neither.
+	// +optional
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	LimitMilliCelsius *int64 `json:"limitMilliCelsius,omitempty"`
+}
+
+// PowerSource is where a power reading comes from.
+// +kubebuilder:validation:Enum=rapl;hwmon;acpi;nvml
+type PowerSource string
+
+const (
+	// PowerSourceRAPL is Intel/AMD RAPL through /sys/class/powercap.
+	PowerSourceRAPL PowerSource = "rapl"
+	// PowerSourceHwmon is hwmon power or energy sensors.
+	PowerSourceHwmon PowerSource = "hwmon"
+	// PowerSourceACPI is the ACPI power meter.
+	PowerSourceACPI PowerSource = "acpi"
+	// PowerSourceNVML is GPU power from NVML.
+	PowerSourceNVML PowerSource = "nvml"
+)
+
+// PowerStatus is the node's measured power draw.
+type PowerStatus struct {
+	// watts is the node's measured power over the last interval: the sum
+	// over sources, each counted once.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	Watts int32 `json:"watts"`
+	// sources are where watts came from.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	Sources []PowerSource `json:"sources"`
+	// gpuWatts is the part of watts drawn by GPUs, from NVML. Absent on
+	// nodes without GPUs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	GPUWatts *int32 `json:"gpuWatts,omitempty"`
+	// energyJoules is the energy measured since the agent started, in joules,
+	// with counter wraparound accounted for.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	EnergyJoules int64 `json:"energyJoules"`
+	// model is a linear model of node power against CPU utilization, fitted
+	// online by the agent, for estimating the marginal power of a pod.
+	// +optional
+	Model *PowerModel `json:"model,omitempty"`
+}
+
+// PowerModel is node power as a linear function of CPU utilization:
+// watts = idleWatts + (fullLoadWatts - idleWatts) * utilization.
+//
+// +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts))",message="a ready model needs idleWatts and fullLoadWatts"
+type PowerModel struct {
+	// ready is true once the fit rests on enough samples over a wide enough
+	// utilization spread to be used. A model that is not ready carries no
+	// watts.
+	// +required
+	Ready bool `json:"ready"`
+	// samples is how many samples the fit rests on.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Samples int32 `json:"samples"`
+	// utilizationSpreadPercent is the range of CPU utilization the samples
+	// cover, 0 to 100.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	UtilizationSpreadPercent int32 `json:"utilizationSpreadPercent"`
+	// idleWatts is the fitted power at 0% CPU.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	IdleWatts *int32 `json:"idleWatts,omitempty"`
+	// fullLoadWatts is the fitted power at 100% CPU.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	FullLoadWatts *int32 `json:"fullLoadWatts,omitempty"`
+	// fitQualityBasisPoints is the fit's coefficient of determination (R²)
+	// in basis points, 0 to 10000.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	FitQualityBasisPoints *int32 `json:"fitQualityBasisPoints,omitempty"`
+}
+
+// NUMANodeStatus is one NUMA node.
+//
+// +kubebuilder:validation:XValidation:rule="self.memoryFreeBytes <= self.memoryTotalBytes",message="memoryFreeBytes must not exceed memoryTotalBytes"
+type NUMANodeStatus struct {
+	// id is the NUMA node number (nodeN in /sys/devices/system/node).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1023
+	ID int32 `json:"id"`
+	// cpus is the node's logical CPUs in Linux cpulist format, e.g. "0-11,24-35".
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^[0-9,-]*$`
+	CPUs string `json:"cpus"`
+	// logicalCores is the number of logical CPUs in cpus.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	LogicalCores int32 `json:"logicalCores"`
+	// memoryTotalBytes is the node's MemTotal.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MemoryTotalBytes int64 `json:"memoryTotalBytes"`
+	// memoryFreeBytes is the node's MemFree.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MemoryFreeBytes int64 `json:"memoryFreeBytes"`
+	// cpuUtilizationPercent is the busy share of the node's online CPUs over
+	// the last interval, 0 to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	CPUUtilizationPercent *int32 `json:"cpuUtilizationPercent,omitempty"`
+	// distances are the ACPI SLIT distances from this node to each node,
+	// indexed by node id (10 is local).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=255
+	Distances []int32 `json:"distances,omitempty"`
+	// allocatedExclusiveCPUs is how many of the node's CPUs the kubelet has
+	// allocated exclusively to containers (static CPU manager policy), from
+	// the kubelet pod-resources API. Absent when that API is not available.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	AllocatedExclusiveCPUs *int32 `json:"allocatedExclusiveCPUs,omitempty"`
+}
+
+// GPUThrottleReason is a decoded NVML clock-event (throttle) reason.
+// +kubebuilder:validation:Enum=GpuIdle;ApplicationsClocksSetting;SwPowerCap;HwSlowdown;SyncBoost;SwThermalSlowdown;HwThermalSlowdown;HwPowerBrakeSlowdown;DisplayClockSetting
+type GPUThrottleReason string
+
+// The NVML clock-event reasons.
+const (
+	GPUThrottleIdle                 GPUThrottleReason = "GpuIdle"
+	GPUThrottleApplicationsClocks   GPUThrottleReason = "ApplicationsClocksSetting"
+	GPUThrottleSwPowerCap           GPUThrottleReason = "SwPowerCap"
+	GPUThrottleHwSlowdown           GPUThrottleReason = "HwSlowdown"
+	GPUThrottleSyncBoost            GPUThrottleReason = "SyncBoost"
+	GPUThrottleSwThermalSlowdown    GPUThrottleReason = "SwThermalSlowdown"
+	GPUThrottleHwThermalSlowdown    GPUThrottleReason = "HwThermalSlowdown"
+	GPUThrottleHwPowerBrakeSlowdown GPUThrottleReason = "HwPowerBrakeSlowdown"
+	GPUThrottleDisplayClockSetting  GPUThrottleReason = "DisplayClockSetting"
+)
+
+// GPUStatus is one GPU, read through NVML. Values NVML does not support on a
+// GPU are absent.
+//
+// +kubebuilder:validation:XValidation:rule="self.memoryUsedBytes <= self.memoryTotalBytes",message="memoryUsedBytes must not exceed memoryTotalBytes"
+type GPUStatus struct {
+	// index is the NVML device index.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=63
+	Index int32 `json:"index"`
+	// uuid is the GPU's UUID, e.g. "GPU-5ab4f5d1-...".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	UUID string `json:"uuid"`
+	// model is the product name, e.g. "NVIDIA H100 80GB HBM3".
+	// +required
+	// +kubebuilder:validation:MaxLength=96
+	Model string `json:"model"`
+	// pciBusID is the PCI bus id, e.g. "00000000:07:00.0".
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	PCIBusID string `json:"pciBusID,omitempty"`
+	// numaNode is the NUMA node the GPU is attached to, from sysfs. Absent
+	// when the platform reports none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1023
+	NUMANode *int32 `json:"numaNode,omitempty"`
+	// memoryTotalBytes is the GPU's framebuffer memory.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MemoryTotalBytes int64 `json:"memoryTotalBytes"`
+	// memoryUsedBytes is framebuffer memory in use.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MemoryUsedBytes int64 `json:"memoryUsedBytes"`
+	// utilizationPercent is the share of the last sample period in which a
+	// kernel ran on the GPU, 0 to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	UtilizationPercent *int32 `json:"utilizationPercent,omitempty"`
+	// temperatureMilliCelsius is the GPU die temperature.
+	// +optional
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	TemperatureMilliCelsius *int64 `json:"temperatureMilliCelsius,omitempty"`
+	// slowdownMilliCelsius is the temperature at which the GPU slows down.
+	// +optional
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	SlowdownMilliCelsius *int64 `json:"slowdownMilliCelsius,omitempty"`
+	// shutdownMilliCelsius is the temperature at which the GPU shuts down.
+	// +optional
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	ShutdownMilliCelsius *int64 `json:"shutdownMilliCelsius,omitempty"`
+	// powerWatts is the GPU's power draw.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	PowerWatts *int32 `json:"powerWatts,omitempty"`
+	// powerLimitWatts is the enforced power limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	PowerLimitWatts *int32 `json:"powerLimitWatts,omitempty"`
+	// energyJoules is the GPU's energy counter since the driver loaded.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	EnergyJoules *int64 `json:"energyJoules,omitempty"`
+	// health is the GPU's error state.
+	// +required
+	Health GPUHealth `json:"health"`
+	// throttleReasons are the active clock-event reasons, decoded.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	ThrottleReasons []GPUThrottleReason `json:"throttleReasons,omitempty"`
+	// migEnabled is whether MIG mode is on. Absent on GPUs without MIG.
+	// +optional
+	MIGEnabled *bool `json:"migEnabled,omitempty"`
+}
+
+// GPUHealth is a GPU's error state.
+type GPUHealth struct {
+	// healthy is false when the GPU should not be given new work: an
+	// uncorrected ECC error since boot, a failed or pending row remap, or a
+	// critical XID event. The fields below say which.
+	// +required
+	Healthy bool `json:"healthy"`
+	// eccUncorrectedErrors is the volatile count of uncorrected ECC errors.
+	// Absent when ECC is off or unsupported.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ECCUncorrectedErrors *int64 `json:"eccUncorrectedErrors,omitempty"`
+	// rowRemapPending is true when a row remap waits for a GPU reset.
+	// +optional
+	RowRemapPending bool `json:"rowRemapPending,omitempty"`
+	// rowRemapFailed is true when a row remap failed.
+	// +optional
+	RowRemapFailed bool `json:"rowRemapFailed,omitempty"`
+	// xidCriticalEvents is the number of critical XID events seen since the
+	// agent started.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	XIDCriticalEvents int64 `json:"xidCriticalEvents,omitempty"`
+}
+
+// The condition types of NodeTelemetry.
+const (
+	// ConditionReady is True when the agent's last sample was taken and
+	// published.
+	ConditionReady = "Ready"
+	// ConditionOverheating is True when the node is at or near a thermal
+	// limit, or thermally throttled.
+	ConditionOverheating = "Overheating"
+)
