@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/telesched/telesched/deploy/crds"
@@ -65,17 +66,23 @@ func Start(opts Options) (*ControlPlane, error) {
 	if timeout == 0 {
 		timeout = DefaultStartTimeout
 	}
+	// Binary paths and the local mode are set explicitly: envtest would
+	// otherwise let KUBEBUILDER_ASSETS or TEST_ASSET_* pick other binaries,
+	// and USE_EXISTING_CLUSTER=true point the caller at a real cluster.
 	env := &envtest.Environment{
+		UseExistingCluster:       ptr.To(false),
 		BinaryAssetsDirectory:    binDir,
 		ControlPlaneStartTimeout: timeout,
 		ControlPlaneStopTimeout:  timeout,
 		CRDs:                     defs,
 		ErrorIfCRDPathMissing:    true,
 	}
+	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.Path = filepath.Join(binDir, "kube-apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(binDir, "etcd")}
 	if opts.Output != nil {
-		env.ControlPlane.GetAPIServer().Out = opts.Output
-		env.ControlPlane.GetAPIServer().Err = opts.Output
-		env.ControlPlane.Etcd = &envtest.Etcd{Out: opts.Output, Err: opts.Output}
+		apiServer.Out, apiServer.Err = opts.Output, opts.Output
+		env.ControlPlane.Etcd.Out, env.ControlPlane.Etcd.Err = opts.Output, opts.Output
 	}
 	cfg, err := env.Start()
 	if err != nil {
