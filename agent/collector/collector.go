@@ -1,0 +1,188 @@
+// Package collector reads node telemetry from procfs, sysfs and NVML. Each
+// source is one Collector in its own file; the agent runs a fixed list of
+// them, in order, once per interval, into one Sample that feeds every output
+// (the NodeTelemetry status, metrics and events).
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// Collector reads one telemetry source into a Sample. Collectors may keep
+// state between calls (previous counters) and are called from one goroutine.
+type Collector interface {
+	// Name is the source the collector reads.
+	Name() telemetryv1alpha1.SourceName
+	// Collect fills the collector's part of s. It returns nil when it did,
+	// ErrWarmingUp when it needs one more call to have a baseline, or a
+	// *SourceError that says why the source is unavailable or failed. It
+	// never fills zeros to stand for missing data.
+	Collect(ctx context.Context, s *Sample) error
+}
+
+// ErrWarmingUp is returned by a collector whose values are rates over the
+// interval (CPU utilization, power from energy counters) on its first call:
+// it has recorded its baseline and reports from the next call on.
+var ErrWarmingUp = errors.New("warming up: first reading is the baseline")
+
+// SourceError says why a source could not be read: Unavailable when the
+// node does not have it, Failed when it has it but reading failed.
+type SourceError struct {
+	State   telemetryv1alpha1.SourceState
+	Reason  string // CamelCase, e.g. NoPowercap
+	Message string
+	Err     error // the underlying error, if any
+}
+
+func (e *SourceError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Reason, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Reason, e.Message)
+}
+
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// Unavailable returns a SourceError for a source the node does not have.
+func Unavailable(reason, format string, args ...any) *SourceError {
+	return &SourceError{State: telemetryv1alpha1.SourceUnavailable, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Failed returns a SourceError for a source that exists but could not be
+// read.
+func Failed(reason string, err error, format string, args ...any) *SourceError {
+	return &SourceError{State: telemetryv1alpha1.SourceFailed, Reason: reason, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Sample is one reading of every source, taken at Time. A nil section means
+// its source was not read; the Sources list says why.
+type Sample struct {
+	Time time.Time
+
+	// CPU is utilization, load, pressure and throttling. CPUBusy is the
+	// same utilization as a fraction in [0, 1] at full precision, and
+	// PerCPUBusy the busy fraction of each online logical CPU, by CPU id
+	// (absent ids were offline or new).
+	CPU        *telemetryv1alpha1.CPUStatus
+	CPUBusy    float64
+	PerCPUBusy map[int]float64
+	// IOPressure is /proc/pressure/io. It is exported as metrics only.
+	IOPressure *telemetryv1alpha1.PressureStatus
+
+	Memory *telemetryv1alpha1.MemoryStatus
+	NUMA   []telemetryv1alpha1.NUMANodeStatus
+
+	Thermal *Thermal
+	Power   *Power
+	GPUs    []telemetryv1alpha1.GPUStatus
+
+	// Sources is the state of every collector in this sample, in run order.
+	Sources []telemetryv1alpha1.SourceStatus
+}
+
+// Thermal is every temperature sensor of the node.
+type Thermal struct {
+	Sensors []TempSensor
+}
+
+// TempSensor is one temperature reading from hwmon or a thermal zone.
+type TempSensor struct {
+	// Name is "<chip or zone type>/<label>", unique within the node.
+	Name string
+	// Source is "hwmon" or "thermal_zone".
+	Source       string
+	MilliCelsius int64
+	// MaxMilliCelsius and CritMilliCelsius are the sensor's limits, nil
+	// when it reports none.
+	MaxMilliCelsius  *int64
+	CritMilliCelsius *int64
+	// Alarm is true when the hardware raised a max or crit alarm; Fault
+	// when it flags the sensor as faulty.
+	Alarm bool
+	Fault bool
+}
+
+// Power is the node's measured power over the last interval.
+type Power struct {
+	// Watts is the sum over zones, each physical domain counted once.
+	Watts float64
+	// Sources are the kinds of meter the zones came from.
+	Sources []telemetryv1alpha1.PowerSource
+	// GPUWatts is the part of Watts from NVML; nil without GPUs.
+	GPUWatts *float64
+	// EnergyJoules is the energy measured since the agent started.
+	EnergyJoules float64
+	Zones        []PowerZone
+}
+
+// PowerZone is one power meter: a RAPL domain, an hwmon sensor, the ACPI
+// power meter or a GPU.
+type PowerZone struct {
+	Name         string // e.g. "package-0", "dram-0", "hwmon/power1", "gpu-0"
+	Source       telemetryv1alpha1.PowerSource
+	Watts        float64
+	EnergyJoules float64 // since the agent started
+}
+
+// Result is how one collector fared in one sample.
+type Result struct {
+	Name     telemetryv1alpha1.SourceName
+	Duration time.Duration
+	Err      error // nil, ErrWarmingUp, a *SourceError or another error
+}
+
+// Run calls each collector in order on a new Sample taken at now and
+// records every source's state in Sample.Sources. A collector's error never
+// stops the others.
+func Run(ctx context.Context, collectors []Collector, now time.Time) (*Sample, []Result) {
+	s := &Sample{Time: now}
+	results := make([]Result, 0, len(collectors))
+	for _, c := range collectors {
+		start := time.Now()
+		err := c.Collect(ctx, s)
+		results = append(results, Result{Name: c.Name(), Duration: time.Since(start), Err: err})
+		s.Sources = append(s.Sources, SourceStatus(c.Name(), err))
+	}
+	return s, results
+}
+
+// SourceStatus is the API state of a source given its collector's error.
+func SourceStatus(name telemetryv1alpha1.SourceName, err error) telemetryv1alpha1.SourceStatus {
+	st := telemetryv1alpha1.SourceStatus{Name: name, State: telemetryv1alpha1.SourceAvailable}
+	var se *SourceError
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrWarmingUp):
+		st.State = telemetryv1alpha1.SourceUnavailable
+		st.Reason = "WarmingUp"
+		st.Message = "first reading taken; values follow from the next sample"
+	case errors.As(err, &se):
+		st.State, st.Reason, st.Message = se.State, se.Reason, truncate(se.Error(), 256)
+		if se.Err == nil {
+			st.Message = truncate(se.Message, 256)
+		}
+	default:
+		st.State = telemetryv1alpha1.SourceFailed
+		st.Reason = "ReadError"
+		st.Message = truncate(err.Error(), 256)
+	}
+	return st
+}
+
+// truncate shortens s to at most n bytes without splitting a UTF-8 rune.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}

@@ -1,0 +1,149 @@
+// Package hostfs reads host files (procfs, sysfs) under an injectable root,
+// so the agent reads a real host's /proc and /sys, a real-machine snapshot
+// or a simulated node's tree through the same code.
+package hostfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Root is a directory that stands for the host's "/". The zero value reads
+// the real host.
+type Root struct {
+	dir    string
+	faults map[string]error // host path -> error its reads return
+}
+
+// New returns a Root for dir ("" or "/" for the real host).
+func New(dir string) Root {
+	if dir == "" {
+		dir = "/"
+	}
+	return Root{dir: filepath.Clean(dir)}
+}
+
+// Dir returns the directory the root stands for.
+func (r Root) Dir() string {
+	if r.dir == "" {
+		return "/"
+	}
+	return r.dir
+}
+
+// Path maps an absolute host path ("/proc/stat") under the root.
+func (r Root) Path(hostPath string) string {
+	return filepath.Join(r.Dir(), hostPath)
+}
+
+// WithFaults returns a copy of r whose reads of the given host paths fail
+// with the given errors, wrapped as *fs.PathError like real ones. It stands
+// in for what files under a test tree cannot do when the tests run as root:
+// EACCES on RAPL energy_uj, EIO from a broken thermal zone.
+func (r Root) WithFaults(faults map[string]error) Root {
+	merged := make(map[string]error, len(r.faults)+len(faults))
+	for p, err := range r.faults {
+		merged[p] = err
+	}
+	for p, err := range faults {
+		merged[filepath.Clean(p)] = err
+	}
+	r.faults = merged
+	return r
+}
+
+// ReadFile reads a host file.
+func (r Root) ReadFile(hostPath string) ([]byte, error) {
+	if err, ok := r.faults[filepath.Clean(hostPath)]; ok {
+		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
+	}
+	return os.ReadFile(r.Path(hostPath))
+}
+
+// ReadString reads a host file and trims surrounding white space.
+func (r Root) ReadString(hostPath string) (string, error) {
+	b, err := r.ReadFile(hostPath)
+	if err != nil {
+		return "", err
+	}
+	return string(bytes.TrimSpace(b)), nil
+}
+
+// ReadInt reads a host file holding one decimal integer, such as a sysfs
+// attribute.
+func (r Root) ReadInt(hostPath string) (int64, error) {
+	b, err := r.ReadFile(hostPath)
+	if err != nil {
+		return 0, err
+	}
+	v, err := ParseInt(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", hostPath, err)
+	}
+	return v, nil
+}
+
+// ReadUint reads a host file holding one unsigned decimal integer.
+func (r Root) ReadUint(hostPath string) (uint64, error) {
+	b, err := r.ReadFile(hostPath)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", hostPath, err)
+	}
+	return v, nil
+}
+
+// Glob returns the host paths (not root-prefixed) matching a pattern of host
+// paths, sorted.
+func (r Root) Glob(hostPattern string) ([]string, error) {
+	matches, err := filepath.Glob(r.Path(hostPattern))
+	if err != nil {
+		return nil, err
+	}
+	prefix := r.Dir()
+	for i, m := range matches {
+		rel, err := filepath.Rel(prefix, m)
+		if err != nil {
+			return nil, err
+		}
+		matches[i] = "/" + filepath.ToSlash(rel)
+	}
+	return matches, nil
+}
+
+// Exists reports whether a host path exists.
+func (r Root) Exists(hostPath string) bool {
+	_, err := os.Stat(r.Path(hostPath))
+	return err == nil
+}
+
+// ParseInt parses one decimal integer surrounded by optional white space.
+func ParseInt(b []byte) (int64, error) {
+	return strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+}
+
+// IsAbsent reports whether err means the file does not exist.
+func IsAbsent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// IsPermission reports whether err means the file may not be read, as for
+// RAPL energy_uj, root-only since CVE-2020-8694.
+func IsPermission(err error) bool {
+	return errors.Is(err, fs.ErrPermission)
+}
+
+// IsNotSupported reports whether err means the kernel does not support the
+// file, as reading /proc/pressure/* with PSI disabled (EOPNOTSUPP).
+func IsNotSupported(err error) bool {
+	return errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.ENODATA)
+}
