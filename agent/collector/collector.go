@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/text"
 )
 
 // Collector reads one telemetry source into a Sample. Collectors may keep
@@ -163,26 +163,14 @@ func SourceStatus(name telemetryv1alpha1.SourceName, err error) telemetryv1alpha
 		st.Reason = "WarmingUp"
 		st.Message = "first reading taken; values follow from the next sample"
 	case errors.As(err, &se):
-		st.State, st.Reason, st.Message = se.State, se.Reason, truncate(se.Error(), 256)
+		st.State, st.Reason, st.Message = se.State, se.Reason, text.Truncate(se.Error(), 256)
 		if se.Err == nil {
-			st.Message = truncate(se.Message, 256)
+			st.Message = text.Truncate(se.Message, 256)
 		}
 	default:
 		st.State = telemetryv1alpha1.SourceFailed
 		st.Reason = "ReadError"
-		st.Message = truncate(err.Error(), 256)
+		st.Message = text.Truncate(err.Error(), 256)
 	}
 	return st
-}
-
-// truncate shortens s to at most n bytes without splitting a UTF-8 rune.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }

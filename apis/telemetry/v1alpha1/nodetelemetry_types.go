@@ -349,7 +349,8 @@ type ThermalStatus struct {
 	// last interval (CPU throttle counters rose or a sensor raised an alarm).
 	// +required
 	Throttling bool `json:"throttling"`
-	// sensors are the few sensors closest to their limits, hottest first.
+	// sensors are the few sensors closest to their limits, closest first;
+	// sensors that report no limit follow, hottest first.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -417,14 +418,17 @@ type PowerStatus struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	EnergyJoules int64 `json:"energyJoules"`
-	// model is a linear model of node power against CPU utilization, fitted
-	// online by the agent, for estimating the marginal power of a pod.
+	// model is a linear model of the node's power, GPU power excluded,
+	// against CPU utilization, fitted online by the agent, for estimating
+	// the marginal power of a pod's CPU use.
 	// +optional
 	Model *PowerModel `json:"model,omitempty"`
 }
 
-// PowerModel is node power as a linear function of CPU utilization:
-// watts = idleWatts + (fullLoadWatts - idleWatts) * utilization.
+// PowerModel is node power (GPU power excluded) as a linear function of CPU
+// utilization: watts = idleWatts + (fullLoadWatts - idleWatts) * utilization.
+// The agent fits it through per-utilization bins, so many idle samples do
+// not outweigh a few busy ones.
 //
 // +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts))",message="a ready model needs idleWatts and fullLoadWatts"
 type PowerModel struct {
@@ -470,12 +474,13 @@ type NUMANodeStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1023
 	ID int32 `json:"id"`
-	// cpus is the node's logical CPUs in Linux cpulist format, e.g. "0-11,24-35".
+	// cpus is the node's online logical CPUs in Linux cpulist format, e.g.
+	// "0-11,24-35".
 	// +required
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^[0-9,-]*$`
 	CPUs string `json:"cpus"`
-	// logicalCores is the number of logical CPUs in cpus.
+	// logicalCores is the number of online logical CPUs in cpus.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=65536

@@ -1,0 +1,114 @@
+// Package agent is the telesched node agent: it samples the node's
+// telemetry sources once per interval and turns each Sample into the one
+// NodeTelemetry status that the publisher, the metrics and the events all
+// read, so they never disagree.
+package agent
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/agent/collector"
+	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/status"
+)
+
+// Observation is the outcome of one sampling cycle.
+type Observation struct {
+	Sample  *collector.Sample
+	Results []collector.Result
+	Status  telemetryv1alpha1.NodeTelemetryStatus
+	Heat    status.HeatState
+	// GPUsStartedThrottling are GPUs thermally throttled now and not in the
+	// previous cycle.
+	GPUsStartedThrottling []telemetryv1alpha1.GPUStatus
+}
+
+// Sampler runs the collectors and keeps the state that spans cycles: the
+// power model, the heat state and the previous conditions. It is not safe
+// for concurrent use.
+type Sampler struct {
+	collectors   []collector.Collector
+	interval     time.Duration
+	agentVersion string
+	model        *powermodel.Model
+	heat         *status.HeatTracker
+	gpuThrottle  status.GPUThrottleTracker
+	conditions   []metav1.Condition
+}
+
+// SamplerConfig configures a Sampler.
+type SamplerConfig struct {
+	Collectors   []collector.Collector
+	Interval     time.Duration
+	AgentVersion string
+	PowerModel   powermodel.Config
+	Heat         status.HeatConfig
+}
+
+// NewSampler returns a Sampler; the configs must be valid.
+func NewSampler(cfg SamplerConfig) (*Sampler, error) {
+	if err := cfg.Heat.Validate(); err != nil {
+		return nil, err
+	}
+	model, err := powermodel.New(cfg.PowerModel)
+	if err != nil {
+		return nil, err
+	}
+	return &Sampler{
+		collectors:   cfg.Collectors,
+		interval:     cfg.Interval,
+		agentVersion: cfg.AgentVersion,
+		model:        model,
+		heat:         status.NewHeatTracker(cfg.Heat),
+	}, nil
+}
+
+// Observe runs one cycle at now.
+func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
+	sample, results := collector.Run(ctx, s.collectors, now)
+
+	var fit *powermodel.Fit
+	if p := sample.Power; p != nil {
+		if w, ok := cpuSideWatts(p); ok && sample.CPU != nil {
+			s.model.Add(sample.CPUBusy, w)
+		}
+		f := s.model.Fit()
+		fit = &f
+	}
+	thermal := status.Thermal(sample)
+	heat := s.heat.Update(thermal, sample.CPU)
+	st := status.Build(status.Input{
+		Sample:             sample,
+		Interval:           s.interval,
+		AgentVersion:       s.agentVersion,
+		PowerFit:           fit,
+		Heat:               heat,
+		PreviousConditions: s.conditions,
+	})
+	s.conditions = st.Conditions
+	return Observation{
+		Sample:                sample,
+		Results:               results,
+		Status:                st,
+		Heat:                  heat,
+		GPUsStartedThrottling: s.gpuThrottle.Update(sample.GPUs),
+	}
+}
+
+// cpuSideWatts is the node's power without its GPUs: what CPU utilization
+// can explain. False when only GPUs are metered.
+func cpuSideWatts(p *collector.Power) (float64, bool) {
+	var w float64
+	var any bool
+	for _, z := range p.Zones {
+		if z.Source != telemetryv1alpha1.PowerSourceNVML {
+			w += z.Watts
+			any = true
+		}
+	}
+	return w, any
+}

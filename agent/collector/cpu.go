@@ -1,0 +1,186 @@
+package collector
+
+import (
+	"context"
+	"math"
+	"path"
+
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/agent/hostfs"
+)
+
+// CPUCollector reads CPU utilization from /proc/stat, load from
+// /proc/loadavg, CPU and I/O pressure from /proc/pressure, and thermal
+// throttle counters from sysfs. Utilization is over the time since the
+// previous call, summed from the per-CPU lines: a CPU whose counters went
+// backwards (hotplug, a kernel reset) or that was not online at both reads
+// is left out of that interval rather than skewing it.
+type CPUCollector struct {
+	root hostfs.Root
+
+	prev    map[int]cpuTimes // per-CPU times of the previous call
+	scratch []perCPUTimes
+	// throttle counters of the previous call, for "throttling now".
+	prevCoreThrottle, prevPkgThrottle int64
+	haveThrottle                      bool
+}
+
+// NewCPUCollector returns a CPU collector reading under root.
+func NewCPUCollector(root hostfs.Root) *CPUCollector {
+	return &CPUCollector{root: root}
+}
+
+// Name implements Collector.
+func (c *CPUCollector) Name() telemetryv1alpha1.SourceName { return telemetryv1alpha1.SourceCPU }
+
+// Collect implements Collector.
+func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
+	data, err := c.root.ReadFile("/proc/stat")
+	if err != nil {
+		if hostfs.IsAbsent(err) {
+			return Unavailable("NoProcStat", "%s does not exist: is /proc mounted under --host-root?", c.root.Path("/proc/stat"))
+		}
+		return Failed("ReadError", err, "reading /proc/stat")
+	}
+	cur, err := parseProcStat(data, c.scratch[:0])
+	c.scratch = cur
+	if err != nil {
+		return Failed("ParseError", err, "parsing /proc/stat")
+	}
+	if len(cur) == 0 {
+		return Failed("ParseError", errMalformed, "/proc/stat lists no CPU")
+	}
+
+	first := c.prev == nil
+	var busySum, totalSum uint64
+	perCPU := make(map[int]float64, len(cur))
+	next := make(map[int]cpuTimes, len(cur))
+	for _, t := range cur {
+		next[t.id] = t.cpuTimes
+		p, ok := c.prev[t.id]
+		if !ok || t.anyBelow(p) {
+			continue // new, back online, or reset: no valid delta this interval
+		}
+		total := t.total() - p.total()
+		if total == 0 {
+			continue
+		}
+		idle := t.idleTicks() - p.idleTicks()
+		busy := total - min(idle, total)
+		busySum += busy
+		totalSum += total
+		perCPU[t.id] = float64(busy) / float64(total)
+	}
+	c.prev = next
+	if first {
+		return ErrWarmingUp
+	}
+	if totalSum == 0 {
+		return Failed("NoProgress", nil, "no CPU counter advanced since the previous sample")
+	}
+
+	online := int32(len(cur))
+	logical := online
+	if ids, err := c.cpuList("/sys/devices/system/cpu/present"); err == nil {
+		logical = int32(len(ids))
+	}
+	if ids, err := c.cpuList("/sys/devices/system/cpu/online"); err == nil {
+		online = int32(len(ids))
+	}
+
+	busy := float64(busySum) / float64(totalSum)
+	st := &telemetryv1alpha1.CPUStatus{
+		LogicalCores:       logical,
+		OnlineCores:        online,
+		UtilizationPercent: percent(busy),
+	}
+	if data, err := c.root.ReadFile("/proc/loadavg"); err == nil {
+		if l, err := parseLoadAvg(data); err == nil {
+			st.Load1Milli, st.Load5Milli, st.Load15Milli = ptr.To(l.load1), ptr.To(l.load5), ptr.To(l.load15)
+		}
+	}
+	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")
+	st.ThermalThrottle = c.throttle()
+
+	s.CPU = st
+	s.CPUBusy = busy
+	s.PerCPUBusy = perCPU
+	s.IOPressure = readPressure(c.root, "/proc/pressure/io")
+	return nil
+}
+
+func (c *CPUCollector) cpuList(hostPath string) ([]int, error) {
+	data, err := c.root.ReadFile(hostPath)
+	if err != nil {
+		return nil, err
+	}
+	return parseCPUList(data)
+}
+
+// readPressure reads a PSI file; nil when the kernel has no PSI (absent
+// file, EOPNOTSUPP with psi=0) or the file does not parse.
+func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.PressureStatus {
+	data, err := root.ReadFile(hostPath)
+	if err != nil {
+		return nil
+	}
+	p, err := parsePressure(data)
+	if err != nil {
+		return nil
+	}
+	st := &telemetryv1alpha1.PressureStatus{
+		SomeAvg10BasisPoints:  int32(p.someAvg10),
+		SomeTotalMicroseconds: p.someTotalUS,
+	}
+	if p.hasFull {
+		st.FullAvg10BasisPoints = ptr.To(int32(p.fullAvg10))
+	}
+	return st
+}
+
+// throttle sums the thermal_throttle counters: core counts over every CPU,
+// package counts once per physical package (every CPU of a package repeats
+// its package's count). Nil when the kernel exposes none.
+func (c *CPUCollector) throttle() *telemetryv1alpha1.CPUThrottleStatus {
+	dirs, err := c.root.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
+	if err != nil || len(dirs) == 0 {
+		return nil
+	}
+	var core, pkg int64
+	seenPkg := map[int64]bool{}
+	found := false
+	for _, dir := range dirs {
+		if v, err := c.root.ReadInt(path.Join(dir, "core_throttle_count")); err == nil && v >= 0 {
+			core += v
+			found = true
+		}
+		pkgID, err := c.root.ReadInt(path.Join(path.Dir(dir), "topology/physical_package_id"))
+		if err != nil {
+			pkgID = -1 - int64(len(seenPkg)) // unknown package: count it on its own
+		}
+		if seenPkg[pkgID] {
+			continue
+		}
+		if v, err := c.root.ReadInt(path.Join(dir, "package_throttle_count")); err == nil && v >= 0 {
+			seenPkg[pkgID] = true
+			pkg += v
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	st := &telemetryv1alpha1.CPUThrottleStatus{CoreEventsTotal: core, PackageEventsTotal: pkg}
+	if c.haveThrottle {
+		st.Throttling = core > c.prevCoreThrottle || pkg > c.prevPkgThrottle
+	}
+	c.prevCoreThrottle, c.prevPkgThrottle, c.haveThrottle = core, pkg, true
+	return st
+}
+
+// percent converts a fraction to a whole percentage in [0, 100].
+func percent(f float64) int32 {
+	return int32(math.Round(100 * math.Max(0, math.Min(1, f))))
+}

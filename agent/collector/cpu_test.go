@@ -1,0 +1,233 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// statLine builds a cpuN line: user nice system idle iowait irq softirq steal guest guest_nice.
+func stat(lines ...string) string {
+	out := "cpu  0 0 0 0 0 0 0 0 0 0\n"
+	for _, l := range lines {
+		out += l + "\n"
+	}
+	return out + "intr 12345\nctxt 678\nbtime 1700000000\nprocesses 42\n"
+}
+
+func TestCPUCollectorUtilization(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		before       string
+		after        string
+		wantPercent  int32
+		wantPerCPU   map[int]float64
+		wantCPUBusy  float64
+		wantErrState telemetryv1alpha1.SourceState // "" for success
+	}{
+		{
+			name:   "two CPUs",
+			before: stat("cpu0 100 0 0 900 0 0 0 0 0 0", "cpu1 0 0 0 1000 0 0 0 0 0 0"),
+			after:  stat("cpu0 250 0 50 1500 0 0 0 0 0 0", "cpu1 700 0 100 1000 0 0 0 0 0 0"),
+			// cpu0: busy (250-100)+(50-0)=200 of total 1800-1000=800 -> 0.25
+			// cpu1: busy 700+100=800 of 800 -> 1.0
+			// node: (200+800)/(800+800) = 0.625 -> 63%
+			wantPercent: 63,
+			wantPerCPU:  map[int]float64{0: 0.25, 1: 1.0},
+			wantCPUBusy: 0.625,
+		},
+		{
+			name:   "iowait and steal",
+			before: stat("cpu0 0 0 0 0 0 0 0 0 0 0"),
+			after:  stat("cpu0 100 0 0 500 300 50 50 100 40 0"),
+			// total = 100+500+300+50+50+100 = 1100 (guest 40 is inside user)
+			// idle = idle 500 + iowait 300 = 800; busy = 300 -> 300/1100 = 27.27% -> 27%
+			wantPercent: 27,
+			wantPerCPU:  map[int]float64{0: 300.0 / 1100},
+			wantCPUBusy: 300.0 / 1100,
+		},
+		{
+			name:   "counter went backwards",
+			before: stat("cpu0 100 0 0 900 0 0 0 0 0 0", "cpu1 0 0 0 1000 50 0 0 0 0 0"),
+			after:  stat("cpu0 300 0 0 1500 0 0 0 0 0 0", "cpu1 500 0 0 1200 40 0 0 0 0 0"),
+			// cpu1's iowait fell 50 -> 40: it is left out of this interval.
+			// cpu0: busy 200 of 800 -> 25%
+			wantPercent: 25,
+			wantPerCPU:  map[int]float64{0: 0.25},
+			wantCPUBusy: 0.25,
+		},
+		{
+			name:   "CPU hotplug",
+			before: stat("cpu0 100 0 0 900 0 0 0 0 0 0", "cpu1 0 0 0 1000 0 0 0 0 0 0"),
+			after:  stat("cpu0 500 0 0 1300 0 0 0 0 0 0", "cpu2 10 0 0 10 0 0 0 0 0 0"),
+			// cpu1 went offline, cpu2 came online: neither has a delta.
+			// cpu0: busy 400 of 800 -> 50%
+			wantPercent: 50,
+			wantPerCPU:  map[int]float64{0: 0.5},
+			wantCPUBusy: 0.5,
+		},
+		{
+			name:         "no counter advanced",
+			before:       stat("cpu0 100 0 0 900 0 0 0 0 0 0"),
+			after:        stat("cpu0 100 0 0 900 0 0 0 0 0 0"),
+			wantErrState: telemetryv1alpha1.SourceFailed,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeTree(t, map[string]string{"/proc/stat": tc.before})
+			c := NewCPUCollector(root)
+			if err := c.Collect(context.Background(), &Sample{}); !errors.Is(err, ErrWarmingUp) {
+				t.Fatalf("first Collect = %v, want ErrWarmingUp", err)
+			}
+			updateTree(t, root, map[string]string{"/proc/stat": tc.after})
+			s := &Sample{}
+			err := c.Collect(context.Background(), s)
+			if tc.wantErrState != "" {
+				var se *SourceError
+				if !errors.As(err, &se) || se.State != tc.wantErrState {
+					t.Fatalf("Collect = %v, want a %s SourceError", err, tc.wantErrState)
+				}
+				if s.CPU != nil {
+					t.Errorf("CPU = %+v on error, want nil", s.CPU)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Collect: %v", err)
+			}
+			if s.CPU.UtilizationPercent != tc.wantPercent {
+				t.Errorf("UtilizationPercent = %d, want %d", s.CPU.UtilizationPercent, tc.wantPercent)
+			}
+			if diff := cmp.Diff(tc.wantPerCPU, s.PerCPUBusy); diff != "" {
+				t.Errorf("PerCPUBusy (-want +got):\n%s", diff)
+			}
+			if s.CPUBusy != tc.wantCPUBusy {
+				t.Errorf("CPUBusy = %v, want %v", s.CPUBusy, tc.wantCPUBusy)
+			}
+		})
+	}
+}
+
+func TestCPUCollectorFullSample(t *testing.T) {
+	files := map[string]string{
+		"/proc/stat":                      stat("cpu0 100 0 0 900 0 0 0 0 0 0", "cpu1 100 0 0 900 0 0 0 0 0 0", "cpu2 100 0 0 900 0 0 0 0 0 0"),
+		"/proc/loadavg":                   "1.25 0.50 0.05 1/100 12345\n",
+		"/proc/pressure/cpu":              "some avg10=1.23 avg60=0.50 avg300=0.10 total=456789\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		"/sys/devices/system/cpu/present": "0-3\n",
+		"/sys/devices/system/cpu/online":  "0-2\n",
+	}
+	// cpu0 and cpu1 share package 0, whose count each repeats; cpu2 is package 1.
+	for cpu, v := range map[string][3]string{"cpu0": {"0", "1", "5"}, "cpu1": {"0", "2", "5"}, "cpu2": {"1", "3", "7"}} {
+		files["/sys/devices/system/cpu/"+cpu+"/topology/physical_package_id"] = v[0]
+		files["/sys/devices/system/cpu/"+cpu+"/thermal_throttle/core_throttle_count"] = v[1]
+		files["/sys/devices/system/cpu/"+cpu+"/thermal_throttle/package_throttle_count"] = v[2]
+	}
+	root := writeTree(t, files)
+	c := NewCPUCollector(root)
+	if err := c.Collect(context.Background(), &Sample{}); !errors.Is(err, ErrWarmingUp) {
+		t.Fatalf("first Collect = %v, want ErrWarmingUp", err)
+	}
+	updateTree(t, root, map[string]string{
+		"/proc/stat": stat("cpu0 300 0 0 1500 0 0 0 0 0 0", "cpu1 300 0 0 1500 0 0 0 0 0 0", "cpu2 300 0 0 1500 0 0 0 0 0 0"),
+	})
+	s := &Sample{}
+	if err := c.Collect(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	want := &telemetryv1alpha1.CPUStatus{
+		LogicalCores:       4,  // present 0-3
+		OnlineCores:        3,  // online 0-2
+		UtilizationPercent: 25, // each CPU: busy 200 of 800
+		Load1Milli:         ptr.To[int64](1250),
+		Load5Milli:         ptr.To[int64](500),
+		Load15Milli:        ptr.To[int64](50),
+		Pressure: &telemetryv1alpha1.PressureStatus{
+			SomeAvg10BasisPoints:  123, // 1.23%
+			FullAvg10BasisPoints:  ptr.To[int32](0),
+			SomeTotalMicroseconds: 456789,
+		},
+		ThermalThrottle: &telemetryv1alpha1.CPUThrottleStatus{
+			Throttling:         false, // no previous reading to compare with
+			CoreEventsTotal:    6,     // 1 + 2 + 3
+			PackageEventsTotal: 12,    // package 0 once (5) + package 1 (7)
+		},
+	}
+	if diff := cmp.Diff(want, s.CPU); diff != "" {
+		t.Errorf("CPU (-want +got):\n%s", diff)
+	}
+	if s.IOPressure != nil {
+		t.Errorf("IOPressure = %+v with no /proc/pressure/io, want nil", s.IOPressure)
+	}
+
+	// A throttle event on cpu2 during the next interval.
+	updateTree(t, root, map[string]string{
+		"/proc/stat": stat("cpu0 500 0 0 2100 0 0 0 0 0 0", "cpu1 500 0 0 2100 0 0 0 0 0 0", "cpu2 500 0 0 2100 0 0 0 0 0 0"),
+		"/sys/devices/system/cpu/cpu2/thermal_throttle/core_throttle_count": "4",
+	})
+	s = &Sample{}
+	if err := c.Collect(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CPU.ThermalThrottle; !got.Throttling || got.CoreEventsTotal != 7 {
+		t.Errorf("ThermalThrottle = %+v, want throttling with 7 core events (1+2+4)", got)
+	}
+}
+
+// TestCPUCollectorPressureNotSupported: with psi=0 the kernel answers
+// EOPNOTSUPP; pressure is then absent, not zero.
+func TestCPUCollectorPressureNotSupported(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"/proc/stat":         stat("cpu0 100 0 0 900 0 0 0 0 0 0"),
+		"/proc/pressure/cpu": "some avg10=9.99 avg60=0.00 avg300=0.00 total=1\n",
+	}).WithFaults(map[string]error{"/proc/pressure/cpu": syscall.EOPNOTSUPP})
+	c := NewCPUCollector(root)
+	_ = c.Collect(context.Background(), &Sample{})
+	updateTree(t, root, map[string]string{"/proc/stat": stat("cpu0 200 0 0 1800 0 0 0 0 0 0")})
+	s := &Sample{}
+	if err := c.Collect(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if s.CPU.Pressure != nil || s.CPU.ThermalThrottle != nil || s.CPU.Load1Milli != nil {
+		t.Errorf("CPU = %+v: want pressure, throttle and load absent", s.CPU)
+	}
+}
+
+// TestEmptyRoot: a root with nothing in it yields every source "absent"
+// with a named reason: no error of another kind, no zero, no section.
+func TestEmptyRoot(t *testing.T) {
+	root := writeTree(t, nil)
+	for _, tc := range []struct {
+		c          Collector
+		wantReason string
+	}{
+		{NewCPUCollector(root), "NoProcStat"},
+		{NewMemoryCollector(root), "NoMeminfo"},
+		{NewNUMACollector(root), "NoNUMATopology"},
+	} {
+		t.Run(string(tc.c.Name()), func(t *testing.T) {
+			s, results := Run(context.Background(), []Collector{tc.c}, time.Now())
+			want := telemetryv1alpha1.SourceStatus{Name: tc.c.Name(), State: telemetryv1alpha1.SourceUnavailable, Reason: tc.wantReason}
+			got := s.Sources[0]
+			got.Message = ""
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("source (-want +got):\n%s", diff)
+			}
+			if s.Sources[0].Message == "" {
+				t.Error("no message")
+			}
+			if s.CPU != nil || s.Memory != nil || s.NUMA != nil {
+				t.Errorf("sections filled from an empty root: %+v", s)
+			}
+			if results[0].Err == nil {
+				t.Error("Result.Err is nil")
+			}
+		})
+	}
+}

@@ -1,0 +1,270 @@
+package publisher
+
+import (
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// Defaults for Deadbands.
+const (
+	DefaultUtilizationPoints       = 5
+	DefaultTemperatureMilliCelsius = 2_000
+	DefaultPowerPercent            = 10
+)
+
+// Deadbands are how far a signal must move from its last published value
+// for the move to be worth a write before the heartbeat.
+type Deadbands struct {
+	// UtilizationPoints applies to CPU, memory, NUMA and GPU utilization,
+	// and to GPU and NUMA memory in use as a share of their total.
+	UtilizationPoints int32
+	// TemperatureMilliCelsius applies to the hottest sensor, the thermal
+	// headroom and GPU temperatures.
+	TemperatureMilliCelsius int64
+	// PowerPercent applies to node, GPU and power-model watts, relative to
+	// the last published value.
+	PowerPercent int32
+}
+
+// DefaultDeadbands returns the documented defaults.
+func DefaultDeadbands() Deadbands {
+	return Deadbands{
+		UtilizationPoints:       DefaultUtilizationPoints,
+		TemperatureMilliCelsius: DefaultTemperatureMilliCelsius,
+		PowerPercent:            DefaultPowerPercent,
+	}
+}
+
+// Validate reports negative deadbands.
+func (d Deadbands) Validate() error {
+	if d.UtilizationPoints < 0 || d.TemperatureMilliCelsius < 0 || d.PowerPercent < 0 {
+		return fmt.Errorf("deadbands must not be negative: %+v", d)
+	}
+	return nil
+}
+
+// Change says why cur differs meaningfully from prev, the last published
+// status, or returns "" when every signal is within its deadband. Any change
+// of a source's state, a condition's status, health, topology or throttling
+// counts, whatever its size.
+func Change(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	for _, c := range []func(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string{
+		changedSources, changedConditions, changedCPU, changedMemory, changedThermal, changedPower, changedNUMA, changedGPUs,
+	} {
+		if why := c(prev, cur, d); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+func changedSources(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, _ Deadbands) string {
+	if len(prev.Sources) != len(cur.Sources) {
+		return "the set of sources changed"
+	}
+	for i := range cur.Sources {
+		p, c := prev.Sources[i], cur.Sources[i]
+		if p.Name != c.Name || p.State != c.State || p.Reason != c.Reason {
+			return fmt.Sprintf("source %s is now %s %s", c.Name, c.State, c.Reason)
+		}
+	}
+	return ""
+}
+
+func changedConditions(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, _ Deadbands) string {
+	for _, c := range cur.Conditions {
+		i := slices.IndexFunc(prev.Conditions, func(p metav1.Condition) bool { return p.Type == c.Type })
+		if i < 0 || prev.Conditions[i].Status != c.Status || prev.Conditions[i].Reason != c.Reason {
+			return fmt.Sprintf("condition %s is now %s (%s)", c.Type, c.Status, c.Reason)
+		}
+	}
+	if len(prev.Conditions) != len(cur.Conditions) {
+		return "the set of conditions changed"
+	}
+	return ""
+}
+
+func changedCPU(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	p, c := prev.CPU, cur.CPU
+	if (p == nil) != (c == nil) {
+		return "cpu section appeared or went away"
+	}
+	if c == nil {
+		return ""
+	}
+	switch {
+	case p.LogicalCores != c.LogicalCores || p.OnlineCores != c.OnlineCores:
+		return fmt.Sprintf("cpu count changed to %d online of %d", c.OnlineCores, c.LogicalCores)
+	case moved(p.UtilizationPercent, c.UtilizationPercent, d.UtilizationPoints):
+		return fmt.Sprintf("cpu utilization %d%% -> %d%%", p.UtilizationPercent, c.UtilizationPercent)
+	case throttling(p) != throttling(c):
+		return fmt.Sprintf("cpu thermal throttling is now %v", throttling(c))
+	}
+	return ""
+}
+
+func throttling(c *telemetryv1alpha1.CPUStatus) bool {
+	return c.ThermalThrottle != nil && c.ThermalThrottle.Throttling
+}
+
+func changedMemory(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	p, c := prev.Memory, cur.Memory
+	if (p == nil) != (c == nil) {
+		return "memory section appeared or went away"
+	}
+	if c == nil {
+		return ""
+	}
+	if p.TotalBytes != c.TotalBytes {
+		return "memory total changed"
+	}
+	if moved(p.UtilizationPercent, c.UtilizationPercent, d.UtilizationPoints) {
+		return fmt.Sprintf("memory utilization %d%% -> %d%%", p.UtilizationPercent, c.UtilizationPercent)
+	}
+	return ""
+}
+
+func changedThermal(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	p, c := prev.Thermal, cur.Thermal
+	if (p == nil) != (c == nil) {
+		return "thermal section appeared or went away"
+	}
+	if c == nil {
+		return ""
+	}
+	switch {
+	case p.Throttling != c.Throttling:
+		return fmt.Sprintf("thermal throttling is now %v", c.Throttling)
+	case moved(p.HottestMilliCelsius, c.HottestMilliCelsius, d.TemperatureMilliCelsius):
+		return fmt.Sprintf("hottest sensor %d -> %d m°C", p.HottestMilliCelsius, c.HottestMilliCelsius)
+	case (p.HeadroomMilliCelsius == nil) != (c.HeadroomMilliCelsius == nil):
+		return "thermal headroom appeared or went away"
+	case c.HeadroomMilliCelsius != nil && moved(*p.HeadroomMilliCelsius, *c.HeadroomMilliCelsius, d.TemperatureMilliCelsius):
+		return fmt.Sprintf("thermal headroom %d -> %d m°C", *p.HeadroomMilliCelsius, *c.HeadroomMilliCelsius)
+	}
+	return ""
+}
+
+func changedPower(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	p, c := prev.Power, cur.Power
+	if (p == nil) != (c == nil) {
+		return "power section appeared or went away"
+	}
+	if c == nil {
+		return ""
+	}
+	switch {
+	case !slices.Equal(p.Sources, c.Sources):
+		return fmt.Sprintf("power sources are now %v", c.Sources)
+	case wattsMoved(p.Watts, c.Watts, d):
+		return fmt.Sprintf("node power %dW -> %dW", p.Watts, c.Watts)
+	case (p.Model == nil) != (c.Model == nil):
+		return "power model appeared or went away"
+	}
+	if pm, cm := p.Model, c.Model; cm != nil {
+		switch {
+		case pm.Ready != cm.Ready:
+			return fmt.Sprintf("power model ready is now %v", cm.Ready)
+		case cm.Ready && (wattsMoved(*pm.IdleWatts, *cm.IdleWatts, d) || wattsMoved(*pm.FullLoadWatts, *cm.FullLoadWatts, d)):
+			return "power model moved"
+		}
+	}
+	return ""
+}
+
+// wattsMoved reports a change of at least PowerPercent of the previous
+// value, and of at least one watt.
+func wattsMoved(prev, cur int32, d Deadbands) bool {
+	diff := absDiff(prev, cur)
+	return diff >= 1 && int64(diff)*100 >= int64(d.PowerPercent)*int64(prev)
+}
+
+func changedNUMA(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	if len(prev.NUMA) != len(cur.NUMA) {
+		return "NUMA nodes changed"
+	}
+	for i, c := range cur.NUMA {
+		p := prev.NUMA[i]
+		switch {
+		case p.ID != c.ID || p.CPUs != c.CPUs || !slices.Equal(p.Distances, c.Distances) || p.MemoryTotalBytes != c.MemoryTotalBytes:
+			return fmt.Sprintf("NUMA node %d topology changed", c.ID)
+		case !equalPtr(p.AllocatedExclusiveCPUs, c.AllocatedExclusiveCPUs):
+			return fmt.Sprintf("NUMA node %d exclusive CPU allocations changed", c.ID)
+		case ptrMoved(p.CPUUtilizationPercent, c.CPUUtilizationPercent, d.UtilizationPoints):
+			return fmt.Sprintf("NUMA node %d cpu utilization moved", c.ID)
+		case shareMoved(p.MemoryTotalBytes-p.MemoryFreeBytes, c.MemoryTotalBytes-c.MemoryFreeBytes, c.MemoryTotalBytes, d.UtilizationPoints):
+			return fmt.Sprintf("NUMA node %d memory use moved", c.ID)
+		}
+	}
+	return ""
+}
+
+func changedGPUs(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	if len(prev.GPUs) != len(cur.GPUs) {
+		return "GPUs changed"
+	}
+	for i, c := range cur.GPUs {
+		p := prev.GPUs[i]
+		switch {
+		case p.UUID != c.UUID || p.Model != c.Model || !equalPtr(p.NUMANode, c.NUMANode) || p.MemoryTotalBytes != c.MemoryTotalBytes || !equalPtr(p.MIGEnabled, c.MIGEnabled):
+			return fmt.Sprintf("GPU %d identity or topology changed", c.Index)
+		case p.Health.Healthy != c.Health.Healthy || p.Health.RowRemapPending != c.Health.RowRemapPending ||
+			p.Health.RowRemapFailed != c.Health.RowRemapFailed || p.Health.XIDCriticalEvents != c.Health.XIDCriticalEvents ||
+			!equalPtr(p.Health.ECCUncorrectedErrors, c.Health.ECCUncorrectedErrors):
+			return fmt.Sprintf("GPU %d health changed (healthy %v)", c.Index, c.Health.Healthy)
+		case !slices.Equal(p.ThrottleReasons, c.ThrottleReasons):
+			return fmt.Sprintf("GPU %d throttle reasons are now %v", c.Index, c.ThrottleReasons)
+		case ptrMoved(p.UtilizationPercent, c.UtilizationPercent, d.UtilizationPoints):
+			return fmt.Sprintf("GPU %d utilization moved", c.Index)
+		case ptrMoved(p.TemperatureMilliCelsius, c.TemperatureMilliCelsius, d.TemperatureMilliCelsius):
+			return fmt.Sprintf("GPU %d temperature moved", c.Index)
+		case (p.PowerWatts == nil) != (c.PowerWatts == nil) || (c.PowerWatts != nil && wattsMoved(*p.PowerWatts, *c.PowerWatts, d)):
+			return fmt.Sprintf("GPU %d power moved", c.Index)
+		case shareMoved(p.MemoryUsedBytes, c.MemoryUsedBytes, c.MemoryTotalBytes, d.UtilizationPoints):
+			return fmt.Sprintf("GPU %d memory use moved", c.Index)
+		}
+	}
+	return ""
+}
+
+// shareMoved reports whether used moved by at least points percent of total.
+func shareMoved(prev, cur, total int64, points int32) bool {
+	if total <= 0 {
+		return prev != cur
+	}
+	diff := absDiff(prev, cur)
+	return diff > 0 && diff*100 >= int64(points)*total
+}
+
+// ptrMoved reports an optional value appearing, going away, or moving by at
+// least band.
+func ptrMoved[T int32 | int64](prev, cur *T, band T) bool {
+	if (prev == nil) != (cur == nil) {
+		return true
+	}
+	return cur != nil && moved(*prev, *cur, band)
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// moved reports a change of at least band; with band 0, any change.
+func moved[T int32 | int64](prev, cur, band T) bool {
+	diff := absDiff(prev, cur)
+	return diff > 0 && diff >= band
+}
+
+func absDiff[T int32 | int64](a, b T) T {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}

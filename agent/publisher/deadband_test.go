@@ -1,0 +1,96 @@
+package publisher
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+func baseStatus() *telemetryv1alpha1.NodeTelemetryStatus {
+	return &telemetryv1alpha1.NodeTelemetryStatus{
+		Sources: []telemetryv1alpha1.SourceStatus{{Name: telemetryv1alpha1.SourceCPU, State: telemetryv1alpha1.SourceAvailable}},
+		CPU:     &telemetryv1alpha1.CPUStatus{LogicalCores: 8, OnlineCores: 8, UtilizationPercent: 40},
+		Memory:  &telemetryv1alpha1.MemoryStatus{TotalBytes: 1000, AvailableBytes: 500, UtilizationPercent: 50},
+		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "cpu", HottestMilliCelsius: 60_000, HeadroomMilliCelsius: ptr.To[int64](40_000)},
+		Power:   &telemetryv1alpha1.PowerStatus{Watts: 200, Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}},
+		NUMA:    []telemetryv1alpha1.NUMANodeStatus{{ID: 0, CPUs: "0-7", LogicalCores: 8, MemoryTotalBytes: 1000, MemoryFreeBytes: 500, CPUUtilizationPercent: ptr.To[int32](40)}},
+		GPUs: []telemetryv1alpha1.GPUStatus{{
+			Index: 0, UUID: "GPU-a", MemoryTotalBytes: 1000, MemoryUsedBytes: 100, UtilizationPercent: ptr.To[int32](10),
+			TemperatureMilliCelsius: ptr.To[int64](50_000), PowerWatts: ptr.To[int32](100), Health: telemetryv1alpha1.GPUHealth{Healthy: true},
+		}},
+		Conditions: []metav1.Condition{{Type: telemetryv1alpha1.ConditionOverheating, Status: metav1.ConditionFalse, Reason: "WithinLimits"}},
+	}
+}
+
+func TestChange(t *testing.T) {
+	d := DefaultDeadbands() // 5 points, 2°C, 10%
+	for _, tc := range []struct {
+		name    string
+		mutate  func(s *telemetryv1alpha1.NodeTelemetryStatus)
+		changed bool
+	}{
+		{"identical", func(s *telemetryv1alpha1.NodeTelemetryStatus) {}, false},
+		{"cpu +4 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.CPU.UtilizationPercent = 44 }, false},
+		{"cpu +5 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.CPU.UtilizationPercent = 45 }, true},
+		{"cpu -5 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.CPU.UtilizationPercent = 35 }, true},
+		{"cpu went offline", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.CPU.OnlineCores = 7 }, true},
+		{"memory +4 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Memory.UtilizationPercent = 54 }, false},
+		{"memory +6 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Memory.UtilizationPercent = 56 }, true},
+		{"temperature +1.9°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Thermal.HottestMilliCelsius = 61_900
+			s.Thermal.HeadroomMilliCelsius = ptr.To[int64](38_100)
+		}, false},
+		{"temperature +2°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Thermal.HottestMilliCelsius = 62_000 }, true},
+		{"throttling starts", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Thermal.Throttling = true }, true},
+		{"power +19W of 200 (9.5%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Watts = 219 }, false},
+		{"power +20W of 200 (10%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Watts = 220 }, true},
+		{"power source changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Power.Sources = []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceHwmon}
+		}, true},
+		{"power went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power = nil }, true},
+		{"source state changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Sources[0].State = telemetryv1alpha1.SourceFailed }, true},
+		{"condition flipped", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, true},
+		{"condition message only", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Conditions[0].Message = "60.5°C" }, false},
+		{"NUMA utilization +5", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.NUMA[0].CPUUtilizationPercent = ptr.To[int32](45) }, true},
+		{"NUMA free memory -4% of total", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.NUMA[0].MemoryFreeBytes = 460 }, false},
+		{"NUMA free memory -5% of total", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.NUMA[0].MemoryFreeBytes = 450 }, true},
+		{"GPU unhealthy", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.Healthy = false }, true},
+		{"GPU XID event", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.XIDCriticalEvents = 1 }, true},
+		{"GPU throttled", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.GPUs[0].ThrottleReasons = []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleHwThermalSlowdown}
+		}, true},
+		{"GPU +1°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].TemperatureMilliCelsius = ptr.To[int64](51_000) }, false},
+		{"GPU power +10W of 100", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].PowerWatts = ptr.To[int32](110) }, true},
+		{"GPU memory +40 of 1000 (4%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 140 }, false},
+		{"GPU memory +50 of 1000 (5%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 150 }, true},
+		{"GPU removed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs = nil }, true},
+		{"load and energy only", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.CPU.Load1Milli = ptr.To[int64](9000)
+			s.Power.EnergyJoules = 123456
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := baseStatus()
+			tc.mutate(cur)
+			why := Change(baseStatus(), cur, d)
+			if (why != "") != tc.changed {
+				t.Errorf("Change = %q, want changed=%v", why, tc.changed)
+			}
+		})
+	}
+}
+
+func TestZeroDeadbandMeansAnyChange(t *testing.T) {
+	var zero Deadbands
+	if why := Change(baseStatus(), baseStatus(), zero); why != "" {
+		t.Errorf("identical statuses with zero deadbands: Change = %q, want none", why)
+	}
+	cur := baseStatus()
+	cur.CPU.UtilizationPercent++
+	if Change(baseStatus(), cur, zero) == "" {
+		t.Error("a 1-point move with zero deadbands was not a change")
+	}
+}

@@ -1,0 +1,237 @@
+// Package publisher writes the agent's NodeTelemetry status to the API
+// server: by server-side apply on the status subresource, only when a signal
+// moved past its deadband or the heartbeat is due, under a token-bucket rate
+// limit, with exponential backoff and jitter on errors. It recreates the
+// object, owned by its Node, when it is missing.
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// DefaultFieldManager is the field manager of the agent's writes.
+const DefaultFieldManager = "telesched-agent"
+
+// Defaults for Config.
+const (
+	DefaultHeartbeat      = 30 * time.Second
+	DefaultRateLimitQPS   = 0.5
+	DefaultRateLimitBurst = 3
+	DefaultBackoffInitial = time.Second
+	DefaultBackoffMax     = 2 * time.Minute
+	// backoffJitter spreads retries of many agents after an API outage.
+	backoffJitter = 0.5
+)
+
+// Config configures a Publisher.
+type Config struct {
+	// NodeName names the Node and its NodeTelemetry.
+	NodeName     string
+	FieldManager string
+	// Heartbeat is the longest time between writes while nothing moves.
+	Heartbeat time.Duration
+	// RateLimitQPS and RateLimitBurst are the token bucket every write
+	// takes a token from.
+	RateLimitQPS   float32
+	RateLimitBurst int
+	// BackoffInitial and BackoffMax bound the wait after a failed write;
+	// it doubles per failure, with jitter.
+	BackoffInitial, BackoffMax time.Duration
+	Deadbands                  Deadbands
+}
+
+// Validate reports a Config that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("node name must be set (--node-name, or NODE_NAME from the downward API)"))
+	}
+	if c.FieldManager == "" {
+		errs = append(errs, errors.New("field manager must be set"))
+	}
+	if c.Heartbeat <= 0 {
+		errs = append(errs, fmt.Errorf("heartbeat %v must be positive", c.Heartbeat))
+	}
+	if c.RateLimitQPS <= 0 || c.RateLimitBurst < 1 {
+		errs = append(errs, fmt.Errorf("rate limit %v/s burst %d must be positive", c.RateLimitQPS, c.RateLimitBurst))
+	}
+	if c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial {
+		errs = append(errs, fmt.Errorf("backoff %v..%v must be positive and ordered", c.BackoffInitial, c.BackoffMax))
+	}
+	if err := c.Deadbands.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Outcome is what Offer did with a status.
+type Outcome struct {
+	// Published is true when the status was written.
+	Published bool
+	// Reason says why it was written ("first", "heartbeat", or the change)
+	// or why not ("within deadbands", "rate limited", "backing off").
+	Reason string
+	// Duration is how long the write took; Err is its error.
+	Duration time.Duration
+	Err      error
+	// Recreated is true when the object was missing and was created again.
+	Recreated bool
+}
+
+// Publisher decides when to write and writes. It is not safe for
+// concurrent use.
+type Publisher struct {
+	cfg     Config
+	client  kubernetes.Interface
+	clock   clock.Clock
+	limiter flowcontrol.RateLimiter
+
+	ensured      bool // the object exists with its owner reference
+	last         *telemetryv1alpha1.NodeTelemetryStatus
+	lastTime     time.Time
+	backoff      time.Duration
+	backoffUntil time.Time
+}
+
+// New returns a Publisher; cfg must be valid.
+func New(cfg Config, client kubernetes.Interface, clk clock.Clock) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Publisher{
+		cfg:     cfg,
+		client:  client,
+		clock:   clk,
+		limiter: flowcontrol.NewTokenBucketRateLimiterWithClock(cfg.RateLimitQPS, cfg.RateLimitBurst, clk),
+	}, nil
+}
+
+// Offer takes the status of a new sample and writes it if it is due.
+func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemetryStatus) Outcome {
+	now := p.clock.Now()
+	if now.Before(p.backoffUntil) {
+		return Outcome{Reason: "backing off"}
+	}
+	reason := "heartbeat"
+	switch {
+	case p.last == nil:
+		reason = "first"
+	case now.Sub(p.lastTime) >= p.cfg.Heartbeat:
+	default:
+		if reason = Change(p.last, st, p.cfg.Deadbands); reason == "" {
+			return Outcome{Reason: "within deadbands"}
+		}
+	}
+	if !p.limiter.TryAccept() {
+		return Outcome{Reason: "rate limited"}
+	}
+	start := p.clock.Now()
+	recreated, err := p.write(ctx, st)
+	out := Outcome{Reason: reason, Duration: p.clock.Since(start), Err: err, Recreated: recreated}
+	if err != nil {
+		p.backoff = min(p.cfg.BackoffMax, max(p.cfg.BackoffInitial, 2*p.backoff))
+		p.backoffUntil = p.clock.Now().Add(wait.Jitter(p.backoff, backoffJitter))
+		return out
+	}
+	p.backoff, p.backoffUntil = 0, time.Time{}
+	p.last, p.lastTime = st, now
+	out.Published = true
+	return out
+}
+
+// write applies the status, creating the object first if it is missing.
+func (p *Publisher) write(ctx context.Context, st *telemetryv1alpha1.NodeTelemetryStatus) (recreated bool, err error) {
+	if !p.ensured {
+		if err := p.ensureObject(ctx); err != nil {
+			return false, err
+		}
+	}
+	err = p.applyStatus(ctx, st)
+	if apierrors.IsNotFound(err) {
+		// Deleted since we last wrote: create it again and retry once.
+		p.ensured = false
+		if err := p.ensureObject(ctx); err != nil {
+			return false, err
+		}
+		return true, p.applyStatus(ctx, st)
+	}
+	return false, err
+}
+
+// ensureObject applies the object's metadata: its name and its owner
+// reference to the Node, so it is garbage-collected with the Node.
+func (p *Publisher) ensureObject(ctx context.Context) error {
+	node, err := p.client.CoreV1().Nodes().Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("getting Node %s for the owner reference: %w", p.cfg.NodeName, err)
+	}
+	body := applyBody{
+		APIVersion: telemetryv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "NodeTelemetry",
+		Metadata: applyMeta{Name: p.cfg.NodeName, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+		}}},
+	}
+	if err := p.apply(ctx, body, ""); err != nil {
+		return fmt.Errorf("applying NodeTelemetry %s: %w", p.cfg.NodeName, err)
+	}
+	p.ensured = true
+	return nil
+}
+
+func (p *Publisher) applyStatus(ctx context.Context, st *telemetryv1alpha1.NodeTelemetryStatus) error {
+	body := applyBody{
+		APIVersion: telemetryv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "NodeTelemetry",
+		Metadata:   applyMeta{Name: p.cfg.NodeName},
+		Status:     st,
+	}
+	if err := p.apply(ctx, body, "status"); err != nil {
+		return fmt.Errorf("applying NodeTelemetry %s status: %w", p.cfg.NodeName, err)
+	}
+	return nil
+}
+
+// applyBody is the apply configuration the agent sends: only the fields it
+// owns, so server-side apply never takes ownership of anything else.
+type applyBody struct {
+	APIVersion string                                 `json:"apiVersion"`
+	Kind       string                                 `json:"kind"`
+	Metadata   applyMeta                              `json:"metadata"`
+	Status     *telemetryv1alpha1.NodeTelemetryStatus `json:"status,omitempty"`
+}
+
+type applyMeta struct {
+	Name            string                  `json:"name"`
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+}
+
+func (p *Publisher) apply(ctx context.Context, body applyBody, subresource string) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req := p.client.Discovery().RESTClient().Patch(types.ApplyPatchType).
+		AbsPath("/apis", telemetryv1alpha1.GroupName, telemetryv1alpha1.SchemeGroupVersion.Version, "nodetelemetries", p.cfg.NodeName, subresource).
+		Param("fieldManager", p.cfg.FieldManager).
+		Param("force", "true").
+		Body(data)
+	return req.Do(ctx).Error()
+}
+
+// LastPublished returns the time of the last successful write, zero if none.
+func (p *Publisher) LastPublished() time.Time { return p.lastTime }

@@ -1,0 +1,242 @@
+// Package status turns one collector.Sample into the NodeTelemetry status
+// the agent publishes: thermal aggregation (hottest sensor, headroom), power
+// in API units with the fitted power model, the display summary and the
+// Ready and Overheating conditions.
+package status
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/agent/collector"
+	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/internal/text"
+)
+
+// MaxSensors is how many sensors the status lists (the API allows 8).
+const MaxSensors = 8
+
+// Condition reasons.
+const (
+	ReasonSampleCollected   = "SampleCollected"
+	ReasonWithinLimits      = "WithinLimits"
+	ReasonNearThermalLimit  = "NearThermalLimit"
+	ReasonThermalThrottling = "ThermalThrottling"
+	ReasonNoThermalData     = "NoThermalData"
+)
+
+// Input is everything one status is built from.
+type Input struct {
+	Sample       *collector.Sample
+	Interval     time.Duration
+	AgentVersion string
+	// PowerFit is the power model's state; nil when there is no power data.
+	PowerFit *powermodel.Fit
+	// Heat is the node's heat state after this sample.
+	Heat HeatState
+	// Previous conditions, so unchanged ones keep their transition time.
+	PreviousConditions []metav1.Condition
+}
+
+// Build returns the status for one sample.
+func Build(in Input) telemetryv1alpha1.NodeTelemetryStatus {
+	s := in.Sample
+	st := telemetryv1alpha1.NodeTelemetryStatus{
+		SampleTime:      metav1.NewTime(s.Time.Truncate(time.Second)),
+		IntervalSeconds: int32(max(1, in.Interval.Round(time.Second)/time.Second)),
+		AgentVersion:    in.AgentVersion,
+		Sources:         s.Sources,
+		CPU:             s.CPU,
+		Memory:          s.Memory,
+		Thermal:         Thermal(s),
+		Power:           power(s.Power, in.PowerFit),
+		NUMA:            s.NUMA,
+		GPUs:            s.GPUs,
+	}
+	st.Summary = summary(&st)
+	st.Conditions = conditions(in, st.SampleTime)
+	return st
+}
+
+// Thermal aggregates the sensors: the hottest sensor and its limit, the
+// smallest headroom over sensors with a limit, throttling (CPU throttle
+// counters rose or a sensor alarm), and the sensors closest to their limits.
+func Thermal(s *collector.Sample) *telemetryv1alpha1.ThermalStatus {
+	if s.Thermal == nil || len(s.Thermal.Sensors) == 0 {
+		return nil
+	}
+	sensors := s.Thermal.Sensors
+	hottest := sensors[0]
+	var headroom *int64
+	throttling := s.CPU != nil && s.CPU.ThermalThrottle != nil && s.CPU.ThermalThrottle.Throttling
+	for _, sn := range sensors {
+		if sn.MilliCelsius > hottest.MilliCelsius {
+			hottest = sn
+		}
+		if limit, _ := sensorLimit(sn); limit != nil {
+			if h := *limit - sn.MilliCelsius; headroom == nil || h < *headroom {
+				headroom = ptr.To(h)
+			}
+		}
+		throttling = throttling || sn.Alarm
+	}
+	st := &telemetryv1alpha1.ThermalStatus{
+		HottestSensor:        text.Truncate(hottest.Name, 64),
+		HottestMilliCelsius:  hottest.MilliCelsius,
+		HeadroomMilliCelsius: headroom,
+		Throttling:           throttling,
+	}
+	st.LimitMilliCelsius, st.LimitType = sensorLimit(hottest)
+
+	// Closest to their limits first; sensors without a limit after, hottest first.
+	ranked := slices.Clone(sensors)
+	slices.SortStableFunc(ranked, func(a, b collector.TempSensor) int {
+		la, _ := sensorLimit(a)
+		lb, _ := sensorLimit(b)
+		switch {
+		case la != nil && lb != nil:
+			return cmp.Or(cmp.Compare(*la-a.MilliCelsius, *lb-b.MilliCelsius), cmp.Compare(b.MilliCelsius, a.MilliCelsius))
+		case la != nil:
+			return -1
+		case lb != nil:
+			return 1
+		}
+		return cmp.Compare(b.MilliCelsius, a.MilliCelsius)
+	})
+	seen := map[string]bool{}
+	for _, sn := range ranked {
+		name := text.Truncate(sn.Name, 64)
+		if seen[name] {
+			continue // the API lists sensors by name
+		}
+		seen[name] = true
+		limit, _ := sensorLimit(sn)
+		st.Sensors = append(st.Sensors, telemetryv1alpha1.ThermalSensor{Name: name, MilliCelsius: sn.MilliCelsius, LimitMilliCelsius: limit})
+		if len(st.Sensors) == MaxSensors {
+			break
+		}
+	}
+	return st
+}
+
+// sensorLimit is a sensor's critical limit, else its max limit.
+func sensorLimit(s collector.TempSensor) (*int64, telemetryv1alpha1.ThermalLimitType) {
+	switch {
+	case s.CritMilliCelsius != nil:
+		return ptr.To(*s.CritMilliCelsius), telemetryv1alpha1.ThermalLimitCritical
+	case s.MaxMilliCelsius != nil:
+		return ptr.To(*s.MaxMilliCelsius), telemetryv1alpha1.ThermalLimitMax
+	}
+	return nil, ""
+}
+
+func power(p *collector.Power, fit *powermodel.Fit) *telemetryv1alpha1.PowerStatus {
+	if p == nil {
+		return nil
+	}
+	st := &telemetryv1alpha1.PowerStatus{
+		Watts:        roundWatts(p.Watts),
+		Sources:      p.Sources,
+		EnergyJoules: int64(p.EnergyJoules),
+	}
+	if p.GPUWatts != nil {
+		st.GPUWatts = ptr.To(roundWatts(*p.GPUWatts))
+	}
+	if fit != nil {
+		m := &telemetryv1alpha1.PowerModel{
+			Ready:                    fit.Ready,
+			Samples:                  int32(min(fit.Samples, math.MaxInt32)),
+			UtilizationSpreadPercent: int32(fit.SpreadPercent),
+		}
+		if fit.Ready {
+			m.IdleWatts = ptr.To(roundWatts(fit.IdleWatts))
+			m.FullLoadWatts = ptr.To(roundWatts(fit.FullLoadWatts))
+			m.FitQualityBasisPoints = ptr.To(int32(math.Round(10000 * math.Max(0, math.Min(1, fit.R2)))))
+		}
+		st.Model = m
+	}
+	return st
+}
+
+// roundWatts rounds to whole watts within the API's range.
+func roundWatts(w float64) int32 {
+	return int32(math.Round(math.Max(0, math.Min(w, 1_000_000))))
+}
+
+func summary(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.Summary {
+	sum := &telemetryv1alpha1.Summary{}
+	if st.CPU != nil {
+		sum.CPU = fmt.Sprintf("%d%%", st.CPU.UtilizationPercent)
+	}
+	if st.Memory != nil {
+		sum.Memory = fmt.Sprintf("%d%%", st.Memory.UtilizationPercent)
+	}
+	if st.Thermal != nil {
+		sum.Temperature = fmt.Sprintf("%d°C", int64(math.Round(float64(st.Thermal.HottestMilliCelsius)/1000)))
+	}
+	if st.Power != nil {
+		sum.Power = fmt.Sprintf("%dW", st.Power.Watts)
+	}
+	if len(st.GPUs) > 0 {
+		healthy := 0
+		for _, g := range st.GPUs {
+			if g.Health.Healthy {
+				healthy++
+			}
+		}
+		sum.GPUs = fmt.Sprintf("%d/%d", healthy, len(st.GPUs))
+	}
+	if *sum == (telemetryv1alpha1.Summary{}) {
+		return nil
+	}
+	return sum
+}
+
+func conditions(in Input, now metav1.Time) []metav1.Condition {
+	conds := slices.Clone(in.PreviousConditions)
+	ready := metav1.Condition{
+		Type: telemetryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonSampleCollected,
+		Message: sourcesMessage(in.Sample.Sources), LastTransitionTime: now,
+	}
+	meta.SetStatusCondition(&conds, ready)
+	h := in.Heat
+	if h.Reason == "" { // no tracker ran (e.g. --once with no thermal data)
+		h.Reason, h.Message = ReasonNoThermalData, "no thermal state was computed for this sample"
+	}
+	heat := metav1.Condition{Type: telemetryv1alpha1.ConditionOverheating, LastTransitionTime: now, Reason: h.Reason, Message: h.Message}
+	switch {
+	case !h.Known:
+		heat.Status = metav1.ConditionUnknown
+	case h.Hot:
+		heat.Status = metav1.ConditionTrue
+	default:
+		heat.Status = metav1.ConditionFalse
+	}
+	meta.SetStatusCondition(&conds, heat)
+	return conds
+}
+
+// sourcesMessage says which sources were read and which were not.
+func sourcesMessage(sources []telemetryv1alpha1.SourceStatus) string {
+	var ok, missing []string
+	for _, s := range sources {
+		if s.State == telemetryv1alpha1.SourceAvailable {
+			ok = append(ok, string(s.Name))
+		} else {
+			missing = append(missing, fmt.Sprintf("%s (%s)", s.Name, s.Reason))
+		}
+	}
+	msg := fmt.Sprintf("read: %v", ok)
+	if len(missing) > 0 {
+		msg += fmt.Sprintf("; not available: %v", missing)
+	}
+	return text.Truncate(msg, 1024)
+}

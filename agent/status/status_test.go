@@ -1,0 +1,207 @@
+package status
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/agent/collector"
+	"github.com/telesched/telesched/agent/powermodel"
+)
+
+func sensor(name string, milli int64, maxC, crit *int64) collector.TempSensor {
+	return collector.TempSensor{Name: name, Source: "hwmon", MilliCelsius: milli, MaxMilliCelsius: maxC, CritMilliCelsius: crit}
+}
+
+func TestThermal(t *testing.T) {
+	s := &collector.Sample{Thermal: &collector.Thermal{Sensors: []collector.TempSensor{
+		sensor("coretemp.0/Package id 0", 71_000, ptr.To[int64](84_000), ptr.To[int64](100_000)), // crit wins: headroom 29°C
+		sensor("nvme0/Composite", 62_000, ptr.To[int64](70_000), nil),                              // max only: headroom 8°C
+		sensor("acpitz/thermal_zone0", 75_000, nil, nil),                                           // hottest, no limit
+		sensor("mlx5/asic", 55_000, nil, ptr.To[int64](105_000)),                                   // headroom 50°C
+	}}}
+	want := &telemetryv1alpha1.ThermalStatus{
+		HottestSensor:        "acpitz/thermal_zone0",
+		HottestMilliCelsius:  75_000,
+		HeadroomMilliCelsius: ptr.To[int64](8_000), // min(100-71, 70-62, 105-55) = 8°C
+		Sensors: []telemetryv1alpha1.ThermalSensor{
+			{Name: "nvme0/Composite", MilliCelsius: 62_000, LimitMilliCelsius: ptr.To[int64](70_000)},
+			{Name: "coretemp.0/Package id 0", MilliCelsius: 71_000, LimitMilliCelsius: ptr.To[int64](100_000)},
+			{Name: "mlx5/asic", MilliCelsius: 55_000, LimitMilliCelsius: ptr.To[int64](105_000)},
+			{Name: "acpitz/thermal_zone0", MilliCelsius: 75_000},
+		},
+	}
+	if diff := cmp.Diff(want, Thermal(s)); diff != "" {
+		t.Errorf("Thermal (-want +got):\n%s", diff)
+	}
+
+	// An alarm, or CPU throttling, marks the node throttling.
+	s.Thermal.Sensors[1].Alarm = true
+	if th := Thermal(s); !th.Throttling {
+		t.Error("a sensor alarm did not mark the node throttling")
+	}
+	// The hottest sensor's own limit is reported with its type.
+	s.Thermal.Sensors[2].MaxMilliCelsius = ptr.To[int64](80_000)
+	if th := Thermal(s); *th.LimitMilliCelsius != 80_000 || th.LimitType != telemetryv1alpha1.ThermalLimitMax {
+		t.Errorf("limit = %v %s, want 80000 Max", *th.LimitMilliCelsius, th.LimitType)
+	}
+}
+
+func TestThermalListsAtMostEightSensors(t *testing.T) {
+	s := &collector.Sample{Thermal: &collector.Thermal{}}
+	for i := range 20 {
+		s.Thermal.Sensors = append(s.Thermal.Sensors, sensor(fmt.Sprintf("chip/temp%d", i), int64(40_000+i*1000), nil, ptr.To[int64](100_000)))
+	}
+	th := Thermal(s)
+	if len(th.Sensors) != MaxSensors {
+		t.Fatalf("%d sensors listed, want %d", len(th.Sensors), MaxSensors)
+	}
+	// Closest to the limit first: temp19 at 59°C has 41°C headroom.
+	if th.Sensors[0].Name != "chip/temp19" || th.Sensors[7].Name != "chip/temp12" {
+		t.Errorf("sensors = %s .. %s, want chip/temp19 .. chip/temp12", th.Sensors[0].Name, th.Sensors[7].Name)
+	}
+	if (&collector.Sample{}).Thermal != nil || Thermal(&collector.Sample{}) != nil {
+		t.Error("no sensors must give no thermal section")
+	}
+}
+
+func TestBuild(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 5, 300, time.UTC)
+	s := &collector.Sample{
+		Time:   now,
+		CPU:    &telemetryv1alpha1.CPUStatus{LogicalCores: 8, OnlineCores: 8, UtilizationPercent: 45},
+		Memory: &telemetryv1alpha1.MemoryStatus{TotalBytes: 100, AvailableBytes: 38, UtilizationPercent: 62},
+		Thermal: &collector.Thermal{Sensors: []collector.TempSensor{
+			sensor("coretemp.0/Package id 0", 70_600, nil, ptr.To[int64](100_000)),
+		}},
+		Power: &collector.Power{
+			Watts: 412.6, Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL, telemetryv1alpha1.PowerSourceNVML},
+			GPUWatts: ptr.To(300.4), EnergyJoules: 12_345.9,
+		},
+		GPUs: []telemetryv1alpha1.GPUStatus{
+			{Index: 0, UUID: "GPU-a", Health: telemetryv1alpha1.GPUHealth{Healthy: true}},
+			{Index: 1, UUID: "GPU-b", Health: telemetryv1alpha1.GPUHealth{Healthy: false}},
+		},
+		Sources: []telemetryv1alpha1.SourceStatus{
+			{Name: telemetryv1alpha1.SourceCPU, State: telemetryv1alpha1.SourceAvailable},
+			{Name: telemetryv1alpha1.SourceNUMA, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoNUMATopology"},
+		},
+	}
+	fit := &powermodel.Fit{Ready: true, Samples: 600, SpreadPercent: 62, IdleWatts: 98.4, FullLoadWatts: 301.5, R2: 0.98765}
+	heat := NewHeatTracker(HeatConfig{HotHeadroomMilliCelsius: 5000, CoolHeadroomMilliCelsius: 8000})
+	th := Thermal(s)
+	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerFit: fit, Heat: heat.Update(th, s.CPU)})
+
+	wantPower := &telemetryv1alpha1.PowerStatus{
+		Watts:        413, // 412.6 rounded
+		Sources:      []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL, telemetryv1alpha1.PowerSourceNVML},
+		GPUWatts:     ptr.To[int32](300),
+		EnergyJoules: 12_345,
+		Model: &telemetryv1alpha1.PowerModel{
+			Ready: true, Samples: 600, UtilizationSpreadPercent: 62,
+			IdleWatts: ptr.To[int32](98), FullLoadWatts: ptr.To[int32](302),
+			FitQualityBasisPoints: ptr.To[int32](9877), // 0.98765 -> 9876.5 -> 9877
+		},
+	}
+	if diff := cmp.Diff(wantPower, st.Power); diff != "" {
+		t.Errorf("Power (-want +got):\n%s", diff)
+	}
+	wantSummary := &telemetryv1alpha1.Summary{CPU: "45%", Memory: "62%", Temperature: "71°C", Power: "413W", GPUs: "1/2"}
+	if diff := cmp.Diff(wantSummary, st.Summary); diff != "" {
+		t.Errorf("Summary (-want +got):\n%s", diff)
+	}
+	if got := st.SampleTime.Time; !got.Equal(now.Truncate(time.Second)) || st.IntervalSeconds != 5 || st.AgentVersion != "v1.2.3" {
+		t.Errorf("header = %v %d %q", got, st.IntervalSeconds, st.AgentVersion)
+	}
+	ready := meta.FindStatusCondition(st.Conditions, telemetryv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.Message != "read: [cpu]; not available: [numa (NoNUMATopology)]" {
+		t.Errorf("Ready = %+v", ready)
+	}
+	hot := meta.FindStatusCondition(st.Conditions, telemetryv1alpha1.ConditionOverheating)
+	if hot == nil || hot.Status != metav1.ConditionFalse || hot.Reason != ReasonWithinLimits {
+		t.Errorf("Overheating = %+v, want False/WithinLimits (headroom 29.4°C)", hot)
+	}
+
+	// A later sample with the same state keeps the transition times.
+	later := *s
+	later.Time = now.Add(time.Minute)
+	st2 := Build(Input{Sample: &later, Interval: 5 * time.Second, AgentVersion: "v1.2.3", Heat: heat.Update(th, s.CPU), PreviousConditions: st.Conditions})
+	if diff := cmp.Diff(st.Conditions, st2.Conditions); diff != "" {
+		t.Errorf("unchanged conditions changed (-want +got):\n%s", diff)
+	}
+	if st2.Power.Model != nil {
+		t.Error("no fit given, but a power model was published")
+	}
+}
+
+func TestSummaryOmitsMissingSources(t *testing.T) {
+	st := Build(Input{Sample: &collector.Sample{Time: time.Now(), CPU: &telemetryv1alpha1.CPUStatus{UtilizationPercent: 3}}, Interval: time.Second})
+	if diff := cmp.Diff(&telemetryv1alpha1.Summary{CPU: "3%"}, st.Summary); diff != "" {
+		t.Errorf("Summary (-want +got):\n%s", diff)
+	}
+	if st.Thermal != nil || st.Power != nil {
+		t.Error("sections made up for missing sources")
+	}
+	hot := meta.FindStatusCondition(st.Conditions, telemetryv1alpha1.ConditionOverheating)
+	if hot.Status != metav1.ConditionUnknown || hot.Reason != ReasonNoThermalData {
+		t.Errorf("Overheating = %s/%s, want Unknown/%s", hot.Status, hot.Reason, ReasonNoThermalData)
+	}
+}
+
+func TestHeatHysteresis(t *testing.T) {
+	h := NewHeatTracker(HeatConfig{HotHeadroomMilliCelsius: 5_000, CoolHeadroomMilliCelsius: 8_000})
+	thermal := func(headroom int64) *telemetryv1alpha1.ThermalStatus {
+		return &telemetryv1alpha1.ThermalStatus{HottestSensor: "cpu", HottestMilliCelsius: 100_000 - headroom, HeadroomMilliCelsius: ptr.To(headroom)}
+	}
+	for i, step := range []struct {
+		headroom    int64
+		throttling  bool
+		wantHot     bool
+		wantChanged bool
+	}{
+		{headroom: 20_000, wantHot: false},
+		{headroom: 6_000, wantHot: false},                    // above the 5°C hot mark
+		{headroom: 5_000, wantHot: true, wantChanged: true},  // at the mark: hot
+		{headroom: 7_000, wantHot: true},                     // inside the band: stays hot
+		{headroom: 4_000, wantHot: true},                     // hotter still: no new change
+		{headroom: 8_000, wantHot: false, wantChanged: true}, // back at 8°C: cool
+		{headroom: 6_000, wantHot: false},                    // inside the band: stays cool
+		{headroom: 30_000, throttling: true, wantHot: true, wantChanged: true},
+	} {
+		th := thermal(step.headroom)
+		th.Throttling = step.throttling
+		got := h.Update(th, nil)
+		if got.Hot != step.wantHot || got.Changed != step.wantChanged || !got.Known {
+			t.Errorf("step %d (headroom %d, throttling %v): %+v, want hot=%v changed=%v", i, step.headroom, step.throttling, got, step.wantHot, step.wantChanged)
+		}
+	}
+	if err := (HeatConfig{HotHeadroomMilliCelsius: 8_000, CoolHeadroomMilliCelsius: 5_000}).Validate(); err == nil {
+		t.Error("a cool headroom below the hot one was accepted")
+	}
+}
+
+func TestGPUThrottleTracker(t *testing.T) {
+	var tr GPUThrottleTracker
+	hot := telemetryv1alpha1.GPUStatus{UUID: "GPU-a", ThrottleReasons: []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleHwThermalSlowdown}}
+	cool := telemetryv1alpha1.GPUStatus{UUID: "GPU-a", ThrottleReasons: []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleSwPowerCap}}
+	for i, step := range []struct {
+		gpus []telemetryv1alpha1.GPUStatus
+		want int
+	}{
+		{[]telemetryv1alpha1.GPUStatus{cool}, 0},
+		{[]telemetryv1alpha1.GPUStatus{hot}, 1}, // starts throttling: one event
+		{[]telemetryv1alpha1.GPUStatus{hot}, 0}, // still throttling: no new event
+		{[]telemetryv1alpha1.GPUStatus{cool}, 0},
+		{[]telemetryv1alpha1.GPUStatus{hot}, 1}, // again
+	} {
+		if got := tr.Update(step.gpus); len(got) != step.want {
+			t.Errorf("step %d: %d newly throttled, want %d", i, len(got), step.want)
+		}
+	}
+}
