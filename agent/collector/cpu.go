@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/agent/hostfs"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
 // CPUCollector reads CPU utilization from /proc/stat, load from

@@ -3,8 +3,8 @@ package collector
 import (
 	"context"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/agent/hostfs"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
 // MemoryCollector reads /proc/meminfo and /proc/pressure/memory.

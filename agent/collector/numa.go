@@ -8,8 +8,8 @@ import (
 	"github.com/jaypipes/ghw"
 	"k8s.io/utils/ptr"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/agent/hostfs"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
 // NUMACollector reports the NUMA nodes: their CPUs and distances from ghw's

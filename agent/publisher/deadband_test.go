@@ -62,7 +62,9 @@ func TestChange(t *testing.T) {
 		{"GPU throttled", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
 			s.GPUs[0].ThrottleReasons = []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleHwThermalSlowdown}
 		}, true},
-		{"GPU +1°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].TemperatureMilliCelsius = ptr.To[int64](51_000) }, false},
+		{"GPU +1°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.GPUs[0].TemperatureMilliCelsius = ptr.To[int64](51_000)
+		}, false},
 		{"GPU power +10W of 100", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].PowerWatts = ptr.To[int32](110) }, true},
 		{"GPU memory +40 of 1000 (4%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 140 }, false},
 		{"GPU memory +50 of 1000 (5%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 150 }, true},

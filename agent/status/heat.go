@@ -153,4 +153,3 @@ func GPUTemperature(g telemetryv1alpha1.GPUStatus) string {
 	}
 	return s
 }
-

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
 func sensor(name string, milli int64, maxC, crit *int64) collector.TempSensor {
@@ -22,9 +22,9 @@ func sensor(name string, milli int64, maxC, crit *int64) collector.TempSensor {
 func TestThermal(t *testing.T) {
 	s := &collector.Sample{Thermal: &collector.Thermal{Sensors: []collector.TempSensor{
 		sensor("coretemp.0/Package id 0", 71_000, ptr.To[int64](84_000), ptr.To[int64](100_000)), // crit wins: headroom 29°C
-		sensor("nvme0/Composite", 62_000, ptr.To[int64](70_000), nil),                              // max only: headroom 8°C
-		sensor("acpitz/thermal_zone0", 75_000, nil, nil),                                           // hottest, no limit
-		sensor("mlx5/asic", 55_000, nil, ptr.To[int64](105_000)),                                   // headroom 50°C
+		sensor("nvme0/Composite", 62_000, ptr.To[int64](70_000), nil),                            // max only: headroom 8°C
+		sensor("acpitz/thermal_zone0", 75_000, nil, nil),                                         // hottest, no limit
+		sensor("mlx5/asic", 55_000, nil, ptr.To[int64](105_000)),                                 // headroom 50°C
 	}}}
 	want := &telemetryv1alpha1.ThermalStatus{
 		HottestSensor:        "acpitz/thermal_zone0",
