@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -47,7 +49,8 @@ type ControlPlane struct {
 	// Config authenticates as a cluster administrator (system:masters).
 	Config *rest.Config
 
-	env *envtest.Environment
+	env     *envtest.Environment
+	certDir string
 }
 
 // Start launches etcd and kube-apiserver, installs the telesched CRDs and
@@ -77,7 +80,15 @@ func Start(opts Options) (*ControlPlane, error) {
 		CRDs:                     defs,
 		ErrorIfCRDPathMissing:    true,
 	}
+	// A certificate directory of our own, unlike envtest's random one,
+	// survives StopAPIServer, so a restarted API server keeps its serving
+	// certificate and clients keep trusting it.
+	certDir, err := os.MkdirTemp("", "telesched-apiserver-")
+	if err != nil {
+		return nil, err
+	}
 	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.CertDir = certDir
 	apiServer.Path = filepath.Join(binDir, "kube-apiserver")
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(binDir, "etcd")}
 	if opts.Output != nil {
@@ -90,14 +101,36 @@ func Start(opts Options) (*ControlPlane, error) {
 		if stopErr := env.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
-		return nil, fmt.Errorf("starting control plane from %s: %w", binDir, err)
+		return nil, errors.Join(fmt.Errorf("starting control plane from %s: %w", binDir, err), os.RemoveAll(certDir))
 	}
-	return &ControlPlane{Config: cfg, env: env}, nil
+	return &ControlPlane{Config: cfg, env: env, certDir: certDir}, nil
 }
 
 // Stop shuts down kube-apiserver and etcd and removes their data.
 func (c *ControlPlane) Stop() error {
-	return c.env.Stop()
+	return errors.Join(c.env.Stop(), os.RemoveAll(c.certDir))
+}
+
+// StopAPIServer stops kube-apiserver alone; etcd and its data stay.
+func (c *ControlPlane) StopAPIServer() error {
+	return c.env.ControlPlane.APIServer.Stop()
+}
+
+// StartAPIServer starts a stopped kube-apiserver again, on the same address
+// with the same certificates, and waits until it is healthy.
+func (c *ControlPlane) StartAPIServer() error {
+	return c.env.ControlPlane.APIServer.Start()
+}
+
+// WriteKubeconfig writes a kubeconfig for Config to path, for programs
+// (the agent, the scheduler, kubectl) that take one.
+func (c *ControlPlane) WriteKubeconfig(path string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["telesched"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData, Token: c.Config.BearerToken}
+	cfg.Contexts["telesched"] = &clientcmdapi.Context{Cluster: "telesched", AuthInfo: "admin"}
+	cfg.CurrentContext = "telesched"
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // ResolveBinDir returns the directory holding the control-plane binaries:

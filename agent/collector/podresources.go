@@ -1,0 +1,107 @@
+package collector
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/utils/ptr"
+
+	"github.com/telesched/telesched/agent/hostfs"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// podResourcesTimeout bounds one List call to the kubelet.
+const podResourcesTimeout = 2 * time.Second
+
+// podResourcesMaxMessage bounds the kubelet's List response (the kubelet's
+// own clients use 16 MiB).
+const podResourcesMaxMessage = 16 << 20
+
+// PodResourcesCollector reads, from the kubelet pod-resources API, the CPUs
+// the kubelet has allocated exclusively to containers (static CPU manager
+// policy) and counts them per NUMA node, so TopologyFit knows each node's
+// free capacity. It runs after the NUMA collector and adds to its nodes; it
+// is an optional source: without the socket it reports Unavailable.
+type PodResourcesCollector struct {
+	root   hostfs.Root
+	socket string // host path of the socket
+	conn   *grpc.ClientConn
+	client podresourcesv1.PodResourcesListerClient
+}
+
+// NewPodResourcesCollector returns a collector for the kubelet socket at
+// the host path socket, under root.
+func NewPodResourcesCollector(root hostfs.Root, socket string) *PodResourcesCollector {
+	return &PodResourcesCollector{root: root, socket: socket}
+}
+
+// Name implements Collector.
+func (c *PodResourcesCollector) Name() telemetryv1alpha1.SourceName {
+	return telemetryv1alpha1.SourcePodResources
+}
+
+// Collect implements Collector.
+func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
+	if c.socket == "" {
+		return Unavailable("Disabled", "no pod-resources socket configured")
+	}
+	if !c.root.Exists(c.socket) {
+		c.close()
+		return Unavailable("SocketNotMounted", "kubelet pod-resources socket %s not found; mount it to report exclusive CPU allocations", c.root.Path(c.socket))
+	}
+	if c.client == nil {
+		conn, err := grpc.NewClient("unix://"+c.root.Path(c.socket),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(podResourcesMaxMessage)))
+		if err != nil {
+			return Failed("DialError", err, "connecting to %s", c.socket)
+		}
+		c.conn, c.client = conn, podresourcesv1.NewPodResourcesListerClient(conn)
+	}
+	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
+	defer cancel()
+	resp, err := c.client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	if err != nil {
+		return Failed("ListError", err, "listing pod resources from the kubelet")
+	}
+	if s.NUMA == nil {
+		return Unavailable("NoNUMATopology", "exclusive CPUs are counted per NUMA node, and the NUMA topology is not available")
+	}
+	nodeOf := make(map[int64]int, 256) // CPU id -> index in s.NUMA
+	for i, n := range s.NUMA {
+		ids, err := parseCPUList([]byte(n.CPUs))
+		if err != nil {
+			return Failed("ParseError", err, "NUMA node %d cpu list", n.ID)
+		}
+		for _, id := range ids {
+			nodeOf[int64(id)] = i
+		}
+	}
+	counts := make([]int32, len(s.NUMA))
+	for _, pod := range resp.GetPodResources() {
+		for _, ctr := range pod.GetContainers() {
+			for _, id := range ctr.GetCpuIds() {
+				if i, ok := nodeOf[id]; ok {
+					counts[i]++
+				}
+			}
+		}
+	}
+	for i := range s.NUMA {
+		s.NUMA[i].AllocatedExclusiveCPUs = ptr.To(counts[i])
+	}
+	return nil
+}
+
+func (c *PodResourcesCollector) close() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+		c.conn, c.client = nil, nil
+	}
+}
+
+// Close releases the connection to the kubelet.
+func (c *PodResourcesCollector) Close() { c.close() }

@@ -1,0 +1,117 @@
+// Package nvml is the agent's narrow view of NVIDIA's management library
+// (NVML): the device readings the GPU collector needs, as plain Go values.
+// It is the only package of the project that imports go-nvml; no go-nvml type
+// leaves it. NVML return codes become Go errors here: ErrNotSupported for a
+// reading the device does not have, ErrLibraryNotFound for a node without
+// the driver, and an *Error carrying the code for any other failure.
+package nvml
+
+import gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+// Library is NVML as the agent uses it. Its methods may be called from
+// several goroutines.
+type Library interface {
+	// Init loads libnvidia-ml.so.1, initializes NVML and registers for
+	// critical XID events on every GPU that supports them. Its error Is
+	// ErrLibraryNotFound when the library cannot be loaded or the kernel
+	// driver is not loaded. Init after a successful Init does nothing.
+	Init() error
+	// Shutdown releases NVML. It does nothing unless Init succeeded.
+	Shutdown() error
+	// Devices returns the GPUs ordered by NVML index. When some GPUs
+	// cannot be opened it returns the others and an error naming the
+	// failed indexes.
+	Devices() ([]Device, error)
+	// XIDEvents returns the critical XID events that arrived since the
+	// last call, without blocking. Its error Is ErrNotSupported when no
+	// GPU could be registered for them.
+	XIDEvents() ([]XIDEvent, error)
+}
+
+// Device is one GPU. Every getter reads NVML anew. A getter's error Is
+// ErrNotSupported when the GPU does not have the reading.
+type Device interface {
+	// Index is the NVML index the device was opened at.
+	Index() int
+	// UUID is the GPU's UUID, e.g. "GPU-5ab4f5d1-...".
+	UUID() (string, error)
+	// Name is the product name, e.g. "NVIDIA A100-SXM4-40GB".
+	Name() (string, error)
+	// PCIBusID is the PCI bus id as NVML writes it, e.g.
+	// "00000000:07:00.0".
+	PCIBusID() (string, error)
+	// Memory is the framebuffer memory.
+	Memory() (Memory, error)
+	// UtilizationPercent is the share of the last sample period in which a
+	// kernel ran, 0 to 100.
+	UtilizationPercent() (uint32, error)
+	// TemperatureCelsius is the GPU die temperature.
+	TemperatureCelsius() (uint32, error)
+	// SlowdownTemperatureCelsius is the temperature at which the GPU
+	// slows down.
+	SlowdownTemperatureCelsius() (uint32, error)
+	// ShutdownTemperatureCelsius is the temperature at which the GPU
+	// shuts down.
+	ShutdownTemperatureCelsius() (uint32, error)
+	// PowerUsageMilliwatts is the power draw of the GPU and its board.
+	PowerUsageMilliwatts() (uint32, error)
+	// PowerLimitMilliwatts is the enforced power limit.
+	PowerLimitMilliwatts() (uint32, error)
+	// TotalEnergyMillijoules is the energy counter since the driver
+	// loaded.
+	TotalEnergyMillijoules() (uint64, error)
+	// ECCUncorrectedVolatile is the count of uncorrected ECC errors since
+	// the driver loaded. ErrNotSupported when ECC is off or unsupported.
+	ECCUncorrectedVolatile() (uint64, error)
+	// RemappedRows is the state of the memory row remapper (Ampere and
+	// later).
+	RemappedRows() (RemappedRows, error)
+	// ClocksEventReasons are the reasons the clocks are held down now.
+	ClocksEventReasons() (ClocksEventReasons, error)
+	// MIGEnabled is whether MIG mode is currently on.
+	MIGEnabled() (bool, error)
+}
+
+// Memory is a GPU's framebuffer memory, in bytes.
+type Memory struct {
+	TotalBytes uint64
+	UsedBytes  uint64
+}
+
+// RemappedRows is the state of a GPU's row remapper.
+type RemappedRows struct {
+	// Corrected and Uncorrected are the rows remapped for correctable and
+	// uncorrectable errors.
+	Corrected   int
+	Uncorrected int
+	// Pending is true when a remap waits for a GPU reset.
+	Pending bool
+	// Failed is true when a remap failed.
+	Failed bool
+}
+
+// XIDEvent is one critical XID event.
+type XIDEvent struct {
+	// UUID is the GPU the event is about; empty when NVML did not tie it
+	// to one, in which case it may concern any GPU.
+	UUID string
+	// XID is the Xid error code, e.g. 48 (double-bit ECC error) or 79
+	// (GPU has fallen off the bus).
+	XID uint64
+}
+
+// ClocksEventReasons is NVML's bitmask of clock-event (throttle) reasons.
+type ClocksEventReasons uint64
+
+// The clock-event reasons (nvmlClocksEventReason*).
+const (
+	ClocksEventGPUIdle                   ClocksEventReasons = gonvml.ClocksEventReasonGpuIdle
+	ClocksEventApplicationsClocksSetting ClocksEventReasons = gonvml.ClocksEventReasonApplicationsClocksSetting
+	ClocksEventSwPowerCap                ClocksEventReasons = gonvml.ClocksEventReasonSwPowerCap
+	ClocksEventHwSlowdown                ClocksEventReasons = gonvml.ClocksThrottleReasonHwSlowdown
+	ClocksEventSyncBoost                 ClocksEventReasons = gonvml.ClocksEventReasonSyncBoost
+	ClocksEventSwThermalSlowdown         ClocksEventReasons = gonvml.ClocksEventReasonSwThermalSlowdown
+	ClocksEventHwThermalSlowdown         ClocksEventReasons = gonvml.ClocksThrottleReasonHwThermalSlowdown
+	ClocksEventHwPowerBrakeSlowdown      ClocksEventReasons = gonvml.ClocksThrottleReasonHwPowerBrakeSlowdown
+	ClocksEventDisplayClockSetting       ClocksEventReasons = gonvml.ClocksEventReasonDisplayClockSetting
+)
