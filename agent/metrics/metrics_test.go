@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/utils/ptr"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/agent"
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/test/fixtures"
 )
 
