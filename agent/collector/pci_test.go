@@ -1,14 +1,8 @@
 package collector
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"errors"
-	"io"
 	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -190,75 +184,10 @@ func TestListPCIDevices(t *testing.T) {
 }
 
 // p100Snapshot is a real machine's /sys and /proc with one Tesla P100.
-const p100Snapshot = "linux-amd64-xeon-e5-2695v4-tesla-p100.tar.gz"
-
-// snapshotPath finds a real-machine snapshot: in this package's testdata,
-// or in the shared fixtures beside the repository.
-func snapshotPath(t *testing.T, name string) string {
-	t.Helper()
-	candidates := []string{
-		filepath.Join("testdata", "snapshots", name),
-		filepath.Join("..", "..", "..", "shared", "fixtures", "ghw", name),
-	}
-	for _, p := range candidates {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skipf("snapshot %s not found (looked at %s)", name, strings.Join(candidates, ", "))
-	return ""
-}
-
-// unpackTarball unpacks a .tar.gz snapshot into a new temporary root.
-func unpackTarball(t *testing.T, file string) hostfs.Root {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !filepath.IsLocal(h.Name) {
-			t.Fatalf("%s: entry %q escapes the root", file, h.Name)
-		}
-		target := filepath.Join(dir, h.Name)
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(target, 0o755)
-		case tar.TypeSymlink:
-			err = os.Symlink(h.Linkname, target)
-		case tar.TypeReg:
-			var out *os.File
-			if out, err = os.Create(target); err == nil {
-				_, err = io.Copy(out, tr)
-				err = errors.Join(err, out.Close())
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return hostfs.New(dir)
-}
+const p100Snapshot = "linux-amd64-xeon-e5-2695v4-tesla-p100"
 
 func TestListPCIDevicesP100Snapshot(t *testing.T) {
-	root := unpackTarball(t, snapshotPath(t, p100Snapshot))
+	root := unpackSnapshot(t, p100Snapshot)
 	devs, err := ListPCIDevices(root)
 	if err != nil {
 		t.Fatalf("ListPCIDevices: %v", err)
