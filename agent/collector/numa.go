@@ -1,9 +1,12 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/jaypipes/ghw"
 	"k8s.io/utils/ptr"
@@ -80,12 +83,23 @@ func (c *NUMACollector) load() error {
 	if !c.root.Exists(sysNodeDir) {
 		return Unavailable("NoNUMATopology", "%s does not exist (kernel without NUMA support, or /sys not mounted under --host-root)", c.root.Path(sysNodeDir))
 	}
-	info, err := ghw.Topology(ghw.WithChroot(c.root.Dir()), ghw.WithNullAlerter())
+	// ghw reports what it could not read as warnings, not errors: keep
+	// them to say why a topology came back empty.
+	var warnings bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&warnings, &slog.HandlerOptions{
+		Level:       slog.LevelWarn,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return dropTime(a) },
+	}))
+	info, err := ghw.Topology(ghw.WithChroot(c.root.Dir()), ghw.WithLogger(logger))
 	if err != nil {
 		return Failed("TopologyError", err, "reading NUMA topology")
 	}
 	if len(info.Nodes) == 0 {
-		return Failed("TopologyError", nil, "no NUMA node found under %s", c.root.Path(sysNodeDir))
+		why := strings.TrimSpace(warnings.String())
+		if why == "" {
+			why = "ghw gave no reason"
+		}
+		return Failed("TopologyError", nil, "no NUMA node found under %s: %s", c.root.Path(sysNodeDir), why)
 	}
 	nodes := make([]numaNode, 0, len(info.Nodes))
 	for _, n := range info.Nodes {
@@ -104,6 +118,15 @@ func (c *NUMACollector) load() error {
 	slices.SortFunc(nodes, func(a, b numaNode) int { return a.id - b.id })
 	c.nodes = nodes
 	return nil
+}
+
+// dropTime removes the time from ghw's log records, which end up in a
+// message, not a log.
+func dropTime(a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // meanBusy averages the busy fraction of the given CPUs that have one.

@@ -1,0 +1,231 @@
+// Package hosttree writes a simulated node's /proc and /sys: CPU counters,
+// memory, pressure, NUMA nodes, hwmon sensors, thermal zones and RAPL
+// energy counters, advanced over wall-clock time at a chosen utilization,
+// power and temperature. The agent (and node_exporter, for comparison) read
+// it through the same code paths as a real host. Files are replaced by
+// rename, so a reader never sees a half-written file.
+package hosttree
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Spec is the simulated hardware.
+type Spec struct {
+	CPUs      int // logical CPUs, split evenly over NUMANodes and Packages
+	NUMANodes int
+	Packages  int // CPU packages: one coretemp chip and one RAPL zone each
+	MemoryKiB int64
+	// IdleWatts and FullLoadWatts are the CPU-side power curve, split over
+	// the packages (DRAM gets a tenth).
+	IdleWatts, FullLoadWatts float64
+	// CritMilliCelsius is the coretemp critical limit.
+	CritMilliCelsius int64
+}
+
+// Large is a 2-socket, 64-CPU server.
+var Large = Spec{CPUs: 64, NUMANodes: 2, Packages: 2, MemoryKiB: 256 << 20, IdleWatts: 120, FullLoadWatts: 420, CritMilliCelsius: 100_000}
+
+// Host is a simulated node's tree.
+type Host struct {
+	Dir  string
+	spec Spec
+
+	mu          sync.Mutex
+	last        time.Time
+	utilization float64 // 0..1
+	tempMilli   int64
+	userTicks   []float64
+	idleTicks   []float64
+	energyUJ    []float64 // per package, then per DRAM zone
+}
+
+const raplRange = 262_143_328_850 // max_energy_range_uj of a typical package
+
+// New writes the tree for spec under dir.
+func New(dir string, spec Spec) (*Host, error) {
+	if spec.CPUs < 1 || spec.NUMANodes < 1 || spec.Packages < 1 || spec.CPUs%spec.NUMANodes != 0 || spec.CPUs%spec.Packages != 0 {
+		return nil, fmt.Errorf("hosttree: %d CPUs must split evenly over %d NUMA nodes and %d packages", spec.CPUs, spec.NUMANodes, spec.Packages)
+	}
+	h := &Host{
+		Dir: dir, spec: spec, last: time.Now(), utilization: 0.1, tempMilli: 45_000,
+		userTicks: make([]float64, spec.CPUs), idleTicks: make([]float64, spec.CPUs),
+		energyUJ: make([]float64, 2*spec.Packages),
+	}
+	files := map[string]string{
+		"/proc/loadavg":                   "1.00 0.80 0.70 2/900 31337\n",
+		"/proc/pressure/cpu":              "some avg10=0.50 avg60=0.40 avg300=0.30 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		"/proc/pressure/memory":           "some avg10=0.00 avg60=0.00 avg300=0.00 total=42\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n",
+		"/proc/pressure/io":               "some avg10=0.10 avg60=0.05 avg300=0.01 total=9999\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=99\n",
+		"/sys/devices/system/cpu/present": fmt.Sprintf("0-%d\n", spec.CPUs-1),
+		"/sys/devices/system/cpu/online":  fmt.Sprintf("0-%d\n", spec.CPUs-1),
+		"/sys/devices/system/node/online": fmt.Sprintf("0-%d\n", spec.NUMANodes-1),
+	}
+	perNode := spec.CPUs / spec.NUMANodes
+	perPkg := spec.CPUs / spec.Packages
+	for cpu := 0; cpu < spec.CPUs; cpu++ {
+		base := fmt.Sprintf("/sys/devices/system/cpu/cpu%d", cpu)
+		pkg := cpu / perPkg
+		files[base+"/topology/physical_package_id"] = fmt.Sprintf("%d\n", pkg)
+		files[base+"/topology/core_id"] = fmt.Sprintf("%d\n", cpu%perPkg)
+		files[base+"/thermal_throttle/core_throttle_count"] = "0\n"
+		files[base+"/thermal_throttle/package_throttle_count"] = "0\n"
+	}
+	for n := 0; n < spec.NUMANodes; n++ {
+		base := fmt.Sprintf("/sys/devices/system/node/node%d", n)
+		var dist []string
+		for m := 0; m < spec.NUMANodes; m++ {
+			if m == n {
+				dist = append(dist, "10")
+			} else {
+				dist = append(dist, "21")
+			}
+		}
+		files[base+"/distance"] = strings.Join(dist, " ") + "\n"
+		files[base+"/cpulist"] = fmt.Sprintf("%d-%d\n", n*perNode, (n+1)*perNode-1)
+		files[base+"/hugepages/hugepages-2048kB/nr_hugepages"] = "0\n"
+		files[base+"/hugepages/hugepages-2048kB/free_hugepages"] = "0\n"
+		files[base+"/hugepages/hugepages-2048kB/surplus_hugepages"] = "0\n"
+		for cpu := n * perNode; cpu < (n+1)*perNode; cpu++ {
+			// ghw reads a node's CPUs from its cpuN entries and their topology.
+			files[fmt.Sprintf("%s/cpu%d/topology/core_id", base, cpu)] = fmt.Sprintf("%d\n", cpu%perPkg)
+			files[fmt.Sprintf("%s/cpu%d/topology/physical_package_id", base, cpu)] = fmt.Sprintf("%d\n", cpu/perPkg)
+		}
+	}
+	for p := 0; p < spec.Packages; p++ {
+		hw := fmt.Sprintf("/sys/class/hwmon/hwmon%d", p)
+		files[hw+"/name"] = "coretemp\n"
+		files[hw+"/temp1_label"] = fmt.Sprintf("Package id %d\n", p)
+		files[hw+"/temp1_max"] = fmt.Sprintf("%d\n", spec.CritMilliCelsius-16_000)
+		files[hw+"/temp1_crit"] = fmt.Sprintf("%d\n", spec.CritMilliCelsius)
+		files[hw+"/temp1_crit_alarm"] = "0\n"
+		for c := 0; c < 8; c++ {
+			files[fmt.Sprintf("%s/temp%d_label", hw, c+2)] = fmt.Sprintf("Core %d\n", c)
+			files[fmt.Sprintf("%s/temp%d_crit", hw, c+2)] = fmt.Sprintf("%d\n", spec.CritMilliCelsius)
+		}
+		zone := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d", p)
+		files[zone+"/name"] = fmt.Sprintf("package-%d\n", p)
+		files[zone+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
+		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/name"] = "dram\n"
+		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
+	}
+	for z := 0; z < 2; z++ {
+		tz := fmt.Sprintf("/sys/class/thermal/thermal_zone%d", z)
+		files[tz+"/type"] = []string{"x86_pkg_temp\n", "acpitz\n"}[z]
+		files[tz+"/trip_point_0_type"] = "critical\n"
+		files[tz+"/trip_point_0_temp"] = fmt.Sprintf("%d\n", spec.CritMilliCelsius+5_000)
+	}
+	for path, content := range files {
+		if err := h.write(path, content); err != nil {
+			return nil, err
+		}
+	}
+	if err := h.Advance(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// SetUtilization sets the CPU utilization, 0 to 1, from now on.
+func (h *Host) SetUtilization(u float64) {
+	h.mu.Lock()
+	h.utilization = min(1, max(0, u))
+	h.mu.Unlock()
+}
+
+// SetTemperature sets the package temperature, in millidegrees Celsius.
+func (h *Host) SetTemperature(milli int64) {
+	h.mu.Lock()
+	h.tempMilli = milli
+	h.mu.Unlock()
+}
+
+// Advance moves every counter forward by the time since the last call and
+// rewrites the files that change: /proc/stat, meminfo, NUMA meminfo,
+// temperatures and RAPL energy.
+func (h *Host) Advance() error {
+	h.mu.Lock()
+	now := time.Now()
+	dt := now.Sub(h.last).Seconds()
+	h.last = now
+	u, temp, spec := h.utilization, h.tempMilli, h.spec
+	var stat strings.Builder
+	stat.WriteString("cpu  0 0 0 0 0 0 0 0 0 0\n")
+	for cpu := range h.userTicks {
+		h.userTicks[cpu] += dt * 100 * u // USER_HZ is 100
+		h.idleTicks[cpu] += dt * 100 * (1 - u)
+		fmt.Fprintf(&stat, "cpu%d %d 0 0 %d 0 0 0 0 0 0\n", cpu, uint64(h.userTicks[cpu]), uint64(h.idleTicks[cpu]))
+	}
+	stat.WriteString("intr 123456\nctxt 654321\nbtime 1700000000\nprocesses 4242\nprocs_running 3\nprocs_blocked 0\n")
+	watts := spec.IdleWatts + (spec.FullLoadWatts-spec.IdleWatts)*u
+	for p := 0; p < spec.Packages; p++ {
+		h.energyUJ[p] += dt * 1e6 * watts * 0.9 / float64(spec.Packages)
+		h.energyUJ[spec.Packages+p] += dt * 1e6 * watts * 0.1 / float64(spec.Packages)
+	}
+	energy := append([]float64(nil), h.energyUJ...)
+	h.mu.Unlock()
+
+	used := int64(float64(spec.MemoryKiB) * (0.2 + 0.5*u))
+	files := map[string]string{
+		"/proc/stat":    stat.String(),
+		"/proc/meminfo": fmt.Sprintf("MemTotal:       %d kB\nMemFree:        %d kB\nMemAvailable:   %d kB\nBuffers:        1024 kB\nCached:         2048 kB\nHugePages_Total:       0\nHugePages_Free:        0\nHugepagesize:       2048 kB\nHugetlb:               0 kB\n", spec.MemoryKiB, spec.MemoryKiB-used, spec.MemoryKiB-used),
+	}
+	perNodeKiB := spec.MemoryKiB / int64(spec.NUMANodes)
+	for n := 0; n < spec.NUMANodes; n++ {
+		files[fmt.Sprintf("/sys/devices/system/node/node%d/meminfo", n)] = fmt.Sprintf(
+			"Node %d MemTotal:       %d kB\nNode %d MemFree:        %d kB\nNode %d MemUsed:        %d kB\n",
+			n, perNodeKiB, n, perNodeKiB-used/int64(spec.NUMANodes), n, used/int64(spec.NUMANodes))
+	}
+	for p := 0; p < spec.Packages; p++ {
+		hw := fmt.Sprintf("/sys/class/hwmon/hwmon%d", p)
+		files[hw+"/temp1_input"] = fmt.Sprintf("%d\n", temp)
+		for c := 0; c < 8; c++ {
+			files[fmt.Sprintf("%s/temp%d_input", hw, c+2)] = fmt.Sprintf("%d\n", temp-int64(1000*(c%3)))
+		}
+		zone := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d", p)
+		files[zone+"/energy_uj"] = fmt.Sprintf("%d\n", uint64(energy[p])%raplRange)
+		files[zone+fmt.Sprintf("/intel-rapl:%d:0/energy_uj", p)] = fmt.Sprintf("%d\n", uint64(energy[spec.Packages+p])%raplRange)
+	}
+	for z := 0; z < 2; z++ {
+		files[fmt.Sprintf("/sys/class/thermal/thermal_zone%d/temp", z)] = fmt.Sprintf("%d\n", temp-int64(2000*z))
+	}
+	for path, content := range files {
+		if err := h.write(path, content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run calls Advance every period until stop is closed.
+func (h *Host) Run(period time.Duration, stop <-chan struct{}) error {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-t.C:
+			if err := h.Advance(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (h *Host) write(hostPath, content string) error {
+	full := filepath.Join(h.Dir, hostPath)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	tmp := full + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, full)
+}
