@@ -98,7 +98,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	}
 	if data, err := c.root.ReadFile("/proc/loadavg"); err == nil {
 		if l, err := parseLoadAvg(data); err == nil {
-			st.Load1Milli, st.Load5Milli, st.Load15Milli = ptr.To(l.load1), ptr.To(l.load5), ptr.To(l.load15)
+			st.LoadAverage = &telemetryv1alpha1.LoadAverage{OneMinuteMilli: l.load1, FiveMinuteMilli: l.load5, FifteenMinuteMilli: l.load15}
 		}
 	}
 	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")

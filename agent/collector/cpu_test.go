@@ -145,9 +145,7 @@ func TestCPUCollectorFullSample(t *testing.T) {
 		LogicalCores:       4,  // present 0-3
 		OnlineCores:        3,  // online 0-2
 		UtilizationPercent: 25, // each CPU: busy 200 of 800
-		Load1Milli:         ptr.To[int64](1250),
-		Load5Milli:         ptr.To[int64](500),
-		Load15Milli:        ptr.To[int64](50),
+		LoadAverage:        &telemetryv1alpha1.LoadAverage{OneMinuteMilli: 1250, FiveMinuteMilli: 500, FifteenMinuteMilli: 50},
 		Pressure: &telemetryv1alpha1.PressureStatus{
 			SomeAvg10BasisPoints:  123, // 1.23%
 			FullAvg10BasisPoints:  ptr.To[int32](0),
@@ -194,7 +192,7 @@ func TestCPUCollectorPressureNotSupported(t *testing.T) {
 	if err := c.Collect(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if s.CPU.Pressure != nil || s.CPU.ThermalThrottle != nil || s.CPU.Load1Milli != nil {
+	if s.CPU.Pressure != nil || s.CPU.ThermalThrottle != nil || s.CPU.LoadAverage != nil {
 		t.Errorf("CPU = %+v: want pressure, throttle and load absent", s.CPU)
 	}
 }

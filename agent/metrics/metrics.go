@@ -183,10 +183,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		g(cpuUtilization, obs.Sample.CPUBusy)
 		g(cpuCores, float64(cpu.LogicalCores))
 		g(cpuOnline, float64(cpu.OnlineCores))
-		for window, v := range map[string]*int64{"1m": cpu.Load1Milli, "5m": cpu.Load5Milli, "15m": cpu.Load15Milli} {
-			if v != nil {
-				g(load, float64(*v)/1000, window)
-			}
+		if l := cpu.LoadAverage; l != nil {
+			g(load, float64(l.OneMinuteMilli)/1000, "1m")
+			g(load, float64(l.FiveMinuteMilli)/1000, "5m")
+			g(load, float64(l.FifteenMinuteMilli)/1000, "15m")
 		}
 		pressure(g, c, "cpu", cpu.Pressure)
 		if t := cpu.ThermalThrottle; t != nil {

@@ -70,7 +70,7 @@ func TestChange(t *testing.T) {
 		{"GPU memory +50 of 1000 (5%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 150 }, true},
 		{"GPU removed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs = nil }, true},
 		{"load and energy only", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
-			s.CPU.Load1Milli = ptr.To[int64](9000)
+			s.CPU.LoadAverage = &telemetryv1alpha1.LoadAverage{OneMinuteMilli: 9000}
 			s.Power.EnergyJoules = 123456
 		}, false},
 	} {

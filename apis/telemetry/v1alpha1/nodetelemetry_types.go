@@ -221,18 +221,9 @@ type CPUStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	UtilizationPercent int32 `json:"utilizationPercent"`
-	// load1Milli is the one-minute load average times 1000 (1.25 is 1250).
+	// loadAverage is /proc/loadavg. Absent when it cannot be read.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Load1Milli *int64 `json:"load1Milli,omitempty"`
-	// load5Milli is the five-minute load average times 1000.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Load5Milli *int64 `json:"load5Milli,omitempty"`
-	// load15Milli is the fifteen-minute load average times 1000.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Load15Milli *int64 `json:"load15Milli,omitempty"`
+	LoadAverage *LoadAverage `json:"loadAverage,omitempty"`
 	// pressure is CPU pressure stall information (/proc/pressure/cpu).
 	// Absent when the kernel has no PSI.
 	// +optional
@@ -241,6 +232,22 @@ type CPUStatus struct {
 	// Absent when the kernel exposes no thermal_throttle counters.
 	// +optional
 	ThermalThrottle *CPUThrottleStatus `json:"thermalThrottle,omitempty"`
+}
+
+// LoadAverage is the kernel's load averages, in thousandths (1.25 is 1250).
+type LoadAverage struct {
+	// oneMinuteMilli is the one-minute load average times 1000.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	OneMinuteMilli int64 `json:"oneMinuteMilli"`
+	// fiveMinuteMilli is the five-minute load average times 1000.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	FiveMinuteMilli int64 `json:"fiveMinuteMilli"`
+	// fifteenMinuteMilli is the fifteen-minute load average times 1000.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	FifteenMinuteMilli int64 `json:"fifteenMinuteMilli"`
 }
 
 // PressureStatus is Linux pressure stall information for one resource.
