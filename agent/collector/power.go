@@ -1,0 +1,601 @@
+package collector
+
+import (
+	"context"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/telesched/telesched/agent/hostfs"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+const (
+	powercapClassDir = "/sys/class/powercap"
+
+	// acpiPowerMeterChip is the hwmon name of the ACPI 4.0 power meter
+	// driver (acpi_power_meter), which measures the whole platform.
+	acpiPowerMeterChip = "power_meter"
+
+	raplPermissionMessage = "energy_uj is readable by root only since CVE-2020-8694; run the agent as root to read RAPL"
+)
+
+// PowerCollector measures the node's power over the interval between two
+// calls, from one node meter plus the GPUs:
+//
+//  1. RAPL through /sys/class/powercap (Intel, and AMD through the same
+//     tree): each package zone ("package-N", also "package-N-die-M") and each
+//     dram subzone ("dram-N"), read from energy_uj as a rate over the
+//     interval, with wraparound at max_energy_range_uj. Core and uncore
+//     subzones lie inside their package and are not added; psys (the whole
+//     platform) overlaps package and dram and is not added either.
+//     intel-rapl-mmio zones repeat the MSR package domain and are dropped
+//     when the MSR zone of the same name exists.
+//  2. Where RAPL is absent or cannot be read: the ACPI power meter (hwmon
+//     "power_meter", power1_average in µW), which measures the whole
+//     platform and so wins over other hwmon sensors;
+//  3. else hwmon power sensors (powerN_average, else powerN_input, in µW)
+//     or, on chips without those, energy counters (energyN_input, µJ, as a
+//     rate). PMBus "pout" channels are skipped on chips with a "pin"
+//     channel, and amd_energy's per-core counters, which its per-socket
+//     counters include, are skipped.
+//
+// GPUs come from the GPU collector, which runs before this one and leaves
+// Sample.GPUs: zones "gpu-<index>" from PowerWatts (or, without it, from
+// the EnergyJoules counter). Their sum is GPUWatts, and it is added to
+// Watts, except with the ACPI meter, whose measure already includes them.
+// GPUs alone are a valid power source.
+//
+// Rates from counters need a baseline: the first call, and the first call
+// after a counter reset or a meter's reappearance, returns ErrWarmingUp.
+// Gauges (hwmon power, the ACPI meter, GPU PowerWatts) need none, so a node
+// measured by gauges alone reports from the first call. The interval is the
+// difference between this call's Sample.Time and the previous call's. A
+// zone's EnergyJoules adds up its deltas (counters) or the trapezoid of its
+// readings (gauges) over every interval it was read at both ends; the
+// node's EnergyJoules adds up the intervals that were reported.
+//
+// When RAPL exists but cannot be read (permission denied on energy_uj since
+// CVE-2020-8694, or an I/O error) and a fallback meter works, the sample has
+// Power from the fallback, RAPLError returns the RAPL failure and the
+// collector logs it once. When no fallback works, Collect returns the RAPL
+// failure as a Failed SourceError, even on a node with GPUs: power without
+// the CPUs whose meter exists but cannot be read would understate the node.
+type PowerCollector struct {
+	root            hostfs.Root
+	rediscoverEvery time.Duration
+
+	discovered   bool
+	discoveredAt time.Time
+	rapl         []*meter
+	acpi         []*meter
+	hwmon        []*meter
+	gpus         map[string]*meter // by GPU UUID
+
+	// last is Sample.Time of the previous call.
+	last time.Time
+	// energyJoules is the energy of every reported interval since the
+	// agent started.
+	energyJoules float64
+	// raplErr is why RAPL could not be read in the last call.
+	raplErr *SourceError
+}
+
+var _ Collector = (*PowerCollector)(nil)
+
+// NewPowerCollector returns a collector that reads RAPL, hwmon and ACPI
+// power meters under root, and GPU power from the sample.
+func NewPowerCollector(root hostfs.Root) *PowerCollector {
+	return &PowerCollector{root: root, rediscoverEvery: defaultRediscoverEvery, gpus: map[string]*meter{}}
+}
+
+// Name returns telemetryv1alpha1.SourcePower.
+func (c *PowerCollector) Name() telemetryv1alpha1.SourceName {
+	return telemetryv1alpha1.SourcePower
+}
+
+// RAPLError returns why RAPL could not be read in the last call, or nil
+// when it was read or the node has none. When it is not nil and Collect
+// returned nil, the sample's power came from a fallback meter.
+func (c *PowerCollector) RAPLError() error {
+	if c.raplErr == nil {
+		return nil
+	}
+	return c.raplErr
+}
+
+// meter is one power meter and what the collector remembers of it.
+type meter struct {
+	name   string
+	source telemetryv1alpha1.PowerSource
+	// path is the host file of the value; "" for a GPU.
+	path string
+	// counter is true for an energy counter in µJ, false for a power
+	// gauge in µW.
+	counter bool
+	// maxRange is the value at which the counter wraps to 0
+	// (max_energy_range_uj); 0 when unknown, and then a counter that goes
+	// back is taken as reset.
+	maxRange uint64
+
+	have      bool      // a value has been read
+	at        time.Time // when it was read
+	prev      uint64    // the counter's last value
+	prevWatts float64   // the gauge's last value
+	energyJ   float64   // energy measured since the agent started
+}
+
+// update takes a new value read at now. last is the previous call's time:
+// only a meter read then has an interval to measure over. ready is false
+// when a counter has no baseline yet.
+func (m *meter) update(v uint64, now, last time.Time) (watts, joules float64, ready bool) {
+	continuous := m.have && m.at.Equal(last) && now.After(last)
+	dt := now.Sub(last).Seconds()
+	if m.counter {
+		if continuous {
+			if d, ok := energyDelta(m.prev, v, m.maxRange); ok {
+				joules = float64(d) / 1e6
+				watts = joules / dt
+				ready = true
+			}
+		}
+		m.prev = v
+	} else {
+		watts = float64(v) / 1e6
+		ready = true
+		if continuous {
+			// Trapezoid between the last reading and this one.
+			joules = (m.prevWatts + watts) / 2 * dt
+		}
+		m.prevWatts = watts
+	}
+	m.have, m.at = true, now
+	m.energyJ += joules
+	return watts, joules, ready
+}
+
+// energyDelta is how far an energy counter advanced from prev to cur. A
+// counter that went back wrapped at maxRange: it ran from prev up to
+// maxRange and from 0 to cur. It is a reset instead (ok false) when the
+// range is unknown (0) or prev lies beyond it.
+func energyDelta(prev, cur, maxRange uint64) (uint64, bool) {
+	if cur >= prev {
+		return cur - prev, true
+	}
+	if maxRange == 0 || prev > maxRange {
+		return 0, false
+	}
+	// cur < prev <= maxRange, so this neither underflows nor overflows.
+	return cur + (maxRange - prev), true
+}
+
+// groupResult is one reading of a set of meters.
+type groupResult struct {
+	zones         []PowerZone
+	watts, joules float64
+	ready         bool
+}
+
+// readGroup reads every meter of a group. It reads all values before it
+// changes any meter's state, so a group that fails leaves its meters as
+// they were (they take a new baseline when next read).
+func (c *PowerCollector) readGroup(meters []*meter, now time.Time) (groupResult, error) {
+	values := make([]uint64, len(meters))
+	for i, m := range meters {
+		v, err := c.root.ReadUint(m.path)
+		if err != nil {
+			return groupResult{}, err
+		}
+		values[i] = v
+	}
+	return c.updateGroup(meters, values, now), nil
+}
+
+// updateGroup feeds each meter its value.
+func (c *PowerCollector) updateGroup(meters []*meter, values []uint64, now time.Time) groupResult {
+	res := groupResult{ready: true}
+	for i, m := range meters {
+		w, j, ok := m.update(values[i], now, c.last)
+		res.ready = res.ready && ok
+		res.watts += w
+		res.joules += j
+		res.zones = append(res.zones, PowerZone{Name: m.name, Source: m.source, Watts: w, EnergyJoules: m.energyJ})
+	}
+	return res
+}
+
+// Collect fills s.Power.
+func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
+	now := s.Time
+	defer func() { c.last = now }()
+
+	if !c.discovered || now.Sub(c.discoveredAt) >= c.rediscoverEvery || now.Before(c.discoveredAt) {
+		c.discover(now)
+	}
+
+	base, baseSource, failures := c.readBase(now)
+	gpu, haveGPU := c.readGPUs(s.GPUs, now)
+
+	var raplErr *SourceError
+	for _, f := range failures {
+		if f.source == telemetryv1alpha1.PowerSourceRAPL {
+			raplErr = f.err
+		}
+	}
+	if base != nil {
+		c.noteRAPL(ctx, raplErr)
+	} else {
+		c.raplErr = raplErr
+	}
+
+	switch {
+	case base == nil && len(failures) > 0:
+		// A node meter exists but none could be read. RAPL's failure
+		// comes first: it is the one an operator can fix.
+		return failures[0].err
+	case base == nil && !haveGPU:
+		return Unavailable("NoPowerMeter", "no powercap (RAPL), hwmon power sensor or ACPI power meter (typical in VMs)")
+	case (base != nil && !base.ready) || (haveGPU && !gpu.ready):
+		return ErrWarmingUp
+	}
+
+	p := &Power{}
+	var joules float64
+	if base != nil {
+		p.Zones = base.zones
+		p.Watts = base.watts
+		p.Sources = append(p.Sources, baseSource)
+		joules = base.joules
+	}
+	if haveGPU {
+		p.Zones = append(p.Zones, gpu.zones...)
+		gw := gpu.watts
+		p.GPUWatts = &gw
+		p.Sources = append(p.Sources, telemetryv1alpha1.PowerSourceNVML)
+		if baseSource != telemetryv1alpha1.PowerSourceACPI {
+			p.Watts += gpu.watts
+			joules += gpu.joules
+		}
+	}
+	c.energyJoules += joules
+	p.EnergyJoules = c.energyJoules
+	s.Power = p
+	return nil
+}
+
+// meterFailure is a node meter that could not be read.
+type meterFailure struct {
+	source telemetryv1alpha1.PowerSource
+	err    *SourceError
+}
+
+// readBase reads the first node meter, in the order RAPL, ACPI, hwmon,
+// that can be read, and says why the ones before it could not. A meter
+// file that has gone away makes the collector list the meters again, once.
+func (c *PowerCollector) readBase(now time.Time) (*groupResult, telemetryv1alpha1.PowerSource, []meterFailure) {
+	for attempt := 0; ; attempt++ {
+		var failures []meterFailure
+		stale := false
+		for _, g := range []struct {
+			source telemetryv1alpha1.PowerSource
+			meters []*meter
+		}{
+			{telemetryv1alpha1.PowerSourceRAPL, c.rapl},
+			{telemetryv1alpha1.PowerSourceACPI, c.acpi},
+			{telemetryv1alpha1.PowerSourceHwmon, c.hwmon},
+		} {
+			if len(g.meters) == 0 {
+				continue
+			}
+			res, err := c.readGroup(g.meters, now)
+			if err == nil {
+				return &res, g.source, failures
+			}
+			if hostfs.IsAbsent(err) && attempt == 0 {
+				stale = true
+				break
+			}
+			failures = append(failures, meterFailure{g.source, meterError(g.source, err)})
+		}
+		if !stale {
+			return nil, "", failures
+		}
+		c.discover(now)
+	}
+}
+
+// meterError says why a node meter could not be read.
+func meterError(source telemetryv1alpha1.PowerSource, err error) *SourceError {
+	switch {
+	case source == telemetryv1alpha1.PowerSourceRAPL && hostfs.IsPermission(err):
+		return Failed("PermissionDenied", err, raplPermissionMessage)
+	case hostfs.IsPermission(err):
+		return Failed("PermissionDenied", err, "reading the %s power meter", source)
+	}
+	return Failed("ReadError", err, "reading the %s power meter", source)
+}
+
+// noteRAPL records why RAPL could not be read while a fallback meter was,
+// and logs when that changes.
+func (c *PowerCollector) noteRAPL(ctx context.Context, err *SourceError) {
+	prev := c.raplErr
+	c.raplErr = err
+	switch {
+	case err != nil && (prev == nil || prev.Reason != err.Reason):
+		klog.FromContext(ctx).Info("RAPL cannot be read; power comes from a fallback meter",
+			"reason", err.Reason, "message", err.Message, "err", err.Err)
+	case err == nil && prev != nil:
+		klog.FromContext(ctx).Info("RAPL can be read again")
+	}
+}
+
+// readGPUs turns the GPUs' power into meters named "gpu-<index>": from
+// PowerWatts where the GPU reports it, else from its EnergyJoules counter.
+// GPUs that report neither are left out.
+func (c *PowerCollector) readGPUs(gpus []telemetryv1alpha1.GPUStatus, now time.Time) (groupResult, bool) {
+	var (
+		meters []*meter
+		values []uint64
+	)
+	seen := make(map[string]bool, len(gpus))
+	for _, g := range gpus {
+		var (
+			v       uint64
+			counter bool
+		)
+		switch {
+		case g.PowerWatts != nil && *g.PowerWatts >= 0:
+			v = uint64(*g.PowerWatts) * 1_000_000 // W -> µW
+		case g.EnergyJoules != nil && *g.EnergyJoules >= 0 && *g.EnergyJoules <= maxGPUEnergyJoules:
+			v, counter = uint64(*g.EnergyJoules)*1_000_000, true // J -> µJ
+		default:
+			continue
+		}
+		key := g.UUID
+		if key == "" {
+			key = "index-" + strconv.Itoa(int(g.Index))
+		}
+		name := "gpu-" + strconv.Itoa(int(g.Index))
+		m := c.gpus[key]
+		if m == nil || m.counter != counter || m.name != name {
+			m = &meter{name: name, source: telemetryv1alpha1.PowerSourceNVML, counter: counter}
+			c.gpus[key] = m
+		}
+		seen[key] = true
+		meters = append(meters, m)
+		values = append(values, v)
+	}
+	for key := range c.gpus {
+		if !seen[key] {
+			delete(c.gpus, key)
+		}
+	}
+	if len(meters) == 0 {
+		return groupResult{}, false
+	}
+	return c.updateGroup(meters, values, now), true
+}
+
+// maxGPUEnergyJoules keeps a GPU energy counter in µJ within uint64.
+const maxGPUEnergyJoules = 1<<64/1_000_000 - 1
+
+// discover lists the node meters. A meter that was known before keeps its
+// baseline and energy.
+func (c *PowerCollector) discover(now time.Time) {
+	old := make(map[string]*meter)
+	for _, ms := range [][]*meter{c.rapl, c.acpi, c.hwmon} {
+		for _, m := range ms {
+			old[m.path] = m
+		}
+	}
+	keep := func(ms []*meter) []*meter {
+		for i, m := range ms {
+			if o := old[m.path]; o != nil && o.counter == m.counter && o.name == m.name && o.source == m.source {
+				o.maxRange = m.maxRange
+				ms[i] = o
+			}
+		}
+		return ms
+	}
+	c.rapl = keep(discoverRAPL(c.root))
+	acpi, hw := discoverHwmonPower(c.root, discoverHwmon(c.root))
+	c.acpi, c.hwmon = keep(acpi), keep(hw)
+	c.discovered, c.discoveredAt = true, now
+}
+
+// raplZone is one powercap zone directory of the intel-rapl or
+// intel-rapl-mmio control type.
+type raplZone struct {
+	dir  string
+	mmio bool
+	pkg  int // N of intel-rapl:N
+	sub  int // M of intel-rapl:N:M; -1 for a top-level zone
+	name string
+}
+
+// parseRAPLZone parses a powercap zone directory name: "intel-rapl:N"
+// (top level, sub -1), "intel-rapl:N:M" (a subzone), and the same with
+// "intel-rapl-mmio".
+func parseRAPLZone(base string) (mmio bool, pkg, sub int, ok bool) {
+	rest, found := strings.CutPrefix(base, "intel-rapl:")
+	if !found {
+		if rest, found = strings.CutPrefix(base, "intel-rapl-mmio:"); !found {
+			return false, 0, 0, false
+		}
+		mmio = true
+	}
+	first, second, hasSub := strings.Cut(rest, ":")
+	if pkg, ok = parseCanonicalUint(first); !ok {
+		return false, 0, 0, false
+	}
+	if !hasSub {
+		return mmio, pkg, -1, true
+	}
+	if sub, ok = parseCanonicalUint(second); !ok {
+		return false, 0, 0, false
+	}
+	return mmio, pkg, sub, true
+}
+
+// raplMeterName is the name under which a RAPL zone counts toward node
+// power, or "" when it does not count: a top-level zone by its own name
+// ("package-0", psys excluded), a dram subzone as "dram" plus its
+// package's suffix ("dram-0", "dram-0-die-1"), other subzones not at all.
+func raplMeterName(z raplZone, parentName string) string {
+	if z.sub < 0 {
+		if z.name == "psys" {
+			return ""
+		}
+		if z.name == "" {
+			return path.Base(z.dir)
+		}
+		return z.name
+	}
+	if z.name != "dram" {
+		return ""
+	}
+	if suffix, ok := strings.CutPrefix(parentName, "package"); ok && suffix != "" {
+		return "dram" + suffix
+	}
+	return "dram-" + strconv.Itoa(z.pkg)
+}
+
+// discoverRAPL lists the RAPL meters that count toward node power, in
+// package order.
+func discoverRAPL(r hostfs.Root) []*meter {
+	var zones []raplZone
+	for _, pattern := range []string{powercapClassDir + "/intel-rapl:*", powercapClassDir + "/intel-rapl-mmio:*"} {
+		dirs, _ := r.Glob(pattern)
+		for _, d := range dirs {
+			mmio, pkg, sub, ok := parseRAPLZone(path.Base(d))
+			if !ok {
+				continue
+			}
+			z := raplZone{dir: d, mmio: mmio, pkg: pkg, sub: sub}
+			if b, err := r.ReadFile(d + "/name"); err == nil {
+				z.name = cleanName(b, maxChipNameLen)
+			}
+			zones = append(zones, z)
+		}
+	}
+	sort.Slice(zones, func(i, j int) bool {
+		a, b := zones[i], zones[j]
+		if a.mmio != b.mmio {
+			return !a.mmio
+		}
+		if a.pkg != b.pkg {
+			return a.pkg < b.pkg
+		}
+		return a.sub < b.sub
+	})
+	type top struct {
+		mmio bool
+		pkg  int
+	}
+	parents := make(map[top]string)
+	for _, z := range zones {
+		if z.sub < 0 {
+			parents[top{z.mmio, z.pkg}] = z.name
+		}
+	}
+	var meters []*meter
+	counted := make(map[string]bool)
+	for _, z := range zones {
+		name := raplMeterName(z, parents[top{z.mmio, z.pkg}])
+		// An mmio zone repeats the MSR zone of the same name; zones are
+		// sorted MSR first.
+		if name == "" || counted[name] || !r.Exists(z.dir+"/energy_uj") {
+			continue
+		}
+		counted[name] = true
+		m := &meter{name: name, source: telemetryv1alpha1.PowerSourceRAPL, path: z.dir + "/energy_uj", counter: true}
+		if v, err := r.ReadUint(z.dir + "/max_energy_range_uj"); err == nil {
+			m.maxRange = v
+		}
+		meters = append(meters, m)
+	}
+	return meters
+}
+
+// discoverHwmonPower lists the power meters of hwmon chips: the ACPI power
+// meter's and the others'.
+func discoverHwmonPower(r hostfs.Root, chips []*hwmonChip) (acpi, other []*meter) {
+	for _, chip := range chips {
+		source := telemetryv1alpha1.PowerSourceHwmon
+		if chip.name == acpiPowerMeterChip {
+			source = telemetryv1alpha1.PowerSourceACPI
+		}
+		ms := hwmonPowerMeters(r, chip, source)
+		if source == telemetryv1alpha1.PowerSourceACPI {
+			acpi = append(acpi, ms...)
+		} else {
+			other = append(other, ms...)
+		}
+	}
+	return acpi, other
+}
+
+// hwmonPowerMeters lists one chip's power meters: its power channels
+// (powerN_average, else powerN_input) or, when it has none, its energy
+// channels (energyN_input). Channels one of its other channels includes
+// are left out (see PowerCollector).
+func hwmonPowerMeters(r hostfs.Root, chip *hwmonChip, source telemetryv1alpha1.PowerSource) []*meter {
+	type channel struct {
+		n     int
+		attr  string
+		label string
+	}
+	var chans []channel
+	seen := make(map[int]bool)
+	for _, suffix := range []string{"average", "input"} {
+		for _, n := range chip.channels("power", suffix) {
+			if !seen[n] {
+				seen[n] = true
+				chans = append(chans, channel{n: n, attr: "power" + strconv.Itoa(n) + "_" + suffix})
+			}
+		}
+	}
+	kind, counter := "power", false
+	if len(chans) == 0 {
+		kind, counter = "energy", true
+		for _, n := range chip.channels("energy", "input") {
+			chans = append(chans, channel{n: n, attr: "energy" + strconv.Itoa(n) + "_input"})
+		}
+	}
+	sort.Slice(chans, func(i, j int) bool { return chans[i].n < chans[j].n })
+	hasPin := false
+	for i := range chans {
+		chans[i].label = chip.label(r, kind, chans[i].n)
+		hasPin = hasPin || strings.HasPrefix(strings.ToLower(chans[i].label), "pin")
+	}
+	var meters []*meter
+	names := make(map[string]bool)
+	for _, ch := range chans {
+		if skipPowerChannel(chip.name, ch.label, hasPin) {
+			continue
+		}
+		label := ch.label
+		if names[label] {
+			label = kind + strconv.Itoa(ch.n)
+		}
+		names[label] = true
+		meters = append(meters, &meter{name: chip.id + "/" + label, source: source, path: chip.path(ch.attr), counter: counter})
+	}
+	return meters
+}
+
+// skipPowerChannel reports whether a channel is part of another channel
+// of its chip: a PMBus output ("pout1") where the chip has an input
+// ("pin"), or an amd_energy core counter ("Ecore000"), which its socket
+// counter ("Esocket0") includes.
+func skipPowerChannel(chip, label string, hasPin bool) bool {
+	l := strings.ToLower(label)
+	if hasPin && strings.HasPrefix(l, "pout") {
+		return true
+	}
+	return chip == "amd_energy" && !strings.HasPrefix(l, "esocket")
+}
