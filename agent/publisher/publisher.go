@@ -14,12 +14,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
+	"github.com/telesched/telesched/agent/kube"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
@@ -96,7 +95,7 @@ type Outcome struct {
 // concurrent use.
 type Publisher struct {
 	cfg     Config
-	client  kubernetes.Interface
+	client  *kube.Client
 	clock   clock.Clock
 	limiter flowcontrol.RateLimiter
 
@@ -108,7 +107,7 @@ type Publisher struct {
 }
 
 // New returns a Publisher; cfg must be valid.
-func New(cfg Config, client kubernetes.Interface, clk clock.Clock) (*Publisher, error) {
+func New(cfg Config, client *kube.Client, clk clock.Clock) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -175,7 +174,7 @@ func (p *Publisher) write(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 // ensureObject applies the object's metadata: its name and its owner
 // reference to the Node, so it is garbage-collected with the Node.
 func (p *Publisher) ensureObject(ctx context.Context) error {
-	node, err := p.client.CoreV1().Nodes().Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
+	node, err := p.client.GetNode(ctx, p.cfg.NodeName)
 	if err != nil {
 		return fmt.Errorf("getting Node %s for the owner reference: %w", p.cfg.NodeName, err)
 	}
@@ -225,12 +224,11 @@ func (p *Publisher) apply(ctx context.Context, body applyBody, subresource strin
 	if err != nil {
 		return err
 	}
-	req := p.client.Discovery().RESTClient().Patch(types.ApplyPatchType).
-		AbsPath("/apis", telemetryv1alpha1.GroupName, telemetryv1alpha1.SchemeGroupVersion.Version, "nodetelemetries", p.cfg.NodeName, subresource).
-		Param("fieldManager", p.cfg.FieldManager).
-		Param("force", "true").
-		Body(data)
-	return req.Do(ctx).Error()
+	path := "/apis/" + telemetryv1alpha1.GroupName + "/" + telemetryv1alpha1.SchemeGroupVersion.Version + "/nodetelemetries/" + p.cfg.NodeName
+	if subresource != "" {
+		path += "/" + subresource
+	}
+	return p.client.Apply(ctx, path, data, p.cfg.FieldManager)
 }
 
 // LastPublished returns the time of the last successful write, zero if none.

@@ -1,0 +1,151 @@
+// Package app is the telesched-agent command: its flags, and the loop that
+// samples, publishes, exports metrics and records events until SIGTERM.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/publisher"
+	"github.com/telesched/telesched/agent/status"
+)
+
+// Defaults of the flags that are not the defaults of another package.
+const (
+	DefaultInterval           = 5 * time.Second
+	DefaultMetricsAddress     = ":9102"
+	DefaultOnceWindow         = time.Second
+	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+)
+
+// Options are the agent's flags.
+type Options struct {
+	HostRoot   string
+	NodeName   string
+	Kubeconfig string
+	Interval   time.Duration
+
+	Once       bool
+	Output     string
+	OnceWindow time.Duration
+
+	Publish        bool
+	MetricsAddress string
+	NVML           bool
+	PodResources   string
+
+	Publisher  publisher.Config
+	Heat       status.HeatConfig
+	PowerModel powermodel.Config
+
+	// Flag values in user units, converted by Complete.
+	hotHeadroomCelsius, coolHeadroomCelsius float64
+	deadbandTemperatureCelsius              float64
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		HostRoot:       "/",
+		NodeName:       os.Getenv("NODE_NAME"),
+		Interval:       DefaultInterval,
+		Output:         "json",
+		OnceWindow:     DefaultOnceWindow,
+		Publish:        true,
+		MetricsAddress: DefaultMetricsAddress,
+		NVML:           true,
+		PodResources:   DefaultPodResourcesSocket,
+		Publisher: publisher.Config{
+			FieldManager:   publisher.DefaultFieldManager,
+			Heartbeat:      publisher.DefaultHeartbeat,
+			RateLimitQPS:   publisher.DefaultRateLimitQPS,
+			RateLimitBurst: publisher.DefaultRateLimitBurst,
+			BackoffInitial: publisher.DefaultBackoffInitial,
+			BackoffMax:     publisher.DefaultBackoffMax,
+			Deadbands:      publisher.DefaultDeadbands(),
+		},
+		PowerModel:                 powermodel.DefaultConfig(),
+		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
+		coolHeadroomCelsius:        float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
+		deadbandTemperatureCelsius: float64(publisher.DefaultTemperatureMilliCelsius) / 1000,
+	}
+}
+
+// AddFlags adds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.HostRoot, "host-root", o.HostRoot, "Directory standing for the host's /: the agent reads <host-root>/proc and <host-root>/sys. In a DaemonSet, mount the host's /proc and /sys read-only under it.")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this Node and of its NodeTelemetry object. Defaults to $NODE_NAME (set it from the downward API: spec.nodeName).")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: the in-cluster config.")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "How often to sample the node.")
+
+	fs.BoolVar(&o.Once, "once", o.Once, "Take one sample, print the NodeTelemetry the agent would publish, and exit. Needs no cluster.")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Format of --once: json or yaml.")
+	fs.DurationVar(&o.OnceWindow, "once-window", o.OnceWindow, "With --once, the time between the baseline reading and the sample, over which utilization and power are measured.")
+
+	fs.BoolVar(&o.Publish, "publish", o.Publish, "Publish NodeTelemetry to the API server. With --publish=false the agent samples and serves /metrics without a cluster.")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the HTTP server for /metrics, /healthz and /readyz. Empty disables it.")
+	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
+	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations. Absent socket: the source is reported unavailable.")
+
+	fs.DurationVar(&o.Publisher.Heartbeat, "heartbeat", o.Publisher.Heartbeat, "Longest time between writes while no signal moves past its deadband.")
+	fs.Float32Var(&o.Publisher.RateLimitQPS, "publish-qps", o.Publisher.RateLimitQPS, "Sustained rate limit of writes to the API server, per second.")
+	fs.IntVar(&o.Publisher.RateLimitBurst, "publish-burst", o.Publisher.RateLimitBurst, "Burst of writes allowed above --publish-qps.")
+	fs.DurationVar(&o.Publisher.BackoffInitial, "backoff-initial", o.Publisher.BackoffInitial, "Wait after a failed write; doubles per failure, with jitter.")
+	fs.DurationVar(&o.Publisher.BackoffMax, "backoff-max", o.Publisher.BackoffMax, "Longest wait between write attempts while the API server fails.")
+	fs.Int32Var(&o.Publisher.Deadbands.UtilizationPoints, "deadband-utilization-points", o.Publisher.Deadbands.UtilizationPoints, "Percentage points CPU, memory, NUMA or GPU utilization must move to be published before the heartbeat.")
+	fs.Float64Var(&o.deadbandTemperatureCelsius, "deadband-temperature-celsius", o.deadbandTemperatureCelsius, "Degrees a temperature or the thermal headroom must move to be published before the heartbeat.")
+	fs.Int32Var(&o.Publisher.Deadbands.PowerPercent, "deadband-power-percent", o.Publisher.Deadbands.PowerPercent, "Percent node or GPU power must move to be published before the heartbeat.")
+
+	fs.Float64Var(&o.hotHeadroomCelsius, "overheat-headroom-celsius", o.hotHeadroomCelsius, "The node is Overheating (condition, NodeOverheating event) when a sensor is this close to its limit, or when it throttles.")
+	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
+
+	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
+	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is ready.")
+}
+
+// Complete converts the flags in user units.
+func (o *Options) Complete() {
+	o.Heat = status.HeatConfig{
+		HotHeadroomMilliCelsius:  int64(o.hotHeadroomCelsius * 1000),
+		CoolHeadroomMilliCelsius: int64(o.coolHeadroomCelsius * 1000),
+	}
+	o.Publisher.Deadbands.TemperatureMilliCelsius = int64(o.deadbandTemperatureCelsius * 1000)
+	o.Publisher.NodeName = o.NodeName
+}
+
+// Validate reports every bad flag, naming it.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Interval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--interval %v: must be at least 100ms", o.Interval))
+	}
+	if fi, err := os.Stat(o.HostRoot); err != nil || !fi.IsDir() {
+		errs = append(errs, fmt.Errorf("--host-root %q: not a directory", o.HostRoot))
+	}
+	if err := o.Heat.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius: %w", err))
+	}
+	if err := o.PowerModel.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--power-model-*: %w", err))
+	}
+	if o.Once {
+		if o.Output != "json" && o.Output != "yaml" {
+			errs = append(errs, fmt.Errorf("--output %q: must be json or yaml", o.Output))
+		}
+		if o.OnceWindow < 100*time.Millisecond {
+			errs = append(errs, fmt.Errorf("--once-window %v: must be at least 100ms", o.OnceWindow))
+		}
+		return errors.Join(errs...)
+	}
+	if o.Publish {
+		if err := o.Publisher.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("publishing (see --node-name, --heartbeat, --publish-*, --backoff-*, --deadband-*): %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

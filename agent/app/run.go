@@ -1,0 +1,384 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/telesched/telesched/agent"
+	"github.com/telesched/telesched/agent/collector"
+	"github.com/telesched/telesched/agent/hostfs"
+	"github.com/telesched/telesched/agent/kube"
+	"github.com/telesched/telesched/agent/metrics"
+	"github.com/telesched/telesched/agent/nvml"
+	"github.com/telesched/telesched/agent/publisher"
+	"github.com/telesched/telesched/agent/status"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/version"
+)
+
+// requestTimeout bounds every API request of the agent.
+const requestTimeout = 30 * time.Second
+
+// Event reasons on the Node.
+const (
+	EventNodeOverheating       = "NodeOverheating"
+	EventNodeTemperatureNormal = "NodeTemperatureNormal"
+	EventGPUThermalThrottling  = "GPUThermalThrottling"
+)
+
+// sources is the explicit, ordered list of collectors. Order matters: NUMA
+// reads the CPU collector's per-CPU figures, power adds the GPUs' watts,
+// pod resources adds to the NUMA nodes.
+func sources(o *Options, root hostfs.Root) []collector.Collector {
+	list := []collector.Collector{
+		collector.NewCPUCollector(root),
+		collector.NewMemoryCollector(root),
+		collector.NewNUMACollector(root),
+		collector.NewThermalCollector(root),
+	}
+	if o.NVML {
+		list = append(list, collector.NewGPUCollector(nvml.New(), root))
+	}
+	return append(list,
+		collector.NewPowerCollector(root),
+		collector.NewPodResourcesCollector(root, o.PodResources),
+	)
+}
+
+// closeCollectors releases what collectors hold (NVML, the kubelet socket).
+func closeCollectors(list []collector.Collector) {
+	for _, c := range list {
+		if closer, ok := c.(interface{ Close() }); ok {
+			closer.Close()
+		}
+	}
+}
+
+// Run runs the agent until ctx ends, or takes one sample with --once.
+func Run(ctx context.Context, o *Options, stdout io.Writer) error {
+	root := hostfs.New(o.HostRoot)
+	list := sources(o, root)
+	defer closeCollectors(list)
+	sampler, err := agent.NewSampler(agent.SamplerConfig{
+		Collectors:   list,
+		Interval:     o.Interval,
+		AgentVersion: version.Get(),
+		PowerModel:   o.PowerModel,
+		Heat:         o.Heat,
+	})
+	if err != nil {
+		return err
+	}
+	if o.Once {
+		return once(ctx, o, sampler, stdout)
+	}
+	return loop(ctx, o, sampler)
+}
+
+// once primes the rate-based collectors, waits --once-window, samples and
+// prints the NodeTelemetry the agent would publish.
+func once(ctx context.Context, o *Options, sampler *agent.Sampler, stdout io.Writer) error {
+	sampler.Observe(ctx, time.Now())
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.OnceWindow):
+	}
+	obs := sampler.Observe(ctx, time.Now())
+	var err error
+	name := o.NodeName
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return fmt.Errorf("--node-name not set and no hostname: %w", err)
+		}
+	}
+	nt := telemetryv1alpha1.NodeTelemetry{
+		TypeMeta:   metav1.TypeMeta{APIVersion: telemetryv1alpha1.SchemeGroupVersion.String(), Kind: "NodeTelemetry"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status:     obs.Status,
+	}
+	var out []byte
+	if o.Output == "yaml" {
+		out, err = yaml.Marshal(nt)
+	} else {
+		out, err = json.MarshalIndent(nt, "", "  ")
+		out = append(out, '\n')
+	}
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
+	logger := klog.FromContext(ctx)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg, version.Get())
+
+	var pub *publisher.Publisher
+	var events *nodeEvents
+	if o.Publish {
+		client, err := newClient(o.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		if pub, err = publisher.New(o.Publisher, client, clock.RealClock{}); err != nil {
+			return err
+		}
+		events = newNodeEvents(ctx, client, o.NodeName)
+		defer events.shutdown()
+	}
+
+	var lastSample, lastPublish atomic.Int64 // unix nanos
+	if o.MetricsAddress != "" {
+		srv, err := serve(ctx, o.MetricsAddress, reg, func() error {
+			return ready(o, time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()))
+		})
+		if err != nil {
+			return err
+		}
+		defer shutdownServer(srv)
+		logger.Info("serving metrics", "address", o.MetricsAddress)
+	}
+
+	logger.Info("starting", "version", version.Get(), "node", o.NodeName, "hostRoot", o.HostRoot, "interval", o.Interval, "publish", o.Publish)
+
+	// The publisher runs on its own goroutine and always takes the latest
+	// status, so a slow or unreachable API server never delays sampling,
+	// metrics or events.
+	latest := make(chan *telemetryv1alpha1.NodeTelemetryStatus, 1)
+	publisherDone := make(chan struct{})
+	go func() {
+		defer close(publisherDone)
+		if pub == nil {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case st := <-latest:
+				out := pub.Offer(ctx, st)
+				m.Published(out, time.Now())
+				switch {
+				case out.Err != nil:
+					logger.Error(out.Err, "publishing NodeTelemetry failed; backing off")
+				case out.Published:
+					lastPublish.Store(time.Now().UnixNano())
+					logger.V(2).Info("published NodeTelemetry", "reason", out.Reason, "recreated", out.Recreated, "duration", out.Duration)
+				default:
+					logger.V(4).Info("not publishing", "reason", out.Reason)
+				}
+			}
+		}
+	}()
+	defer func() { <-publisherDone }()
+
+	last := time.Now()
+	sampler.Observe(ctx, last) // baseline for rate-based collectors
+	ticker := time.NewTicker(o.Interval)
+	defer ticker.Stop()
+	failing := map[telemetryv1alpha1.SourceName]string{}
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("stopping")
+			return nil
+		case now := <-ticker.C:
+			if now.Sub(last) < o.Interval/2 {
+				// A tick the ticker held while the loop was busy: sampling
+				// now would measure rates over a sliver of time.
+				continue
+			}
+			last = now
+			obs := sampler.Observe(ctx, now)
+			lastSample.Store(now.UnixNano())
+			m.Observe(&obs)
+			logSources(logger, obs.Sample.Sources, failing)
+			if events != nil {
+				for _, reason := range events.record(&obs) {
+					m.Event(reason)
+				}
+			}
+			if pub != nil {
+				offerLatest(latest, &obs.Status)
+			}
+		}
+	}
+}
+
+// offerLatest puts st in the one-slot channel, replacing a status the
+// publisher has not taken yet.
+func offerLatest(ch chan *telemetryv1alpha1.NodeTelemetryStatus, st *telemetryv1alpha1.NodeTelemetryStatus) {
+	for {
+		select {
+		case ch <- st:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
+// logSources logs a source's state when it changes, not every cycle.
+func logSources(logger klog.Logger, sources []telemetryv1alpha1.SourceStatus, seen map[telemetryv1alpha1.SourceName]string) {
+	for _, s := range sources {
+		key := string(s.State) + "/" + s.Reason
+		if seen[s.Name] == key {
+			continue
+		}
+		seen[s.Name] = key
+		if s.State == telemetryv1alpha1.SourceAvailable {
+			logger.Info("source available", "source", s.Name)
+		} else {
+			logger.Info("source not available", "source", s.Name, "state", s.State, "reason", s.Reason, "message", s.Message)
+		}
+	}
+}
+
+// ready: a sample within three intervals and, when publishing, a write
+// within the heartbeat plus three intervals.
+func ready(o *Options, lastSample, lastPublish time.Time) error {
+	now := time.Now()
+	if now.Sub(lastSample) > 3*o.Interval {
+		return fmt.Errorf("no sample since %v", lastSample.Format(time.RFC3339))
+	}
+	if o.Publish && now.Sub(lastPublish) > o.Publisher.Heartbeat+3*o.Interval {
+		return fmt.Errorf("no NodeTelemetry write since %v", lastPublish.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func serve(ctx context.Context, addr string, reg *prometheus.Registry, readyFn func() error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := readyFn(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "metrics server stopped")
+		}
+	}()
+	return srv, nil
+}
+
+func shutdownServer(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+}
+
+func newClient(kubeconfig string) (*kube.Client, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading client config (--kubeconfig %q): %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "telesched-agent/" + version.Get()
+	// A hung connection must not hold the publisher forever.
+	cfg.Timeout = requestTimeout
+	return kube.New(cfg)
+}
+
+// nodeEvents records heat events on the Node. Events are sent from a
+// goroutine of their own so a slow API server never delays sampling; they
+// are rare (state changes, with hysteresis), so they need no spam filter.
+type nodeEvents struct {
+	client *kube.Client
+	node   string
+	queue  chan kube.Event
+	done   chan struct{}
+}
+
+func newNodeEvents(ctx context.Context, client *kube.Client, node string) *nodeEvents {
+	e := &nodeEvents{client: client, node: node, queue: make(chan kube.Event, 16), done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		logger := klog.FromContext(ctx)
+		// Events queued when the agent stops are still sent, each within
+		// the request timeout.
+		sendCtx := context.WithoutCancel(ctx)
+		for ev := range e.queue {
+			ctx, cancel := context.WithTimeout(sendCtx, requestTimeout)
+			if err := e.client.CreateEvent(ctx, ev, time.Now()); err != nil {
+				logger.Error(err, "recording event", "reason", ev.Reason)
+			}
+			cancel()
+		}
+	}()
+	return e
+}
+
+// record queues the events an observation calls for and returns their
+// reasons.
+func (e *nodeEvents) record(obs *agent.Observation) []string {
+	var events []kube.Event
+	if obs.Heat.Changed && obs.Heat.Known {
+		if obs.Heat.Hot {
+			events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventNodeOverheating, Message: obs.Heat.Message})
+		} else {
+			events = append(events, kube.Event{Type: corev1.EventTypeNormal, Reason: EventNodeTemperatureNormal, Message: obs.Heat.Message})
+		}
+	}
+	for _, g := range obs.GPUsStartedThrottling {
+		events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventGPUThermalThrottling,
+			Message: fmt.Sprintf("GPU %d (%s, %s) is thermally throttled at %s: %v", g.Index, g.Model, g.UUID, status.GPUTemperature(g), g.ThrottleReasons)})
+	}
+	var reasons []string
+	for _, ev := range events {
+		ev.Node, ev.Component = e.node, "telesched-agent"
+		select {
+		case e.queue <- ev:
+			reasons = append(reasons, ev.Reason)
+		default:
+			klog.Background().Info("event queue full; dropping event", "reason", ev.Reason)
+		}
+	}
+	return reasons
+}
+
+// shutdown sends the queued events and stops.
+func (e *nodeEvents) shutdown() {
+	close(e.queue)
+	<-e.done
+}

@@ -1,0 +1,61 @@
+// Command telesched-agent samples a node's hardware telemetry and publishes
+// it as the node's NodeTelemetry object and as Prometheus metrics.
+package main
+
+import (
+	"context"
+	goflag "flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/telesched/telesched/agent/app"
+)
+
+func main() {
+	opts := app.NewOptions()
+	fs := pflag.NewFlagSet("telesched-agent", pflag.ContinueOnError)
+	fs.SortFlags = false
+	opts.AddFlags(fs)
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, `telesched-agent samples this node's CPU, memory, NUMA topology, temperatures,
+power and GPUs from /proc, /sys and NVML every --interval, and publishes them
+as the node's NodeTelemetry object (server-side apply on the status
+subresource) and as Prometheus metrics. It emits NodeOverheating,
+NodeTemperatureNormal and GPUThermalThrottling events on the Node.
+
+Usage:
+  telesched-agent [flags]
+  telesched-agent --once [-o json|yaml]   print one sample and exit; no cluster needed
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == pflag.ErrHelp {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	opts.Complete()
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent: invalid flags:\n%v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if err := app.Run(ctx, opts, os.Stdout); err != nil {
+		klog.FromContext(ctx).Error(err, "telesched-agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
