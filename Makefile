@@ -13,6 +13,12 @@ TOOLS   := hack/tools
 # when the pinned versions change and not on every run.
 CONTROL_PLANE := $(BIN)/etcd $(BIN)/kube-apiserver
 CONTROLLER_GEN := $(BIN)/controller-gen
+# node_exporter, built from the Go module proxy, for the agent benchmark.
+NODE_EXPORTER_VERSION := v1.12.1
+NODE_EXPORTER := $(BIN)/node_exporter
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/telesched/telesched/internal/version.Version=$(VERSION)
 
 # Product binaries: every directory under cmd/.
 COMMANDS := $(notdir $(wildcard cmd/*))
@@ -41,7 +47,7 @@ help: ## Show this help.
 build: $(CONTROL_PLANE) ## Build every binary (telesched commands and the control plane) into bin/.
 	@if [ -n "$(COMMANDS)" ]; then \
 		echo "go build $(addprefix ./cmd/,$(COMMANDS)) -> bin/"; \
-		$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(COMMANDS)); \
+		$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(COMMANDS)); \
 	fi
 
 .PHONY: control-plane
@@ -54,6 +60,10 @@ $(BIN)/etcd: go.mod go.sum hack/etcd/main.go
 $(BIN)/kube-apiserver: go.mod go.sum
 	@echo "building bin/kube-apiserver from k8s.io/kubernetes (first build takes several minutes)"
 	$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(NODE_EXPORTER):
+	@echo "building bin/node_exporter $(NODE_EXPORTER_VERSION) from the Go module proxy"
+	GOBIN=$(BIN) $(GO) install github.com/prometheus/node_exporter@$(NODE_EXPORTER_VERSION)
 
 $(CONTROLLER_GEN): $(TOOLS)/go.mod $(TOOLS)/go.sum
 	$(GO) build -C $(TOOLS) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -104,8 +114,15 @@ test-unit: ## Run unit tests only (no control plane).
 ##@ Bench
 
 .PHONY: bench
-bench: ## Run Go benchmarks with memory statistics.
+bench: bench-go bench-agent ## Run every benchmark.
+
+.PHONY: bench-go
+bench-go: ## Run Go benchmarks with memory statistics.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: bench-agent
+bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RSS, object size, API writes per minute (about 6 minutes).
+	$(GO) run ./test/bench/agent -agent $(BIN)/telesched-agent -node-exporter $(NODE_EXPORTER) $(BENCHFLAGS)
 
 ##@ Demo
 

@@ -14,8 +14,12 @@ import (
 	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
-// cfg is an administrator's config for the control plane TestMain started.
-var cfg *rest.Config
+// cp is the control plane TestMain started; cfg an administrator's config
+// for it.
+var (
+	cp  *controlplane.ControlPlane
+	cfg *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -23,7 +27,8 @@ func TestMain(m *testing.M) {
 		fmt.Println("integration: skipped in -short mode")
 		os.Exit(m.Run())
 	}
-	cp, err := controlplane.Start(controlplane.Options{})
+	var err error
+	cp, err = controlplane.Start(controlplane.Options{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		os.Exit(1)
