@@ -10,13 +10,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/telesched/telesched/deploy/crds"
 )
@@ -31,6 +34,8 @@ var Binaries = []string{"etcd", "kube-apiserver"}
 // DefaultStartTimeout bounds how long etcd and kube-apiserver each get to
 // become ready.
 const DefaultStartTimeout = 60 * time.Second
+
+var setLoggerOnce sync.Once
 
 // Options configure Start.
 type Options struct {
@@ -57,6 +62,9 @@ type ControlPlane struct {
 // waits until they are served. Call Stop to shut both down and remove their
 // data.
 func Start(opts Options) (*ControlPlane, error) {
+	// envtest logs through controller-runtime's logger, which prints a
+	// stack trace on first use unless someone set it: send it to klog.
+	setLoggerOnce.Do(func() { ctrllog.SetLogger(klog.NewKlogr()) })
 	binDir, err := ResolveBinDir(opts.BinDir)
 	if err != nil {
 		return nil, err
