@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/telesched/telesched/agent/nvml/nvmltest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -72,29 +72,9 @@ func gpuTree(t *testing.T, name string) hostfs.Root {
 // testdata/gpu/dgxa100.txtar.
 var dgxA100Buses = [8]uint8{0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd}
 
-// eventQueue is an NVML event set whose events a test queues.
-type eventQueue struct {
-	mock.EventSet
-	queue []gonvml.EventData
-}
+func a100(s *dgxa100.Server, i int) *dgxa100.Device { return nvmltest.Device(s, i) }
 
-func newEventQueue() *eventQueue {
-	q := &eventQueue{}
-	q.WaitFunc = func(uint32) (gonvml.EventData, gonvml.Return) {
-		if len(q.queue) == 0 {
-			return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
-		}
-		ev := q.queue[0]
-		q.queue = q.queue[1:]
-		return ev, gonvml.SUCCESS
-	}
-	q.FreeFunc = func() gonvml.Return { return gonvml.SUCCESS }
-	return q
-}
-
-func a100(s *dgxa100.Server, i int) *dgxa100.Device { return s.Devices[i].(*dgxa100.Device) }
-
-func a100UUID(i int) string { return fmt.Sprintf("GPU-00000000-0000-0000-0000-%012d", i) }
+func a100UUID(i int) string { return nvmltest.UUID(i) }
 
 // newA100Server returns go-nvml's DGX A100 mock with fixed UUIDs, PCI bus
 // ids as NVML writes them, and the telemetry it leaves unset filled in. GPU
@@ -110,14 +90,11 @@ func a100UUID(i int) string { return fmt.Sprintf("GPU-00000000-0000-0000-0000-%0
 //	MIG                off
 //
 // Critical XID events come from the returned queue.
-func newA100Server(t *testing.T) (*dgxa100.Server, *eventQueue) {
+func newA100Server(t *testing.T) (*dgxa100.Server, *nvmltest.EventQueue) {
 	t.Helper()
-	s := dgxa100.New()
-	q := newEventQueue()
-	s.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return q, gonvml.SUCCESS }
+	s, q := nvmltest.NewDGXA100()
 	for i := range s.Devices {
 		d := a100(s, i)
-		d.UUID = a100UUID(i)
 		d.PciBusID = fmt.Sprintf("00000000:%02X:00.0", dgxA100Buses[i])
 		d.MemoryInfo = gonvml.Memory{Total: 40 << 30, Used: uint64(i+1) << 30, Free: uint64(39-i) << 30}
 		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
@@ -158,8 +135,6 @@ func newA100Server(t *testing.T) (*dgxa100.Server, *eventQueue) {
 		d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) {
 			return gonvml.ClocksEventReasonGpuIdle, gonvml.SUCCESS
 		}
-		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
-		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
 	}
 	return s, q
 }
@@ -266,14 +241,14 @@ func TestGPUCollectorHealth(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		setup func(s *dgxa100.Server, q *eventQueue)
+		setup func(s *dgxa100.Server, q *nvmltest.EventQueue)
 		// events are queued before the second of two collects.
 		events func(s *dgxa100.Server) []gonvml.EventData
 		want   func() []telemetryv1alpha1.GPUHealth
 	}{
 		{
 			name: "uncorrected ECC errors",
-			setup: func(s *dgxa100.Server, _ *eventQueue) {
+			setup: func(s *dgxa100.Server, _ *nvmltest.EventQueue) {
 				a100(s, 1).GetTotalEccErrorsFunc = func(typ gonvml.MemoryErrorType, counter gonvml.EccCounterType) (uint64, gonvml.Return) {
 					return 2, gonvml.SUCCESS
 				}
@@ -286,7 +261,7 @@ func TestGPUCollectorHealth(t *testing.T) {
 		},
 		{
 			name: "row remap pending and row remap failed",
-			setup: func(s *dgxa100.Server, _ *eventQueue) {
+			setup: func(s *dgxa100.Server, _ *nvmltest.EventQueue) {
 				a100(s, 2).GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 1, true, false, gonvml.SUCCESS }
 				a100(s, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 512, false, true, gonvml.SUCCESS }
 			},
@@ -350,7 +325,7 @@ func TestGPUCollectorHealth(t *testing.T) {
 				t.Fatalf("first Collect: %v", err)
 			}
 			if tc.events != nil {
-				q.queue = tc.events(srv)
+				q.Queue = tc.events(srv)
 			}
 			// The second collect drains the events; the third, with an
 			// empty queue, still counts them: since the agent started.

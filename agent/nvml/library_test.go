@@ -2,54 +2,23 @@ package nvml
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/google/go-cmp/cmp"
+	"github.com/telesched/telesched/agent/nvml/nvmltest"
 )
 
-// eventQueue is an NVML event set whose events a test queues.
-type eventQueue struct {
-	mock.EventSet
-	queue []gonvml.EventData
-}
-
-func newEventQueue() *eventQueue {
-	q := &eventQueue{}
-	q.WaitFunc = func(timeoutms uint32) (gonvml.EventData, gonvml.Return) {
-		if len(q.queue) == 0 {
-			return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
-		}
-		ev := q.queue[0]
-		q.queue = q.queue[1:]
-		return ev, gonvml.SUCCESS
-	}
-	q.FreeFunc = func() gonvml.Return { return gonvml.SUCCESS }
-	return q
-}
-
-// newServer returns go-nvml's DGX A100 mock with fixed UUIDs and the event
-// calls it leaves unset filled in: every GPU supports XID events, and their
-// set is the returned queue.
-func newServer(t *testing.T) (*dgxa100.Server, *eventQueue) {
+// newServer returns go-nvml's DGX A100 mock with fixed UUIDs and XID
+// events, delivered from the returned queue.
+func newServer(t *testing.T) (*dgxa100.Server, *nvmltest.EventQueue) {
 	t.Helper()
-	s := dgxa100.New()
-	q := newEventQueue()
-	s.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return q, gonvml.SUCCESS }
-	for i := range s.Devices {
-		d := gpu(s, i)
-		d.UUID = fmt.Sprintf("GPU-00000000-0000-0000-0000-%012d", i)
-		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
-		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
-	}
-	return s, q
+	return nvmltest.NewDGXA100()
 }
 
-func gpu(s *dgxa100.Server, i int) *dgxa100.Device { return s.Devices[i].(*dgxa100.Device) }
+func gpu(s *dgxa100.Server, i int) *dgxa100.Device { return nvmltest.Device(s, i) }
 
 func mustInit(t *testing.T, l Library) {
 	t.Helper()
@@ -134,7 +103,7 @@ func TestXIDEvents(t *testing.T) {
 			s, q := newServer(t)
 			l := NewWith(s)
 			mustInit(t, l)
-			q.queue = tc.queue(s)
+			q.Queue = tc.queue(s)
 			got, err := l.XIDEvents()
 			if err != nil {
 				t.Fatalf("XIDEvents: %v", err)

@@ -1,0 +1,55 @@
+// Package nvmltest sets up go-nvml's mock servers for tests: fixed GPU
+// UUIDs and the event calls the mocks leave unset.
+package nvmltest
+
+import (
+	"fmt"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+)
+
+// EventQueue is an NVML event set whose events a test queues in Queue.
+type EventQueue struct {
+	mock.EventSet
+	Queue []gonvml.EventData
+}
+
+// NewEventQueue returns an empty queue; Wait returns ERROR_TIMEOUT when it
+// is empty, as NVML does.
+func NewEventQueue() *EventQueue {
+	q := &EventQueue{}
+	q.WaitFunc = func(uint32) (gonvml.EventData, gonvml.Return) {
+		if len(q.Queue) == 0 {
+			return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+		}
+		ev := q.Queue[0]
+		q.Queue = q.Queue[1:]
+		return ev, gonvml.SUCCESS
+	}
+	q.FreeFunc = func() gonvml.Return { return gonvml.SUCCESS }
+	return q
+}
+
+// UUID is the UUID NewDGXA100 gives GPU i.
+func UUID(i int) string { return fmt.Sprintf("GPU-00000000-0000-0000-0000-%012d", i) }
+
+// Device returns GPU i of a DGX A100 mock.
+func Device(s *dgxa100.Server, i int) *dgxa100.Device { return s.Devices[i].(*dgxa100.Device) }
+
+// NewDGXA100 returns go-nvml's DGX A100 mock (8 GPUs) with UUID(i) for GPU
+// i and XID events supported on every GPU, delivered from the returned
+// queue.
+func NewDGXA100() (*dgxa100.Server, *EventQueue) {
+	s := dgxa100.New()
+	q := NewEventQueue()
+	s.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return q, gonvml.SUCCESS }
+	for i := range s.Devices {
+		d := Device(s, i)
+		d.UUID = UUID(i)
+		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
+		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+	}
+	return s, q
+}
