@@ -1,0 +1,73 @@
+package telemetry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/telesched/telesched/test/fixtures"
+)
+
+func TestFromStatus(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	n := FromStatus("gpu-node", new(fixtures.FullStatus(now, 2, 8)))
+	if !n.HasCPU || n.CPUPercent != 45 || n.LogicalCores != 128 || !n.HasMemory || n.MemoryPercent != 62 {
+		t.Errorf("cpu/memory view = %+v", n)
+	}
+	// The fixture throttles (CPU counters rose and the thermal section says so).
+	if !n.HasThermal || n.HottestMilli != 71_000 || !n.HasLimit || n.LimitMilli != 100_000 || !n.HasHeadroom || n.HeadroomMilli != 12_000 || !n.Throttling {
+		t.Errorf("thermal view = %+v", n)
+	}
+	if !n.HasPower || n.Watts != 2150 || n.GPUWatts != 1400 || !n.ModelReady || n.IdleWatts != 180 || n.FullLoadWatts != 610 {
+		t.Errorf("power view = %+v", n)
+	}
+	wantGPU0 := GPU{
+		Index: 0, UUID: "GPU-5ab4f5d1-8c3e-0000-b1f0-6a2e9c4d7e00", Model: "NVIDIA H100 80GB HBM3", NUMANode: 0,
+		MemoryTotalBytes: 85_520_809_984, MemoryUsedBytes: 61_203_283_968, Healthy: false,
+		HasTemperature: true, TemperatureMilli: 78_000, HasSlowdown: true, SlowdownMilli: 90_000, ThermalThrottled: true,
+	}
+	if diff := cmp.Diff(wantGPU0, n.GPUs[0]); diff != "" || len(n.GPUs) != 8 || !n.HasGPUSource {
+		t.Errorf("GPU 0 (-want +got):\n%s (%d GPUs, source %v)", diff, len(n.GPUs), n.HasGPUSource)
+	}
+	wantNUMA := []NUMANode{
+		{ID: 0, LogicalCores: 64, AllocatedExclusiveCPUs: 16, MemoryTotalBytes: 1_082_331_758_592, MemoryFreeBytes: 411_286_068_265, CPUPercent: 44},
+		{ID: 1, LogicalCores: 64, AllocatedExclusiveCPUs: 16, MemoryTotalBytes: 1_082_331_758_592, MemoryFreeBytes: 411_286_068_265, CPUPercent: 44},
+	}
+	if diff := cmp.Diff(wantNUMA, n.NUMA); diff != "" {
+		t.Errorf("NUMA (-want +got):\n%s", diff)
+	}
+	if !n.Fresh(now.Add(time.Minute), time.Minute) || n.Fresh(now.Add(time.Minute+time.Second), time.Minute) {
+		t.Error("freshness: a sample exactly maxAge old is fresh, a second more is stale")
+	}
+}
+
+func TestReservations(t *testing.T) {
+	c := NewCache()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	c.Set(&Node{Name: "a", SampleTime: t0, Interval: 5 * time.Second})
+	c.Reserve("a", "pod-1", 500, 1<<30, t0.Add(time.Second))
+	c.Reserve("a", "pod-2", 250, 1<<29, t0.Add(4*time.Second))
+	c.Reserve("b", "pod-3", 100, 1, t0)
+	if cpu, mem := c.Reserved("a"); cpu != 750 || mem != 3<<29 {
+		t.Fatalf("Reserved(a) = %d, %d; want 750m, 1.5Gi", cpu, mem)
+	}
+	// Hold = max(2 x 5s, 10s) = 10s: a sample at t0+10s covers neither
+	// pod-1 (reserved t0+1s, 9s before) nor pod-2.
+	c.Set(&Node{Name: "a", SampleTime: t0.Add(10 * time.Second), Interval: 5 * time.Second})
+	if cpu, _ := c.Reserved("a"); cpu != 750 {
+		t.Errorf("after a sample 9s after pod-1: reserved %dm, want 750m", cpu)
+	}
+	// t0+11s is 10s after pod-1: it is measured now; pod-2 is not yet.
+	c.Set(&Node{Name: "a", SampleTime: t0.Add(11 * time.Second), Interval: 5 * time.Second})
+	if cpu, _ := c.Reserved("a"); cpu != 250 {
+		t.Errorf("after a sample 10s after pod-1: reserved %dm, want 250m (pod-2)", cpu)
+	}
+	c.Unreserve("a", "pod-2")
+	if cpu, mem := c.Reserved("a"); cpu != 0 || mem != 0 {
+		t.Errorf("after Unreserve: %d, %d", cpu, mem)
+	}
+	if cpu, _ := c.Reserved("b"); cpu != 100 {
+		t.Errorf("node b's reservation was touched: %dm", cpu)
+	}
+}

@@ -1,0 +1,159 @@
+package telemetry
+
+import (
+	"slices"
+	"time"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// Node is the scheduler's view of one node's telemetry, computed once per
+// update. A Has* field false means the agent did not report that section;
+// the values beside it are then zero and must not be read.
+type Node struct {
+	Name       string
+	SampleTime time.Time
+	Interval   time.Duration
+
+	HasCPU       bool
+	CPUPercent   int32
+	LogicalCores int32
+
+	HasMemory        bool
+	MemoryPercent    int32
+	MemoryTotalBytes int64
+
+	HasThermal    bool
+	HottestSensor string
+	HottestMilli  int64 // milli-°C
+	HasLimit      bool
+	LimitMilli    int64 // the hottest sensor's critical or max limit
+	HasHeadroom   bool
+	HeadroomMilli int64 // smallest headroom over sensors with a limit
+	// Throttling is thermal throttling (sensor alarms or CPU throttle
+	// counters rising) during the last interval.
+	Throttling bool
+
+	HasPower      bool
+	Watts         int32
+	GPUWatts      int32
+	ModelReady    bool
+	IdleWatts     int32
+	FullLoadWatts int32
+
+	// HasGPUSource is true when the agent could read NVML (zero GPUs is
+	// then a fact, not a gap).
+	HasGPUSource bool
+	GPUs         []GPU
+	NUMA         []NUMANode
+}
+
+// GPU is one GPU of a node.
+type GPU struct {
+	Index            int32
+	UUID             string
+	Model            string
+	NUMANode         int32 // -1 when unknown
+	MemoryTotalBytes int64
+	MemoryUsedBytes  int64
+	Healthy          bool
+	HasTemperature   bool
+	TemperatureMilli int64
+	HasSlowdown      bool
+	SlowdownMilli    int64
+	ThermalThrottled bool
+}
+
+// NUMANode is one NUMA node of a node.
+type NUMANode struct {
+	ID           int32
+	LogicalCores int32
+	// AllocatedExclusiveCPUs is -1 when the kubelet's allocations are not
+	// published.
+	AllocatedExclusiveCPUs int32
+	MemoryTotalBytes       int64
+	MemoryFreeBytes        int64
+	// CPUPercent is -1 when unknown.
+	CPUPercent int32
+}
+
+// Fresh reports whether the sample is at most maxAge old at now.
+func (n *Node) Fresh(now time.Time, maxAge time.Duration) bool {
+	return now.Sub(n.SampleTime) <= maxAge
+}
+
+// FromStatus builds the view of a node from its NodeTelemetry status.
+func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
+	n := &Node{
+		Name:       name,
+		SampleTime: st.SampleTime.Time,
+		Interval:   time.Duration(st.IntervalSeconds) * time.Second,
+	}
+	if c := st.CPU; c != nil {
+		n.HasCPU, n.CPUPercent, n.LogicalCores = true, c.UtilizationPercent, c.OnlineCores
+		n.Throttling = c.ThermalThrottle != nil && c.ThermalThrottle.Throttling
+	}
+	if m := st.Memory; m != nil {
+		n.HasMemory, n.MemoryPercent, n.MemoryTotalBytes = true, m.UtilizationPercent, m.TotalBytes
+	}
+	if t := st.Thermal; t != nil {
+		n.HasThermal, n.HottestSensor, n.HottestMilli = true, t.HottestSensor, t.HottestMilliCelsius
+		if t.LimitMilliCelsius != nil {
+			n.HasLimit, n.LimitMilli = true, *t.LimitMilliCelsius
+		}
+		if t.HeadroomMilliCelsius != nil {
+			n.HasHeadroom, n.HeadroomMilli = true, *t.HeadroomMilliCelsius
+		}
+		n.Throttling = n.Throttling || t.Throttling
+	}
+	if p := st.Power; p != nil {
+		n.HasPower, n.Watts = true, p.Watts
+		if p.GPUWatts != nil {
+			n.GPUWatts = *p.GPUWatts
+		}
+		if m := p.Model; m != nil && m.Ready && m.IdleWatts != nil && m.FullLoadWatts != nil {
+			n.ModelReady, n.IdleWatts, n.FullLoadWatts = true, *m.IdleWatts, *m.FullLoadWatts
+		}
+	}
+	for _, s := range st.Sources {
+		if s.Name == telemetryv1alpha1.SourceGPU && s.State == telemetryv1alpha1.SourceAvailable {
+			n.HasGPUSource = true
+		}
+	}
+	for _, g := range st.GPUs {
+		gpu := GPU{
+			Index: g.Index, UUID: g.UUID, Model: g.Model, NUMANode: -1,
+			MemoryTotalBytes: g.MemoryTotalBytes, MemoryUsedBytes: g.MemoryUsedBytes,
+			Healthy: g.Health.Healthy,
+			ThermalThrottled: slices.Contains(g.ThrottleReasons, telemetryv1alpha1.GPUThrottleSwThermalSlowdown) ||
+				slices.Contains(g.ThrottleReasons, telemetryv1alpha1.GPUThrottleHwThermalSlowdown),
+		}
+		if g.NUMANode != nil {
+			gpu.NUMANode = *g.NUMANode
+		}
+		if g.TemperatureMilliCelsius != nil {
+			gpu.HasTemperature, gpu.TemperatureMilli = true, *g.TemperatureMilliCelsius
+		}
+		if g.SlowdownMilliCelsius != nil {
+			gpu.HasSlowdown, gpu.SlowdownMilli = true, *g.SlowdownMilliCelsius
+		}
+		n.GPUs = append(n.GPUs, gpu)
+	}
+	if len(st.GPUs) > 0 {
+		n.HasGPUSource = true
+	}
+	for _, m := range st.NUMA {
+		numa := NUMANode{
+			ID: m.ID, LogicalCores: m.LogicalCores, AllocatedExclusiveCPUs: -1,
+			MemoryTotalBytes: m.MemoryTotalBytes, MemoryFreeBytes: m.MemoryFreeBytes, CPUPercent: -1,
+		}
+		if m.AllocatedExclusiveCPUs != nil {
+			numa.AllocatedExclusiveCPUs = *m.AllocatedExclusiveCPUs
+		}
+		if m.CPUUtilizationPercent != nil {
+			numa.CPUPercent = *m.CPUUtilizationPercent
+		}
+		n.NUMA = append(n.NUMA, numa)
+	}
+	return n
+}
