@@ -1,0 +1,103 @@
+package energyaware
+
+import (
+	"fmt"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// headroomForFullScore is the thermal headroom at which the thermal part
+// of the score is full: beyond 40°C below its limit a node is simply cool.
+const headroomForFullScore = 40_000 // milli-°C
+
+// thermalLimits are the filter's settings in milli-°C.
+type thermalLimits struct {
+	marginMilli       int64
+	absoluteMilli     int64
+	rejectThrottling  bool
+	gpuSlowdownMargin int64
+}
+
+// tooHot says why a node is too hot for any pod, or "" when it is not.
+func tooHot(n *telemetry.Node, l thermalLimits) string {
+	switch {
+	case l.rejectThrottling && n.Throttling:
+		return "node is thermally throttling"
+	case !n.HasThermal:
+		return ""
+	case n.HasHeadroom && n.HeadroomMilli <= l.marginMilli:
+		return fmt.Sprintf("node thermal headroom %s <= margin %s (hottest sensor %s at %s)",
+			celsius(n.HeadroomMilli), celsius(l.marginMilli), n.HottestSensor, celsius(n.HottestMilli))
+	case !n.HasHeadroom && n.HottestMilli >= l.absoluteMilli:
+		return fmt.Sprintf("node temperature %s >= absolute limit %s (sensor %s reports no limit)",
+			celsius(n.HottestMilli), celsius(l.absoluteMilli), n.HottestSensor)
+	}
+	return ""
+}
+
+// coolGPUs counts the node's GPUs that are healthy, not thermally
+// throttled and more than the margin below their slowdown temperature.
+func coolGPUs(n *telemetry.Node, marginMilli int64) int {
+	cool := 0
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if !g.Healthy || g.ThermalThrottled {
+			continue
+		}
+		if g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli {
+			continue
+		}
+		cool++
+	}
+	return cool
+}
+
+// marginalMilliwatts estimates the power a pod adds to a node: its CPU
+// share of the node times the power model's span from idle to full load,
+// plus, for GPU pods, the node's average GPU power per GPU. False when the
+// node has no ready power model.
+func marginalMilliwatts(n *telemetry.Node, podCPUMilli int64, podGPUs int64) (int64, bool) {
+	if !n.HasPower || !n.ModelReady || !n.HasCPU || n.LogicalCores <= 0 {
+		return 0, false
+	}
+	span := int64(max(0, n.FullLoadWatts-n.IdleWatts)) // watts from 0% to 100% CPU
+	mw := span * 1000 * podCPUMilli / (int64(n.LogicalCores) * 1000)
+	if podGPUs > 0 && len(n.GPUs) > 0 {
+		mw += int64(n.GPUWatts) * 1000 / int64(len(n.GPUs)) * podGPUs
+	}
+	return mw, true
+}
+
+// powerScore is 100 for the lowest marginal power among the candidates
+// and 0 for the highest.
+func powerScore(mw, minMW, maxMW int64) int64 {
+	if maxMW <= minMW {
+		return fwk.MaxNodeScore
+	}
+	return fwk.MaxNodeScore * (maxMW - mw) / (maxMW - minMW)
+}
+
+// thermalScore grows with headroom, full at 40°C; a node whose sensors
+// report no limit scores by distance to the absolute limit.
+func thermalScore(n *telemetry.Node, absoluteMilli int64) int64 {
+	if !n.HasThermal {
+		return 0
+	}
+	h := n.HeadroomMilli
+	if !n.HasHeadroom {
+		h = absoluteMilli - n.HottestMilli
+	}
+	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, fwk.MaxNodeScore*h/headroomForFullScore))
+}
+
+// combine weighs the two parts.
+func combine(power, thermal int64, powerWeight, thermalWeight int64) int64 {
+	if powerWeight+thermalWeight == 0 {
+		return 0
+	}
+	return (power*powerWeight + thermal*thermalWeight) / (powerWeight + thermalWeight)
+}
+
+func celsius(milli int64) string { return fmt.Sprintf("%.1f°C", float64(milli)/1000) }

@@ -1,0 +1,86 @@
+package energyaware
+
+import (
+	"testing"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+var limits = thermalLimits{marginMilli: 5_000, absoluteMilli: 90_000, rejectThrottling: true, gpuSlowdownMargin: 3_000}
+
+func TestTooHot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node telemetry.Node
+		want string
+	}{
+		{"no thermal data", telemetry.Node{}, ""},
+		{"cool", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 60_000, HasHeadroom: true, HeadroomMilli: 40_000}, ""},
+		// headroom 5.0°C <= margin 5°C
+		{"at the margin", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 95_000, HasHeadroom: true, HeadroomMilli: 5_000},
+			"node thermal headroom 5.0°C <= margin 5.0°C (hottest sensor cpu at 95.0°C)"},
+		{"just inside", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 94_900, HasHeadroom: true, HeadroomMilli: 5_100}, ""},
+		// no sensor reports a limit: 91°C >= 90°C absolute
+		{"absolute limit", telemetry.Node{HasThermal: true, HottestSensor: "acpitz", HottestMilli: 91_000},
+			"node temperature 91.0°C >= absolute limit 90.0°C (sensor acpitz reports no limit)"},
+		{"throttling", telemetry.Node{HasThermal: true, HottestMilli: 50_000, HasHeadroom: true, HeadroomMilli: 50_000, Throttling: true},
+			"node is thermally throttling"},
+	} {
+		if got := tooHot(&tc.node, limits); got != tc.want {
+			t.Errorf("%s: tooHot = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCoolGPUs(t *testing.T) {
+	n := &telemetry.Node{GPUs: []telemetry.GPU{
+		{Healthy: true, HasTemperature: true, TemperatureMilli: 70_000, HasSlowdown: true, SlowdownMilli: 90_000},  // cool
+		{Healthy: true, HasTemperature: true, TemperatureMilli: 87_000, HasSlowdown: true, SlowdownMilli: 90_000},  // 87 >= 90-3: hot
+		{Healthy: false, HasTemperature: true, TemperatureMilli: 40_000, HasSlowdown: true, SlowdownMilli: 90_000}, // unhealthy
+		{Healthy: true, ThermalThrottled: true}, // throttled
+		{Healthy: true},                         // no temperature: counted as cool
+	}}
+	if got := coolGPUs(n, 3_000); got != 2 {
+		t.Errorf("coolGPUs = %d, want 2", got)
+	}
+}
+
+func TestMarginalMilliwatts(t *testing.T) {
+	n := &telemetry.Node{HasCPU: true, LogicalCores: 32, HasPower: true, ModelReady: true, IdleWatts: 100, FullLoadWatts: 420,
+		GPUWatts: 1200, GPUs: make([]telemetry.GPU, 4)}
+	// CPU: (420-100) W * 4000m / 32000m = 40 W
+	if mw, ok := marginalMilliwatts(n, 4000, 0); !ok || mw != 40_000 {
+		t.Errorf("CPU pod: %d mW, %v; want 40000", mw, ok)
+	}
+	// + 2 GPUs x 1200/4 W = 600 W -> 640 W
+	if mw, _ := marginalMilliwatts(n, 4000, 2); mw != 640_000 {
+		t.Errorf("GPU pod: %d mW, want 640000", mw)
+	}
+	n.ModelReady = false
+	if _, ok := marginalMilliwatts(n, 4000, 0); ok {
+		t.Error("a node without a ready model gave an estimate")
+	}
+}
+
+func TestScoreParts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"lowest watts", powerScore(10_000, 10_000, 50_000), 100},
+		{"highest watts", powerScore(50_000, 10_000, 50_000), 0},
+		{"a quarter up", powerScore(20_000, 10_000, 50_000), 75}, // 100*(50-20)/(50-10)
+		{"all equal", powerScore(10_000, 10_000, 10_000), 100},
+		// headroom 20°C of 40 -> 50
+		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000), 50},
+		// no limit: 90 - 70 = 20°C -> 50
+		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HottestMilli: 70_000}, 90_000), 50},
+		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000), 0},
+		// (75*70 + 50*30)/100 = 67
+		{"combined 70/30", combine(75, 50, 70, 30), 67},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
