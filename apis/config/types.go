@@ -1,0 +1,132 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package config
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StaleTelemetryPolicy says what a plugin does with a node whose telemetry is
+// older than TelemetryMaxAge, or that has none.
+type StaleTelemetryPolicy string
+
+const (
+	// StaleTelemetryIgnore: the node is neither rejected nor favoured. Filter
+	// passes it and Score gives it a neutral score.
+	StaleTelemetryIgnore StaleTelemetryPolicy = "Ignore"
+	// StaleTelemetryReject: Filter rejects the node.
+	StaleTelemetryReject StaleTelemetryPolicy = "Reject"
+)
+
+// TelemetryArgs are the arguments every telesched plugin has: how old a
+// node's telemetry may be, and what to do when it is older or missing.
+type TelemetryArgs struct {
+	// TelemetryMaxAge: telemetry sampled longer ago than this is stale.
+	// Greater than zero.
+	TelemetryMaxAge time.Duration
+	// StaleTelemetryPolicy applies to a node whose telemetry is stale or
+	// missing.
+	StaleTelemetryPolicy StaleTelemetryPolicy
+}
+
+// ScoringStrategyType is how LoadAware scores a node from its estimated
+// utilization.
+type ScoringStrategyType string
+
+const (
+	// ScoringStrategySpread favours the least utilized nodes.
+	ScoringStrategySpread ScoringStrategyType = "Spread"
+	// ScoringStrategyPack favours nodes whose utilization, with the pod
+	// placed, is closest to LoadAwareArgs.PackTargetPercent.
+	ScoringStrategyPack ScoringStrategyType = "Pack"
+)
+
+// LoadAwareArgs are the arguments of the LoadAware plugin, which filters and
+// scores nodes by their measured CPU and memory utilization plus the
+// requests of pods placed on them since their last sample.
+//
+// +kubebuilder:object:root=true
+type LoadAwareArgs struct {
+	metav1.TypeMeta
+
+	TelemetryArgs
+
+	// CPUThresholdPercent: a node whose estimated CPU utilization, with the
+	// pod, exceeds this percentage is filtered out. The node annotation
+	// NodeAnnotationCPUThresholdPercent overrides it per node. 1 to 100.
+	CPUThresholdPercent int32
+	// MemoryThresholdPercent: as CPUThresholdPercent, for memory; overridden
+	// per node by NodeAnnotationMemoryThresholdPercent. 1 to 100.
+	MemoryThresholdPercent int32
+	// ScoringStrategy is Spread or Pack.
+	ScoringStrategy ScoringStrategyType
+	// PackTargetPercent is the utilization the Pack strategy aims for.
+	// 1 to 100.
+	PackTargetPercent int32
+	// PodCPUScalingPercent is how much of a pod's CPU request counts toward
+	// its node's estimated utilization until the node's next sample reflects
+	// the pod. 1 to 1000.
+	PodCPUScalingPercent int32
+	// PodMemoryScalingPercent: as PodCPUScalingPercent, for memory.
+	// 1 to 1000.
+	PodMemoryScalingPercent int32
+	// DefaultPodCPUMilli is the CPU, in millicores, counted for a container
+	// that requests none. Not negative.
+	DefaultPodCPUMilli int64
+	// DefaultPodMemoryBytes is the memory, in bytes, counted for a container
+	// that requests none. Not negative.
+	DefaultPodMemoryBytes int64
+}
+
+// TopologyFitArgs are the arguments of the TopologyFit plugin, which places
+// pods by the node's NUMA and GPU topology. The pod annotations it reads are
+// PodAnnotationNUMAPolicy, PodAnnotationGPUModel and
+// PodAnnotationGPUMinMemory.
+//
+// +kubebuilder:object:root=true
+type TopologyFitArgs struct {
+	metav1.TypeMeta
+
+	TelemetryArgs
+
+	// GPUResourceName is the extended resource that counts GPUs.
+	GPUResourceName string
+	// NonGPUPodPenaltyPercent is how much a pod that requests no GPU has its
+	// score on a node with GPUs reduced, to keep GPU nodes for GPU pods.
+	// 0 to 100.
+	NonGPUPodPenaltyPercent int32
+}
+
+// EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects
+// nodes running hot or throttled and scores nodes by power and temperature.
+//
+// +kubebuilder:object:root=true
+type EnergyAwareArgs struct {
+	metav1.TypeMeta
+
+	TelemetryArgs
+
+	// ThermalMarginCelsius: a node whose hottest sensor is within this many
+	// degrees of that sensor's reported critical (or max) limit is rejected.
+	// 0 to 50.
+	ThermalMarginCelsius int32
+	// AbsoluteLimitCelsius is the limit used for a sensor that reports none.
+	// 30 to 150.
+	AbsoluteLimitCelsius int32
+	// RejectThrottling: reject a node whose CPUs or GPUs report thermal or
+	// power throttling.
+	RejectThrottling bool
+	// GPUSlowdownMarginCelsius: a pod that requests GPUs is kept off nodes
+	// whose GPUs are within this many degrees of their slowdown temperature.
+	// 0 to 50.
+	GPUSlowdownMarginCelsius int32
+	// PowerWeight is the weight of power draw in the score. 0 to 100; not
+	// zero together with ThermalWeight.
+	PowerWeight int32
+	// ThermalWeight is the weight of thermal headroom in the score. 0 to 100;
+	// not zero together with PowerWeight.
+	ThermalWeight int32
+}

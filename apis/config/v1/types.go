@@ -1,0 +1,155 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StaleTelemetryPolicy says what a plugin does with a node whose telemetry is
+// older than telemetryMaxAge, or that has none.
+type StaleTelemetryPolicy string
+
+const (
+	// StaleTelemetryIgnore: the node is neither rejected nor favoured. Filter
+	// passes it and Score gives it a neutral score.
+	StaleTelemetryIgnore StaleTelemetryPolicy = "Ignore"
+	// StaleTelemetryReject: Filter rejects the node.
+	StaleTelemetryReject StaleTelemetryPolicy = "Reject"
+)
+
+// TelemetryArgs are the arguments every telesched plugin has. They are
+// inlined: in YAML they sit beside the plugin's own fields.
+type TelemetryArgs struct {
+	// telemetryMaxAge: a node's telemetry sampled longer ago than this is
+	// stale. Greater than zero. Default 60s.
+	// +optional
+	TelemetryMaxAge *metav1.Duration `json:"telemetryMaxAge,omitempty"`
+	// staleTelemetryPolicy applies to a node whose telemetry is stale or
+	// missing: Ignore (the default) neither rejects nor favours the node, it
+	// passes Filter and gets a neutral score; Reject fails Filter.
+	// +optional
+	StaleTelemetryPolicy *StaleTelemetryPolicy `json:"staleTelemetryPolicy,omitempty"`
+}
+
+// ScoringStrategyType is how LoadAware scores a node from its estimated
+// utilization.
+type ScoringStrategyType string
+
+const (
+	// ScoringStrategySpread favours the least utilized nodes.
+	ScoringStrategySpread ScoringStrategyType = "Spread"
+	// ScoringStrategyPack favours nodes whose utilization, with the pod
+	// placed, is closest to packTargetPercent.
+	ScoringStrategyPack ScoringStrategyType = "Pack"
+)
+
+// LoadAwareArgs are the arguments of the LoadAware plugin, which filters and
+// scores nodes by their measured CPU and memory utilization plus the
+// requests of pods placed on them since their last sample.
+//
+// +kubebuilder:object:root=true
+type LoadAwareArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	TelemetryArgs `json:",inline"`
+
+	// cpuThresholdPercent: a node whose estimated CPU utilization, with the
+	// pod, exceeds this percentage is filtered out. The node annotation
+	// telesched.io/cpu-threshold-percent overrides it per node. 1 to 100,
+	// default 80.
+	// +optional
+	CPUThresholdPercent *int32 `json:"cpuThresholdPercent,omitempty"`
+	// memoryThresholdPercent: as cpuThresholdPercent, for memory; the node
+	// annotation telesched.io/memory-threshold-percent overrides it per node.
+	// 1 to 100, default 90.
+	// +optional
+	MemoryThresholdPercent *int32 `json:"memoryThresholdPercent,omitempty"`
+	// scoringStrategy is Spread (the default), favouring the least utilized
+	// nodes, or Pack, favouring nodes closest to packTargetPercent.
+	// +optional
+	ScoringStrategy *ScoringStrategyType `json:"scoringStrategy,omitempty"`
+	// packTargetPercent is the utilization the Pack strategy aims for.
+	// 1 to 100, default 70.
+	// +optional
+	PackTargetPercent *int32 `json:"packTargetPercent,omitempty"`
+	// podCPUScalingPercent is how much of a pod's CPU request counts toward
+	// its node's estimated utilization until the node's next sample reflects
+	// the pod. 1 to 1000, default 100.
+	// +optional
+	PodCPUScalingPercent *int32 `json:"podCPUScalingPercent,omitempty"`
+	// podMemoryScalingPercent: as podCPUScalingPercent, for memory.
+	// 1 to 1000, default 100.
+	// +optional
+	PodMemoryScalingPercent *int32 `json:"podMemoryScalingPercent,omitempty"`
+	// defaultPodCPUMilli is the CPU, in millicores, counted for a container
+	// that requests none. Not negative; default 100, kube-scheduler's own
+	// non-zero default.
+	// +optional
+	DefaultPodCPUMilli *int64 `json:"defaultPodCPUMilli,omitempty"`
+	// defaultPodMemoryBytes is the memory, in bytes, counted for a container
+	// that requests none. Not negative; default 209715200 (200Mi),
+	// kube-scheduler's own non-zero default.
+	// +optional
+	DefaultPodMemoryBytes *int64 `json:"defaultPodMemoryBytes,omitempty"`
+}
+
+// TopologyFitArgs are the arguments of the TopologyFit plugin, which places
+// pods by the node's NUMA and GPU topology. It reads the pod annotations
+// telesched.io/numa-policy (single-numa-node), telesched.io/gpu-model and
+// telesched.io/gpu-min-memory (a quantity such as 40Gi).
+//
+// +kubebuilder:object:root=true
+type TopologyFitArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	TelemetryArgs `json:",inline"`
+
+	// gpuResourceName is the extended resource that counts GPUs. Default
+	// nvidia.com/gpu.
+	// +optional
+	GPUResourceName *string `json:"gpuResourceName,omitempty"`
+	// nonGPUPodPenaltyPercent is how much a pod that requests no GPU has its
+	// score on a node with GPUs reduced, to keep GPU nodes for GPU pods.
+	// 0 to 100, default 50.
+	// +optional
+	NonGPUPodPenaltyPercent *int32 `json:"nonGPUPodPenaltyPercent,omitempty"`
+}
+
+// EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects
+// nodes running hot or throttled and scores nodes by power and temperature.
+//
+// +kubebuilder:object:root=true
+type EnergyAwareArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	TelemetryArgs `json:",inline"`
+
+	// thermalMarginCelsius: a node whose hottest sensor is within this many
+	// degrees of that sensor's reported critical (or max) limit is rejected.
+	// 0 to 50, default 5.
+	// +optional
+	ThermalMarginCelsius *int32 `json:"thermalMarginCelsius,omitempty"`
+	// absoluteLimitCelsius is the limit used for a sensor that reports none.
+	// 30 to 150, default 90.
+	// +optional
+	AbsoluteLimitCelsius *int32 `json:"absoluteLimitCelsius,omitempty"`
+	// rejectThrottling: reject a node whose CPUs or GPUs report thermal or
+	// power throttling. Default true.
+	// +optional
+	RejectThrottling *bool `json:"rejectThrottling,omitempty"`
+	// gpuSlowdownMarginCelsius: a pod that requests GPUs is kept off nodes
+	// whose GPUs are within this many degrees of their slowdown temperature.
+	// 0 to 50, default 3.
+	// +optional
+	GPUSlowdownMarginCelsius *int32 `json:"gpuSlowdownMarginCelsius,omitempty"`
+	// powerWeight is the weight of power draw in the score. 0 to 100, not
+	// zero together with thermalWeight; default 70.
+	// +optional
+	PowerWeight *int32 `json:"powerWeight,omitempty"`
+	// thermalWeight is the weight of thermal headroom in the score. 0 to 100,
+	// not zero together with powerWeight; default 30.
+	// +optional
+	ThermalWeight *int32 `json:"thermalWeight,omitempty"`
+}
