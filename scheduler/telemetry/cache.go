@@ -11,6 +11,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
@@ -139,14 +141,29 @@ func Decode(u *unstructured.Unstructured) (*Node, error) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), nt); err != nil {
 		return nil, err
 	}
-	return FromStatus(nt.Name, &nt.Status), nil
+	n := FromStatus(nt.Name, &nt.Status)
+	// Resource versions are opaque to clients, but a parseable one orders
+	// two views of one object; an unparseable one is never preferred.
+	n.resourceVersion, _ = strconv.ParseUint(nt.ResourceVersion, 10, 64)
+	return n, nil
 }
 
-// Set stores a node's view, replacing the previous one, and drops the
-// reservations its new sample already reflects.
+// Observe stores a view a QueueingHint decoded from the scheduler's own
+// informer. The scheduler retries a pod as soon as a hint says Queue, and
+// this cache's informer may not have delivered the same update yet; storing
+// it here means the retry sees at least what triggered it.
+func (c *Cache) Observe(n *Node) {
+	c.Set(n)
+}
+
+// Set stores a node's view, unless the cache holds a newer view of the same
+// object, and drops the reservations its sample already reflects.
 func (c *Cache) Set(n *Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if old, ok := c.nodes[n.Name]; ok && old.resourceVersion > n.resourceVersion && n.resourceVersion != 0 {
+		return // a late delivery from the other informer
+	}
 	c.nodes[n.Name] = n
 	hold := max(2*n.Interval, minReservationHold)
 	for uid, r := range c.reservations[n.Name] {
@@ -203,3 +220,8 @@ func (c *Cache) Reserved(node string) (cpuMilli, memoryBytes int64) {
 	}
 	return cpuMilli, memoryBytes
 }
+
+// EventResource names NodeTelemetry in the scheduler's cluster events
+// (<plural>.<version>.<group>): the scheduler watches it with a dynamic
+// informer and hands QueueingHints *unstructured.Unstructured objects.
+const EventResource fwk.EventResource = "nodetelemetries.v1alpha1.telemetry.telesched.io"

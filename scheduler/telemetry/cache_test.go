@@ -71,3 +71,20 @@ func TestReservations(t *testing.T) {
 		t.Errorf("node b's reservation was touched: %dm", cpu)
 	}
 }
+
+// TestSetKeepsTheNewerView: the scheduler's informer (through hints) and the
+// cache's own deliver the same updates at different times; a late delivery
+// must not roll a node back.
+func TestSetKeepsTheNewerView(t *testing.T) {
+	c := NewCache()
+	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7})
+	c.Observe(&Node{Name: "a", CPUPercent: 20, resourceVersion: 9}) // from a hint, first
+	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7})     // the cache's informer, late
+	if n, _ := c.Get("a"); n.CPUPercent != 20 {
+		t.Errorf("CPUPercent = %d, want 20 from resourceVersion 9", n.CPUPercent)
+	}
+	c.Set(&Node{Name: "a", CPUPercent: 50, resourceVersion: 10})
+	if n, _ := c.Get("a"); n.CPUPercent != 50 {
+		t.Errorf("CPUPercent = %d, want 50 from resourceVersion 10", n.CPUPercent)
+	}
+}

@@ -46,6 +46,9 @@ type Node struct {
 	HasGPUSource bool
 	GPUs         []GPU
 	NUMA         []NUMANode
+
+	// resourceVersion orders views of the same object; 0 when unknown.
+	resourceVersion uint64
 }
 
 // GPU is one GPU of a node.

@@ -1,0 +1,258 @@
+// Package energyaware is the EnergyAware plugin: it keeps pods off nodes at
+// or near their thermal limits (and GPU pods off nodes whose GPUs are near
+// slowdown), and scores the rest by the power the pod would add, from each
+// node's fitted power model, combined with thermal headroom.
+package energyaware
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/telesched/telesched/apis/config"
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "EnergyAware"
+
+const (
+	preFilterKey fwk.StateKey = "PreFilter" + Name
+	preScoreKey  fwk.StateKey = "PreScore" + Name
+	// gpuResource is the resource EnergyAware counts GPUs by.
+	gpuResource v1.ResourceName = configv1.DefaultGPUResourceName
+	// noTelemetry marks, in Score, a node with stale or missing telemetry.
+	noTelemetry = -1
+)
+
+// EnergyAware is the plugin.
+type EnergyAware struct {
+	args   config.EnergyAwareArgs
+	limits thermalLimits
+	cache  *telemetry.Cache
+	now    func() time.Time
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &EnergyAware{}
+	_ fwk.FilterPlugin      = &EnergyAware{}
+	_ fwk.PreScorePlugin    = &EnergyAware{}
+	_ fwk.ScorePlugin       = &EnergyAware{}
+	_ fwk.EnqueueExtensions = &EnergyAware{}
+)
+
+// NewFactory returns the plugin factory; every profile's instance shares
+// cache, which the first instance starts and syncs.
+func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		args, ok := obj.(*config.EnergyAwareArgs)
+		if !ok {
+			return nil, fmt.Errorf("%s: want args of type EnergyAwareArgs, got %T", Name, obj)
+		}
+		if err := validation.ValidateEnergyAwareArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		return New(*args, cache, time.Now), nil
+	}
+}
+
+// New returns the plugin for valid args.
+func New(args config.EnergyAwareArgs, cache *telemetry.Cache, now func() time.Time) *EnergyAware {
+	return &EnergyAware{
+		args: args,
+		limits: thermalLimits{
+			marginMilli:       int64(args.ThermalMarginCelsius) * 1000,
+			absoluteMilli:     int64(args.AbsoluteLimitCelsius) * 1000,
+			rejectThrottling:  args.RejectThrottling,
+			gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
+		},
+		cache: cache,
+		now:   now,
+	}
+}
+
+// Name implements fwk.Plugin.
+func (pl *EnergyAware) Name() string { return Name }
+
+// podState is the pod's CPU and GPU requests and, after PreScore, the range
+// of marginal power over the candidate nodes. It is not modified after it
+// is written, so Clone returns it as is.
+type podState struct {
+	cpuMilli, gpus int64
+	minMW, maxMW   int64
+}
+
+func (s *podState) Clone() fwk.StateData { return s }
+
+func podRequests(pod *v1.Pod) *podState {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	gpus := req[gpuResource]
+	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value()}
+}
+
+// PreFilter computes the pod's requests once.
+func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	cs.Write(preFilterKey, podRequests(pod))
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *EnergyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func readState(cs fwk.CycleState, key fwk.StateKey, pod *v1.Pod) *podState {
+	if d, err := cs.Read(key); err == nil {
+		if s, ok := d.(*podState); ok {
+			return s
+		}
+	}
+	return podRequests(pod)
+}
+
+// Filter rejects nodes too hot for any pod, and, for GPU pods, nodes
+// without enough GPUs clear of their slowdown temperature.
+func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	name := nodeInfo.Node().Name
+	tel, ok := pl.cache.Get(name)
+	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
+		return pl.staleStatus(tel, ok)
+	}
+	if why := tooHot(tel, pl.limits); why != "" {
+		return fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	s := readState(cs, preFilterKey, pod)
+	if s.gpus > 0 && tel.HasGPUSource {
+		if cool := coolGPUs(tel, pl.limits.gpuSlowdownMargin); int64(cool) < s.gpus {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy GPUs more than %d°C below slowdown, pod needs %d",
+				cool, pl.args.GPUSlowdownMarginCelsius, s.gpus))
+		}
+	}
+	return nil
+}
+
+func (pl *EnergyAware) staleStatus(tel *telemetry.Node, known bool) *fwk.Status {
+	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
+		return nil
+	}
+	if !known {
+		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
+		pl.now().Sub(tel.SampleTime).Round(time.Second), pl.args.TelemetryMaxAge))
+}
+
+// PreScore finds the range of marginal power over the candidate nodes, so
+// Score can place each node in it without a second pass.
+func (pl *EnergyAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	s := *readState(cs, preFilterKey, pod)
+	s.minMW, s.maxMW = -1, -1
+	now := pl.now()
+	for _, ni := range nodes {
+		tel, ok := pl.cache.Get(ni.Node().Name)
+		if !ok || !tel.Fresh(now, pl.args.TelemetryMaxAge) {
+			continue
+		}
+		if mw, ok := marginalMilliwatts(tel, s.cpuMilli, s.gpus); ok {
+			if s.minMW < 0 || mw < s.minMW {
+				s.minMW = mw
+			}
+			s.maxMW = max(s.maxMW, mw)
+		}
+	}
+	cs.Write(preScoreKey, &s)
+	return nil
+}
+
+// Score combines the power the pod would add (lowest best) with thermal
+// headroom (most best), weighted by the args. A node without a ready power
+// model gets no power points; one without fresh telemetry is scored in
+// NormalizeScore.
+func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
+	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
+		return noTelemetry, nil
+	}
+	s := readState(cs, preScoreKey, pod)
+	var power int64
+	if mw, ok := marginalMilliwatts(tel, s.cpuMilli, s.gpus); ok && s.minMW >= 0 {
+		power = powerScore(mw, s.minMW, s.maxMW)
+	}
+	return combine(power, thermalScore(tel, pl.limits.absoluteMilli), int64(pl.args.PowerWeight), int64(pl.args.ThermalWeight)), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *EnergyAware) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore gives nodes without fresh telemetry the lowest score of
+// the nodes with it, so they are never favoured.
+func (pl *EnergyAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	lowest := int64(fwk.MaxNodeScore + 1)
+	for _, s := range scores {
+		if s.Score != noTelemetry {
+			lowest = min(lowest, s.Score)
+		}
+	}
+	if lowest > fwk.MaxNodeScore {
+		lowest = fwk.MinNodeScore
+	}
+	for i := range scores {
+		if scores[i].Score == noTelemetry {
+			scores[i].Score = lowest
+		}
+	}
+	return nil
+}
+
+// EventsToRegister requeues pods this plugin rejected when a node's
+// telemetry changes in a way that can let them in.
+func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{{
+		Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
+		QueueingHintFn: pl.hint,
+	}}, nil
+}
+
+// hint queues a pod when a node went from too hot (or stale) to within its
+// limits, or a GPU became cool or healthy; it skips every other change,
+// such as a cool node getting a little warmer.
+func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	nu, ok := newObj.(*unstructured.Unstructured)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("%s: unexpected object %T", Name, newObj)
+	}
+	cur, err := telemetry.Decode(nu)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	pl.cache.Observe(cur)
+	var prev *telemetry.Node
+	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
+		prev, _ = telemetry.Decode(ou)
+	}
+	now := pl.now()
+	usable := func(n *telemetry.Node) bool {
+		return n != nil && n.Fresh(now, pl.args.TelemetryMaxAge) && tooHot(n, pl.limits) == ""
+	}
+	switch {
+	case usable(cur) && !usable(prev):
+		logger.V(4).Info("node cooled; the pod may fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+		return fwk.Queue, nil
+	case usable(cur) && prev != nil && coolGPUs(cur, pl.limits.gpuSlowdownMargin) > coolGPUs(prev, pl.limits.gpuSlowdownMargin):
+		logger.V(4).Info("more cool GPUs; the pod may fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}

@@ -1,0 +1,306 @@
+// Package loadaware is the LoadAware plugin: it filters out nodes whose
+// estimated CPU or memory utilization would exceed a threshold and scores
+// nodes by it, spreading load (Spread) or consolidating it (Pack).
+// Estimated = measured by the node's agent + the requests of the pods placed
+// on the node since its sample + this pod, so a burst of pods does not pile
+// onto the node that looked idle.
+package loadaware
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "LoadAware"
+
+const stateKey fwk.StateKey = "PreFilter" + Name
+
+// LoadAware is the plugin.
+type LoadAware struct {
+	args  config.LoadAwareArgs
+	cache *telemetry.Cache
+	now   func() time.Time
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &LoadAware{}
+	_ fwk.FilterPlugin      = &LoadAware{}
+	_ fwk.PreScorePlugin    = &LoadAware{}
+	_ fwk.ScorePlugin       = &LoadAware{}
+	_ fwk.ScoreExtensions   = &LoadAware{}
+	_ fwk.ReservePlugin     = &LoadAware{}
+	_ fwk.EnqueueExtensions = &LoadAware{}
+)
+
+// NewFactory returns the plugin factory; every profile's instance shares
+// cache, which the first instance starts and syncs.
+func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		args, ok := obj.(*config.LoadAwareArgs)
+		if !ok {
+			return nil, fmt.Errorf("%s: want args of type LoadAwareArgs, got %T", Name, obj)
+		}
+		if err := validation.ValidateLoadAwareArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		return New(*args, cache, time.Now), nil
+	}
+}
+
+// New returns the plugin for valid args.
+func New(args config.LoadAwareArgs, cache *telemetry.Cache, now func() time.Time) *LoadAware {
+	return &LoadAware{args: args, cache: cache, now: now}
+}
+
+// Name implements fwk.Plugin.
+func (pl *LoadAware) Name() string { return Name }
+
+// podState is what the plugin knows of the pod being scheduled. It is not
+// modified after PreFilter/PreScore writes it, so Clone returns it as is.
+type podState struct {
+	cpuMilli, memoryBytes int64 // requests, scaled
+}
+
+func (s *podState) Clone() fwk.StateData { return s }
+
+// podRequests is the CPU and memory the pod will add to its node: its
+// requests (the kube-scheduler's non-zero defaults for containers without
+// any), scaled by the args.
+func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		NonMissingContainerRequests: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(pl.args.DefaultPodCPUMilli, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(pl.args.DefaultPodMemoryBytes, resource.BinarySI),
+		},
+	})
+	return &podState{
+		cpuMilli:    req.Cpu().MilliValue() * int64(pl.args.PodCPUScalingPercent) / 100,
+		memoryBytes: req.Memory().Value() * int64(pl.args.PodMemoryScalingPercent) / 100,
+	}
+}
+
+func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
+	if d, err := cs.Read(stateKey); err == nil {
+		if s, ok := d.(*podState); ok {
+			return s
+		}
+	}
+	return pl.podRequests(pod)
+}
+
+// PreFilter computes the pod's requests once. DaemonSet pods skip the
+// filter: they must run on every node, whatever its load.
+func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if isDaemonSetPod(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	cs.Write(stateKey, pl.podRequests(pod))
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter rejects a node whose estimated utilization with the pod exceeds
+// its threshold, with the numbers.
+func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	node := nodeInfo.Node()
+	tel, ok := pl.cache.Get(node.Name)
+	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
+		return pl.staleStatus(node.Name, tel, ok)
+	}
+	s := pl.state(cs, pod)
+	reservedCPU, reservedMem := pl.cache.Reserved(node.Name)
+	if tel.HasCPU {
+		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
+		est := estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		if est > int64(limit)*100 {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
+				percentBP(est), limit, tel.CPUPercent, percentBP(est-int64(tel.CPUPercent)*100)))
+		}
+	}
+	if tel.HasMemory {
+		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
+		est := estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
+		if est > int64(limit)*100 {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
+				percentBP(est), limit, tel.MemoryPercent, percentBP(est-int64(tel.MemoryPercent)*100)))
+		}
+	}
+	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
+		logger.V(5).Info("LoadAware fits", "pod", klog.KObj(pod), "node", node.Name, "cpuPercent", tel.CPUPercent, "memoryPercent", tel.MemoryPercent)
+	}
+	return nil
+}
+
+func (pl *LoadAware) staleStatus(node string, tel *telemetry.Node, known bool) *fwk.Status {
+	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
+		return nil
+	}
+	if !known {
+		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
+		pl.now().Sub(tel.SampleTime).Round(time.Second), pl.args.TelemetryMaxAge))
+}
+
+// PreScore computes the pod's requests once for scoring.
+func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	cs.Write(stateKey, pl.podRequests(pod))
+	return nil
+}
+
+// noTelemetry marks, in Score, a node with stale or missing telemetry;
+// NormalizeScore gives it the lowest score of the others, so it is never
+// favoured.
+const noTelemetry = -1
+
+// Score ranks a node by its estimated utilization with the pod (the higher
+// of CPU and memory).
+func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	name := nodeInfo.Node().Name
+	tel, ok := pl.cache.Get(name)
+	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
+		return noTelemetry, nil
+	}
+	s := pl.state(cs, pod)
+	reservedCPU, reservedMem := pl.cache.Reserved(name)
+	var est int64
+	if tel.HasCPU {
+		est = estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+	}
+	if tel.HasMemory {
+		est = max(est, estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
+	}
+	if pl.args.ScoringStrategy == config.ScoringStrategyPack {
+		return packScore(est, pl.args.PackTargetPercent), nil
+	}
+	return spreadScore(est), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore gives nodes without fresh telemetry the lowest score of
+// the nodes with it (0 when none has it).
+func (pl *LoadAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	return normalizeMissing(scores)
+}
+
+// normalizeMissing replaces noTelemetry scores with the lowest other score.
+func normalizeMissing(scores fwk.NodeScoreList) *fwk.Status {
+	lowest := int64(fwk.MaxNodeScore + 1)
+	for _, s := range scores {
+		if s.Score != noTelemetry {
+			lowest = min(lowest, s.Score)
+		}
+	}
+	if lowest > fwk.MaxNodeScore {
+		lowest = fwk.MinNodeScore
+	}
+	for i := range scores {
+		if scores[i].Score == noTelemetry {
+			scores[i].Score = lowest
+		}
+	}
+	return nil
+}
+
+// Reserve counts the pod toward its node until a sample measures it.
+func (pl *LoadAware) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s := pl.state(cs, pod)
+	pl.cache.Reserve(nodeName, pod.UID, s.cpuMilli, s.memoryBytes, pl.now())
+	return nil
+}
+
+// Unreserve forgets the pod's reservation.
+func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.cache.Unreserve(nodeName, pod.UID)
+}
+
+// EventsToRegister requeues pods this plugin rejected when a node's
+// telemetry changes in a way that can let them in.
+func (pl *LoadAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{{
+		Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
+		QueueingHintFn: pl.hint,
+	}}, nil
+}
+
+// hint queues a pod when a node's measured CPU or memory fell to its
+// threshold or below, or its telemetry became fresh, and skips otherwise.
+func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	nu, ok := newObj.(*unstructured.Unstructured)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("%s: unexpected object %T", Name, newObj)
+	}
+	cur, err := telemetry.Decode(nu)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	pl.cache.Observe(cur)
+	var prev *telemetry.Node
+	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
+		prev, _ = telemetry.Decode(ou)
+	}
+	now := pl.now()
+	fits := func(n *telemetry.Node) bool {
+		return n != nil && n.Fresh(now, pl.args.TelemetryMaxAge) &&
+			(!n.HasCPU || n.CPUPercent <= pl.args.CPUThresholdPercent) &&
+			(!n.HasMemory || n.MemoryPercent <= pl.args.MemoryThresholdPercent)
+	}
+	if fits(cur) && !fits(prev) {
+		logger.V(4).Info("node telemetry may make the pod schedulable", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// threshold is the node's override annotation, else the default.
+func threshold(node *v1.Node, annotation string, def int32) int32 {
+	if v, ok := node.Annotations[annotation]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 && n <= 100 {
+			return int32(n)
+		}
+	}
+	return def
+}
+
+func isDaemonSetPod(pod *v1.Pod) bool {
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "DaemonSet" && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// percentBP renders basis points as a percentage number, e.g. 9125 as
+// "91.25". Rejection reasons never carry a percent sign: kube-scheduler
+// passes them to Eventf as a format string.
+func percentBP(bp int64) string {
+	if bp%100 == 0 {
+		return fmt.Sprintf("%d", bp/100)
+	}
+	return fmt.Sprintf("%d.%02d", bp/100, bp%100)
+}
