@@ -1,0 +1,99 @@
+package topologyfit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// BenchmarkFilterScore measures the plugin's hot path: PreFilter and
+// PreScore once per pod, then Filter and Score on every node, as one
+// scheduling cycle over 100, 1000 and 5000 nodes. Every node passes the
+// filter (rejections format a message; the scheduler scores only nodes
+// that pass). It reports ns/node and allocs/node; the goal is <= 1µs and 0.
+//
+//	go test -run '^$' -bench BenchmarkFilterScore -benchmem ./scheduler/plugins/topologyfit/
+func BenchmarkFilterScore(b *testing.B) {
+	for _, pc := range []struct {
+		name string
+		pod  *v1.Pod
+		// gpuEvery: every gpuEvery-th node has 8 GPUs, the others none.
+		gpuEvery int
+	}{
+		{
+			name:     "gpu4-single-numa-node",
+			pod:      makePod("p", 4, "16", "64Gi", numaPolicy, singleNUMA, gpuModel, "h100", gpuMinMem, "40Gi"),
+			gpuEvery: 1,
+		},
+		{
+			name:     "cpu-single-numa-node",
+			pod:      makePod("p", 0, "16", "64Gi", numaPolicy, singleNUMA),
+			gpuEvery: 2,
+		},
+	} {
+		for _, nodes := range []int{100, 1000, 5000} {
+			b.Run(fmt.Sprintf("%s/nodes=%d", pc.name, nodes), func(b *testing.B) {
+				benchmarkFilterScore(b, pc.pod, nodes, pc.gpuEvery)
+			})
+		}
+	}
+}
+
+func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int) {
+	ctx := context.Background()
+	tels := make([]*telemetry.Node, nodes)
+	infos := make([]fwk.NodeInfo, nodes)
+	for i := range nodes {
+		name := fmt.Sprintf("node-%05d", i)
+		var pods []*v1.Pod
+		var gpus []gpu
+		var allocGPUs int64
+		if i%gpuEvery == 0 {
+			gpus, allocGPUs = h100s(8, 4), 8
+			// 0 to 3 GPUs held: a 4-GPU pod still fits NUMA node 1.
+			for j := range i % 4 {
+				pods = append(pods, onNode(makePod(fmt.Sprintf("running-%d", j), 1, "2", "8Gi"), name))
+			}
+		}
+		tels[i] = telNode(name, 2, gpus)
+		infos[i] = nodeInfo(name, allocGPUs, pods...)
+	}
+	pl := newPlugin(config.StaleTelemetryReject, tels...)
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
+		b.Fatalf("PreFilter: %v", st)
+	}
+	if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
+		b.Fatalf("PreScore: %v", st)
+	}
+	var sum int64
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for range b.N {
+		for _, ni := range infos {
+			if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
+				b.Fatalf("Filter %s: %v", ni.Node().Name, st)
+			}
+			s, _ := pl.Score(ctx, cs, pod, ni)
+			sum += s
+		}
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	perNode := float64(b.N) * float64(nodes)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perNode, "ns/node")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/perNode, "allocs/node")
+	if sum == 0 {
+		b.Fatal("no node scored")
+	}
+}

@@ -1,0 +1,207 @@
+package topologyfit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// PreFilter computes the pod's facts once. A pod that requests no GPU and no
+// NUMA policy skips the filter: there is nothing to check. A malformed
+// annotation makes the pod unschedulable on every node.
+func (pl *TopologyFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	s, err := pl.podFacts(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if !s.topology() {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if logger := klog.FromContext(ctx); logger.V(4).Enabled() {
+		logger.V(4).Info("TopologyFit pod", "pod", klog.KObj(pod), "gpus", s.gpus, "singleNUMA", s.singleNUMA,
+			"cpuMilli", s.cpuMilli, "memoryBytes", s.memoryBytes, "gpuConstraints", s.gpuConstraints)
+	}
+	cs.Write(stateKey, s)
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *TopologyFit) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter rejects a node without enough matching, unallocated GPUs, or, for a
+// single-numa-node pod, without a NUMA node that has the pod's CPUs, memory
+// and GPUs free; with the numbers.
+func (pl *TopologyFit) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := pl.state(cs, pod)
+	if err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	node := nodeInfo.Node()
+	tel, ok := pl.cache.Get(node.Name)
+	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
+		return pl.staleStatus(tel, ok)
+	}
+	requested := nodeInfo.GetRequested()
+	m := gpuMatcher{s: s}
+	gpus, allocated, unknown := int64(0), int64(0), int64(0)
+	if s.gpus > 0 {
+		if !tel.HasGPUSource {
+			if st := pl.missingStatus("GPU"); st != nil {
+				return st
+			}
+			// Ignore: the GPUs are unknown; check the rest.
+		} else {
+			gpus = s.gpus
+			allocated = requested.GetScalarResources()[pl.gpuResource]
+			var matching int64
+			matching, unknown = m.count(tel)
+			if matching-allocated < gpus {
+				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy unallocated GPUs%s, pod needs %d (%d of %d GPUs healthy and matching, %d requested by pods on the node)",
+					max(matching-allocated, 0), s.gpuConstraints, gpus, matching, len(tel.GPUs), allocated))
+			}
+		}
+	}
+	if s.singleNUMA {
+		if len(tel.NUMA) == 0 {
+			return pl.missingStatus("NUMA")
+		}
+		if fitNUMA(tel, s, &m, gpus, allocated-unknown, requested.GetMilliCPU()) < 0 {
+			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, s, &m, gpus, allocated-unknown, requested.GetMilliCPU()))
+		}
+	}
+	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
+		logger.V(5).Info("TopologyFit fits", "pod", klog.KObj(pod), "node", node.Name, "gpus", gpus, "allocatedGPUs", allocated)
+	}
+	return nil
+}
+
+// gpuMatcher says whether a GPU matches the pod: healthy, of the model and
+// with the memory it asks for. It remembers the last model compared, since
+// a node's GPUs are usually all of one model. Use one per node.
+type gpuMatcher struct {
+	s         *podState
+	lastModel string
+	lastOK    bool
+	compared  bool
+}
+
+func (m *gpuMatcher) ok(g *telemetry.GPU) bool {
+	if !g.Healthy || g.MemoryTotalBytes < m.s.minGPUMemory {
+		return false
+	}
+	if m.s.model == "" {
+		return true
+	}
+	if !m.compared || g.Model != m.lastModel {
+		m.lastModel, m.lastOK, m.compared = g.Model, containsFoldASCII(g.Model, m.s.model), true
+	}
+	return m.lastOK
+}
+
+// count returns the node's matching GPUs, and how many of them are on no
+// known NUMA node.
+func (m *gpuMatcher) count(n *telemetry.Node) (matching, unknownNUMA int64) {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if m.ok(g) {
+			matching++
+			if gpuNUMA(n, g) < 0 {
+				unknownNUMA++
+			}
+		}
+	}
+	return matching, unknownNUMA
+}
+
+// countOn returns the node's matching GPUs on NUMA node id.
+func (m *gpuMatcher) countOn(n *telemetry.Node, id int32) int64 {
+	var c int64
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if gpuNUMA(n, g) == id && m.ok(g) {
+			c++
+		}
+	}
+	return c
+}
+
+// gpuNUMA is the NUMA node of a GPU: as reported, else the node's only NUMA
+// node, else -1.
+func gpuNUMA(n *telemetry.Node, g *telemetry.GPU) int32 {
+	if g.NUMANode >= 0 {
+		return g.NUMANode
+	}
+	if len(n.NUMA) == 1 {
+		return n.NUMA[0].ID
+	}
+	return -1
+}
+
+// fitNUMA returns the id of the first NUMA node of n on which the pod fits,
+// or -1: its CPUs (numaFreeCPUMilli, with nodeRequestedMilli the CPU
+// requests of the pods on the node), its memory (MemFree) and gpus matching
+// GPUs, of which held are taken by pods on the node, filling NUMA nodes
+// from the lowest id up (takeFromLowest). held excludes the allocations
+// assumed to sit on GPUs of unknown NUMA node.
+func fitNUMA(n *telemetry.Node, s *podState, m *gpuMatcher, gpus, held, nodeRequestedMilli int64) int32 {
+	for i := range n.NUMA {
+		nn := &n.NUMA[i]
+		var free int64
+		if gpus > 0 {
+			free, held = takeFromLowest(m.countOn(n, nn.ID), held)
+		}
+		if free >= gpus &&
+			numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, nodeRequestedMilli, len(n.NUMA)) >= s.cpuMilli &&
+			nn.MemoryFreeBytes >= s.memoryBytes {
+			return nn.ID
+		}
+	}
+	return -1
+}
+
+// numaReason says, with the numbers of every NUMA node, why fitNUMA found
+// none: `no NUMA node has 16 free CPUs, 64Gi free memory and 4 free matching
+// GPUs: node 0 has 12 CPUs, 30.5Gi, 2 GPUs; node 1 has ...`.
+func numaReason(n *telemetry.Node, s *podState, m *gpuMatcher, gpus, held, nodeRequestedMilli int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "no NUMA node has %s free CPUs", formatCPU(s.cpuMilli))
+	if gpus > 0 {
+		fmt.Fprintf(&b, ", %s free memory and %d free%s GPUs", formatBytes(s.memoryBytes), gpus, gpuAdjective(s))
+	} else {
+		fmt.Fprintf(&b, " and %s free memory", formatBytes(s.memoryBytes))
+	}
+	estimated := false
+	for i := range n.NUMA {
+		nn := &n.NUMA[i]
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%snode %d has %s CPUs, %s", sep, nn.ID,
+			formatCPU(numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, nodeRequestedMilli, len(n.NUMA))), formatBytes(nn.MemoryFreeBytes))
+		if gpus > 0 {
+			var free int64
+			free, held = takeFromLowest(m.countOn(n, nn.ID), held)
+			fmt.Fprintf(&b, ", %d GPUs", free)
+		}
+		estimated = estimated || nn.AllocatedExclusiveCPUs < 0
+	}
+	if estimated {
+		b.WriteString(" (free CPUs estimated from the CPU requests of the node's pods, spread evenly over its NUMA nodes)")
+	}
+	return b.String()
+}
+
+// gpuAdjective is " matching" when the pod constrains its GPUs.
+func gpuAdjective(s *podState) string {
+	if s.gpuConstraints != "" {
+		return " matching"
+	}
+	return ""
+}

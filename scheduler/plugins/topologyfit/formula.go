@@ -1,0 +1,154 @@
+package topologyfit
+
+import (
+	"fmt"
+	"strconv"
+
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// The score of a node for a GPU pod has two parts, NUMA alignment first:
+//
+//	aligned (the pod fits in one NUMA node): 51 + pack*49/100, in [51, 100]
+//	not aligned:                             pack*50/100,     in [0, 50]
+//
+// so that any aligned node outranks any unaligned one, and among equally
+// aligned nodes the tighter fit wins. pack is the share of the node's free
+// matching GPUs that the pod takes:
+//
+//	pack = 100 * requested / unallocated
+//
+// For a given pod (requested fixed) it falls as unallocated grows: the node
+// left with the fewest free matching GPUs after placement scores highest
+// (best fit), which keeps whole GPU nodes free for large pods. A pod taking
+// every free GPU of a node scores 100; one GPU of an empty 8-GPU node, 12.
+//
+// A pod that requests no GPU scores 100 on a node without GPUs and
+// 100*(100-penalty)/100 on a node with GPUs, so CPU pods fill CPU nodes
+// first (penalty is TopologyFitArgs.NonGPUPodPenaltyPercent).
+
+// gpuPackScore is 100 * requested / unallocated, 0 when the pod does not
+// fit (or there is nothing free).
+func gpuPackScore(requested, unallocated int64) int64 {
+	if requested <= 0 || unallocated <= 0 || requested > unallocated {
+		return fwk.MinNodeScore
+	}
+	return clampScore(fwk.MaxNodeScore * requested / unallocated)
+}
+
+// gpuPodScore combines NUMA alignment and the packing score; see above.
+func gpuPodScore(aligned bool, pack int64) int64 {
+	pack = clampScore(pack)
+	if aligned {
+		return 51 + pack*49/fwk.MaxNodeScore
+	}
+	return pack * 50 / fwk.MaxNodeScore
+}
+
+// nonGPUPodScore is the score of a pod that requests no GPU.
+func nonGPUPodScore(gpuNode bool, penaltyPercent int32) int64 {
+	if !gpuNode {
+		return fwk.MaxNodeScore
+	}
+	return clampScore(fwk.MaxNodeScore * (100 - int64(penaltyPercent)) / 100)
+}
+
+func clampScore(s int64) int64 {
+	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, s))
+}
+
+// numaFreeCPUMilli is the CPU, in millicores, free for a new pod on one NUMA
+// node:
+//
+//   - with the kubelet's exclusive allocations published (allocated >= 0):
+//     (logicalCores - allocated) * 1000, the CPUs the static CPU manager can
+//     still hand out;
+//   - otherwise an approximation: logicalCores*1000 minus the CPU requests
+//     of all pods on the node divided evenly over its numaNodes NUMA nodes
+//     (where the kubelet actually put them is not published).
+func numaFreeCPUMilli(logicalCores, allocated int32, nodeRequestedMilli int64, numaNodes int) int64 {
+	if allocated >= 0 {
+		return int64(logicalCores-allocated) * 1000
+	}
+	if numaNodes <= 0 {
+		numaNodes = 1
+	}
+	return int64(logicalCores)*1000 - nodeRequestedMilli/int64(numaNodes)
+}
+
+// takeFromLowest assigns up to held of the GPUs allocated on a node that are
+// not yet placed to one NUMA node with matching GPUs: it returns how many of
+// those stay free and how many allocated GPUs remain for the next NUMA node.
+// Called for NUMA nodes in ascending id, it models allocations filling the
+// lowest NUMA nodes first (see fitNUMA).
+func takeFromLowest(matching, held int64) (free, rest int64) {
+	take := min(matching, max(held, 0))
+	return matching - take, held - take
+}
+
+// containsFoldASCII reports whether s contains lowerSub, comparing ASCII
+// letters case-insensitively (lowerSub must be lower case) and every other
+// byte exactly. It does not allocate, unlike strings.ToLower.
+func containsFoldASCII(s, lowerSub string) bool {
+	n := len(lowerSub)
+	if n == 0 {
+		return true
+	}
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for j < n && lowerASCII(s[i+j]) == lowerSub[j] {
+			j++
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
+}
+
+// lowerASCIIString lower-cases the ASCII letters of s, leaving other bytes.
+func lowerASCIIString(s string) string {
+	b := []byte(s)
+	for i := range b {
+		b[i] = lowerASCII(b[i])
+	}
+	return string(b)
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// formatCPU renders millicores as cores, e.g. 1500 as "1.5" and 16000 as
+// "16".
+func formatCPU(milli int64) string {
+	if milli%1000 == 0 {
+		return strconv.FormatInt(milli/1000, 10)
+	}
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
+}
+
+// formatBytes renders bytes in the largest binary unit they reach: whole
+// ("64Gi") when exact, else with one decimal (411286068265 is "383.0Gi").
+func formatBytes(b int64) string {
+	units := []struct {
+		suffix string
+		size   int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}}
+	abs := b
+	if abs < 0 {
+		abs = -abs
+	}
+	for _, u := range units {
+		if abs >= u.size {
+			if b%u.size == 0 {
+				return fmt.Sprintf("%d%s", b/u.size, u.suffix)
+			}
+			return fmt.Sprintf("%.1f%s", float64(b)/float64(u.size), u.suffix)
+		}
+	}
+	return strconv.FormatInt(b, 10)
+}

@@ -1,0 +1,209 @@
+// Package topologyfit is the TopologyFit plugin: it places pods by the NUMA
+// and GPU topology that nodes publish in their NodeTelemetry.
+//
+// Filter keeps a GPU pod off nodes without enough healthy, unallocated GPUs
+// of the model and memory it asks for, and a pod annotated
+// telesched.io/numa-policy: single-numa-node off nodes where no single NUMA
+// node has its CPUs, memory and GPUs free. Score prefers NUMA-aligned
+// placements, then packs GPU pods onto the nodes they fill best, and keeps
+// pods that request no GPU off GPU nodes while CPU nodes have room.
+//
+// The rules, in full:
+//
+//   - GPUs requested: the pod's requests of TopologyFitArgs.GPUResourceName
+//     as the kube-scheduler sums them (init containers by their maximum),
+//     or its limits when higher (extended resources have requests equal to
+//     limits once the API server defaults them).
+//   - GPU model (telesched.io/gpu-model): a GPU matches when its reported
+//     model contains the annotation's value, ASCII letters compared without
+//     case, e.g. "h100" matches "NVIDIA H100 80GB HBM3". Empty: any model.
+//   - GPU memory (telesched.io/gpu-min-memory, a resource.Quantity such as
+//     "40Gi"): a GPU matches when its total memory is at least that. A value
+//     that is not a non-negative quantity makes the pod unschedulable and
+//     unresolvable: no cluster event can fix it.
+//   - Matching GPUs are healthy ones that satisfy both constraints.
+//   - Unallocated GPUs on a node: its matching GPUs minus the GPUs requested
+//     by the pods on it (the scheduler's own sum, assumed and nominated pods
+//     included). Those pods are assumed to hold matching, healthy GPUs: on a
+//     node with mixed models or an unhealthy GPU this under-counts, never
+//     over-counts, what is free.
+//   - Which GPUs those pods hold is not published, so for NUMA placement
+//     they are assumed to fill GPUs whose NUMA node is unknown first, then
+//     NUMA nodes from the lowest id up: what a kubelet that aligns each pod
+//     and settles ties on the lowest NUMA node does. Two 4-GPU pods thus
+//     fit an 8-GPU node with 4 GPUs per NUMA node; assuming instead that the
+//     held GPUs could sit on any NUMA node would leave half of it idle.
+//   - A GPU whose NUMA node is unknown belongs to no NUMA node, except on a
+//     node with a single NUMA node (where sysfs often reports -1).
+//   - Free CPUs on a NUMA node: see numaFreeCPUMilli. Free memory: the NUMA
+//     node's MemFree. Pods placed since the node's sample are not counted
+//     in either telemetry figure.
+//
+// The annotations telesched.io/gpu-model and telesched.io/gpu-min-memory
+// apply to pods that request GPUs only; a numa-policy value other than
+// single-numa-node is ignored.
+package topologyfit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "TopologyFit"
+
+const stateKey fwk.StateKey = "PreFilter" + Name
+
+// TopologyFit is the plugin.
+type TopologyFit struct {
+	args        config.TopologyFitArgs
+	gpuResource v1.ResourceName
+	cache       *telemetry.Cache
+	now         func() time.Time
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &TopologyFit{}
+	_ fwk.FilterPlugin      = &TopologyFit{}
+	_ fwk.PreScorePlugin    = &TopologyFit{}
+	_ fwk.ScorePlugin       = &TopologyFit{}
+	_ fwk.ScoreExtensions   = &TopologyFit{}
+	_ fwk.EnqueueExtensions = &TopologyFit{}
+)
+
+// NewFactory returns the plugin factory; every profile's instance shares
+// cache, which the first instance starts and syncs.
+func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		args, ok := obj.(*config.TopologyFitArgs)
+		if !ok {
+			return nil, fmt.Errorf("%s: want args of type TopologyFitArgs, got %T", Name, obj)
+		}
+		if err := validation.ValidateTopologyFitArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		return New(*args, cache, time.Now), nil
+	}
+}
+
+// New returns the plugin for valid args.
+func New(args config.TopologyFitArgs, cache *telemetry.Cache, now func() time.Time) *TopologyFit {
+	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, now: now}
+}
+
+// Name implements fwk.Plugin.
+func (pl *TopologyFit) Name() string { return Name }
+
+// podState is what the plugin knows of the pod being scheduled. It is not
+// modified after PreFilter/PreScore writes it, so Clone returns it as is.
+type podState struct {
+	gpus        int64 // GPUs requested
+	cpuMilli    int64 // CPU requested
+	memoryBytes int64 // memory requested
+	singleNUMA  bool  // telesched.io/numa-policy: single-numa-node
+
+	// GPU constraints, for GPU pods only.
+	model          string // lower-cased model substring; "" for any
+	minGPUMemory   int64  // bytes; 0 for any
+	gpuConstraints string // for messages: ` matching model "H100" with >= 40Gi`
+}
+
+func (s *podState) Clone() fwk.StateData { return s }
+
+// topology reports whether the plugin has anything to check for the pod.
+func (s *podState) topology() bool { return s.gpus > 0 || s.singleNUMA }
+
+// podFacts computes the pod's state. Its error is a malformed annotation,
+// which no cluster event can fix.
+func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
+	s := &podState{singleNUMA: pod.Annotations[config.PodAnnotationNUMAPolicy] == config.NUMAPolicySingleNUMANode}
+	s.gpus, s.cpuMilli, s.memoryBytes = pl.podRequests(pod)
+	if s.gpus == 0 {
+		return s, nil
+	}
+	var desc strings.Builder
+	if m := strings.TrimSpace(pod.Annotations[config.PodAnnotationGPUModel]); m != "" {
+		s.model = lowerASCIIString(m)
+		fmt.Fprintf(&desc, " matching model %q", m)
+	}
+	if v, ok := pod.Annotations[config.PodAnnotationGPUMinMemory]; ok {
+		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("pod annotation %s=%q is not a quantity such as \"40Gi\": %w", config.PodAnnotationGPUMinMemory, v, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("pod annotation %s=%q must not be negative", config.PodAnnotationGPUMinMemory, v)
+		}
+		s.minGPUMemory = q.Value()
+		if s.minGPUMemory > 0 {
+			fmt.Fprintf(&desc, " with >= %s", q.String())
+		}
+	}
+	s.gpuConstraints = desc.String()
+	return s, nil
+}
+
+// podRequests returns the GPUs, CPU and memory a pod requests, as the
+// kube-scheduler sums them (init containers by their maximum, overhead
+// included). GPUs are the higher of requests and limits: the API server
+// defaults an extended resource's request to its limit, which a pod built
+// elsewhere may lack.
+func (pl *TopologyFit) podRequests(pod *v1.Pod) (gpus, cpuMilli, memoryBytes int64) {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	if q, ok := req[pl.gpuResource]; ok {
+		gpus = q.Value()
+	}
+	if q, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[pl.gpuResource]; ok {
+		gpus = max(gpus, q.Value())
+	}
+	return max(gpus, 0), req.Cpu().MilliValue(), req.Memory().Value()
+}
+
+// state returns the pod's state from the cycle, or computes it.
+func (pl *TopologyFit) state(cs fwk.CycleState, pod *v1.Pod) (*podState, error) {
+	if d, err := cs.Read(stateKey); err == nil {
+		if s, ok := d.(*podState); ok {
+			return s, nil
+		}
+	}
+	return pl.podFacts(pod)
+}
+
+// staleStatus is Filter's answer for a node whose telemetry is stale or
+// missing, per the policy.
+func (pl *TopologyFit) staleStatus(tel *telemetry.Node, known bool) *fwk.Status {
+	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
+		return nil
+	}
+	if !known {
+		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
+		pl.now().Sub(tel.SampleTime).Round(time.Second), pl.args.TelemetryMaxAge))
+}
+
+// missingStatus is Filter's answer for a node whose fresh telemetry lacks
+// a section the pod needs (what: "GPU" or "NUMA"), per the stale policy.
+func (pl *TopologyFit) missingStatus(what string) *fwk.Status {
+	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
+		return nil
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry has no %s data (staleTelemetryPolicy Reject)", what))
+}

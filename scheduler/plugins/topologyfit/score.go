@@ -1,0 +1,89 @@
+package topologyfit
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// PreScore computes the pod's facts for scoring, or reuses PreFilter's. A
+// pod that requests no GPU is scored by the GPU-node penalty alone: with no
+// penalty configured there is nothing to score.
+func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := pl.state(cs, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if s.gpus == 0 && pl.args.NonGPUPodPenaltyPercent == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	if _, err := cs.Read(stateKey); err != nil {
+		cs.Write(stateKey, s)
+	}
+	return nil
+}
+
+// noTelemetry marks, in Score, a node without fresh GPU telemetry for a GPU
+// pod; NormalizeScore gives it the lowest score of the others, so it is
+// never favoured.
+const noTelemetry = -1
+
+// Score ranks a node for a GPU pod by NUMA alignment, then by how tightly
+// the pod fills the node's free matching GPUs; for any other pod, by
+// whether the node has GPUs. See formula.go.
+func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := pl.state(cs, pod)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
+	if s.gpus == 0 {
+		return nonGPUPodScore(pl.gpuNode(nodeInfo, tel), pl.args.NonGPUPodPenaltyPercent), nil
+	}
+	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) || !tel.HasGPUSource {
+		return noTelemetry, nil
+	}
+	requested := nodeInfo.GetRequested()
+	allocated := requested.GetScalarResources()[pl.gpuResource]
+	m := gpuMatcher{s: s}
+	matching, unknown := m.count(tel)
+	aligned := fitNUMA(tel, s, &m, s.gpus, allocated-unknown, requested.GetMilliCPU()) >= 0
+	return gpuPodScore(aligned, gpuPackScore(s.gpus, matching-allocated)), nil
+}
+
+// gpuNode reports whether a node has GPUs: its allocatable has the GPU
+// resource, or its telemetry (of any age: hardware does not age) lists GPUs.
+func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool {
+	return nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || (tel != nil && len(tel.GPUs) > 0)
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *TopologyFit) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore gives nodes without fresh telemetry the lowest score of
+// the nodes with it (0 when none has it).
+func (pl *TopologyFit) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	normalizeMissing(scores)
+	return nil
+}
+
+// normalizeMissing replaces noTelemetry scores with the lowest other score.
+func normalizeMissing(scores fwk.NodeScoreList) {
+	lowest := int64(fwk.MaxNodeScore + 1)
+	for _, s := range scores {
+		if s.Score != noTelemetry {
+			lowest = min(lowest, s.Score)
+		}
+	}
+	if lowest > fwk.MaxNodeScore {
+		lowest = fwk.MinNodeScore
+	}
+	for i := range scores {
+		if scores[i].Score == noTelemetry {
+			scores[i].Score = lowest
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package topologyfit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// scoreNode is one node of a scoring case.
+type scoreNode struct {
+	name      string
+	tel       *telemetry.Node // nil: no NodeTelemetry
+	allocGPUs int64
+	held      []int64 // GPUs requested by each pod on the node
+}
+
+// scoreAll runs PreFilter, PreScore, Score on every node and NormalizeScore,
+// as the framework does (Filter is left out: scores of nodes it would reject
+// are still defined).
+func scoreAll(t *testing.T, pl *TopologyFit, pod *v1.Pod, nodes []scoreNode) (map[string]int64, *fwk.Status) {
+	t.Helper()
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() && !st.IsSkip() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	infos := make([]fwk.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		var pods []*v1.Pod
+		for _, g := range n.held {
+			pods = append(pods, onNode(makePod("running", g, "1", "1Gi"), n.name))
+		}
+		infos[i] = nodeInfo(n.name, n.allocGPUs, pods...)
+	}
+	if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
+		return nil, st
+	}
+	list := make(fwk.NodeScoreList, len(infos))
+	for i, ni := range infos {
+		s, st := pl.Score(ctx, cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatalf("Score %s: %v", ni.Node().Name, st)
+		}
+		list[i] = fwk.NodeScore{Name: ni.Node().Name, Score: s}
+	}
+	if st := pl.ScoreExtensions().NormalizeScore(ctx, cs, pod, list); !st.IsSuccess() {
+		t.Fatalf("NormalizeScore: %v", st)
+	}
+	got := map[string]int64{}
+	for _, s := range list {
+		got[s.Name] = s.Score
+	}
+	return got, nil
+}
+
+func TestScore(t *testing.T) {
+	t.Parallel()
+	gpuNode8 := telNode("gpu", 2, h100s(8, 4))
+	for _, tc := range []struct {
+		name    string
+		penalty int32
+		pod     *v1.Pod
+		nodes   []scoreNode
+		want    map[string]int64
+	}{
+		{
+			name: "1-GPU pod: best fit, NUMA alignment first",
+			pod:  makePod("p", 1, "1", "1Gi"),
+			nodes: []scoreNode{
+				{name: "empty8", tel: telNode("empty8", 2, h100s(8, 4)), allocGPUs: 8},
+				{name: "half", tel: telNode("half", 2, h100s(8, 4)), allocGPUs: 8, held: []int64{4}},
+				{name: "last-one", tel: telNode("last-one", 2, h100s(8, 4)), allocGPUs: 8, held: []int64{4, 3}},
+				{name: "unaligned", tel: telNode("unaligned", 2, []gpu{{-1, true, h100, h100Memory}, {-1, true, h100, h100Memory}}), allocGPUs: 2},
+				{name: "stale", tel: telNode("stale", 2, h100s(8, 4), sampledAgo(time.Hour)), allocGPUs: 8},
+				{name: "no-telemetry", allocGPUs: 8},
+			},
+			want: map[string]int64{
+				"empty8":       56,  // pack 100*1/8 = 12; aligned: 51 + 12*49/100 = 56
+				"half":         63,  // pack 100*1/4 = 25; node 1 has 4 free: 51 + 25*49/100 = 63
+				"last-one":     100, // pack 100*1/1; node 1 keeps 1 free: 51 + 49
+				"unaligned":    25,  // pack 100*1/2 = 50; no NUMA node: 50*50/100
+				"stale":        25,  // lowest other
+				"no-telemetry": 25,  // lowest other
+			},
+		},
+		{
+			name: "4-GPU single-numa-node pod",
+			pod:  makePod("p", 4, "16", "64Gi", numaPolicy, singleNUMA),
+			nodes: []scoreNode{
+				{name: "aligned8", tel: telNode("aligned8", 2, h100s(8, 4)), allocGPUs: 8},
+				{name: "aligned4", tel: telNode("aligned4", 1, h100s(4, 4)), allocGPUs: 4},
+				{name: "no-numa-data", tel: telNode("no-numa-data", 2, h100s(8, 4), noNUMA), allocGPUs: 8},
+			},
+			want: map[string]int64{
+				"aligned8":     75,  // pack 100*4/8 = 50: 51 + 50*49/100 = 75
+				"aligned4":     100, // pack 100*4/4: 51 + 49
+				"no-numa-data": 25,  // pack 50, unaligned: 50*50/100
+			},
+		},
+		{
+			name:    "CPU pod: default penalty on GPU nodes",
+			penalty: 50,
+			pod:     makePod("p", 0, "1", "1Gi"),
+			nodes: []scoreNode{
+				{name: "cpu", tel: telNode("cpu", 2, nil)},
+				{name: "gpu", tel: gpuNode8, allocGPUs: 8},
+				{name: "gpu-allocatable-only", allocGPUs: 8},
+				{name: "gpu-telemetry-only", tel: telNode("gpu-telemetry-only", 2, h100s(8, 4))},
+				{name: "gpu-stale", tel: telNode("gpu-stale", 2, h100s(8, 4), sampledAgo(time.Hour))},
+				{name: "cpu-no-telemetry"},
+			},
+			want: map[string]int64{
+				"cpu":                  100,
+				"gpu":                  50, // 100 * (100-50) / 100
+				"gpu-allocatable-only": 50,
+				"gpu-telemetry-only":   50,
+				"gpu-stale":            50, // hardware does not age
+				"cpu-no-telemetry":     100,
+			},
+		},
+		{
+			name:    "single-numa-node CPU pod: penalty 20",
+			penalty: 20,
+			pod:     makePod("p", 0, "16", "64Gi", numaPolicy, singleNUMA),
+			nodes: []scoreNode{
+				{name: "cpu", tel: telNode("cpu", 2, nil)},
+				{name: "gpu", tel: gpuNode8, allocGPUs: 8},
+			},
+			want: map[string]int64{
+				"cpu": 100,
+				"gpu": 80, // 100 * (100-20) / 100
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var tels []*telemetry.Node
+			for _, n := range tc.nodes {
+				if n.tel != nil {
+					tels = append(tels, n.tel)
+				}
+			}
+			pl := newPlugin(config.StaleTelemetryIgnore, tels...)
+			pl.args.NonGPUPodPenaltyPercent = tc.penalty
+			got, st := scoreAll(t, pl, tc.pod, tc.nodes)
+			if !st.IsSuccess() {
+				t.Fatalf("PreScore: %v", st)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("scores (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPreScoreSkipsCPUPodsWithoutPenalty(t *testing.T) {
+	t.Parallel()
+	pl := newPlugin(config.StaleTelemetryIgnore)
+	pl.args.NonGPUPodPenaltyPercent = 0
+	_, st := scoreAll(t, pl, makePod("p", 0, "1", "1Gi"), []scoreNode{{name: "gpu", allocGPUs: 8}})
+	if !st.IsSkip() {
+		t.Errorf("PreScore = %v, want Skip", st)
+	}
+}
+
+func TestNormalizeMissing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		in, want []int64
+	}{
+		{"lowest other", []int64{noTelemetry, 40, 90}, []int64{40, 40, 90}},
+		{"none has telemetry", []int64{noTelemetry, noTelemetry}, []int64{0, 0}},
+		{"all have telemetry", []int64{0, 100}, []int64{0, 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list := make(fwk.NodeScoreList, len(tc.in))
+			for i, s := range tc.in {
+				list[i].Score = s
+			}
+			normalizeMissing(list)
+			got := make([]int64, len(list))
+			for i := range list {
+				got[i] = list[i].Score
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Filter and Score read the cache and the NodeInfo without allocating
+// (not parallel: allocation counts are process-wide).
+func TestFilterScoreDoNotAllocate(t *testing.T) {
+	ctx := context.Background()
+	pl := newPlugin(config.StaleTelemetryReject, telNode("n1", 2, h100s(8, 4)))
+	ni := nodeInfo("n1", 8, onNode(makePod("running", 1, "1", "1Gi"), "n1"))
+	for _, pod := range []*v1.Pod{
+		makePod("p", 4, "16", "64Gi", numaPolicy, singleNUMA, gpuModel, "h100", gpuMinMem, "40Gi"),
+		makePod("p", 0, "16", "64Gi", numaPolicy, singleNUMA),
+	} {
+		cs := framework.NewCycleState()
+		if _, st := pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
+			t.Fatalf("PreFilter: %v", st)
+		}
+		if st := pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
+			t.Fatalf("PreScore: %v", st)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
+				t.Fatalf("Filter: %v", st)
+			}
+			if _, st := pl.Score(ctx, cs, pod, ni); !st.IsSuccess() {
+				t.Fatalf("Score: %v", st)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%d GPUs: %v allocations per Filter+Score, want 0", pod.Spec.Containers[0].Resources.Requests.Name(gpuResource, "").Value(), allocs)
+		}
+	}
+}
