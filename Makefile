@@ -104,7 +104,7 @@ verify-mod: ## Fail if go.mod/go.sum (root or tools) are not tidy.
 ##@ Test
 
 .PHONY: test
-test: $(CONTROL_PLANE) ## Run unit and integration tests (integration tests start a real etcd + kube-apiserver).
+test: build ## Run unit and integration tests (integration tests start a real etcd + kube-apiserver and run bin/telesched-scheduler).
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: test-unit

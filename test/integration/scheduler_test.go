@@ -1,0 +1,316 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/sandbox/controlplane"
+)
+
+// schedulerConfig is deploy/scheduler/scheduler-config.yaml without leader
+// election, with LoadAware's cpuThresholdPercent line replaced.
+func schedulerConfig(t *testing.T, loadAwareArgs string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(data), "  leaderElect: true", "  leaderElect: false", 1)
+	if loadAwareArgs != "" {
+		cfg = strings.Replace(cfg, "      cpuThresholdPercent: 80\n", loadAwareArgs, 1)
+	}
+	return cfg
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startScheduler runs bin/telesched-scheduler with the config YAML against
+// the test API server and stops it at the end of the test. With --config,
+// kube-scheduler takes its kubeconfig from clientConnection, not the flag.
+func startScheduler(t *testing.T, configYAML string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	dir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "telesched-scheduler")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s: %v (run `make build`)", bin, err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "scheduler-config.yaml")
+	if err := os.WriteFile(config, []byte(configYAML+"clientConnection:\n  kubeconfig: "+kubeconfig+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(bin, "--config="+config, "--secure-port=0", "-v=4")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("scheduler output:\n%s", grepLog(out.String(), "waits-for-cool", "nodetelemetries", "telemetry", "cooled", "EnergyAware"))
+		}
+	})
+	return cmd, out
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestSchedulerRejectsInvalidConfig: a bad arg stops the scheduler at start
+// and names the field.
+func TestSchedulerRejectsInvalidConfig(t *testing.T) {
+	needControlPlane(t)
+	cmd, out := startScheduler(t, schedulerConfig(t, "      cpuThresholdPercent: 150\n"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the scheduler exited 0 with cpuThresholdPercent 150")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the scheduler kept running with cpuThresholdPercent 150")
+	}
+	if got := out.String(); !strings.Contains(got, "pluginConfig[LoadAware].args.cpuThresholdPercent") || !strings.Contains(got, "150") {
+		t.Errorf("output does not name the field and value:\n%s", tail(got, 20))
+	}
+}
+
+// schedNode creates a Node that can take pods: allocatable CPU, memory and
+// pods, and no taints.
+func schedNode(ctx context.Context, t *testing.T, c clients, name string) *corev1.Node {
+	t.Helper()
+	node, err := c.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "telesched-test": "scheduler"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = c.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = c.dyn.Resource(ntResource).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	// Admission taints new Nodes not-ready; with no node lifecycle
+	// controller here, lift it as a kubelet turning Ready would.
+	node.Spec.Taints = nil
+	if node, err = c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node.Status = corev1.NodeStatus{
+		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")},
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}},
+	}
+	if node, err = c.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+// nodeStatus is a fresh telemetry status: cpu percent, hottest sensor and
+// its critical limit in °C.
+func nodeStatus(cpuPercent int32, hottestC, limitC int64) telemetryv1alpha1.NodeTelemetryStatus {
+	return telemetryv1alpha1.NodeTelemetryStatus{
+		SampleTime: metav1.NewTime(time.Now()), IntervalSeconds: 5, AgentVersion: "test",
+		CPU:    &telemetryv1alpha1.CPUStatus{LogicalCores: 16, OnlineCores: 16, UtilizationPercent: cpuPercent},
+		Memory: &telemetryv1alpha1.MemoryStatus{TotalBytes: 64 << 30, AvailableBytes: 48 << 30, UtilizationPercent: 25},
+		Thermal: &telemetryv1alpha1.ThermalStatus{
+			HottestSensor: "coretemp.0/Package id 0", HottestMilliCelsius: hottestC * 1000,
+			LimitMilliCelsius: ptr.To(limitC * 1000), LimitType: telemetryv1alpha1.ThermalLimitCritical,
+			HeadroomMilliCelsius: ptr.To((limitC - hottestC) * 1000),
+		},
+	}
+}
+
+// createPod creates a test pod and deletes it at the end of the test.
+func createPod(t *testing.T, c clients, name, scheduler string) {
+	t.Helper()
+	if _, err := c.kube.CoreV1().Pods("default").Create(t.Context(), testPod(name, scheduler), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+}
+
+func testPod(name, scheduler string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			SchedulerName: scheduler,
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			}}},
+			// Only the nodes of this test.
+			NodeSelector: map[string]string{"telesched-test": "scheduler"},
+		},
+	}
+}
+
+// TestSchedulerPlacesByTelemetry runs the telesched-scheduler binary on
+// three nodes: one hot, one busy, one cool.
+func TestSchedulerPlacesByTelemetry(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	c := newClients(t)
+	for name, st := range map[string]telemetryv1alpha1.NodeTelemetryStatus{
+		"sched-hot":  nodeStatus(10, 97, 100), // headroom 3°C <= 5°C margin
+		"sched-busy": nodeStatus(95, 60, 100), // cpu over 80%
+		"sched-cool": nodeStatus(10, 55, 100),
+	} {
+		node := schedNode(ctx, t, c, name)
+		if _, err := c.applyStatusCreating(ctx, node, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startScheduler(t, schedulerConfig(t, ""))
+
+	// Pods opting in go to the cool node; the hot and busy ones are filtered.
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		createPod(t, c, name, "telesched")
+	}
+	// A pod of another scheduler (none runs here) is left alone.
+	createPod(t, c, "other-scheduler", "default-scheduler")
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		node := waitScheduled(t, c, name, 60*time.Second)
+		if node != "sched-cool" {
+			t.Errorf("%s went to %s, want sched-cool", name, node)
+		}
+	}
+	if p, _ := c.kube.CoreV1().Pods("default").Get(ctx, "other-scheduler", metav1.GetOptions{}); p.Spec.NodeName != "" {
+		t.Errorf("a pod of another scheduler was bound to %s", p.Spec.NodeName)
+	}
+
+	// Every node hot: the pod waits, and its event says why with numbers.
+	if _, err := c.applyStatus(ctx, "sched-cool", nodeStatus(10, 98, 100)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // let the scheduler's informer see it
+	createPod(t, c, "waits-for-cool", "telesched")
+	msg := waitFailedScheduling(t, c, "waits-for-cool", 30*time.Second)
+	t.Logf("FailedScheduling: %s", msg)
+	for _, want := range []string{"node thermal headroom 2.0°C <= margin 5.0°C", "node thermal headroom 3.0°C <= margin 5.0°C", "node cpu 98.12 percent > threshold 80 percent"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("FailedScheduling message lacks %q", want)
+		}
+	}
+	// One node cools: the NodeTelemetry update requeues the pod through
+	// EnergyAware's hint, without waiting for the periodic flush (5 min).
+	cooled := time.Now()
+	if _, err := c.applyStatus(ctx, "sched-cool", nodeStatus(10, 60, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if node := waitScheduled(t, c, "waits-for-cool", 60*time.Second); node != "sched-cool" {
+		t.Errorf("waits-for-cool went to %s, want sched-cool", node)
+	}
+	t.Logf("pod scheduled %v after its node cooled", time.Since(cooled).Round(10*time.Millisecond))
+}
+
+// applyStatusCreating creates the node's NodeTelemetry and applies st.
+func (c clients) applyStatusCreating(ctx context.Context, node *corev1.Node, st telemetryv1alpha1.NodeTelemetryStatus) (any, error) {
+	obj := map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry",
+		"metadata": map[string]any{"name": node.Name},
+	}
+	if _, err := c.dyn.Resource(ntResource).Create(ctx, unstructuredOf(obj), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	return c.applyStatus(ctx, node.Name, st)
+}
+
+func waitScheduled(t *testing.T, c clients, pod string, timeout time.Duration) string {
+	t.Helper()
+	var node string
+	waitFor(t, pod+" to be scheduled", timeout, func() bool {
+		p, err := c.kube.CoreV1().Pods("default").Get(t.Context(), pod, metav1.GetOptions{})
+		node = p.Spec.NodeName
+		return err == nil && node != ""
+	})
+	return node
+}
+
+func waitFailedScheduling(t *testing.T, c clients, pod string, timeout time.Duration) string {
+	t.Helper()
+	var msg string
+	waitFor(t, pod+" FailedScheduling event", timeout, func() bool {
+		list, err := c.kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "FailedScheduling"}.String(),
+		})
+		if err != nil || len(list.Items) == 0 {
+			return false
+		}
+		msg = list.Items[len(list.Items)-1].Message
+		return true
+	})
+	return msg
+}
+
+func unstructuredOf(obj map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// grepLog keeps the log lines that mention any of words.
+func grepLog(s string, words ...string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return tail(strings.Join(out, "\n"), 60)
+}
