@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/test/fixtures"
 )
 
 // schedulerConfig is deploy/scheduler/scheduler-config.yaml without leader
@@ -313,4 +315,152 @@ func grepLog(s string, words ...string) string {
 		}
 	}
 	return tail(strings.Join(out, "\n"), 60)
+}
+
+// TestSchedulerBurst: 50 pods arrive before any node publishes a new
+// sample. One node looks idle (5% CPU), three look busier (40%). With the
+// pods placed since the sample counted (the default), the burst spreads;
+// counting almost nothing of them (podCPUScalingPercent 1) shows the pile-up
+// the reservations prevent. Both distributions are printed.
+func TestSchedulerBurst(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	c := newClients(t)
+	nodes := []string{"burst-idle", "burst-b", "burst-c", "burst-d"}
+	for _, name := range nodes {
+		node := schedNode(ctx, t, c, name)
+		cpu := int32(40)
+		if name == "burst-idle" {
+			cpu = 5
+		}
+		if _, err := c.applyStatusCreating(ctx, node, nodeStatus(cpu, 50, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(label, cpuScaling string) map[string]int {
+		cfg := schedulerConfig(t, "")
+		cfg = strings.Replace(cfg, "      scoringStrategy: Spread\n", "      scoringStrategy: Spread\n      podCPUScalingPercent: "+cpuScaling+"\n", 1)
+		cmd, _ := startScheduler(t, cfg)
+		var pods []string
+		for i := range 50 {
+			name := fmt.Sprintf("burst-%s-%02d", label, i)
+			pod := testPod(name, "telesched")
+			pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+			if _, err := c.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			pods = append(pods, name)
+		}
+		counts := map[string]int{}
+		for _, p := range pods {
+			counts[waitScheduled(t, c, p, 60*time.Second)]++
+		}
+		for _, p := range pods {
+			zero := int64(0)
+			_ = c.kube.CoreV1().Pods("default").Delete(context.WithoutCancel(ctx), p, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		t.Logf("burst of 50 x 250m, podCPUScalingPercent %s: burst-idle %d, burst-b %d, burst-c %d, burst-d %d",
+			cpuScaling, counts["burst-idle"], counts["burst-b"], counts["burst-c"], counts["burst-d"])
+		return counts
+	}
+	spread := run("default", "100")
+	piled := run("noreserve", "1")
+	// 16 cores: each pod is 250m/16000m = 1.5625 points. The idle node stays
+	// ahead of the 40% ones until 5 + 1.5625k ~ 40 + 1.5625m, so it takes
+	// about 22 more pods than each other node: about 29 of 50, not all.
+	if spread["burst-idle"] >= 40 {
+		t.Errorf("with reservations the idle node took %d of 50 pods", spread["burst-idle"])
+	}
+	if spread["burst-idle"] >= piled["burst-idle"] {
+		t.Errorf("reservations did not reduce the pile-up: %d with, %d without", spread["burst-idle"], piled["burst-idle"])
+	}
+}
+
+// gpuStatus is a fresh 2-NUMA, 8-GPU status (GPUs 0-3 on NUMA node 0, 4-7
+// on 1), cool and healthy but for the GPUs listed as unhealthy.
+func gpuStatus(unhealthy ...int) telemetryv1alpha1.NodeTelemetryStatus {
+	st := fixtures.FullStatus(time.Now(), 2, 8)
+	st.Thermal.Throttling = false
+	st.CPU.ThermalThrottle.Throttling = false
+	st.Conditions = nil
+	for i := range st.GPUs {
+		st.GPUs[i].Health = telemetryv1alpha1.GPUHealth{Healthy: true}
+		st.GPUs[i].ThrottleReasons = nil
+	}
+	for _, i := range unhealthy {
+		st.GPUs[i].Health = telemetryv1alpha1.GPUHealth{Healthy: false, XIDCriticalEvents: 1}
+	}
+	return st
+}
+
+// TestSchedulerGPUSingleNUMA: a 4-GPU single-numa-node pod goes to the node
+// with 4 healthy GPUs on one NUMA node, not to the one whose healthy GPUs
+// are split 3 + 3.
+func TestSchedulerGPUSingleNUMA(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	c := newClients(t)
+	for name, st := range map[string]telemetryv1alpha1.NodeTelemetryStatus{
+		"gpu-split":   gpuStatus(0, 4), // 3 healthy GPUs on each NUMA node
+		"gpu-aligned": gpuStatus(5),    // 4 healthy on NUMA node 0
+	} {
+		node := schedNode(ctx, t, c, name)
+		node.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("8")
+		node.Status.Capacity["nvidia.com/gpu"] = resource.MustParse("8")
+		if _, err := c.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.applyStatusCreating(ctx, node, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startScheduler(t, schedulerConfig(t, ""))
+	pod := testPod("train-4gpu", "telesched")
+	pod.Annotations = map[string]string{"telesched.io/numa-policy": "single-numa-node"}
+	pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("4")
+	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
+	if _, err := c.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	})
+	if node := waitScheduled(t, c, pod.Name, 60*time.Second); node != "gpu-aligned" {
+		t.Errorf("4-GPU single-numa-node pod went to %s, want gpu-aligned", node)
+	}
+}
+
+// TestSchedulerStaleTelemetry: a node whose telemetry is 10 minutes old and
+// says it is hot is not rejected under the default policy (Ignore: stale
+// data is not trusted either way) and is rejected, with the age, under
+// Reject.
+func TestSchedulerStaleTelemetry(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	c := newClients(t)
+	node := schedNode(ctx, t, c, "stale-node")
+	st := nodeStatus(95, 99, 100)
+	st.SampleTime = metav1.NewTime(time.Now().Add(-10 * time.Minute))
+	if _, err := c.applyStatusCreating(ctx, node, st); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd, _ := startScheduler(t, schedulerConfig(t, ""))
+	createPod(t, c, "stale-ignore", "telesched")
+	if got := waitScheduled(t, c, "stale-ignore", 60*time.Second); got != "stale-node" {
+		t.Errorf("stale-ignore went to %q", got)
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Wait()
+
+	reject := strings.ReplaceAll(schedulerConfig(t, ""), "staleTelemetryPolicy: Ignore", "staleTelemetryPolicy: Reject")
+	startScheduler(t, reject)
+	createPod(t, c, "stale-reject", "telesched")
+	msg := waitFailedScheduling(t, c, "stale-reject", 30*time.Second)
+	t.Logf("FailedScheduling: %s", msg)
+	if !strings.Contains(msg, "old > telemetryMaxAge 1m0s (staleTelemetryPolicy Reject)") {
+		t.Errorf("FailedScheduling message does not give the age and policy: %s", msg)
+	}
 }

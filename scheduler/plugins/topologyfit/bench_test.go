@@ -3,7 +3,6 @@ package topologyfit
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -74,26 +74,5 @@ func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int) {
 	if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
 		b.Fatalf("PreScore: %v", st)
 	}
-	var sum int64
-	b.ReportAllocs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	b.ResetTimer()
-	for range b.N {
-		for _, ni := range infos {
-			if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
-				b.Fatalf("Filter %s: %v", ni.Node().Name, st)
-			}
-			s, _ := pl.Score(ctx, cs, pod, ni)
-			sum += s
-		}
-	}
-	b.StopTimer()
-	runtime.ReadMemStats(&after)
-	perNode := float64(b.N) * float64(nodes)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perNode, "ns/node")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/perNode, "allocs/node")
-	if sum == 0 {
-		b.Fatal("no node scored")
-	}
+	plugintest.BenchFilterScore(b, pl, cs, pod, infos)
 }
