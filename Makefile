@@ -114,7 +114,7 @@ test-unit: ## Run unit tests only (no control plane).
 ##@ Bench
 
 .PHONY: bench
-bench: bench-go bench-agent ## Run every benchmark.
+bench: bench-go bench-agent bench-scheduler ## Run every benchmark.
 
 .PHONY: bench-go
 bench-go: ## Run Go benchmarks with memory statistics.
@@ -123,6 +123,10 @@ bench-go: ## Run Go benchmarks with memory statistics.
 .PHONY: bench-agent
 bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RSS, object size, API writes per minute (about 6 minutes).
 	$(GO) run ./test/bench/agent -agent $(BIN)/telesched-agent -node-exporter $(NODE_EXPORTER) $(BENCHFLAGS)
+
+.PHONY: bench-scheduler
+bench-scheduler: build ## Scheduling throughput, default vs telesched profile, same binary and API server (NODES=1000 PODS=1000).
+	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000)
 
 ##@ Demo
 

@@ -1,0 +1,272 @@
+// Command schedbench measures scheduling throughput: one telesched-scheduler
+// process with two profiles, the default one (default-scheduler) and
+// telesched's, on one local API server with N nodes that all have
+// NodeTelemetry. M pods are scheduled by the default profile, deleted, then
+// M pods by the telesched profile; it prints pods/s of each and the ratio.
+//
+//	go run ./test/bench/scheduler -nodes 1000 -pods 1000
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/sandbox/controlplane"
+)
+
+func main() {
+	scheduler := flag.String("scheduler", "bin/telesched-scheduler", "telesched-scheduler binary")
+	config := flag.String("config", "deploy/scheduler/scheduler-config.yaml", "the telesched profile's configuration")
+	nodes := flag.Int("nodes", 1000, "nodes, each with NodeTelemetry")
+	pods := flag.Int("pods", 1000, "pods per profile")
+	flag.Parse()
+	if err := run(*scheduler, *config, *nodes, *pods); err != nil {
+		fmt.Fprintln(os.Stderr, "schedbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin, configPath string, nodes, pods int) error {
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s: %w (run `make build`)", bin, err)
+	}
+	base, err := os.ReadFile(configPath)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("starting the local control plane\n")
+	cp, err := controlplane.Start(controlplane.Options{})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	cfg := *cp.Config
+	cfg.QPS, cfg.Burst = 5000, 5000
+	kube := kubernetes.NewForConfigOrDie(&cfg)
+	dyn := dynamic.NewForConfigOrDie(&cfg)
+	ctx := context.Background()
+
+	start := time.Now()
+	if err := parallel(nodes, 16, func(i int) error { return createNode(ctx, kube, dyn, fmt.Sprintf("node-%05d", i), i) }); err != nil {
+		return err
+	}
+	fmt.Printf("%d nodes with NodeTelemetry created in %v\n", nodes, time.Since(start).Round(time.Millisecond))
+
+	dir, err := os.MkdirTemp("", "schedbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	// The telesched profile as deployed, plus a default profile, in one
+	// process; no leader election; a client fast enough not to be the limit
+	// (the default 50 QPS would cap both profiles alike); telemetry kept
+	// fresh for the run.
+	conf := strings.Replace(string(base), "  leaderElect: true", "  leaderElect: false", 1)
+	conf = strings.ReplaceAll(conf, "telemetryMaxAge: 60s", "telemetryMaxAge: 1h")
+	conf = strings.Replace(conf, "profiles:\n", "profiles:\n- schedulerName: default-scheduler\n", 1)
+	conf += "clientConnection:\n  kubeconfig: " + kubeconfig + "\n  qps: 5000\n  burst: 5000\n"
+	confPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, "--config="+confPath, "--secure-port=0", "-v=0")
+	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	time.Sleep(3 * time.Second) // informers sync
+
+	results := map[string]float64{}
+	for _, profile := range []string{"default-scheduler", "telesched"} {
+		rate, err := measure(ctx, kube, profile, pods)
+		if err != nil {
+			data, _ := os.ReadFile(filepath.Join(dir, "scheduler.log"))
+			return fmt.Errorf("%s: %w\nscheduler log tail:\n%s", profile, err, lastLines(string(data), 20))
+		}
+		results[profile] = rate
+		fmt.Printf("%-18s %d pods on %d nodes: %.1f pods/s\n", profile, pods, nodes, rate)
+	}
+	fmt.Printf("ratio telesched/default: %.2f (goal >= 0.95)\n", results["telesched"]/results["default-scheduler"])
+	return nil
+}
+
+// measure creates pods for a profile and returns pods bound per second,
+// from the first create to the last binding; it deletes them afterwards.
+func measure(ctx context.Context, kube kubernetes.Interface, profile string, n int) (float64, error) {
+	ns := "bench-" + strings.TrimSuffix(profile, "-scheduler")
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	// An informer, not a bare watch: it lists and watches again if the
+	// server ends the watch, so no binding goes uncounted.
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
+	informer := factory.Core().V1().Pods().Informer()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var bound atomic.Int64
+	done := make(chan struct{})
+	count := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[p.Name] {
+			return
+		}
+		seen[p.Name] = true
+		if bound.Add(1) == int64(n) {
+			close(done)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    count,
+		UpdateFunc: func(_, obj any) { count(obj) },
+	}); err != nil {
+		return 0, err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	start := time.Now()
+	if err := parallel(n, 16, func(i int) error {
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), profile), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		return 0, fmt.Errorf("%d of %d pods bound after 10 minutes", bound.Load(), n)
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	zero := int64(0)
+	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return 0, err
+	}
+	// Without a kubelet nothing terminates the pods: delete them outright so
+	// the next profile starts on empty nodes.
+	return rate, kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+}
+
+func benchPod(name, scheduler string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			SchedulerName: scheduler,
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			}}},
+		},
+	}
+}
+
+func createNode(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, name string, i int) error {
+	node, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	node.Spec.Taints = nil // the admission's not-ready taint; no node controller runs here
+	if node, err = kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status = corev1.NodeStatus{Capacity: res, Allocatable: res, Conditions: []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady",
+	}}}
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	gvr := telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetries")
+	if _, err := dyn.Resource(gvr).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": name},
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	st := telemetryv1alpha1.NodeTelemetryStatus{
+		SampleTime: metav1.Now(), IntervalSeconds: 5, AgentVersion: "bench",
+		CPU:    &telemetryv1alpha1.CPUStatus{LogicalCores: 64, OnlineCores: 64, UtilizationPercent: int32(10 + i%60)},
+		Memory: &telemetryv1alpha1.MemoryStatus{TotalBytes: 256 << 30, AvailableBytes: 128 << 30, UtilizationPercent: 50},
+		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "coretemp.0/Package id 0", HottestMilliCelsius: int64(50_000 + 100*(i%300)),
+			LimitMilliCelsius: ptr.To[int64](100_000), LimitType: telemetryv1alpha1.ThermalLimitCritical, HeadroomMilliCelsius: ptr.To(int64(50_000 - 100*(i%300)))},
+		Power: &telemetryv1alpha1.PowerStatus{Watts: int32(200 + i%200), Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}, EnergyJoules: 1,
+			Model: &telemetryv1alpha1.PowerModel{Ready: true, Samples: 100, UtilizationSpreadPercent: 60, IdleWatts: ptr.To[int32](100 + int32(i%50)), FullLoadWatts: ptr.To[int32](400 + int32(i%100))}},
+	}
+	data, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		return err
+	}
+	_, err = dyn.Resource(gvr).ApplyStatus(ctx, name, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": name}, "status": data,
+	}}, metav1.ApplyOptions{FieldManager: "schedbench", Force: true})
+	return err
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(n, workers int, f func(int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	next := atomic.Int64{}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					first = errors.Join(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
