@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -32,8 +31,6 @@ const (
 	preScoreKey  fwk.StateKey = "PreScore" + Name
 	// gpuResource is the resource EnergyAware counts GPUs by.
 	gpuResource v1.ResourceName = configv1.DefaultGPUResourceName
-	// noTelemetry marks, in Score, a node with stale or missing telemetry.
-	noTelemetry = -1
 )
 
 // EnergyAware is the plugin.
@@ -128,7 +125,7 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 	name := nodeInfo.Node().Name
 	tel, ok := pl.cache.Get(name)
 	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return pl.staleStatus(tel, ok)
+		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, pl.now())
 	}
 	if why := tooHot(tel, pl.limits); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
@@ -141,17 +138,6 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 	}
 	return nil
-}
-
-func (pl *EnergyAware) staleStatus(tel *telemetry.Node, known bool) *fwk.Status {
-	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
-		return nil
-	}
-	if !known {
-		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
-	}
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
-		pl.now().Sub(tel.SampleTime).Round(time.Second), pl.args.TelemetryMaxAge))
 }
 
 // PreScore finds the range of marginal power over the candidate nodes, so
@@ -183,7 +169,7 @@ func (pl *EnergyAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
 	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return noTelemetry, nil
+		return telemetry.NoTelemetry, nil
 	}
 	s := readState(cs, preScoreKey, pod)
 	var power int64
@@ -199,20 +185,7 @@ func (pl *EnergyAware) ScoreExtensions() fwk.ScoreExtensions { return pl }
 // NormalizeScore gives nodes without fresh telemetry the lowest score of
 // the nodes with it, so they are never favoured.
 func (pl *EnergyAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	lowest := int64(fwk.MaxNodeScore + 1)
-	for _, s := range scores {
-		if s.Score != noTelemetry {
-			lowest = min(lowest, s.Score)
-		}
-	}
-	if lowest > fwk.MaxNodeScore {
-		lowest = fwk.MinNodeScore
-	}
-	for i := range scores {
-		if scores[i].Score == noTelemetry {
-			scores[i].Score = lowest
-		}
-	}
+	telemetry.NormalizeMissing(scores)
 	return nil
 }
 
@@ -229,18 +202,9 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 // limits, or a GPU became cool or healthy; it skips every other change,
 // such as a cool node getting a little warmer.
 func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	nu, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("%s: unexpected object %T", Name, newObj)
-	}
-	cur, err := telemetry.Decode(nu)
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
-		return fwk.Queue, err
-	}
-	pl.cache.Observe(cur)
-	var prev *telemetry.Node
-	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
-		prev, _ = telemetry.Decode(ou)
+		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
 	}
 	now := pl.now()
 	usable := func(n *telemetry.Node) bool {

@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -127,7 +126,7 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	node := nodeInfo.Node()
 	tel, ok := pl.cache.Get(node.Name)
 	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return pl.staleStatus(node.Name, tel, ok)
+		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, pl.now())
 	}
 	s := pl.state(cs, pod)
 	reservedCPU, reservedMem := pl.cache.Reserved(node.Name)
@@ -153,27 +152,11 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-func (pl *LoadAware) staleStatus(node string, tel *telemetry.Node, known bool) *fwk.Status {
-	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
-		return nil
-	}
-	if !known {
-		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
-	}
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
-		pl.now().Sub(tel.SampleTime).Round(time.Second), pl.args.TelemetryMaxAge))
-}
-
 // PreScore computes the pod's requests once for scoring.
 func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	cs.Write(stateKey, pl.podRequests(pod))
 	return nil
 }
-
-// noTelemetry marks, in Score, a node with stale or missing telemetry;
-// NormalizeScore gives it the lowest score of the others, so it is never
-// favoured.
-const noTelemetry = -1
 
 // Score ranks a node by its estimated utilization with the pod (the higher
 // of CPU and memory).
@@ -181,7 +164,7 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	name := nodeInfo.Node().Name
 	tel, ok := pl.cache.Get(name)
 	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
-		return noTelemetry, nil
+		return telemetry.NoTelemetry, nil
 	}
 	s := pl.state(cs, pod)
 	reservedCPU, reservedMem := pl.cache.Reserved(name)
@@ -204,25 +187,7 @@ func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return pl }
 // NormalizeScore gives nodes without fresh telemetry the lowest score of
 // the nodes with it (0 when none has it).
 func (pl *LoadAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	return normalizeMissing(scores)
-}
-
-// normalizeMissing replaces noTelemetry scores with the lowest other score.
-func normalizeMissing(scores fwk.NodeScoreList) *fwk.Status {
-	lowest := int64(fwk.MaxNodeScore + 1)
-	for _, s := range scores {
-		if s.Score != noTelemetry {
-			lowest = min(lowest, s.Score)
-		}
-	}
-	if lowest > fwk.MaxNodeScore {
-		lowest = fwk.MinNodeScore
-	}
-	for i := range scores {
-		if scores[i].Score == noTelemetry {
-			scores[i].Score = lowest
-		}
-	}
+	telemetry.NormalizeMissing(scores)
 	return nil
 }
 
@@ -250,18 +215,9 @@ func (pl *LoadAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHi
 // hint queues a pod when a node's measured CPU or memory fell to its
 // threshold or below, or its telemetry became fresh, and skips otherwise.
 func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	nu, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("%s: unexpected object %T", Name, newObj)
-	}
-	cur, err := telemetry.Decode(nu)
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
-		return fwk.Queue, err
-	}
-	pl.cache.Observe(cur)
-	var prev *telemetry.Node
-	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
-		prev, _ = telemetry.Decode(ou)
+		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
 	}
 	now := pl.now()
 	fits := func(n *telemetry.Node) bool {

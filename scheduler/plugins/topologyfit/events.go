@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
@@ -37,18 +36,9 @@ func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 // a NUMA node's free memory reaching the pod's request. Anything else,
 // e.g. memory moving while it stays short of or above the request, skips.
 func (pl *TopologyFit) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	nu, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("%s: unexpected object %T", Name, newObj)
-	}
-	cur, err := telemetry.Decode(nu)
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
-		return fwk.Queue, err
-	}
-	pl.cache.Observe(cur)
-	var prev *telemetry.Node
-	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
-		prev, _ = telemetry.Decode(ou)
+		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
 	}
 	s, err := pl.podFacts(pod)
 	if err != nil || !s.topology() {

@@ -45,7 +45,7 @@ func (pl *TopologyFit) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	node := nodeInfo.Node()
 	tel, ok := pl.cache.Get(node.Name)
 	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return pl.staleStatus(tel, ok)
+		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, pl.now())
 	}
 	requested := nodeInfo.GetRequested()
 	m := gpuMatcher{s: s}

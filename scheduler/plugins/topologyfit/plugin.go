@@ -186,19 +186,6 @@ func (pl *TopologyFit) state(cs fwk.CycleState, pod *v1.Pod) (*podState, error) 
 	return pl.podFacts(pod)
 }
 
-// staleStatus is Filter's answer for a node whose telemetry is stale or
-// missing, per the policy.
-func (pl *TopologyFit) staleStatus(tel *telemetry.Node, known bool) *fwk.Status {
-	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject {
-		return nil
-	}
-	if !known {
-		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
-	}
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
-		pl.now().Sub(tel.SampleTime).Round(time.Second), pl.args.TelemetryMaxAge))
-}
-
 // missingStatus is Filter's answer for a node whose fresh telemetry lacks
 // a section the pod needs (what: "GPU" or "NUMA"), per the stale policy.
 func (pl *TopologyFit) missingStatus(what string) *fwk.Status {

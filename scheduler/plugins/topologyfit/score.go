@@ -26,11 +26,6 @@ func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 	return nil
 }
 
-// noTelemetry marks, in Score, a node without fresh GPU telemetry for a GPU
-// pod; NormalizeScore gives it the lowest score of the others, so it is
-// never favoured.
-const noTelemetry = -1
-
 // Score ranks a node for a GPU pod by NUMA alignment, then by how tightly
 // the pod fills the node's free matching GPUs; for any other pod, by
 // whether the node has GPUs. See formula.go.
@@ -44,7 +39,7 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return nonGPUPodScore(pl.gpuNode(nodeInfo, tel), pl.args.NonGPUPodPenaltyPercent), nil
 	}
 	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) || !tel.HasGPUSource {
-		return noTelemetry, nil
+		return telemetry.NoTelemetry, nil
 	}
 	requested := nodeInfo.GetRequested()
 	allocated := requested.GetScalarResources()[pl.gpuResource]
@@ -66,24 +61,6 @@ func (pl *TopologyFit) ScoreExtensions() fwk.ScoreExtensions { return pl }
 // NormalizeScore gives nodes without fresh telemetry the lowest score of
 // the nodes with it (0 when none has it).
 func (pl *TopologyFit) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	normalizeMissing(scores)
+	telemetry.NormalizeMissing(scores)
 	return nil
-}
-
-// normalizeMissing replaces noTelemetry scores with the lowest other score.
-func normalizeMissing(scores fwk.NodeScoreList) {
-	lowest := int64(fwk.MaxNodeScore + 1)
-	for _, s := range scores {
-		if s.Score != noTelemetry {
-			lowest = min(lowest, s.Score)
-		}
-	}
-	if lowest > fwk.MaxNodeScore {
-		lowest = fwk.MinNodeScore
-	}
-	for i := range scores {
-		if scores[i].Score == noTelemetry {
-			scores[i].Score = lowest
-		}
-	}
 }

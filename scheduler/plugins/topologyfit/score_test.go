@@ -171,33 +171,6 @@ func TestPreScoreSkipsCPUPodsWithoutPenalty(t *testing.T) {
 	}
 }
 
-func TestNormalizeMissing(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		in, want []int64
-	}{
-		{"lowest other", []int64{noTelemetry, 40, 90}, []int64{40, 40, 90}},
-		{"none has telemetry", []int64{noTelemetry, noTelemetry}, []int64{0, 0}},
-		{"all have telemetry", []int64{0, 100}, []int64{0, 100}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			list := make(fwk.NodeScoreList, len(tc.in))
-			for i, s := range tc.in {
-				list[i].Score = s
-			}
-			normalizeMissing(list)
-			got := make([]int64, len(list))
-			for i := range list {
-				got[i] = list[i].Score
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // Filter and Score read the cache and the NodeInfo without allocating
 // (not parallel: allocation counts are process-wide).
 func TestFilterScoreDoNotAllocate(t *testing.T) {

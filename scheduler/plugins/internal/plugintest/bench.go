@@ -3,11 +3,19 @@ package plugintest
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+	"github.com/telesched/telesched/test/fixtures"
 )
 
 // FilterScorer is a plugin's hot path.
@@ -45,4 +53,30 @@ func BenchFilterScore(b *testing.B, pl FilterScorer, cs fwk.CycleState, pod *v1.
 	if sum == 0 {
 		b.Fatal("no node scored above 0")
 	}
+}
+
+// FreshNodes fills cache with n nodes of fresh, cool, worst-case telemetry
+// (test/fixtures: 2 NUMA nodes, 8 GPUs; CPU 10-59%) and one reservation
+// each, and returns their NodeInfos.
+func FreshNodes(cache *telemetry.Cache, n int, now time.Time) []fwk.NodeInfo {
+	infos := make([]fwk.NodeInfo, n)
+	for i := range n {
+		name := fmt.Sprintf("node-%05d", i)
+		st := fixtures.FullStatus(now, 2, 8)
+		st.CPU.UtilizationPercent = int32(10 + i%50)
+		st.Thermal.Throttling, st.CPU.ThermalThrottle.Throttling = false, false
+		cache.Set(telemetry.FromStatus(name, &st))
+		cache.Reserve(name, "reserved", 500, 1<<30, now)
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		infos[i] = ni
+	}
+	return infos
+}
+
+// CPUPod is a pod requesting 2 CPUs and 4Gi.
+func CPUPod() *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p"}, Spec: v1.PodSpec{Containers: []v1.Container{{
+		Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}},
+	}}}}
 }

@@ -1,0 +1,61 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/apis/config"
+)
+
+func TestNormalizeMissing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		in, want []int64
+	}{
+		{"lowest other", []int64{NoTelemetry, 40, 90}, []int64{40, 40, 90}},
+		{"none has telemetry", []int64{NoTelemetry, NoTelemetry}, []int64{0, 0}},
+		{"all have telemetry", []int64{0, 100}, []int64{0, 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list := make(fwk.NodeScoreList, len(tc.in))
+			for i, s := range tc.in {
+				list[i].Score = s
+			}
+			NormalizeMissing(list)
+			got := make([]int64, len(list))
+			for i := range list {
+				got[i] = list[i].Score
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStaleStatus(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	old := &Node{Name: "a", SampleTime: now.Add(-10 * time.Minute)}
+	ignore := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryIgnore}
+	reject := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryReject}
+	if st := StaleStatus(ignore, old, now); st != nil {
+		t.Errorf("Ignore: %v, want no rejection", st)
+	}
+	for _, tc := range []struct {
+		node *Node
+		want string
+	}{
+		{nil, "node has no NodeTelemetry (staleTelemetryPolicy Reject)"},
+		{old, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (staleTelemetryPolicy Reject)"},
+	} {
+		st := StaleStatus(reject, tc.node, now)
+		if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), tc.want) {
+			t.Errorf("Reject: %v, want Unschedulable %q", st, tc.want)
+		}
+	}
+}
