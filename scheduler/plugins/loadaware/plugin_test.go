@@ -1,0 +1,170 @@
+package loadaware
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/telesched/telesched/apis/config"
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func status(cpu, mem int32, age time.Duration) *telemetryv1alpha1.NodeTelemetryStatus {
+	return &telemetryv1alpha1.NodeTelemetryStatus{
+		SampleTime: metav1.NewTime(now.Add(-age)), IntervalSeconds: 5,
+		CPU:    &telemetryv1alpha1.CPUStatus{LogicalCores: 16, OnlineCores: 16, UtilizationPercent: cpu},
+		Memory: &telemetryv1alpha1.MemoryStatus{TotalBytes: 64 << 30, AvailableBytes: 32 << 30, UtilizationPercent: mem},
+	}
+}
+
+func nodeInfo(name string, annotations map[string]string) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}})
+	return ni
+}
+
+func pod(cpu string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p"}, Spec: v1.PodSpec{Containers: []v1.Container{{
+		Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}},
+	}}}}
+}
+
+func TestFilter(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		status      *telemetryv1alpha1.NodeTelemetryStatus // nil: no telemetry
+		reservedCPU int64
+		annotations map[string]string
+		policy      config.StaleTelemetryPolicy
+		pod         *v1.Pod
+		wantReason  string // "" fits
+	}{
+		// 60% + 2000m/16000m (12.5) = 72.5 <= 80
+		{name: "fits", status: status(60, 50, 0), pod: pod("2")},
+		// 60% + (2000+1200)m/16000m = 60 + 20 = 80: at the threshold, fits
+		{name: "at the threshold", status: status(60, 50, 0), reservedCPU: 1200, pod: pod("2")},
+		// 60% + (2000+1216)/16000 = 80.1 > 80
+		{name: "reservations tip it over", status: status(60, 50, 0), reservedCPU: 1216, pod: pod("2"),
+			wantReason: "node cpu 80.10 percent > threshold 80 percent (measured 60, +20.10 placed since the sample and this pod)"},
+		// the annotation lowers the threshold to 70: 72.5 > 70
+		{name: "node annotation override", status: status(60, 50, 0), pod: pod("2"),
+			annotations: map[string]string{config.NodeAnnotationCPUThresholdPercent: "70"},
+			wantReason:  "node cpu 72.50 percent > threshold 70 percent"},
+		{name: "bad annotation ignored", status: status(60, 50, 0), pod: pod("2"),
+			annotations: map[string]string{config.NodeAnnotationCPUThresholdPercent: "150"}},
+		// memory 89% + 1Gi/64Gi (1.56) = 90.56 > 90
+		{name: "memory", status: status(10, 89, 0), pod: pod("100m"), wantReason: "node memory 90.56 percent > threshold 90 percent"},
+		{name: "stale, Ignore", status: status(99, 99, 10*time.Minute), pod: pod("2")},
+		{name: "stale, Reject", status: status(10, 10, 10*time.Minute), policy: config.StaleTelemetryReject, pod: pod("2"),
+			wantReason: "node telemetry is 10m0s old > telemetryMaxAge 1m0s"},
+		{name: "missing, Reject", policy: config.StaleTelemetryReject, pod: pod("2"), wantReason: "node has no NodeTelemetry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := telemetry.NewCache()
+			if tc.status != nil {
+				cache.Set(telemetry.FromStatus("n", tc.status))
+			}
+			if tc.reservedCPU > 0 {
+				cache.Reserve("n", "other", tc.reservedCPU, 0, now)
+			}
+			args := *configv1.DefaultLoadAwareArgs()
+			if tc.policy != "" {
+				args.StaleTelemetryPolicy = tc.policy
+			}
+			pl := New(args, cache, func() time.Time { return now })
+			cs := framework.NewCycleState()
+			if _, st := pl.PreFilter(context.Background(), cs, tc.pod, nil); !st.IsSuccess() {
+				t.Fatalf("PreFilter: %v", st)
+			}
+			st := pl.Filter(context.Background(), cs, tc.pod, nodeInfo("n", tc.annotations))
+			switch {
+			case tc.wantReason == "" && !st.IsSuccess():
+				t.Errorf("Filter = %v, want success", st)
+			case tc.wantReason != "" && (st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), tc.wantReason)):
+				t.Errorf("Filter = %v, want Unschedulable containing %q", st, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestDaemonSetPodsSkipTheFilter(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), time.Now)
+	p := pod("2")
+	p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}
+	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), p, nil); st.Code() != fwk.Skip {
+		t.Errorf("PreFilter for a DaemonSet pod = %v, want Skip", st)
+	}
+}
+
+func TestReserveCountsUntilMeasured(t *testing.T) {
+	cache := telemetry.NewCache()
+	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	cs := framework.NewCycleState()
+	p := pod("3")
+	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
+	if st := pl.Reserve(context.Background(), cs, p, "n"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	// 60% + 3000m reserved + 3000m = 60 + 37.5 = 97.5 > 80
+	if st := pl.Filter(context.Background(), cs, p, nodeInfo("n", nil)); st.IsSuccess() {
+		t.Error("a second 3-CPU pod fit although the first is reserved")
+	}
+	pl.Unreserve(context.Background(), cs, p, "n")
+	if st := pl.Filter(context.Background(), cs, p, nodeInfo("n", nil)); !st.IsSuccess() {
+		t.Errorf("after Unreserve: %v", st)
+	}
+}
+
+func unstructuredOf(t *testing.T, name string, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Status: *st,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func TestHint(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
+	for _, tc := range []struct {
+		name     string
+		old, new *telemetryv1alpha1.NodeTelemetryStatus
+		want     fwk.QueueingHint
+	}{
+		{"fell under the threshold", status(95, 50, 0), status(50, 50, 0), fwk.Queue},
+		{"still over", status(95, 50, 0), status(90, 50, 0), fwk.QueueSkip},
+		{"already under", status(50, 50, 0), status(40, 50, 0), fwk.QueueSkip},
+		{"became fresh", status(50, 50, 10*time.Minute), status(50, 50, 0), fwk.Queue},
+		{"added, under", nil, status(50, 50, 0), fwk.Queue},
+		{"added, over", nil, status(95, 50, 0), fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var oldObj any
+			if tc.old != nil {
+				oldObj = unstructuredOf(t, "n", tc.old)
+			}
+			got, err := pl.hint(klog.Background(), pod("1"), oldObj, unstructuredOf(t, "n", tc.new))
+			if err != nil || got != tc.want {
+				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
