@@ -39,6 +39,11 @@ const DefaultSyncTimeout = time.Minute
 // node, however short the node's sampling interval.
 const minReservationHold = 10 * time.Second
 
+// maxReservationAge bounds a reservation's life when no new sample comes to
+// retire it (an agent that stopped): its pod is running or gone by then,
+// and the node's telemetry is stale, so plugins do not read it anyway.
+const maxReservationAge = 10 * time.Minute
+
 // Cache holds the latest telemetry of every node and the reservations made
 // since. It is safe for concurrent use.
 type Cache struct {
@@ -191,7 +196,8 @@ func (c *Cache) Len() int {
 // Reserve records that a pod was placed on a node at a time, with the CPU
 // and memory it is expected to use. It counts toward the node's estimated
 // load until a sample taken two sampling intervals (at least 10s) later
-// arrives, which measures the pod running.
+// arrives, which measures the pod running; without such a sample it expires
+// after 10 minutes.
 func (c *Cache) Reserve(node string, pod types.UID, cpuMilli, memoryBytes int64, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -199,6 +205,11 @@ func (c *Cache) Reserve(node string, pod types.UID, cpuMilli, memoryBytes int64,
 	if m == nil {
 		m = map[types.UID]reservation{}
 		c.reservations[node] = m
+	}
+	for uid, r := range m {
+		if at.Sub(r.at) > maxReservationAge {
+			delete(m, uid)
+		}
 	}
 	m[pod] = reservation{cpuMilli: cpuMilli, memoryBytes: memoryBytes, at: at}
 }

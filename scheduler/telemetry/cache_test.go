@@ -88,3 +88,17 @@ func TestSetKeepsTheNewerView(t *testing.T) {
 		t.Errorf("CPUPercent = %d, want 50 from resourceVersion 10", n.CPUPercent)
 	}
 }
+
+// TestReservationsExpireWithoutSamples: a node whose agent stopped gets no
+// sample to retire its reservations; they must not pile up forever.
+func TestReservationsExpireWithoutSamples(t *testing.T) {
+	c := NewCache()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	c.Reserve("dead", "old", 100, 0, t0)
+	c.Reserve("dead", "newer", 200, 0, t0.Add(9*time.Minute))
+	// 10m01s after "old": it expires; "newer" (1m01s old) stays.
+	c.Reserve("dead", "new", 400, 0, t0.Add(10*time.Minute+time.Second))
+	if cpu, _ := c.Reserved("dead"); cpu != 600 {
+		t.Errorf("reserved %dm, want 600m (200 + 400; the 10-minute-old one expired)", cpu)
+	}
+}
