@@ -10,8 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -20,6 +18,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -52,19 +51,9 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		args, ok := obj.(*config.EnergyAwareArgs)
-		if !ok {
-			return nil, fmt.Errorf("%s: want args of type EnergyAwareArgs, got %T", Name, obj)
-		}
-		if err := validation.ValidateEnergyAwareArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
-		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
-		return New(*args, cache, time.Now), nil
-	}
+	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs) fwk.Plugin {
+		return New(args, cache, time.Now)
+	})
 }
 
 // New returns the plugin for valid args.

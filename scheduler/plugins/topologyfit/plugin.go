@@ -45,21 +45,19 @@
 package topologyfit
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -88,19 +86,9 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		args, ok := obj.(*config.TopologyFitArgs)
-		if !ok {
-			return nil, fmt.Errorf("%s: want args of type TopologyFitArgs, got %T", Name, obj)
-		}
-		if err := validation.ValidateTopologyFitArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
-		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
-		return New(*args, cache, time.Now), nil
-	}
+	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs) fwk.Plugin {
+		return New(args, cache, time.Now)
+	})
 }
 
 // New returns the plugin for valid args.
