@@ -38,18 +38,15 @@ func sysTree(t testing.TB, files, links map[string]string) hostfs.Root {
 	return root
 }
 
-// setFiles writes or overwrites files under root.
+// setFiles writes or overwrites files under root, each ending in a newline
+// as sysfs writes it.
 func setFiles(t testing.TB, root hostfs.Root, files map[string]string) {
 	t.Helper()
+	withNewline := make(map[string]string, len(files))
 	for p, content := range files {
-		full := root.Path(p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		withNewline[p] = content + "\n"
 	}
+	updateTree(t, root, withNewline)
 }
 
 // removePaths removes host paths (files, links or trees) under root.

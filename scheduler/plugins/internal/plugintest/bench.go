@@ -55,6 +55,36 @@ func BenchFilterScore(b *testing.B, pl FilterScorer, cs fwk.CycleState, pod *v1.
 	}
 }
 
+// Plugin is what BenchmarkCPUPod runs: PreFilter, PreScore, Filter, Score.
+type Plugin interface {
+	fwk.PreFilterPlugin
+	fwk.PreScorePlugin
+	FilterScorer
+}
+
+// BenchmarkCPUPod measures Filter+Score per node over 100, 1000 and 5000
+// nodes of FreshNodes for CPUPod, with the plugin build returns for a cache
+// and a clock.
+func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, func() time.Time) Plugin) {
+	now := time.Now()
+	for _, nodes := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			cache := telemetry.NewCache()
+			infos := FreshNodes(cache, nodes, now)
+			pl := build(cache, func() time.Time { return now })
+			pod := CPUPod()
+			cs := framework.NewCycleState()
+			if _, st := pl.PreFilter(context.Background(), cs, pod, infos); !st.IsSuccess() {
+				b.Fatalf("PreFilter: %v", st)
+			}
+			if st := pl.PreScore(context.Background(), cs, pod, infos); !st.IsSuccess() {
+				b.Fatalf("PreScore: %v", st)
+			}
+			BenchFilterScore(b, pl, cs, pod, infos)
+		})
+	}
+}
+
 // FreshNodes fills cache with n nodes of fresh, cool, worst-case telemetry
 // (test/fixtures: 2 NUMA nodes, 8 GPUs; CPU 10-59%) and one reservation
 // each, and returns their NodeInfos.
