@@ -141,9 +141,12 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-// PreScore computes the pod's requests once for scoring.
+// PreScore makes sure the pod's requests are in the cycle state: PreFilter
+// put them there unless it was skipped (DaemonSet pods).
 func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	cs.Write(stateKey, pl.podRequests(pod))
+	if _, err := cs.Read(stateKey); err != nil {
+		cs.Write(stateKey, pl.podRequests(pod))
+	}
 	return nil
 }
 
