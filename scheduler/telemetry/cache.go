@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,14 +46,29 @@ const minReservationHold = 10 * time.Second
 const maxReservationAge = 10 * time.Minute
 
 // Cache holds the latest telemetry of every node and the reservations made
-// since. It is safe for concurrent use.
+// since. It is safe for concurrent use. Reads take no lock: Filter and
+// Score run on up to 16 goroutines per scheduling cycle, and a shared
+// RWMutex's reader count is one cache line they would all write. The map
+// of nodes is copied on write, which happens only when a node gets its
+// first view or loses its object; each node's view and reservation sums
+// are swapped atomically in place.
 type Cache struct {
 	startOnce sync.Once
 	startErr  error
 
-	mu           sync.RWMutex
-	nodes        map[string]*Node
+	entries atomic.Pointer[map[string]*entry] // read-only once published
+
+	mu           sync.Mutex // serializes writers
 	reservations map[string]map[types.UID]reservation // by node, then pod
+	len          int                                  // entries with a view
+}
+
+// entry is one node's published state. Writers hold Cache.mu; readers load
+// its fields atomically.
+type entry struct {
+	node                atomic.Pointer[Node]
+	reservedCPUMilli    atomic.Int64
+	reservedMemoryBytes atomic.Int64
 }
 
 type reservation struct {
@@ -62,7 +78,9 @@ type reservation struct {
 
 // NewCache returns an empty cache; Start fills it.
 func NewCache() *Cache {
-	return &Cache{nodes: map[string]*Node{}, reservations: map[string]map[types.UID]reservation{}}
+	c := &Cache{reservations: map[string]map[types.UID]reservation{}}
+	c.entries.Store(&map[string]*entry{})
+	return c
 }
 
 // Start runs the NodeTelemetry informer until ctx ends and waits for its
@@ -135,9 +153,26 @@ func (c *Cache) remove(obj any) {
 	if !ok {
 		return
 	}
+	name := u.GetName()
 	c.mu.Lock()
-	delete(c.nodes, u.GetName())
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	e := c.lookup(name)
+	if e == nil {
+		return
+	}
+	if e.node.Swap(nil) != nil {
+		c.len--
+	}
+	// The node is gone with its object: its reservations and entry go too.
+	delete(c.reservations, name)
+	old := *c.entries.Load()
+	m := make(map[string]*entry, len(old))
+	for k, v := range old {
+		if k != name {
+			m[k] = v
+		}
+	}
+	c.entries.Store(&m)
 }
 
 // Decode converts a NodeTelemetry object into the node view.
@@ -166,31 +201,82 @@ func (c *Cache) Observe(n *Node) {
 func (c *Cache) Set(n *Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.nodes[n.Name]; ok && old.resourceVersion > n.resourceVersion && n.resourceVersion != 0 {
+	e := c.entry(n.Name)
+	old := e.node.Load()
+	if old != nil && old.resourceVersion > n.resourceVersion && n.resourceVersion != 0 {
 		return // a late delivery from the other informer
 	}
-	c.nodes[n.Name] = n
+	e.node.Store(n)
+	if old == nil {
+		c.len++
+	}
 	hold := max(2*n.Interval, minReservationHold)
 	for uid, r := range c.reservations[n.Name] {
 		if n.SampleTime.Sub(r.at) >= hold {
 			delete(c.reservations[n.Name], uid)
 		}
 	}
+	c.publishReserved(n.Name, e)
+}
+
+// entry returns a node's entry, creating it. The caller holds c.mu.
+func (c *Cache) entry(name string) *entry {
+	if e := c.lookup(name); e != nil {
+		return e
+	}
+	old := *c.entries.Load()
+	m := make(map[string]*entry, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	e := &entry{}
+	m[name] = e
+	c.entries.Store(&m)
+	return e
+}
+
+func (c *Cache) lookup(name string) *entry {
+	return (*c.entries.Load())[name]
+}
+
+// publishReserved stores the sums of a node's reservations for readers. The
+// caller holds c.mu.
+func (c *Cache) publishReserved(name string, e *entry) {
+	var cpu, mem int64
+	for _, r := range c.reservations[name] {
+		cpu += r.cpuMilli
+		mem += r.memoryBytes
+	}
+	e.reservedCPUMilli.Store(cpu)
+	e.reservedMemoryBytes.Store(mem)
 }
 
 // Get returns a node's view. The view must not be modified.
 func (c *Cache) Get(name string) (*Node, bool) {
-	c.mu.RLock()
-	n, ok := c.nodes[name]
-	c.mu.RUnlock()
-	return n, ok
+	e := c.lookup(name)
+	if e == nil {
+		return nil, false
+	}
+	n := e.node.Load()
+	return n, n != nil
+}
+
+// GetWithReserved returns a node's view and the CPU and memory reserved on
+// it since its sample, in one lookup.
+func (c *Cache) GetWithReserved(name string) (n *Node, cpuMilli, memoryBytes int64, ok bool) {
+	e := c.lookup(name)
+	if e == nil {
+		return nil, 0, 0, false
+	}
+	n = e.node.Load()
+	return n, e.reservedCPUMilli.Load(), e.reservedMemoryBytes.Load(), n != nil
 }
 
 // Len is the number of nodes with telemetry.
 func (c *Cache) Len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.nodes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.len
 }
 
 // Reserve records that a pod was placed on a node at a time, with the CPU
@@ -212,6 +298,7 @@ func (c *Cache) Reserve(node string, pod types.UID, cpuMilli, memoryBytes int64,
 		}
 	}
 	m[pod] = reservation{cpuMilli: cpuMilli, memoryBytes: memoryBytes, at: at}
+	c.publishReserved(node, c.entry(node))
 }
 
 // Unreserve forgets a pod's reservation (its binding failed).
@@ -219,17 +306,18 @@ func (c *Cache) Unreserve(node string, pod types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.reservations[node], pod)
+	if e := c.lookup(node); e != nil {
+		c.publishReserved(node, e)
+	}
 }
 
 // Reserved returns the CPU and memory reserved on a node since its sample.
 func (c *Cache) Reserved(node string) (cpuMilli, memoryBytes int64) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for _, r := range c.reservations[node] {
-		cpuMilli += r.cpuMilli
-		memoryBytes += r.memoryBytes
+	e := c.lookup(node)
+	if e == nil {
+		return 0, 0
 	}
-	return cpuMilli, memoryBytes
+	return e.reservedCPUMilli.Load(), e.reservedMemoryBytes.Load()
 }
 
 // EventResource names NodeTelemetry in the scheduler's cluster events

@@ -1,8 +1,13 @@
 package telemetry
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -100,5 +105,66 @@ func TestReservationsExpireWithoutSamples(t *testing.T) {
 	c.Reserve("dead", "new", 400, 0, t0.Add(10*time.Minute+time.Second))
 	if cpu, _ := c.Reserved("dead"); cpu != 600 {
 		t.Errorf("reserved %dm, want 600m (200 + 400; the 10-minute-old one expired)", cpu)
+	}
+}
+
+// TestConcurrentReadersAndWriters runs lock-free readers beside writers
+// (run it with -race): a reader never sees a view without its name, and
+// the reservation sums end where the writers left them.
+func TestConcurrentReadersAndWriters(t *testing.T) {
+	c := NewCache()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	nodes := []string{"a", "b", "c", "d"}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, name := range nodes {
+					if n, cpu, _, ok := c.GetWithReserved(name); ok && (n.Name != name || cpu < 0) {
+						t.Errorf("GetWithReserved(%s) = %q, %dm", name, n.Name, cpu)
+					}
+				}
+			}
+		})
+	}
+	var writers sync.WaitGroup
+	for w, name := range nodes {
+		writers.Go(func() {
+			for i := range 200 {
+				c.Set(&Node{Name: name, SampleTime: t0, Interval: time.Second, resourceVersion: uint64(i + 1)})
+				uid := types.UID(fmt.Sprintf("%s-%d", name, i))
+				c.Reserve(name, uid, 10, 1, t0)
+				if i%2 == 1 {
+					c.Unreserve(name, uid)
+				}
+				if w == 0 && i == 100 {
+					c.remove(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}})
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	wg.Wait()
+	for i, name := range nodes {
+		// 200 reservations, every odd one undone: 100 × 10m, 100 × 1 byte.
+		// Node a lost its object at i = 100 and its reservations with it:
+		// the even ones from 102 to 198 remain, 49.
+		want := int64(100)
+		if i == 0 {
+			want = 49
+		}
+		if _, cpu, mem, ok := c.GetWithReserved(name); !ok || cpu != 10*want || mem != want {
+			t.Errorf("GetWithReserved(%s) = %dm, %d bytes, %v; want %dm, %d, true", name, cpu, mem, ok, 10*want, want)
+		}
+	}
+	if got := c.Len(); got != len(nodes) {
+		t.Errorf("Len() = %d, want %d", got, len(nodes))
 	}
 }

@@ -80,46 +80,48 @@ func (pl *EnergyAware) Name() string { return Name }
 type podState struct {
 	cpuMilli, gpus int64
 	minMW, maxMW   int64
+	// now is the cycle's time, read once: telemetry freshness is judged
+	// against it for every node.
+	now time.Time
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
 
-func podRequests(pod *v1.Pod) *podState {
+func podRequests(pod *v1.Pod, now time.Time) *podState {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	gpus := req[gpuResource]
-	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value()}
+	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value(), now: now}
 }
 
 // PreFilter computes the pod's requests once.
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	cs.Write(preFilterKey, podRequests(pod))
+	cs.Write(preFilterKey, podRequests(pod, pl.now()))
 	return nil, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (pl *EnergyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-func readState(cs fwk.CycleState, key fwk.StateKey, pod *v1.Pod) *podState {
+func (pl *EnergyAware) readState(cs fwk.CycleState, key fwk.StateKey, pod *v1.Pod) *podState {
 	if d, err := cs.Read(key); err == nil {
 		if s, ok := d.(*podState); ok {
 			return s
 		}
 	}
-	return podRequests(pod)
+	return podRequests(pod, pl.now())
 }
 
 // Filter rejects nodes too hot for any pod, and, for GPU pods, nodes
 // without enough GPUs clear of their slowdown temperature.
 func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	name := nodeInfo.Node().Name
-	tel, ok := pl.cache.Get(name)
-	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, pl.now())
+	s := pl.readState(cs, preFilterKey, pod)
+	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
+	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	if why := tooHot(tel, pl.limits); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	s := readState(cs, preFilterKey, pod)
 	if s.gpus > 0 && tel.HasGPUSource {
 		if cool := coolGPUs(tel, pl.limits.gpuSlowdownMargin); int64(cool) < s.gpus {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy GPUs more than %d°C below slowdown, pod needs %d",
@@ -132,12 +134,11 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 // PreScore finds the range of marginal power over the candidate nodes, so
 // Score can place each node in it without a second pass.
 func (pl *EnergyAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	s := *readState(cs, preFilterKey, pod)
+	s := *pl.readState(cs, preFilterKey, pod)
 	s.minMW, s.maxMW = -1, -1
-	now := pl.now()
 	for _, ni := range nodes {
 		tel, ok := pl.cache.Get(ni.Node().Name)
-		if !ok || !tel.Fresh(now, pl.args.TelemetryMaxAge) {
+		if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 			continue
 		}
 		if mw, ok := marginalMilliwatts(tel, s.cpuMilli, s.gpus); ok {
@@ -156,11 +157,11 @@ func (pl *EnergyAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 // model gets no power points; one without fresh telemetry is scored in
 // NormalizeScore.
 func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s := pl.readState(cs, preScoreKey, pod)
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
-	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
+	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.NoTelemetry, nil
 	}
-	s := readState(cs, preScoreKey, pod)
 	var power int64
 	if mw, ok := marginalMilliwatts(tel, s.cpuMilli, s.gpus); ok && s.minMW >= 0 {
 		power = powerScore(mw, s.minMW, s.maxMW)

@@ -67,6 +67,9 @@ func (pl *LoadAware) Name() string { return Name }
 // modified after PreFilter/PreScore writes it, so Clone returns it as is.
 type podState struct {
 	cpuMilli, memoryBytes int64 // requests, scaled
+	// now is the cycle's time, read once: telemetry freshness is judged
+	// against it for every node.
+	now time.Time
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -84,6 +87,7 @@ func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
 	return &podState{
 		cpuMilli:    req.Cpu().MilliValue() * int64(pl.args.PodCPUScalingPercent) / 100,
 		memoryBytes: req.Memory().Value() * int64(pl.args.PodMemoryScalingPercent) / 100,
+		now:         pl.now(),
 	}
 }
 
@@ -113,12 +117,11 @@ func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil 
 // its threshold, with the numbers.
 func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
-	tel, ok := pl.cache.Get(node.Name)
-	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, pl.now())
-	}
 	s := pl.state(cs, pod)
-	reservedCPU, reservedMem := pl.cache.Reserved(node.Name)
+	tel, reservedCPU, reservedMem, ok := pl.cache.GetWithReserved(node.Name)
+	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
+	}
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
 		est := estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
@@ -153,13 +156,11 @@ func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 // Score ranks a node by its estimated utilization with the pod (the higher
 // of CPU and memory).
 func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	name := nodeInfo.Node().Name
-	tel, ok := pl.cache.Get(name)
-	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
+	s := pl.state(cs, pod)
+	tel, reservedCPU, reservedMem, ok := pl.cache.GetWithReserved(nodeInfo.Node().Name)
+	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
 		return telemetry.NoTelemetry, nil
 	}
-	s := pl.state(cs, pod)
-	reservedCPU, reservedMem := pl.cache.Reserved(name)
 	var est int64
 	if tel.HasCPU {
 		est = estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)

@@ -23,6 +23,7 @@ func (pl *TopologyFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if !s.topology() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	s.now = pl.now()
 	if logger := klog.FromContext(ctx); logger.V(4).Enabled() {
 		logger.V(4).Info("TopologyFit pod", "pod", klog.KObj(pod), "gpus", s.gpus, "singleNUMA", s.singleNUMA,
 			"cpuMilli", s.cpuMilli, "memoryBytes", s.memoryBytes, "gpuConstraints", s.gpuConstraints)
@@ -44,8 +45,8 @@ func (pl *TopologyFit) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	}
 	node := nodeInfo.Node()
 	tel, ok := pl.cache.Get(node.Name)
-	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) {
-		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, pl.now())
+	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	requested := nodeInfo.GetRequested()
 	m := gpuMatcher{s: s}

@@ -111,6 +111,10 @@ type podState struct {
 	model          string // lower-cased model substring; "" for any
 	minGPUMemory   int64  // bytes; 0 for any
 	gpuConstraints string // for messages: ` matching model "H100" with >= 40Gi`
+
+	// now is the cycle's time, read once: telemetry freshness is judged
+	// against it for every node.
+	now time.Time
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -171,7 +175,12 @@ func (pl *TopologyFit) state(cs fwk.CycleState, pod *v1.Pod) (*podState, error) 
 			return s, nil
 		}
 	}
-	return pl.podFacts(pod)
+	s, err := pl.podFacts(pod)
+	if err != nil {
+		return nil, err
+	}
+	s.now = pl.now()
+	return s, nil
 }
 
 // missingStatus is Filter's answer for a node whose fresh telemetry lacks

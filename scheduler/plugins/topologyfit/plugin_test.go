@@ -263,7 +263,13 @@ func TestPreFilter(t *testing.T) {
 			if d, err := cs.Read(stateKey); err == nil {
 				got = d.(*podState)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(podState{})); diff != "" {
+			want := tc.want
+			if want != nil {
+				w := *want
+				w.now = pl.now() // the cycle's time, read once in PreFilter
+				want = &w
+			}
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(podState{})); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 		})

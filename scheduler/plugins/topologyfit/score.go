@@ -38,7 +38,7 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if s.gpus == 0 {
 		return nonGPUPodScore(pl.gpuNode(nodeInfo, tel), pl.args.NonGPUPodPenaltyPercent), nil
 	}
-	if !ok || !tel.Fresh(pl.now(), pl.args.TelemetryMaxAge) || !tel.HasGPUSource {
+	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || !tel.HasGPUSource {
 		return telemetry.NoTelemetry, nil
 	}
 	requested := nodeInfo.GetRequested()
