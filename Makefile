@@ -125,8 +125,8 @@ bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RS
 	$(GO) run ./test/bench/agent -agent $(BIN)/telesched-agent -node-exporter $(NODE_EXPORTER) $(BENCHFLAGS)
 
 .PHONY: bench-scheduler
-bench-scheduler: build ## Scheduling throughput, default vs telesched profile, same binary and API server (NODES=1000 PODS=1000).
-	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000)
+bench-scheduler: build ## Scheduling throughput, default vs telesched profile, same binary and API server (NODES=1000 PODS=1000 ROUNDS=3).
+	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000) -rounds $(or $(ROUNDS),3)
 
 ##@ Demo
 

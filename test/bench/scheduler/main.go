@@ -1,20 +1,27 @@
 // Command schedbench measures scheduling throughput: one telesched-scheduler
 // process with two profiles, the default one (default-scheduler) and
 // telesched's, on one local API server with N nodes that all have
-// NodeTelemetry. M pods are scheduled by the default profile, deleted, then
-// M pods by the telesched profile; it prints pods/s of each and the ratio.
+// NodeTelemetry. In each round, M pods are scheduled by one profile and
+// deleted, then M pods by the other, the first profile alternating between
+// rounds; it prints pods/s of each, the ratio per round and the medians.
 //
-//	go run ./test/bench/scheduler -nodes 1000 -pods 1000
+//	go run ./test/bench/scheduler -nodes 1000 -pods 1000 -rounds 3
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,15 +46,30 @@ func main() {
 	scheduler := flag.String("scheduler", "bin/telesched-scheduler", "telesched-scheduler binary")
 	config := flag.String("config", "deploy/scheduler/scheduler-config.yaml", "the telesched profile's configuration")
 	nodes := flag.Int("nodes", 1000, "nodes, each with NodeTelemetry")
-	pods := flag.Int("pods", 1000, "pods per profile")
+	pods := flag.Int("pods", 1000, "pods per profile and round")
+	rounds := flag.Int("rounds", 3, "rounds; each schedules the pods once per profile, the first profile alternating")
+	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
+	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
+	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created")
 	flag.Parse()
-	if err := run(*scheduler, *config, *nodes, *pods); err != nil {
+	if *nodes < 1 || *pods < 1 || *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "schedbench: -nodes, -pods and -rounds must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*scheduler, *config, *nodes, *pods, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "schedbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, configPath string, nodes, pods int) error {
+var (
+	settle        time.Duration
+	cpuProfileDir string
+	cpuProfileFor time.Duration
+	pprofAddr     string // host:port of the scheduler's secure port when profiling
+)
+
+func run(bin, configPath string, nodes, pods, rounds int) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s: %w (run `make build`)", bin, err)
 	}
@@ -94,7 +116,20 @@ func run(bin, configPath string, nodes, pods int) error {
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, "--config="+confPath, "--secure-port=0", "-v=0")
+	args := []string{"--config=" + confPath, "--secure-port=0", "-v=0"}
+	if cpuProfileDir != "" {
+		if err := os.MkdirAll(cpuProfileDir, 0o755); err != nil {
+			return err
+		}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		args = []string{"--config=" + confPath, "-v=0", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
+	}
+	cmd := exec.Command(bin, args...)
 	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
 	if err != nil {
 		return err
@@ -106,24 +141,75 @@ func run(bin, configPath string, nodes, pods int) error {
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
 	time.Sleep(3 * time.Second) // informers sync
 
-	results := map[string]float64{}
-	for _, profile := range []string{"default-scheduler", "telesched"} {
-		rate, err := measure(ctx, kube, profile, pods)
-		if err != nil {
-			data, _ := os.ReadFile(filepath.Join(dir, "scheduler.log"))
-			return fmt.Errorf("%s: %w\nscheduler log tail:\n%s", profile, err, lastLines(string(data), 20))
+	// Rounds alternate which profile goes first: the second run of a round
+	// meets an API server and etcd that hold the first run's deleted pods.
+	results := map[string][]float64{}
+	var ratios []float64
+	for round := 1; round <= rounds; round++ {
+		order := []string{"default-scheduler", "telesched"}
+		if round%2 == 0 {
+			order[0], order[1] = order[1], order[0]
 		}
-		results[profile] = rate
-		fmt.Printf("%-18s %d pods on %d nodes: %.1f pods/s\n", profile, pods, nodes, rate)
+		for _, profile := range order {
+			cpu0, cpuErr := cpuSeconds(cmd.Process.Pid)
+			rate, err := measure(ctx, kube, profile, round, pods)
+			if err != nil {
+				data, _ := os.ReadFile(filepath.Join(dir, "scheduler.log"))
+				return fmt.Errorf("%s: %w\nscheduler log tail:\n%s", profile, err, lastLines(string(data), 20))
+			}
+			results[profile] = append(results[profile], rate)
+			// The scheduler's CPU time per pod, counted from this run's first
+			// pod to the end of its settle pause: less noisy than pods/s on a
+			// machine the API server and etcd share.
+			cpuPerPod := "n/a"
+			if cpu1, err := cpuSeconds(cmd.Process.Pid); err == nil && cpuErr == nil {
+				cpuPerPod = fmt.Sprintf("%.2f ms", (cpu1-cpu0)*1000/float64(pods))
+			}
+			fmt.Printf("round %d  %-18s %d pods on %d nodes: %.1f pods/s, scheduler CPU %s per pod\n", round, profile, pods, nodes, rate, cpuPerPod)
+		}
+		ratios = append(ratios, results["telesched"][round-1]/results["default-scheduler"][round-1])
+		fmt.Printf("round %d  ratio telesched/default: %.2f\n", round, ratios[round-1])
 	}
-	fmt.Printf("ratio telesched/default: %.2f (goal >= 0.95)\n", results["telesched"]/results["default-scheduler"])
+	fmt.Printf("median of %d rounds: default-scheduler %.1f pods/s, telesched %.1f pods/s, ratio %.2f (goal >= 0.95)\n",
+		rounds, median(results["default-scheduler"]), median(results["telesched"]), median(ratios))
 	return nil
+}
+
+// cpuSeconds is a process's user and system CPU time from /proc.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14, stime 15.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return (utime + stime) / ticksPerSecond, nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // measure creates pods for a profile and returns pods bound per second,
 // from the first create to the last binding; it deletes them afterwards.
-func measure(ctx context.Context, kube kubernetes.Interface, profile string, n int) (float64, error) {
-	ns := "bench-" + strings.TrimSuffix(profile, "-scheduler")
+func measure(ctx context.Context, kube kubernetes.Interface, profile string, round, n int) (float64, error) {
+	ns := fmt.Sprintf("bench-%s-%d", strings.TrimSuffix(profile, "-scheduler"), round)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return 0, err
 	}
@@ -160,6 +246,14 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, n i
 	defer close(stop)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
+	profiled := make(chan error, 1)
+	if cpuProfileDir != "" {
+		go func() {
+			profiled <- cpuProfile(filepath.Join(cpuProfileDir, fmt.Sprintf("%s-%d.pprof", profile, round)))
+		}()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	if err := parallel(n, 16, func(i int) error {
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), profile), metav1.CreateOptions{})
@@ -173,13 +267,62 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, n i
 		return 0, fmt.Errorf("%d of %d pods bound after 10 minutes", bound.Load(), n)
 	}
 	rate := float64(n) / time.Since(start).Seconds()
+	if err := <-profiled; err != nil {
+		return 0, fmt.Errorf("cpu profile: %w", err)
+	}
 	zero := int64(0)
 	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		return 0, err
 	}
 	// Without a kubelet nothing terminates the pods: delete them outright so
-	// the next profile starts on empty nodes.
-	return rate, kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	// the next profile starts on empty nodes, then let the scheduler digest
+	// the deletions before the next run is timed.
+	if err := kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return 0, err
+	}
+	for deadline := time.Now().Add(time.Minute); len(informer.GetStore().ListKeys()) > 0; {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d pods still listed a minute after deleting them", len(informer.GetStore().ListKeys()))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(settle)
+	return rate, nil
+}
+
+// cpuProfile samples the scheduler's CPU for cpuProfileFor through its
+// /debug/pprof endpoint and writes the profile to path.
+func cpuProfile(path string) error {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the scheduler's self-signed serving cert
+	url := fmt.Sprintf("https://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(cpuProfileFor.Seconds()))
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Printf("cpu profile written to %s\n", path)
+	return f.Close()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func benchPod(name, scheduler string) *corev1.Pod {
