@@ -171,8 +171,11 @@ func roundWatts(w float64) int32 {
 	return int32(math.Round(math.Max(0, math.Min(w, 1_000_000))))
 }
 
+// notAvailable is a summary cell for data the agent does not have.
+const notAvailable = "n/a"
+
 func summary(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.Summary {
-	sum := &telemetryv1alpha1.Summary{}
+	sum := &telemetryv1alpha1.Summary{CPU: notAvailable, Memory: notAvailable, Temperature: notAvailable, Power: notAvailable, GPUs: notAvailable}
 	if st.CPU != nil {
 		sum.CPU = fmt.Sprintf("%d%%", st.CPU.UtilizationPercent)
 	}
@@ -193,11 +196,19 @@ func summary(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.Summa
 			}
 		}
 		sum.GPUs = fmt.Sprintf("%d/%d", healthy, len(st.GPUs))
-	}
-	if *sum == (telemetryv1alpha1.Summary{}) {
-		return nil
+	} else if sourceAvailable(st.Sources, telemetryv1alpha1.SourceGPU) {
+		sum.GPUs = "none"
 	}
 	return sum
+}
+
+func sourceAvailable(sources []telemetryv1alpha1.SourceStatus, name telemetryv1alpha1.SourceName) bool {
+	for _, s := range sources {
+		if s.Name == name {
+			return s.State == telemetryv1alpha1.SourceAvailable
+		}
+	}
+	return false
 }
 
 func conditions(in Input, now metav1.Time) []metav1.Condition {

@@ -140,9 +140,11 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-func TestSummaryOmitsMissingSources(t *testing.T) {
+func TestSummaryShowsMissingSources(t *testing.T) {
 	st := Build(Input{Sample: &collector.Sample{Time: time.Now(), CPU: &telemetryv1alpha1.CPUStatus{UtilizationPercent: 3}}, Interval: time.Second})
-	if diff := cmp.Diff(&telemetryv1alpha1.Summary{CPU: "3%"}, st.Summary); diff != "" {
+	// No memory, sensor, power or GPU data: "n/a", never 0 or blank.
+	want := &telemetryv1alpha1.Summary{CPU: "3%", Memory: "n/a", Temperature: "n/a", Power: "n/a", GPUs: "n/a"}
+	if diff := cmp.Diff(want, st.Summary); diff != "" {
 		t.Errorf("Summary (-want +got):\n%s", diff)
 	}
 	if st.Thermal != nil || st.Power != nil {
@@ -203,5 +205,15 @@ func TestGPUThrottleTracker(t *testing.T) {
 		if got := tr.Update(step.gpus); len(got) != step.want {
 			t.Errorf("step %d: %d newly throttled, want %d", i, len(got), step.want)
 		}
+	}
+}
+
+func TestSummaryNoGPUs(t *testing.T) {
+	st := Build(Input{Sample: &collector.Sample{Time: time.Now(), Sources: []telemetryv1alpha1.SourceStatus{
+		{Name: telemetryv1alpha1.SourceGPU, State: telemetryv1alpha1.SourceAvailable},
+	}}, Interval: time.Second})
+	// NVML answered and listed no GPU: a fact, "none", not "n/a".
+	if st.Summary.GPUs != "none" {
+		t.Errorf("Summary.GPUs = %q, want none", st.Summary.GPUs)
 	}
 }

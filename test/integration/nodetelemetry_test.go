@@ -157,13 +157,14 @@ func TestNodeTelemetryTable(t *testing.T) {
 	if _, err := c.applyStatus(ctx, gpu.Name, gpuStatus); err != nil {
 		t.Fatalf("applying status: %v", err)
 	}
-	// A VM: no thermal, power or GPU source. Those cells must be empty, not 0.
+	// A VM: no thermal, power or GPU source. Those cells must read n/a, as
+	// the agent writes them, not 0.
 	vm := c.createNodeAndTelemetry(ctx, t, "table-vm-node")
 	vmStatus := telemetryv1alpha1.NodeTelemetryStatus{
 		SampleTime:      metav1.NewTime(time.Now().Add(-5 * time.Second)),
 		IntervalSeconds: 5,
 		AgentVersion:    "v0.1.0",
-		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%"},
+		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%", Temperature: "n/a", Power: "n/a", GPUs: "n/a"},
 		CPU:             &telemetryv1alpha1.CPUStatus{LogicalCores: 2, OnlineCores: 2, UtilizationPercent: 3},
 		Memory:          &telemetryv1alpha1.MemoryStatus{TotalBytes: 24 << 30, AvailableBytes: 20 << 30, UtilizationPercent: 18},
 		Sources: []telemetryv1alpha1.SourceStatus{
@@ -209,12 +210,11 @@ func TestNodeTelemetryTable(t *testing.T) {
 		fields := strings.Fields(line)
 		printed[fields[0]] = fields
 	}
-	// kubectl prints a missing value as a blank cell: the VM's row has no
-	// TEMP, POWER or GPUS field at all, only its SAMPLED age after MEMORY.
+	// The VM's TEMP, POWER and GPUS read n/a.
 	for name, want := range map[string][]string{
 		"NAME":   {"NAME", "CPU", "MEMORY", "TEMP", "POWER", "GPUS", "SAMPLED"},
 		gpu.Name: {gpu.Name, "45%", "62%", "71°C", "2150W", "7/8", "<age>"},
-		vm.Name:  {vm.Name, "3%", "18%", "<age>"},
+		vm.Name:  {vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "<age>"},
 	} {
 		got := append([]string(nil), printed[name]...)
 		if name != "NAME" && len(got) > 0 {
@@ -260,8 +260,9 @@ func TestNodeTelemetryTable(t *testing.T) {
 		},
 		{
 			node: vm.Name,
-			// No thermal, power or GPU data: empty cells (kubectl prints <none>), never 0.
-			want:       []any{vm.Name, "3%", "18%", nil, nil, nil, "True", nil, nil, "v0.1.0"},
+			// No thermal, power or GPU data: n/a, never 0. No Overheating
+			// condition or hottest sensor: empty cells.
+			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "True", nil, nil, "v0.1.0"},
 			sampledAge: regexp.MustCompile(`^[5-9]s$`), // 5 seconds old
 		},
 	} {

@@ -129,7 +129,9 @@ type NodeTelemetryStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Summary is the text that `kubectl get nodetelemetry` prints.
+// Summary is the text that `kubectl get nodetelemetry` prints. A field is
+// "n/a" when the agent has no such data on this node (status.sources says
+// why), so a missing sensor never reads as 0.
 type Summary struct {
 	// cpu is CPU utilization, e.g. "45%".
 	// +optional
@@ -147,7 +149,8 @@ type Summary struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	Power string `json:"power,omitempty"`
-	// gpus is healthy GPUs over all GPUs, e.g. "7/8".
+	// gpus is healthy GPUs over all GPUs, e.g. "7/8"; "none" when NVML
+	// reports no GPU.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	GPUs string `json:"gpus,omitempty"`
