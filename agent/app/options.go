@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/telesched/telesched/agent/nvml"
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
@@ -38,6 +39,10 @@ type Options struct {
 	MetricsAddress string
 	NVML           bool
 	PodResources   string
+	// NVMLLibrary, when set, is used instead of the system's
+	// libnvidia-ml.so.1: the sandbox gives simulated nodes go-nvml's mock
+	// GPUs this way. It is not a flag.
+	NVMLLibrary nvml.Library
 
 	Publisher  publisher.Config
 	Heat       status.HeatConfig

@@ -56,7 +56,11 @@ func sources(o *Options, root hostfs.Root) []collector.Collector {
 		collector.NewThermalCollector(root),
 	}
 	if o.NVML {
-		list = append(list, collector.NewGPUCollector(nvml.New(), root))
+		lib := o.NVMLLibrary
+		if lib == nil {
+			lib = nvml.New()
+		}
+		list = append(list, collector.NewGPUCollector(lib, root))
 	}
 	return append(list,
 		collector.NewPowerCollector(root),

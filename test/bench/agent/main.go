@@ -38,7 +38,7 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
-	"github.com/telesched/telesched/test/hosttree"
+	"github.com/telesched/telesched/sandbox/hosttree"
 )
 
 // nodeExporterCollectors are node_exporter's equivalents of the agent's

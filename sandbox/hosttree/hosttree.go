@@ -26,6 +26,18 @@ type Spec struct {
 	IdleWatts, FullLoadWatts float64
 	// CritMilliCelsius is the coretemp critical limit.
 	CritMilliCelsius int64
+	// PCIDevices are PCI functions to list in /sys/bus/pci/devices (GPUs,
+	// whose NUMA node the agent reads there).
+	PCIDevices []PCIDevice
+}
+
+// PCIDevice is one PCI function of the simulated host.
+type PCIDevice struct {
+	Address  string // domain:bus:device.function, e.g. "0000:07:00.0"
+	Vendor   uint16
+	Device   uint16
+	Class    uint32
+	NUMANode int
 }
 
 // Large is a 2-socket, 64-CPU server.
@@ -114,6 +126,13 @@ func New(dir string, spec Spec) (*Host, error) {
 		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/name"] = "dram\n"
 		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
 	}
+	for _, d := range spec.PCIDevices {
+		dir := "/sys/bus/pci/devices/" + d.Address
+		files[dir+"/vendor"] = fmt.Sprintf("0x%04x\n", d.Vendor)
+		files[dir+"/device"] = fmt.Sprintf("0x%04x\n", d.Device)
+		files[dir+"/class"] = fmt.Sprintf("0x%06x\n", d.Class)
+		files[dir+"/numa_node"] = fmt.Sprintf("%d\n", d.NUMANode)
+	}
 	for z := 0; z < 2; z++ {
 		tz := fmt.Sprintf("/sys/class/thermal/thermal_zone%d", z)
 		files[tz+"/type"] = []string{"x86_pkg_temp\n", "acpitz\n"}[z]
@@ -192,7 +211,9 @@ func (h *Host) Advance() error {
 		files[zone+fmt.Sprintf("/intel-rapl:%d:0/energy_uj", p)] = fmt.Sprintf("%d\n", uint64(energy[spec.Packages+p])%raplRange)
 	}
 	for z := 0; z < 2; z++ {
-		files[fmt.Sprintf("/sys/class/thermal/thermal_zone%d/temp", z)] = fmt.Sprintf("%d\n", temp-int64(2000*z))
+		// The zones read a little below the package sensor, as on real
+		// hosts, so the hottest sensor is the package with its hwmon limits.
+		files[fmt.Sprintf("/sys/class/thermal/thermal_zone%d/temp", z)] = fmt.Sprintf("%d\n", temp-int64(1000+2000*z))
 	}
 	for path, content := range files {
 		if err := h.write(path, content); err != nil {

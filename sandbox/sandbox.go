@@ -1,0 +1,473 @@
+// Package sandbox is the embedded demo cluster behind `make demo`: a local
+// control plane, the real host and simulated nodes each running the real
+// agent, the real telesched-scheduler binary, and a scenario that shows
+// where pods go and why.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/telesched/telesched/agent/app"
+	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout  = 6 * time.Minute
+	DefaultInterval = time.Second
+)
+
+// Options configure a sandbox run.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver and telesched-scheduler; empty
+	// resolves as controlplane.ResolveBinDir does.
+	BinDir string
+	// Dir receives the kubeconfig, the node trees and the logs; empty
+	// means a new temporary directory, removed after a successful run
+	// without Keep.
+	Dir string
+	// Keep leaves the cluster up after the scenario until ctx ends.
+	Keep bool
+	// Timeout bounds the whole run, Keep's wait excepted.
+	Timeout time.Duration
+	// Interval is every agent's sampling interval.
+	Interval time.Duration
+	// Out receives the progress and the report.
+	Out io.Writer
+}
+
+// Placement is where a pod went.
+type Placement struct {
+	Pod, Phase, Node string
+	// Why is the node's telemetry when the pod was bound.
+	Why string
+	At  time.Time
+	// GPUs are the simulated GPUs the pod took, and whether they share a
+	// NUMA node.
+	GPUs        []int
+	GPUsAligned bool
+}
+
+// Result is what a run found; tests assert on it.
+type Result struct {
+	RealHost   string
+	Placements []Placement // the telesched profile's, in binding order
+	Baseline   []Placement // the default profile's, same workload
+	// Rejections are FailedScheduling messages by pod.
+	Rejections map[string][]string
+	// HotPlacements are pods bound to a node while its latest telemetry
+	// had it at or over its thermal limit (EnergyAware's definition).
+	HotPlacements []string
+	// HeaterPeakCelsius is the heater's hottest published temperature.
+	HeaterPeakCelsius float64
+	// ProbeScheduledAfterCooling: the pod pinned to the heater was
+	// rejected while it was hot and bound once it cooled.
+	ProbeScheduledAfterCooling bool
+	// Fleet watts estimated by the load model for each placement.
+	TeleschedWatts, DefaultWatts float64
+	// Tables are the NodeTelemetry tables printed, as kubectl prints them.
+	Tables []string
+	// Kubeconfig is the cluster's kubeconfig (kept with Keep).
+	Kubeconfig string
+}
+
+// Run starts the sandbox, runs the scenario and reports. With Keep it then
+// waits for ctx to end before tearing down.
+func Run(ctx context.Context, opts Options) (res *Result, err error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.Interval < 100*time.Millisecond {
+		return nil, fmt.Errorf("interval %v: must be at least 100ms", opts.Interval)
+	}
+	binDir, err := controlplane.ResolveBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	schedulerBin := filepath.Join(binDir, "telesched-scheduler")
+	if _, err := os.Stat(schedulerBin); err != nil {
+		return nil, fmt.Errorf("%s: %w (run `make build`)", schedulerBin, err)
+	}
+	dir, cleanup, err := workDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err == nil && !opts.Keep {
+			cleanup()
+		} else if err != nil {
+			fmt.Fprintf(opts.Out, "\nlogs kept in %s\n", filepath.Join(dir, "logs"))
+		}
+	}()
+	logs, err := newLogs(filepath.Join(dir, "logs"))
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close()
+
+	runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}}}
+	defer s.stop()
+	if err := s.run(runCtx, binDir, schedulerBin); err != nil {
+		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
+			return s.res, fmt.Errorf("timed out after %v (--timeout) while %s: %w", opts.Timeout, s.step, err)
+		}
+		return s.res, fmt.Errorf("%s: %w", s.step, err)
+	}
+	if opts.Keep {
+		fmt.Fprintf(opts.Out, "\nThe cluster stays up (--keep); press Ctrl-C to stop it. Try:\n  kubectl --kubeconfig %s get nt\n  kubectl --kubeconfig %s get pods -n demo -o wide\n",
+			s.res.Kubeconfig, s.res.Kubeconfig)
+		<-ctx.Done()
+	}
+	return s.res, nil
+}
+
+type sandbox struct {
+	opts  Options
+	dir   string
+	logs  *logFiles
+	start time.Time
+	step  string
+	res   *Result
+
+	cp     *controlplane.ControlPlane
+	kube   kubernetes.Interface
+	nodes  map[string]*sim.Node
+	watch  *watcher
+	stops  []func()
+	agents sync.WaitGroup
+}
+
+// progress prints a numbered step and remembers it for error messages.
+func (s *sandbox) progress(n int, format string, args ...any) {
+	s.step = fmt.Sprintf(format, args...)
+	fmt.Fprintf(s.opts.Out, "[%d/7] %-64s (%s)\n", n, s.step, time.Since(s.start).Round(100*time.Millisecond))
+}
+
+func (s *sandbox) printf(format string, args ...any) { fmt.Fprintf(s.opts.Out, format, args...) }
+
+func (s *sandbox) stop() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+}
+
+func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
+	s.printf("telesched sandbox: a local control plane, the real host and %d simulated nodes, each read by the real agent,\nscheduled by the real telesched-scheduler. Work directory: %s\n\n", len(Fleet()), s.dir)
+
+	s.progress(1, "starting etcd and kube-apiserver from %s", binDir)
+	cp, err := controlplane.Start(controlplane.Options{BinDir: binDir, Output: s.logs.controlPlane})
+	if err != nil {
+		return err
+	}
+	s.cp = cp
+	s.stops = append(s.stops, func() { _ = cp.Stop() })
+	kubeconfig := filepath.Join(s.dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	s.res.Kubeconfig = kubeconfig
+	cfg := *cp.Config
+	cfg.QPS, cfg.Burst = 200, 400
+	s.kube = kubernetes.NewForConfigOrDie(&cfg)
+
+	s.progress(2, "registering the real host and %d simulated nodes", len(Fleet()))
+	if err := s.registerNodes(ctx); err != nil {
+		return err
+	}
+	// The watches end before the control plane stops, which would
+	// otherwise wait for them.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	s.stops = append(s.stops, stopWatching)
+	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res)
+	if err != nil {
+		return err
+	}
+
+	s.progress(3, "starting %d agents (the real collectors, every %v)", len(s.nodes)+1, s.opts.Interval)
+	if err := s.startAgents(ctx, kubeconfig); err != nil {
+		return err
+	}
+	if err := s.calibrate(ctx); err != nil {
+		return err
+	}
+
+	s.progress(4, "starting %s", schedulerBin)
+	if err := s.startScheduler(ctx, schedulerBin, kubeconfig); err != nil {
+		return err
+	}
+	if err := s.printTable(ctx, "NodeTelemetry, as `kubectl get nt` prints it"); err != nil {
+		return err
+	}
+
+	s.progress(5, "baseline: the same workload under the default profile")
+	if err := s.baseline(ctx); err != nil {
+		return err
+	}
+
+	s.progress(6, "scenario: the workload under the telesched profile")
+	if err := s.scenario(ctx); err != nil {
+		return err
+	}
+
+	s.progress(7, "summary")
+	if err := s.printTable(ctx, "NodeTelemetry at the end"); err != nil {
+		return err
+	}
+	s.summary()
+	return nil
+}
+
+// registerNodes creates the Node objects: the real host (tainted, so the
+// demo shows its telemetry without placing pods on a machine that runs
+// none) and the simulated fleet.
+func (s *sandbox) registerNodes(ctx context.Context) error {
+	s.nodes = map[string]*sim.Node{}
+	for _, spec := range Fleet() {
+		n, err := sim.NewNode(filepath.Join(s.dir, "nodes", spec.Name), spec)
+		if err != nil {
+			return err
+		}
+		s.nodes[spec.Name] = n
+		res := corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.Host.CPUs), resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(spec.Host.MemoryKiB<<10, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+		}
+		if len(spec.GPUs) > 0 {
+			res[gpuResource] = *resource.NewQuantity(int64(len(spec.GPUs)), resource.DecimalSI)
+		}
+		if err := s.createNode(ctx, spec.Name, map[string]string{"telesched.io/sandbox": "simulated"}, res, nil); err != nil {
+			return err
+		}
+		s.printf("      %-14s %s\n", spec.Name, spec.Role)
+	}
+	s.res.RealHost = realHostName()
+	mem, err := hostMemoryBytes()
+	if err != nil {
+		return fmt.Errorf("the real host: %w", err)
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	taint := []corev1.Taint{{Key: "telesched.io/sandbox-real-host", Effect: corev1.TaintEffectNoSchedule}}
+	if err := s.createNode(ctx, s.res.RealHost, map[string]string{"telesched.io/sandbox": "real"}, res, taint); err != nil {
+		return err
+	}
+	s.printf("      %-14s this machine: its agent reads the real /proc and /sys (shown, not scheduled to)\n", s.res.RealHost)
+	return nil
+}
+
+const gpuResource corev1.ResourceName = "nvidia.com/gpu"
+
+func (s *sandbox) createNode(ctx context.Context, name string, labels map[string]string, res corev1.ResourceList, taints []corev1.Taint) error {
+	labels["kubernetes.io/hostname"] = name
+	node, err := s.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	// Admission adds the not-ready taint; no node controller runs here to
+	// lift it.
+	node.Spec.Taints = taints
+	if node, err = s.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	now := metav1.Now()
+	node.Status = corev1.NodeStatus{Capacity: res, Allocatable: res, Conditions: []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "SandboxReady", LastHeartbeatTime: now, LastTransitionTime: now,
+	}}}
+	if _, err := s.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return nil
+}
+
+// startAgents runs one real agent per node, in this process: simulated
+// nodes read their trees and mock GPUs, the real host reads / and the
+// system's NVML library if it has one.
+func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
+	agentCtx, cancel := context.WithCancel(ctx)
+	s.stops = append(s.stops, func() { cancel(); s.agents.Wait() })
+	// The simulated trees advance on their own clock.
+	go func() {
+		t := time.NewTicker(s.opts.Interval / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-agentCtx.Done():
+				return
+			case <-t.C:
+				for _, n := range s.nodes {
+					if err := n.Step(); err != nil {
+						klog.FromContext(ctx).Error(err, "advancing a simulated node", "node", n.Spec.Name)
+					}
+				}
+			}
+		}
+	}()
+	start := func(name, root string, configure func(*app.Options)) error {
+		o := app.NewOptions()
+		o.NodeName, o.HostRoot, o.Kubeconfig, o.Interval = name, root, kubeconfig, s.opts.Interval
+		o.MetricsAddress = ""
+		// Publish on every meaningful change, at most twice a second.
+		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
+		o.Publisher.BackoffMax = 5 * time.Second
+		o.PowerModel.MinSamples = 8
+		configure(o)
+		o.Complete()
+		if err := o.Validate(); err != nil {
+			return fmt.Errorf("agent for %s: %w", name, err)
+		}
+		s.agents.Add(1)
+		go func() {
+			defer s.agents.Done()
+			logger := klog.NewKlogr().WithValues("node", name)
+			if err := app.Run(klog.NewContext(agentCtx, logger), o, io.Discard); err != nil && agentCtx.Err() == nil {
+				logger.Error(err, "agent stopped")
+			}
+		}()
+		return nil
+	}
+	for _, n := range s.sortedNodes() {
+		if err := start(n.Spec.Name, n.Dir, func(o *app.Options) {
+			o.NVMLLibrary = n.NVML()
+			o.NVML = o.NVMLLibrary != nil
+		}); err != nil {
+			return err
+		}
+	}
+	return start(s.res.RealHost, "/", func(*app.Options) {})
+}
+
+func (s *sandbox) sortedNodes() []*sim.Node {
+	out := make([]*sim.Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
+	return out
+}
+
+// calibrate sweeps every simulated node's background load for a few
+// seconds, as a day of work would, so each agent's power model sees a
+// range of utilization and becomes ready; then it waits for every node's
+// telemetry (and the simulated nodes' power models).
+func (s *sandbox) calibrate(ctx context.Context) error {
+	s.printf("      sweeping the simulated nodes' load so each agent fits its power model; waiting for every node's telemetry\n")
+	steps := []float64{0.05, 0.2, 0.4, 0.6, 0.8, 0.6, 0.3, 0.1, 0.5, 0.7}
+	for _, u := range steps {
+		for _, n := range s.nodes {
+			n.Sweep(u)
+		}
+		if err := sleep(ctx, s.opts.Interval); err != nil {
+			return err
+		}
+	}
+	for _, n := range s.nodes {
+		n.EndSweep()
+	}
+	// Samples that measure the nodes back at their own load.
+	settled := time.Now().Add(s.opts.Interval)
+	waitCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
+	defer cancel()
+	var missing []string
+	err := s.watch.waitFor(waitCtx, "every node's NodeTelemetry, with a ready power model on the simulated nodes", func(v *view) bool {
+		missing = missing[:0]
+		if _, ok := v.telemetry[s.res.RealHost]; !ok {
+			missing = append(missing, s.res.RealHost+" (no NodeTelemetry)")
+		}
+		for _, n := range s.sortedNodes() {
+			switch t, ok := v.telemetry[n.Spec.Name]; {
+			case !ok:
+				missing = append(missing, n.Spec.Name+" (no NodeTelemetry)")
+			case !t.ModelReady:
+				missing = append(missing, n.Spec.Name+" (power model not ready)")
+			case t.SampleTime.Before(settled):
+				missing = append(missing, n.Spec.Name+" (no sample since the sweep)")
+			}
+		}
+		return len(missing) == 0
+	})
+	if err != nil {
+		return fmt.Errorf("%w; still missing: %s (see %s)", err, strings.Join(missing, ", "), s.logs.agents.Name())
+	}
+	return nil
+}
+
+// calibrationTimeout bounds the wait for every node's first telemetry.
+const calibrationTimeout = 90 * time.Second
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// realHostName is this machine's hostname as a Node name.
+func realHostName() string {
+	h, err := os.Hostname()
+	h = strings.ToLower(h)
+	if err != nil || len(validation.IsDNS1123Subdomain(h)) > 0 {
+		return "real-host"
+	}
+	return h
+}
+
+func hostMemoryBytes() (int64, error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var kib int64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
+			return kib << 10, nil
+		}
+	}
+	return 0, errors.New("/proc/meminfo has no MemTotal")
+}
+
+func workDir(dir string) (string, func(), error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, err
+		}
+		abs, err := filepath.Abs(dir)
+		return abs, func() {}, err
+	}
+	d, err := os.MkdirTemp("", "telesched-sandbox-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { _ = os.RemoveAll(d) }, nil
+}

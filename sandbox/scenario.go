@@ -1,0 +1,378 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// phaseLabel names the scenario phase a pod belongs to.
+const phaseLabel = "telesched.io/sandbox-phase"
+
+// Scenario phases.
+const (
+	phaseWeb   = "web"
+	phaseBurst = "burst"
+	phaseGPU   = "gpu"
+	phaseHeat  = "during-heat"
+	phaseProbe = "probe"
+)
+
+// faultCelsius is where the heater's failed fan takes its package.
+const faultCelsius = 102.0
+
+// probePod is pinned to the heater: rejected while it is hot, scheduled
+// once it cools.
+const probePod = "pinned-to-heater"
+
+// podSpec is one pod of the workload.
+type podSpec struct {
+	name, phase string
+	cpu, memory string
+	gpus        int64
+	singleNUMA  bool
+	nodeName    string // pinned through the hostname label
+}
+
+// workload is what both profiles schedule, in order, per phase.
+func workload() map[string][]podSpec {
+	w := map[string][]podSpec{}
+	for i := range 8 {
+		w[phaseWeb] = append(w[phaseWeb], podSpec{name: fmt.Sprintf("web-%d", i), phase: phaseWeb, cpu: "2", memory: "4Gi"})
+	}
+	for i := range 24 {
+		w[phaseBurst] = append(w[phaseBurst], podSpec{name: fmt.Sprintf("burst-%02d", i), phase: phaseBurst, cpu: "1", memory: "1Gi"})
+	}
+	w[phaseGPU] = []podSpec{{name: "train-0", phase: phaseGPU, cpu: "16", memory: "64Gi", gpus: 4, singleNUMA: true}}
+	for i := range 8 {
+		w[phaseHeat] = append(w[phaseHeat], podSpec{name: fmt.Sprintf("api-%d", i), phase: phaseHeat, cpu: "2", memory: "2Gi"})
+	}
+	return w
+}
+
+var phases = []string{phaseWeb, phaseBurst, phaseGPU, phaseHeat}
+
+func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
+	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(p.cpu), corev1.ResourceMemory: resource.MustParse(p.memory)}
+	if p.gpus > 0 {
+		req[gpuResource] = *resource.NewQuantity(p.gpus, resource.DecimalSI)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: namespace, Labels: map[string]string{phaseLabel: p.phase}},
+		Spec: corev1.PodSpec{
+			SchedulerName: scheduler,
+			Containers:    []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{Requests: req, Limits: limitsOf(req)}}},
+		},
+	}
+	if p.singleNUMA {
+		pod.Annotations = map[string]string{config.PodAnnotationNUMAPolicy: config.NUMAPolicySingleNUMANode}
+	}
+	if p.nodeName != "" {
+		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": p.nodeName}
+	}
+	return pod
+}
+
+// limitsOf is the GPU limit (extended resources need limit == request).
+func limitsOf(req corev1.ResourceList) corev1.ResourceList {
+	if q, ok := req[gpuResource]; ok {
+		return corev1.ResourceList{gpuResource: q}
+	}
+	return nil
+}
+
+func (s *sandbox) createPods(ctx context.Context, namespace, scheduler string, specs []podSpec, gap time.Duration) error {
+	for i, p := range specs {
+		if i > 0 && gap > 0 {
+			if err := sleep(ctx, gap); err != nil {
+				return err
+			}
+		}
+		if _, err := s.kube.CoreV1().Pods(namespace).Create(ctx, p.pod(namespace, scheduler), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating pod %s/%s: %w", namespace, p.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *sandbox) waitBound(ctx context.Context, namespace string, specs []podSpec) error {
+	return s.watch.waitFor(ctx, fmt.Sprintf("%d pods in %s to be scheduled", len(specs), namespace), func(v *view) bool {
+		for _, p := range specs {
+			if _, ok := v.bound[namespace+"/"+p.name]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (s *sandbox) createNamespace(ctx context.Context, name string) error {
+	_, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return err
+}
+
+// baseline schedules the whole workload with the default profile, records
+// where it went, and deletes it. These pods do not run on the simulated
+// nodes: they only show what the default profile would have chosen.
+func (s *sandbox) baseline(ctx context.Context) error {
+	if err := s.createNamespace(ctx, baselineNamespace); err != nil {
+		return err
+	}
+	var all []podSpec
+	w := workload()
+	for _, ph := range phases {
+		all = append(all, w[ph]...)
+	}
+	if err := s.createPods(ctx, baselineNamespace, "default-scheduler", all, 0); err != nil {
+		return err
+	}
+	if err := s.waitBound(ctx, baselineNamespace, all); err != nil {
+		return err
+	}
+	s.printf("      %d pods placed: %s\n", len(all), distribution(s.res.Baseline, ""))
+	zero := int64(0)
+	if err := s.kube.CoreV1().Pods(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	return s.watch.waitFor(ctx, "the baseline's pods to be deleted", func(v *view) bool {
+		for key := range v.bound {
+			if strings.HasPrefix(key, baselineNamespace+"/") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// scenario runs the workload with the telesched profile, phase by phase,
+// and drives the heater's fault.
+func (s *sandbox) scenario(ctx context.Context) error {
+	if err := s.createNamespace(ctx, demoNamespace); err != nil {
+		return err
+	}
+	w := workload()
+
+	s.printf("\n  web: %d pods of 2 CPUs, one every half second\n", len(w[phaseWeb]))
+	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseWeb], 500*time.Millisecond); err != nil {
+		return err
+	}
+	if err := s.waitBound(ctx, demoNamespace, w[phaseWeb]); err != nil {
+		return err
+	}
+	s.printPlacements(phaseWeb)
+
+	s.printf("\n  burst: %d pods of 1 CPU at once, before any telemetry refresh\n", len(w[phaseBurst]))
+	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseBurst], 0); err != nil {
+		return err
+	}
+	if err := s.waitBound(ctx, demoNamespace, w[phaseBurst]); err != nil {
+		return err
+	}
+	s.printf("    telesched: %s\n    default:   %s\n", distribution(s.res.Placements, phaseBurst), distribution(s.res.Baseline, phaseBurst))
+
+	s.printf("\n  gpu: train-0 asks for 4 GPUs, 16 CPUs, 64Gi and %s: %s\n", config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
+	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseGPU], 0); err != nil {
+		return err
+	}
+	if err := s.waitBound(ctx, demoNamespace, w[phaseGPU]); err != nil {
+		return err
+	}
+	s.printPlacements(phaseGPU)
+
+	heater := s.nodes[HeaterNode]
+	s.printf("\n  heat: %s's fan fails (the model adds heat until the package reaches %.0f°C, past its 100°C critical limit)\n", HeaterNode, faultCelsius)
+	heater.SetFaultHeat(faultCelsius - (sim.AmbientCelsius + sim.LoadCelsius*heater.Utilization()))
+	var hotAt time.Time
+	if err := s.watch.waitFor(ctx, HeaterNode+" to report it is past its thermal limit", func(v *view) bool {
+		if t := v.telemetry[HeaterNode]; hot(t) && hotAt.IsZero() {
+			hotAt = time.Now()
+		}
+		t := v.telemetry[HeaterNode]
+		return t != nil && t.HasLimit && t.HottestMilli >= t.LimitMilli
+	}); err != nil {
+		return err
+	}
+	s.read(func(v *view) { s.printf("    %s reports %s\n", HeaterNode, describe(v.telemetry[HeaterNode])) })
+	probe := podSpec{name: probePod, phase: phaseProbe, cpu: "500m", memory: "512Mi", nodeName: HeaterNode}
+	s.printf("    now %d pods of 2 CPUs, and %s (nodeSelector: %s)\n", len(w[phaseHeat]), probePod, HeaterNode)
+	if err := s.createPods(ctx, demoNamespace, "telesched", append(w[phaseHeat], probe), 0); err != nil {
+		return err
+	}
+	if err := s.waitBound(ctx, demoNamespace, w[phaseHeat]); err != nil {
+		return err
+	}
+	s.printPlacements(phaseHeat)
+	if err := s.watch.waitFor(ctx, probePod+"'s FailedScheduling event", func(*view) bool { return len(s.res.Rejections[probePod]) > 0 }); err != nil {
+		return err
+	}
+	s.read(func(*view) {
+		s.printf("    %s rejected:\n", probePod)
+		for _, m := range s.res.Rejections[probePod] {
+			s.printf("      %s\n", m)
+		}
+	})
+
+	s.printf("\n  cool: %s's fan is repaired\n", HeaterNode)
+	heater.SetFaultHeat(0)
+	var coolAt time.Time
+	if err := s.watch.waitFor(ctx, HeaterNode+" to cool below its limit", func(v *view) bool {
+		if t := v.telemetry[HeaterNode]; t != nil && !hot(t) {
+			coolAt = time.Now()
+			return true
+		}
+		return false
+	}); err != nil {
+		return err
+	}
+	if err := s.waitBound(ctx, demoNamespace, []podSpec{probe}); err != nil {
+		return err
+	}
+	s.read(func(v *view) {
+		p := v.bound[demoNamespace+"/"+probePod]
+		s.res.ProbeScheduledAfterCooling = p.Node == HeaterNode && p.At.After(hotAt)
+		s.printf("    %s reported cool %.1fs after the repair began; %s scheduled on %s %.1fs later (%s), requeued by the telemetry update\n",
+			HeaterNode, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
+	})
+	return nil
+}
+
+func (s *sandbox) read(f func(v *view)) { s.watch.read(f) }
+
+// printPlacements prints a phase's pods: node, the node's telemetry when
+// the pod was bound, and the default profile's choice.
+func (s *sandbox) printPlacements(phase string) {
+	s.read(func(*view) {
+		base := map[string]Placement{}
+		for _, p := range s.res.Baseline {
+			base[p.Pod] = p
+		}
+		tw := newTable(s.opts.Out)
+		fmt.Fprintf(tw, "    POD\tNODE\tNODE WHEN PLACED\tDEFAULT PROFILE\n")
+		for _, p := range s.res.Placements {
+			if p.Phase != phase {
+				continue
+			}
+			why := p.Why
+			if len(p.GPUs) > 0 {
+				why += fmt.Sprintf("; GPUs %v, %s", p.GPUs, alignment(p.GPUsAligned))
+			}
+			def := base[p.Pod].Node
+			if phase == phaseGPU && def != "" {
+				def += ", " + alignment(base[p.Pod].GPUsAligned)
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\n", p.Pod, p.Node, why, def)
+		}
+		_ = tw.Flush()
+	})
+}
+
+func alignment(ok bool) string {
+	if ok {
+		return "one NUMA node"
+	}
+	return "NOT on one NUMA node"
+}
+
+// fleetWatts estimates the simulated fleet's power running a placement's
+// workload pods, from each node's power curve (see sandbox/sim).
+func (s *sandbox) fleetWatts(ps []Placement) float64 {
+	w := workload()
+	spec := map[string]podSpec{}
+	for _, ph := range phases {
+		for _, p := range w[ph] {
+			spec[p.name] = p
+		}
+	}
+	cpu := map[string]float64{}
+	gpus := map[string]int{}
+	for _, p := range ps {
+		ps, ok := spec[p.Pod]
+		if !ok {
+			continue // the probe
+		}
+		q := resource.MustParse(ps.cpu)
+		cpu[p.Node] += float64(q.MilliValue())
+		gpus[p.Node] += int(ps.gpus)
+	}
+	var total float64
+	for name, n := range s.nodes {
+		u := n.Spec.BaseUtilization + cpu[name]/float64(n.Spec.Host.CPUs*1000)
+		total += n.Spec.EstimatedWatts(u, gpus[name])
+	}
+	return total
+}
+
+func (s *sandbox) summary() {
+	s.read(func(v *view) {
+		res := s.res
+		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements), s.fleetWatts(res.Baseline)
+		count := func(ps []Placement, node string) int {
+			n := 0
+			for _, p := range ps {
+				if p.Node == node && p.Phase != phaseProbe {
+					n++
+				}
+			}
+			return n
+		}
+		var names []string
+		for name := range s.nodes {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		tw := newTable(s.opts.Out)
+		fmt.Fprintf(tw, "  NODE\tPODS (telesched)\tPODS (default profile)\tTELEMETRY NOW\n")
+		for _, name := range names {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\n", name, count(res.Placements, name), count(res.Baseline, name), describe(v.telemetry[name]))
+		}
+		_ = tw.Flush()
+
+		s.printf("\n  Hot nodes avoided: %s peaked at %.0f°C; pods placed on a node while its telemetry had it at its limit: %d",
+			HeaterNode, res.HeaterPeakCelsius, len(res.HotPlacements))
+		if len(res.HotPlacements) > 0 {
+			s.printf(" (%s)", strings.Join(res.HotPlacements, "; "))
+		}
+		s.printf(".\n  %s was rejected while the node was hot and scheduled after it cooled: %v.\n", probePod, res.ProbeScheduledAfterCooling)
+		s.printf("  Busy node: cpu-busy got %d pods from telesched, %d from the default profile.\n",
+			count(res.Placements, "cpu-busy"), count(res.Baseline, "cpu-busy"))
+		for _, p := range res.Placements {
+			if p.Phase == phaseGPU {
+				s.printf("  GPU pod: telesched put train-0 on %s, GPUs %v, %s.", p.Node, p.GPUs, alignment(p.GPUsAligned))
+			}
+		}
+		for _, p := range res.Baseline {
+			if p.Phase == phaseGPU {
+				s.printf(" The default profile chose %s (%s).\n", p.Node, alignment(p.GPUsAligned))
+			}
+		}
+		diff := res.DefaultWatts - res.TeleschedWatts
+		s.printf("  Estimated fleet power running this workload (the simulated nodes' power curves): telesched %.0f W, default profile %.0f W: %.0f W (%.1f%%) %s.\n",
+			res.TeleschedWatts, res.DefaultWatts, abs(diff), 100*abs(diff)/res.DefaultWatts, map[bool]string{true: "less", false: "more"}[diff >= 0])
+	})
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// PlacementOf is where the telesched profile put a pod.
+func (r *Result) PlacementOf(pod string) (Placement, bool) {
+	for _, p := range r.Placements {
+		if p.Pod == pod {
+			return p, true
+		}
+	}
+	return Placement{}, false
+}

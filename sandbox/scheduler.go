@@ -1,0 +1,182 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/klog/v2"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	schedulerconfig "github.com/telesched/telesched/deploy/scheduler"
+)
+
+// schedulerStartTimeout bounds the wait for the scheduler's /healthz.
+const schedulerStartTimeout = time.Minute
+
+// startScheduler runs the telesched-scheduler binary with the deployed
+// configuration plus a default-scheduler profile (the baseline), without
+// leader election, and waits for its /healthz.
+func (s *sandbox) startScheduler(ctx context.Context, bin, kubeconfig string) error {
+	conf := string(schedulerconfig.Config)
+	conf = strings.Replace(conf, "  leaderElect: true", "  leaderElect: false", 1)
+	conf = strings.Replace(conf, "profiles:\n", "profiles:\n- schedulerName: default-scheduler\n", 1)
+	conf += "clientConnection:\n  kubeconfig: " + kubeconfig + "\n"
+	path := filepath.Join(s.dir, "scheduler-config.yaml")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, "--config="+path, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "-v=2")
+	cmd.Stdout, cmd.Stderr = s.logs.scheduler, s.logs.scheduler
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	s.stops = append(s.stops, func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // its self-signed serving certificate
+	}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	deadline := time.Now().Add(schedulerStartTimeout)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("telesched-scheduler exited (%v); the end of %s:\n%s", err, s.logs.schedulerPath, tailFile(s.logs.schedulerPath, 15))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if resp, err := client.Get(url); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				s.printf("      healthy on 127.0.0.1:%d; profiles telesched and default-scheduler; log %s\n", port, s.logs.schedulerPath)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("telesched-scheduler not healthy within %v; the end of %s:\n%s", schedulerStartTimeout, s.logs.schedulerPath, tailFile(s.logs.schedulerPath, 15))
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// printTable fetches the server-side table of NodeTelemetry, the one
+// `kubectl get nt` requests, and prints it with kubectl's table printer.
+func (s *sandbox) printTable(ctx context.Context, title string) error {
+	raw, err := s.kube.Discovery().RESTClient().Get().
+		AbsPath("/apis", telemetryv1alpha1.GroupName, "v1alpha1", "nodetelemetries").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+		Do(ctx).Raw()
+	if err != nil {
+		return fmt.Errorf("getting the NodeTelemetry table: %w", err)
+	}
+	table := &metav1.Table{}
+	if err := json.Unmarshal(raw, table); err != nil {
+		return fmt.Errorf("decoding the NodeTelemetry table: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := printers.GetNewTabWriter(&buf)
+	if err := printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, tw); err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s.res.Tables = append(s.res.Tables, buf.String())
+	s.printf("\n%s:\n%s\n", title, indent(buf.String(), "  "))
+	return nil
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// newTable is a tab writer for the report's own tables.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
+
+// logFiles are the sandbox's log files: the control plane's output, the
+// agents' and the scheduler's.
+type logFiles struct {
+	controlPlane, agents, scheduler *os.File
+	schedulerPath                   string
+}
+
+func newLogs(dir string) (*logFiles, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &logFiles{schedulerPath: filepath.Join(dir, "scheduler.log")}
+	var err error
+	if l.controlPlane, err = os.Create(filepath.Join(dir, "control-plane.log")); err != nil {
+		return nil, err
+	}
+	if l.agents, err = os.Create(filepath.Join(dir, "agents.log")); err != nil {
+		return nil, err
+	}
+	if l.scheduler, err = os.Create(l.schedulerPath); err != nil {
+		return nil, err
+	}
+	// The agents run in this process and log through klog.
+	klog.LogToStderr(false)
+	klog.SetOutput(l.agents)
+	return l, nil
+}
+
+func (l *logFiles) Close() {
+	klog.Flush()
+	klog.SetOutput(os.Stderr)
+	klog.LogToStderr(true)
+	_ = l.controlPlane.Close()
+	_ = l.agents.Close()
+	_ = l.scheduler.Close()
+}

@@ -1,0 +1,85 @@
+package sim
+
+import (
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/telesched/telesched/agent/nvml"
+	"github.com/telesched/telesched/agent/nvml/nvmltest"
+)
+
+// NVML returns the node's GPUs as an NVML library for the agent: go-nvml's
+// DGX A100 mock server, cut to the node's GPU count, with each GPU's
+// identity from its spec and its readings from the load model. Nil for a
+// node without GPUs.
+func (n *Node) NVML() nvml.Library {
+	if len(n.Spec.GPUs) == 0 {
+		return nil
+	}
+	s := dgxa100.New()
+	q := nvmltest.NewEventQueue() // no XID events in the sandbox
+	s.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return q, gonvml.SUCCESS }
+	count := len(n.Spec.GPUs)
+	s.DeviceGetCountFunc = func() (int, gonvml.Return) { return count, gonvml.SUCCESS }
+	s.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+		if i < 0 || i >= count {
+			return nil, gonvml.ERROR_INVALID_ARGUMENT
+		}
+		return s.Devices[i], gonvml.SUCCESS
+	}
+	for i := range count {
+		spec := n.Spec.GPUs[i]
+		d := s.Devices[i].(*dgxa100.Device)
+		d.UUID, d.Name = spec.UUID, spec.Model
+		d.CudaComputeCapability.Major, d.CudaComputeCapability.Minor = spec.ComputeCapMajor, spec.ComputeCapMinor
+		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
+		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
+			return gonvml.PciInfo{BusId: busID(spec.PCIAddress), PciDeviceId: spec.PCIDeviceIDFull}, gonvml.SUCCESS
+		}
+		d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+			used := n.gpu(i).memUsed
+			return gonvml.Memory{Total: spec.MemoryBytes, Used: used, Free: spec.MemoryBytes - used}, gonvml.SUCCESS
+		}
+		d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+			u := n.gpu(i).utilization
+			return gonvml.Utilization{Gpu: u, Memory: u / 2}, gonvml.SUCCESS
+		}
+		d.GetTemperatureFunc = func(sensor gonvml.TemperatureSensors) (uint32, gonvml.Return) {
+			if sensor != gonvml.TEMPERATURE_GPU {
+				return 0, gonvml.ERROR_INVALID_ARGUMENT
+			}
+			return n.gpu(i).celsius, gonvml.SUCCESS
+		}
+		d.GetTemperatureThresholdFunc = func(th gonvml.TemperatureThresholds) (uint32, gonvml.Return) {
+			switch th {
+			case gonvml.TEMPERATURE_THRESHOLD_SLOWDOWN:
+				return spec.SlowdownCelsius, gonvml.SUCCESS
+			case gonvml.TEMPERATURE_THRESHOLD_SHUTDOWN:
+				return spec.ShutdownCelsius, gonvml.SUCCESS
+			}
+			return 0, gonvml.ERROR_NOT_SUPPORTED
+		}
+		d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return n.gpu(i).milliwatts, gonvml.SUCCESS }
+		d.GetEnforcedPowerLimitFunc = func() (uint32, gonvml.Return) { return uint32(spec.TDPWatts * 1000), gonvml.SUCCESS }
+		d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return n.gpu(i).energyMJ, gonvml.SUCCESS }
+		d.GetEccModeFunc = func() (gonvml.EnableState, gonvml.EnableState, gonvml.Return) {
+			return gonvml.FEATURE_ENABLED, gonvml.FEATURE_ENABLED, gonvml.SUCCESS
+		}
+		d.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) { return 0, gonvml.SUCCESS }
+		d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 0, false, false, gonvml.SUCCESS }
+		d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksEventReasonNone, gonvml.SUCCESS }
+		d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksThrottleReasonNone, gonvml.SUCCESS }
+		d.GetMigModeFunc = func() (int, int, gonvml.Return) { return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS }
+	}
+	return nvml.NewWith(s)
+}
+
+// busID is a PCI bus id as NVML's C struct holds it.
+func busID(s string) [32]int8 {
+	var b [32]int8
+	for i := range min(len(s), 31) {
+		b[i] = int8(s[i])
+	}
+	return b
+}

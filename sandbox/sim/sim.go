@@ -1,0 +1,291 @@
+// Package sim drives the sandbox's simulated nodes: each has a hardware tree
+// (sandbox/hosttree) and, for GPU nodes, go-nvml mock GPUs, which the real
+// agent reads through its real collectors. The load model closes the loop:
+// pods bound to a node raise its utilization, power and temperature.
+//
+// The model, per node, every step:
+//
+//	utilization = base + Σ CPU requests of its pods / its CPUs   (0..1; during the
+//	              calibration sweep, the sweep's value instead)
+//	CPU watts   = idle + (full load − idle) × utilization                          (hosttree's RAPL counters)
+//	target °C   = 35 + 45 × utilization + fault heat
+//	temperature → target with a time constant of 4 s
+//	GPU busy    = allocated to a pod: 95 % utilization, else 0 %
+//	GPU watts   = idle + (TDP − idle) × GPU utilization
+//	GPU °C      = 32 + 40 × GPU utilization
+//
+// Pods run at their CPU requests; a GPU pod's GPUs are taken on one NUMA
+// node when one has enough free, as the kubelet's topology manager would.
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/telesched/telesched/sandbox/hosttree"
+)
+
+// Model constants; see the package comment.
+const (
+	AmbientCelsius      = 35.0
+	LoadCelsius         = 45.0
+	ThermalTimeConstant = 4 * time.Second
+	GPUBusyUtilization  = 0.95
+	GPUIdleCelsius      = 32.0
+	GPULoadCelsius      = 40.0
+)
+
+// GPUSpec is one simulated GPU.
+type GPUSpec struct {
+	Model            string // as NVML names it
+	MemoryBytes      uint64
+	IdleWatts        float64
+	TDPWatts         float64
+	SlowdownCelsius  uint32
+	ShutdownCelsius  uint32
+	NUMANode         int
+	PCIAddress       string // "0000:07:00.0"
+	PCIDeviceID      uint16 // NVIDIA's device id
+	PCIDeviceIDFull  uint32 // device id << 16 | vendor, as NVML reports it
+	UUID             string
+	ComputeCapMajor  int
+	ComputeCapMinor  int
+	MemoryUsedIdle   uint64
+	MemoryUsedLoaded uint64
+}
+
+// NodeSpec is a simulated node.
+type NodeSpec struct {
+	Name string
+	// Role says what the node is for in the scenario, for the output.
+	Role            string
+	Host            hosttree.Spec
+	BaseUtilization float64
+	GPUs            []GPUSpec
+}
+
+// Node is a running simulated node.
+type Node struct {
+	Spec NodeSpec
+	Dir  string // the tree the agent reads as its host root
+
+	host *hosttree.Host
+
+	mu        sync.Mutex
+	pods      map[types.UID]podLoad
+	sweep     float64 // calibration sweep's utilization, when sweeping
+	sweeping  bool
+	faultHeat float64 // °C added by a fault
+	celsius   float64
+	gpuBusy   []bool
+	gpuEnergy []float64 // millijoules
+	last      time.Time
+}
+
+type podLoad struct {
+	cpuMilli int64
+	gpus     []int
+}
+
+// NewNode writes the node's tree under dir.
+func NewNode(dir string, spec NodeSpec) (*Node, error) {
+	hs := spec.Host
+	for _, g := range spec.GPUs {
+		hs.PCIDevices = append(hs.PCIDevices, hosttree.PCIDevice{Address: g.PCIAddress, Vendor: 0x10de, Device: g.PCIDeviceID, Class: 0x030200, NUMANode: g.NUMANode})
+	}
+	host, err := hosttree.New(dir, hs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	n := &Node{
+		Spec: spec, Dir: dir, host: host, pods: map[types.UID]podLoad{},
+		celsius: AmbientCelsius + LoadCelsius*spec.BaseUtilization,
+		gpuBusy: make([]bool, len(spec.GPUs)), gpuEnergy: make([]float64, len(spec.GPUs)),
+		last: time.Now(),
+	}
+	return n, n.Step()
+}
+
+// Sweep holds the node at a utilization, 0..1, whatever its base load and
+// pods, until EndSweep: the sandbox sweeps it at start so the agent's power
+// model sees a range of load, as a day of work would show it.
+func (n *Node) Sweep(u float64) {
+	n.mu.Lock()
+	n.sweep, n.sweeping = u, true
+	n.mu.Unlock()
+}
+
+// EndSweep returns the node to its base load and pods.
+func (n *Node) EndSweep() {
+	n.mu.Lock()
+	n.sweeping = false
+	n.mu.Unlock()
+}
+
+// SetFaultHeat adds degrees Celsius to the node's target temperature (a
+// failed fan); 0 repairs it.
+func (n *Node) SetFaultHeat(celsius float64) {
+	n.mu.Lock()
+	n.faultHeat = celsius
+	n.mu.Unlock()
+}
+
+// AddPod runs a pod on the node. It returns the GPUs it took.
+func (n *Node) AddPod(uid types.UID, cpuMilli int64, gpus int) []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.pods[uid]; ok {
+		return p.gpus
+	}
+	taken := n.takeGPUs(gpus)
+	n.pods[uid] = podLoad{cpuMilli: cpuMilli, gpus: taken}
+	return taken
+}
+
+// RemovePod stops a pod.
+func (n *Node) RemovePod(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, g := range n.pods[uid].gpus {
+		n.gpuBusy[g] = false
+	}
+	delete(n.pods, uid)
+}
+
+// takeGPUs picks free GPUs, all on one NUMA node when one has enough.
+func (n *Node) takeGPUs(count int) []int {
+	if count <= 0 {
+		return nil
+	}
+	free := map[int][]int{}
+	var numaIDs []int
+	for i, g := range n.Spec.GPUs {
+		if !n.gpuBusy[i] {
+			if _, ok := free[g.NUMANode]; !ok {
+				numaIDs = append(numaIDs, g.NUMANode)
+			}
+			free[g.NUMANode] = append(free[g.NUMANode], i)
+		}
+	}
+	sort.Ints(numaIDs)
+	var taken []int
+	for _, id := range numaIDs {
+		if len(free[id]) >= count {
+			taken = free[id][:count]
+			break
+		}
+	}
+	if taken == nil {
+		for _, id := range numaIDs {
+			for _, g := range free[id] {
+				if len(taken) < count {
+					taken = append(taken, g)
+				}
+			}
+		}
+	}
+	for _, g := range taken {
+		n.gpuBusy[g] = true
+	}
+	return taken
+}
+
+// Utilization is the node's CPU utilization now, 0..1.
+func (n *Node) Utilization() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.utilization()
+}
+
+func (n *Node) utilization() float64 {
+	if n.sweeping {
+		return math.Min(1, math.Max(0, n.sweep))
+	}
+	var milli int64
+	for _, p := range n.pods {
+		milli += p.cpuMilli
+	}
+	u := n.Spec.BaseUtilization + float64(milli)/float64(n.Spec.Host.CPUs*1000)
+	return math.Min(1, math.Max(0, u))
+}
+
+// Celsius is the node's package temperature now.
+func (n *Node) Celsius() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.celsius
+}
+
+// Step advances the model by the time since the last step and rewrites the
+// node's tree.
+func (n *Node) Step() error {
+	n.mu.Lock()
+	now := time.Now()
+	dt := now.Sub(n.last)
+	n.last = now
+	u := n.utilization()
+	target := AmbientCelsius + LoadCelsius*u + n.faultHeat
+	n.celsius += (target - n.celsius) * (1 - math.Exp(-dt.Seconds()/ThermalTimeConstant.Seconds()))
+	for i, g := range n.Spec.GPUs {
+		n.gpuEnergy[i] += gpuWatts(g, n.gpuBusy[i]) * dt.Seconds() * 1000
+	}
+	celsius := n.celsius
+	n.mu.Unlock()
+	n.host.SetUtilization(u)
+	n.host.SetTemperature(int64(celsius * 1000))
+	return n.host.Advance()
+}
+
+func gpuUtilization(busy bool) float64 {
+	if busy {
+		return GPUBusyUtilization
+	}
+	return 0
+}
+
+func gpuWatts(g GPUSpec, busy bool) float64 {
+	return g.IdleWatts + (g.TDPWatts-g.IdleWatts)*gpuUtilization(busy)
+}
+
+// gpu is one GPU's readings for the NVML mock.
+type gpu struct {
+	utilization uint32
+	celsius     uint32
+	milliwatts  uint32
+	energyMJ    uint64
+	memUsed     uint64
+}
+
+func (n *Node) gpu(i int) gpu {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	g, busy := n.Spec.GPUs[i], n.gpuBusy[i]
+	u := gpuUtilization(busy)
+	used := g.MemoryUsedIdle
+	if busy {
+		used = g.MemoryUsedLoaded
+	}
+	return gpu{
+		utilization: uint32(math.Round(u * 100)),
+		celsius:     uint32(math.Round(GPUIdleCelsius + GPULoadCelsius*u)),
+		milliwatts:  uint32(gpuWatts(g, busy) * 1000),
+		energyMJ:    uint64(n.gpuEnergy[i]),
+		memUsed:     used,
+	}
+}
+
+// EstimatedWatts is the model's node power, CPU and GPUs, for a utilization
+// and a number of busy GPUs: what the node would draw running that load.
+func (spec NodeSpec) EstimatedWatts(utilization float64, busyGPUs int) float64 {
+	u := math.Min(1, math.Max(0, utilization))
+	w := spec.Host.IdleWatts + (spec.Host.FullLoadWatts-spec.Host.IdleWatts)*u
+	for i, g := range spec.GPUs {
+		w += gpuWatts(g, i < busyGPUs)
+	}
+	return w
+}

@@ -1,0 +1,308 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Namespaces of the two runs of the workload.
+const (
+	demoNamespace     = "demo"
+	baselineNamespace = "baseline"
+)
+
+// thermalMargin is EnergyAware's default: a node this close to its limit
+// is too hot.
+var thermalMargin = float64(configv1.DefaultEnergyAwareArgs().ThermalMarginCelsius)
+
+// view is what the watcher has seen; read it under watcher.mu.
+type view struct {
+	telemetry map[string]*telemetry.Node
+	bound     map[string]*Placement // namespace/pod
+}
+
+// hot reports whether a node's telemetry has it at or over its thermal
+// limit, as EnergyAware judges it (within its margin, or throttling).
+func hot(n *telemetry.Node) bool {
+	if n == nil {
+		return false
+	}
+	return n.Throttling || (n.HasThermal && n.HasLimit && float64(n.HottestMilli) >= float64(n.LimitMilli)-thermalMargin*1000)
+}
+
+// watcher follows NodeTelemetry, pods and scheduling events, runs bound
+// demo pods on their simulated nodes and records placements.
+type watcher struct {
+	nodes map[string]*sim.Node
+	res   *Result
+
+	mu      sync.Mutex
+	v       view
+	changed chan struct{}
+}
+
+func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, res *Result) (*watcher, error) {
+	w := &watcher{nodes: nodes, res: res, changed: make(chan struct{}),
+		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}}}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nt := dyn.Resource(telemetry.Resource)
+	ntInformer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nt.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return nt.Watch(ctx, o)
+		},
+	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	onTelemetry := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if n, err := telemetry.Decode(u); err == nil {
+				w.update(func(v *view) {
+					v.telemetry[n.Name] = n
+					if n.Name == HeaterNode && n.HasThermal {
+						w.res.HeaterPeakCelsius = max(w.res.HeaterPeakCelsius, float64(n.HottestMilli)/1000)
+					}
+				})
+			}
+		}
+	}
+	if _, err := ntInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: onTelemetry, UpdateFunc: func(_, obj any) { onTelemetry(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	go ntInformer.RunWithContext(ctx)
+
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onPod(obj) },
+		UpdateFunc: func(_, obj any) { w.onPod(obj) },
+		DeleteFunc: func(obj any) { w.onPodDelete(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	events := factory.Core().V1().Events().Informer()
+	if _, err := events.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onEvent(obj) },
+		UpdateFunc: func(_, obj any) { w.onEvent(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("watching %v: not synced", typ)
+		}
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), ntInformer.HasSynced) {
+		return nil, fmt.Errorf("watching NodeTelemetry: not synced")
+	}
+	return w, nil
+}
+
+// update changes the view and wakes waiters.
+func (w *watcher) update(f func(v *view)) {
+	w.mu.Lock()
+	f(&w.v)
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// waitFor waits until cond holds on the view; what names it in errors.
+func (w *watcher) waitFor(ctx context.Context, what string, cond func(v *view) bool) error {
+	for {
+		w.mu.Lock()
+		ok, changed := cond(&w.v), w.changed
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-changed:
+		case <-time.After(time.Second): // conditions on time, e.g. freshness
+		}
+	}
+}
+
+// read runs f on the view under the lock.
+func (w *watcher) read(f func(v *view)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(&w.v)
+}
+
+func (w *watcher) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" || (pod.Namespace != demoNamespace && pod.Namespace != baselineNamespace) {
+		return
+	}
+	key := pod.Namespace + "/" + pod.Name
+	w.update(func(v *view) {
+		if _, seen := v.bound[key]; seen {
+			return
+		}
+		p := &Placement{Pod: pod.Name, Phase: pod.Labels[phaseLabel], Node: pod.Spec.NodeName, At: time.Now()}
+		tel := v.telemetry[p.Node]
+		p.Why = describe(tel)
+		if pod.Namespace == demoNamespace {
+			if hot(tel) {
+				w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
+			}
+			if n := w.nodes[p.Node]; n != nil {
+				cpu, gpus := podRequests(pod)
+				p.GPUs = n.AddPod(pod.UID, cpu, int(gpus))
+				p.GPUsAligned = aligned(n.Spec, p.GPUs)
+			}
+			w.res.Placements = append(w.res.Placements, *p)
+		} else {
+			// The baseline does not run its pods; its GPU pod counts as
+			// aligned when its node has enough GPUs on one NUMA node.
+			if _, gpus := podRequests(pod); gpus > 0 {
+				if n := w.nodes[p.Node]; n != nil {
+					p.GPUsAligned = alignable(n.Spec, int(gpus))
+				}
+			}
+			w.res.Baseline = append(w.res.Baseline, *p)
+		}
+		v.bound[key] = p
+	})
+}
+
+func (w *watcher) onPodDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if n := w.nodes[pod.Spec.NodeName]; n != nil && pod.Namespace == demoNamespace {
+		n.RemovePod(pod.UID)
+	}
+	w.update(func(v *view) { delete(v.bound, pod.Namespace+"/"+pod.Name) })
+}
+
+func (w *watcher) onEvent(obj any) {
+	ev, ok := obj.(*corev1.Event)
+	if !ok || ev.Reason != "FailedScheduling" || ev.InvolvedObject.Namespace != demoNamespace {
+		return
+	}
+	w.update(func(*view) {
+		for _, m := range w.res.Rejections[ev.InvolvedObject.Name] {
+			if m == ev.Message {
+				return
+			}
+		}
+		w.res.Rejections[ev.InvolvedObject.Name] = append(w.res.Rejections[ev.InvolvedObject.Name], ev.Message)
+	})
+}
+
+// podRequests is a pod's CPU (milli) and GPU requests.
+func podRequests(pod *corev1.Pod) (cpuMilli, gpus int64) {
+	for _, c := range pod.Spec.Containers {
+		cpuMilli += c.Resources.Requests.Cpu().MilliValue()
+		if q, ok := c.Resources.Requests[gpuResource]; ok {
+			gpus += q.Value()
+		}
+	}
+	return cpuMilli, gpus
+}
+
+// aligned reports whether GPUs share one NUMA node.
+func aligned(spec sim.NodeSpec, gpus []int) bool {
+	if len(gpus) == 0 {
+		return false
+	}
+	for _, g := range gpus {
+		if spec.GPUs[g].NUMANode != spec.GPUs[gpus[0]].NUMANode {
+			return false
+		}
+	}
+	return true
+}
+
+// alignable reports whether a node has count GPUs on one NUMA node.
+func alignable(spec sim.NodeSpec, count int) bool {
+	per := map[int]int{}
+	for _, g := range spec.GPUs {
+		per[g.NUMANode]++
+		if per[g.NUMANode] >= count {
+			return true
+		}
+	}
+	return false
+}
+
+// describe is a node's telemetry in a few words.
+func describe(n *telemetry.Node) string {
+	if n == nil {
+		return "no telemetry"
+	}
+	var parts []string
+	if n.HasCPU {
+		parts = append(parts, fmt.Sprintf("cpu %d%%", n.CPUPercent))
+	}
+	if n.HasThermal {
+		t := fmt.Sprintf("%.0f°C", float64(n.HottestMilli)/1000)
+		if n.HasLimit {
+			t += fmt.Sprintf(" (limit %.0f°C)", float64(n.LimitMilli)/1000)
+		}
+		parts = append(parts, t)
+	}
+	if n.HasPower {
+		p := fmt.Sprintf("%dW", n.Watts)
+		if n.ModelReady && n.LogicalCores > 0 {
+			p += fmt.Sprintf(", +%.1fW per busy core", float64(n.FullLoadWatts-n.IdleWatts)/float64(n.LogicalCores))
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// distribution counts placements per node, in node order.
+func distribution(ps []Placement, phase string) string {
+	count := map[string]int{}
+	for _, p := range ps {
+		if phase == "" || p.Phase == phase {
+			count[p.Node]++
+		}
+	}
+	var names []string
+	for n := range count {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", n, count[n]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,98 @@
+// Package e2e runs the sandbox's scenario headless, as `make demo` does,
+// and checks its outcomes. It needs bin/ (make build); -short skips it.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/telesched/telesched/sandbox"
+)
+
+func TestSandboxScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole sandbox; skipped in -short mode")
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	res, err := sandbox.Run(ctx, sandbox.Options{Dir: t.TempDir(), Out: &out})
+	t.Logf("sandbox output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+
+	// Nothing went to a node while its telemetry had it at its limit, and
+	// the pod pinned to the heater waited for it to cool.
+	if len(res.HotPlacements) > 0 {
+		t.Errorf("pods placed on a hot node: %v", res.HotPlacements)
+	}
+	if res.HeaterPeakCelsius < 100 {
+		t.Errorf("heater peaked at %.1f°C; the scenario must take it past its 100°C limit", res.HeaterPeakCelsius)
+	}
+	if !res.ProbeScheduledAfterCooling {
+		t.Error("the pod pinned to the heater was not scheduled on it after it cooled")
+	}
+	if msgs := strings.Join(res.Rejections["pinned-to-heater"], "\n"); !strings.Contains(msgs, "thermal headroom") || !strings.Contains(msgs, "hottest sensor") {
+		t.Errorf("the pinned pod's FailedScheduling events do not give the thermal numbers: %q", msgs)
+	}
+
+	// The busy node (86% CPU, threshold 80%) got no pod; the GPU pod got
+	// four GPUs on one NUMA node.
+	for _, p := range res.Placements {
+		if p.Node == "cpu-busy" {
+			t.Errorf("%s placed on cpu-busy (%s)", p.Pod, p.Why)
+		}
+		if p.Node == res.RealHost {
+			t.Errorf("%s placed on the real host, which is tainted", p.Pod)
+		}
+	}
+	gpu, ok := res.PlacementOf("train-0")
+	if !ok || !gpu.GPUsAligned || len(gpu.GPUs) != 4 {
+		t.Errorf("train-0 = %+v, want 4 GPUs on one NUMA node", gpu)
+	}
+	if len(res.Placements) != 42 || len(res.Baseline) != 41 {
+		t.Errorf("%d telesched and %d baseline placements, want 42 (41 + the pinned pod) and 41", len(res.Placements), len(res.Baseline))
+	}
+	if res.TeleschedWatts <= 0 || res.DefaultWatts <= 0 || !strings.Contains(out.String(), "Estimated fleet power") {
+		t.Errorf("no watts comparison: telesched %.0f W, default %.0f W", res.TeleschedWatts, res.DefaultWatts)
+	}
+
+	// The table as kubectl prints it: simulated rows with temperatures,
+	// watts and GPUs; the real host's row honest about what it lacks.
+	if len(res.Tables) == 0 {
+		t.Fatal("no NodeTelemetry table printed")
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.Tables[len(res.Tables)-1]), "\n") {
+		f := strings.Fields(line)
+		rows[f[0]] = f
+	}
+	for node, gpus := range map[string]string{"gpu-a100x8": "8/8", "gpu-h100x4": "4/4", "cpu-efficient": "n/a"} {
+		r := rows[node]
+		if len(r) != 7 || !strings.HasSuffix(r[3], "°C") || !strings.HasSuffix(r[4], "W") || r[5] != gpus {
+			t.Errorf("row %s = %v, want a temperature, watts and GPUS %s", node, r, gpus)
+		}
+	}
+	host := rows[res.RealHost]
+	if len(host) != 7 {
+		t.Fatalf("real host row = %v", host)
+	}
+	if !hasSensors() && (host[3] != "n/a" || host[4] != "n/a") {
+		t.Errorf("real host row %v: this machine has no thermal sensors or power meter, want n/a", host)
+	}
+}
+
+// hasSensors reports whether this machine exposes temperatures or RAPL.
+func hasSensors() bool {
+	for _, glob := range []string{"/sys/class/thermal/thermal_zone*/temp", "/sys/class/hwmon/hwmon*/temp*_input", "/sys/class/powercap/intel-rapl:*/energy_uj"} {
+		if m, _ := filepath.Glob(glob); len(m) > 0 {
+			return true
+		}
+	}
+	return false
+}
