@@ -13,6 +13,9 @@ TOOLS   := hack/tools
 # when the pinned versions change and not on every run.
 CONTROL_PLANE := $(BIN)/etcd $(BIN)/kube-apiserver
 CONTROLLER_GEN := $(BIN)/controller-gen
+# promtool, from its own tools module, checks and unit-tests the alert rules.
+PROMTOOL     := $(BIN)/promtool
+PROMTOOL_MOD := hack/promtool
 # node_exporter, built from the Go module proxy, for the agent benchmark.
 NODE_EXPORTER_VERSION := v1.12.1
 NODE_EXPORTER := $(BIN)/node_exporter
@@ -65,6 +68,13 @@ $(NODE_EXPORTER):
 	@echo "building bin/node_exporter $(NODE_EXPORTER_VERSION) from the Go module proxy"
 	GOBIN=$(BIN) $(GO) install github.com/prometheus/node_exporter@$(NODE_EXPORTER_VERSION)
 
+$(PROMTOOL): $(PROMTOOL_MOD)/go.mod $(PROMTOOL_MOD)/go.sum
+	@echo "building bin/promtool from github.com/prometheus/prometheus (first build takes minutes)"
+	$(GO) build -C $(PROMTOOL_MOD) -o $@ github.com/prometheus/prometheus/cmd/promtool
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool (alert rule checks and unit tests) from source into bin/.
+
 $(CONTROLLER_GEN): $(TOOLS)/go.mod $(TOOLS)/go.sum
 	$(GO) build -C $(TOOLS) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
@@ -100,15 +110,16 @@ verify-generated: $(CONTROLLER_GEN) ## Fail if generated code or CRD YAML is sta
 verify-mod: ## Fail if go.mod/go.sum (root or tools) are not tidy.
 	$(GO) mod tidy -diff
 	cd $(TOOLS) && $(GO) mod tidy -diff
+	cd $(PROMTOOL_MOD) && $(GO) mod tidy -diff
 
 ##@ Test
 
 .PHONY: test
-test: build ## Run unit and integration tests (integration tests start a real etcd + kube-apiserver and run bin/telesched-scheduler).
+test: build $(PROMTOOL) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules).
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: test-unit
-test-unit: ## Run unit tests only (no control plane).
+test-unit: $(PROMTOOL) ## Run unit tests only (no control plane).
 	$(GO) test -short $(GOTESTFLAGS) ./...
 
 ##@ Bench
@@ -128,12 +139,31 @@ bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RS
 bench-scheduler: build ## Scheduling throughput, default vs telesched profile, same binary and API server (NODES=1000 PODS=1000 ROUNDS=3).
 	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000) -rounds $(or $(ROUNDS),3)
 
+##@ Images
+
+# Registry of the images; the tag is VERSION, the one the binaries carry.
+IMAGE_REGISTRY ?= ghcr.io/telesched
+DOCKER ?= docker
+
+.PHONY: images
+images: ## Build the agent and scheduler images (needs a running Docker engine; IMAGE_REGISTRY, VERSION).
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make images: needs a running Docker engine (none is reachable)" >&2; exit 1; }
+	$(DOCKER) build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) .
+	$(DOCKER) build -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .
+
 ##@ Demo
 
+# Flags for the sandbox (e.g. make demo DEMOFLAGS=--keep).
+DEMOFLAGS ?=
+
 .PHONY: demo
-demo: ## Run the embedded sandbox: a local cluster scheduled by telesched.
-	@echo "make demo: the sandbox (cmd/telesched-sandbox) is not built yet." >&2
-	@exit 1
+demo: demo-banner build ## Run the embedded sandbox: a local cluster, real and simulated nodes, scheduled by telesched (DEMOFLAGS=--keep).
+	$(BIN)/telesched-sandbox $(DEMOFLAGS)
+
+.PHONY: demo-banner
+demo-banner:
+	@echo "make demo: building etcd, kube-apiserver and the telesched binaries into bin/"
+	@echo "           (the first build compiles them from source: several minutes on 2 cores; later runs reuse bin/)"
 
 ##@ Clean
 
