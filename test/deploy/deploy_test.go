@@ -1,0 +1,701 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// manifestsRoot is deploy/ of this checkout, seen from test/deploy.
+var manifestsRoot = filepath.Join("..", "..", "deploy")
+
+// promOperatorCRDDir holds the pinned Prometheus Operator CRDs that
+// deploy/monitoring/ needs (see its README.md).
+var promOperatorCRDDir = filepath.Join("..", "testdata", "prometheus-operator", "v0.85.0")
+
+// deployFieldManager applies the manifests in these tests.
+const deployFieldManager = "telesched-deploy-test"
+
+// manifestSet is what one `kubectl apply -k` would install.
+type manifestSet struct {
+	name string
+	objs []*unstructured.Unstructured
+}
+
+// renderKustomization builds the kustomization in dir with the kustomize
+// API, as `kubectl apply -k dir` does (default options: files may only come
+// from under the kustomization's own directory).
+func renderKustomization(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range resMap.Resources() {
+		// Through JSON, so numbers are int64 as the API machinery expects.
+		data, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatalf("kustomize build %s: %s: %v", dir, r.CurId(), err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			t.Fatalf("kustomize build %s: %s: %v", dir, r.CurId(), err)
+		}
+		objs = append(objs, obj)
+	}
+	if len(objs) == 0 {
+		t.Fatalf("kustomize build %s: no objects", dir)
+	}
+	return objs
+}
+
+// renderWithComponents builds deploy/ with the components under
+// deploy/variants/ named, in that order, as the overlay a user writes
+// (see each variant's README.md).
+func renderWithComponents(t *testing.T, components ...string) []*unstructured.Unstructured {
+	t.Helper()
+	overlay := t.TempDir()
+	rel := func(path string) string {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := filepath.Rel(overlay, abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  []string{rel(manifestsRoot)},
+	}
+	var paths []string
+	for _, c := range components {
+		paths = append(paths, rel(filepath.Join(manifestsRoot, "variants", c)))
+	}
+	k["components"] = paths
+	data, err := yaml.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return renderKustomization(t, overlay)
+}
+
+// manifestSets renders every installable kustomization: the full install,
+// its variants alone and together, and the monitoring overlay.
+func manifestSets(t *testing.T) []manifestSet {
+	t.Helper()
+	return []manifestSet{
+		{"deploy", renderKustomization(t, manifestsRoot)},
+		{"deploy+rapl", renderWithComponents(t, "rapl")},
+		{"deploy+gpu", renderWithComponents(t, "gpu")},
+		{"deploy+gpu+rapl", renderWithComponents(t, "gpu", "rapl")},
+		{"monitoring", renderKustomization(t, filepath.Join(manifestsRoot, "monitoring"))},
+	}
+}
+
+// TestDeployKustomizations builds each kustomization under deploy/ on its
+// own too (each says it can be applied alone) and checks that the full
+// install holds every object of its parts.
+func TestDeployKustomizations(t *testing.T) {
+	full := map[string]bool{}
+	for _, o := range renderKustomization(t, manifestsRoot) {
+		full[objectID(o)] = true
+	}
+	for _, part := range []string{"crds", "agent", "scheduler", "policy"} {
+		t.Run(part, func(t *testing.T) {
+			for _, o := range renderKustomization(t, filepath.Join(manifestsRoot, part)) {
+				if !full[objectID(o)] {
+					t.Errorf("%s is in deploy/%s but not in deploy/", objectID(o), part)
+				}
+			}
+		})
+	}
+}
+
+func objectID(o *unstructured.Unstructured) string {
+	id := o.GetKind() + " " + o.GetName()
+	if ns := o.GetNamespace(); ns != "" {
+		id = o.GetKind() + " " + ns + "/" + o.GetName()
+	}
+	return id
+}
+
+// TestDeployManifests applies every rendered object to the real API server
+// by server-side apply with dryRun=All: the server's own defaulting,
+// validation (built-in types, CRD schemas and their CEL rules, the type
+// checking of the admission policy's CEL) and admission see each object. Server-side apply rejects a field the
+// schema does not declare or of the wrong type whatever fieldValidation
+// says; Strict adds duplicate fields. CRDs and Namespaces are applied for
+// real first, since objects of a CRD's kinds and objects in a namespace
+// cannot be dry-run without them.
+func TestDeployManifests(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	a := newManifestApplier(t)
+
+	// The Prometheus Operator's CRDs, for deploy/monitoring/.
+	var promCRDs []*unstructured.Unstructured
+	for _, name := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
+		promCRDs = append(promCRDs, readManifests(t, filepath.Join(promOperatorCRDDir, "monitoring.coreos.com_"+name+".yaml"))...)
+	}
+	for _, crd := range promCRDs {
+		if err := a.apply(ctx, crd, false); err != nil {
+			t.Fatalf("installing %s: %v", crd.GetName(), err)
+		}
+	}
+	a.waitEstablished(t, promCRDs)
+
+	// In this order: deploy/monitoring/ goes into the namespace deploy/
+	// creates, as a user applies them.
+	sets := manifestSets(t)
+	objsOf := func(name string) []*unstructured.Unstructured {
+		i := slices.IndexFunc(sets, func(s manifestSet) bool { return s.name == name })
+		if i < 0 {
+			t.Fatalf("no manifest set %s", name)
+		}
+		return sets[i].objs
+	}
+	for _, set := range sets {
+		t.Run(set.name, func(t *testing.T) {
+			var crds, namespaces, rest []*unstructured.Unstructured
+			for _, o := range set.objs {
+				switch o.GroupVersionKind().GroupKind() {
+				case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+					crds = append(crds, o)
+				case schema.GroupKind{Kind: "Namespace"}:
+					namespaces = append(namespaces, o)
+				default:
+					rest = append(rest, o)
+				}
+			}
+			for _, o := range append(slices.Clone(crds), namespaces...) {
+				if err := a.apply(ctx, o, false); err != nil {
+					t.Fatalf("applying %s: %v", objectID(o), err)
+				}
+			}
+			a.waitEstablished(t, crds)
+			for _, o := range rest {
+				if err := a.apply(ctx, o, true); err != nil {
+					t.Errorf("dry-run apply of %s: %v", objectID(o), err)
+				}
+			}
+			t.Logf("%d CRDs and %d namespaces applied, %d objects dry-run applied", len(crds), len(namespaces), len(rest))
+		})
+	}
+
+	// The dry run must catch a broken manifest, or the test proves nothing.
+	setAgentSecurityField := func(field string, value any) func(t *testing.T, o *unstructured.Unstructured) {
+		return func(t *testing.T, o *unstructured.Unstructured) {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			containers[0].(map[string]any)["securityContext"].(map[string]any)[field] = value
+			if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		obj     *unstructured.Unstructured
+		mutate  func(t *testing.T, o *unstructured.Unstructured)
+		wantErr string
+	}{
+		{
+			name:    "DaemonSet field of the wrong type",
+			obj:     findObject(t, objsOf("deploy"), "DaemonSet", "telesched-agent"),
+			mutate:  setAgentSecurityField("readOnlyRootFilesystem", "yes"),
+			wantErr: `.securityContext.readOnlyRootFilesystem: expected boolean`,
+		},
+		{
+			name:    "DaemonSet unknown field",
+			obj:     findObject(t, objsOf("deploy"), "DaemonSet", "telesched-agent"),
+			mutate:  setAgentSecurityField("readOnlyRootFileSystem", true),
+			wantErr: `.securityContext.readOnlyRootFileSystem: field not declared in schema`,
+		},
+		{
+			// A custom resource is checked against its CRD's schema.
+			name: "PodMonitor unknown field",
+			obj:  findObject(t, objsOf("monitoring"), "PodMonitor", "telesched-agent"),
+			mutate: func(t *testing.T, o *unstructured.Unstructured) {
+				if err := unstructured.SetNestedField(o.Object, "metrics", "spec", "podMetricEndpoints"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: `.spec.podMetricEndpoints: field not declared in schema`,
+		},
+	} {
+		t.Run("rejects "+tc.name, func(t *testing.T) {
+			bad := tc.obj.DeepCopy()
+			tc.mutate(t, bad)
+			err := a.apply(ctx, bad, true)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("dry-run apply: error %v, want one containing %q", err, tc.wantErr)
+			}
+			t.Logf("rejected as it should be: %v", err)
+		})
+	}
+}
+
+// manifestApplier server-side applies unstructured objects, finding their
+// resources through discovery (refreshed when a kind is not found yet,
+// as after a CRD is installed).
+type manifestApplier struct {
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+func newManifestApplier(t *testing.T) *manifestApplier {
+	t.Helper()
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &manifestApplier{
+		dyn:    dynamic.NewForConfigOrDie(cfg),
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+	}
+}
+
+// mapping waits up to 30s for the API server to serve the object's kind.
+func (a *manifestApplier) mapping(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err == nil || !meta.IsNoMatchError(err) || time.Now().After(deadline) {
+			return m, err
+		}
+		a.mapper.Reset()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// apply server-side applies obj with strict field validation; dryRun
+// leaves the cluster unchanged.
+func (a *manifestApplier) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) error {
+	gvk := obj.GroupVersionKind()
+	m, err := a.mapping(ctx, gvk)
+	if err != nil {
+		return fmt.Errorf("mapping %s: %w", gvk, err)
+	}
+	var res dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		// deploy/ sets no namespace transformer: every namespaced object
+		// names its namespace, or `kubectl apply -k` would put it in the
+		// user's current one.
+		if obj.GetNamespace() == "" {
+			return fmt.Errorf("%s is namespaced but names no namespace", gvk.Kind)
+		}
+		res = a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{
+		FieldManager:    deployFieldManager,
+		Force:           ptr.To(true),
+		FieldValidation: metav1.FieldValidationStrict,
+	}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = res.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
+	return err
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// waitEstablished waits until every CRD is Established.
+func (a *manifestApplier) waitEstablished(t *testing.T, crds []*unstructured.Unstructured) {
+	t.Helper()
+	for _, crd := range crds {
+		waitFor(t, "CRD "+crd.GetName()+" established", 30*time.Second, func() bool {
+			got, err := a.dyn.Resource(crdResource).Get(t.Context(), crd.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				c, _ := c.(map[string]any)
+				if c["type"] == "Established" && c["status"] == "True" {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
+
+// readManifests decodes every object in a YAML file.
+func readManifests(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding %s: %v", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
+
+func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among the rendered objects", kind, name)
+	return nil
+}
+
+// decodeObject converts a rendered object to its Go type, failing on any
+// field the type does not have.
+func decodeObject[T any](t *testing.T, o *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+		t.Fatalf("decoding %s: %v", objectID(o), err)
+	}
+	return out
+}
+
+// checkHardened reports every way a pod template departs from the
+// hardening both telesched workloads share: no privilege escalation, no
+// capabilities, read-only root file system, seccomp RuntimeDefault, and a
+// non-root user unless wantRoot.
+func checkHardened(t *testing.T, what string, spec corev1.PodSpec, wantRoot bool) {
+	t.Helper()
+	psc := ptr.Deref(spec.SecurityContext, corev1.PodSecurityContext{})
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
+		t.Fatalf("%s: %d containers and %d init containers, want exactly one container", what, len(spec.Containers), len(spec.InitContainers))
+	}
+	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		t.Errorf("%s: shares a host namespace (network %v, pid %v, ipc %v)", what, spec.HostNetwork, spec.HostPID, spec.HostIPC)
+	}
+	c := spec.Containers[0]
+	sc := ptr.Deref(c.SecurityContext, corev1.SecurityContext{})
+	if !ptr.Deref(sc.ReadOnlyRootFilesystem, false) {
+		t.Errorf("%s: readOnlyRootFilesystem is not true", what)
+	}
+	if ptr.Deref(sc.AllowPrivilegeEscalation, true) {
+		t.Errorf("%s: allowPrivilegeEscalation is not false", what)
+	}
+	if ptr.Deref(sc.Privileged, false) {
+		t.Errorf("%s: privileged", what)
+	}
+	caps := ptr.Deref(sc.Capabilities, corev1.Capabilities{})
+	if !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) || len(caps.Add) != 0 {
+		t.Errorf("%s: capabilities drop %v add %v, want drop [ALL] and nothing added", what, caps.Drop, caps.Add)
+	}
+	// A container's seccomp profile overrides the pod's.
+	seccomp := psc.SeccompProfile
+	if sc.SeccompProfile != nil {
+		seccomp = sc.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: seccomp profile %v, want RuntimeDefault", what, seccomp)
+	}
+	runAsNonRoot := ptr.Deref(psc.RunAsNonRoot, false)
+	runAsUser := psc.RunAsUser
+	if sc.RunAsNonRoot != nil {
+		runAsNonRoot = *sc.RunAsNonRoot
+	}
+	if sc.RunAsUser != nil {
+		runAsUser = sc.RunAsUser
+	}
+	switch {
+	case wantRoot && (runAsNonRoot || ptr.Deref(runAsUser, -1) != 0):
+		t.Errorf("%s: runAsNonRoot %v, runAsUser %v; want uid 0", what, runAsNonRoot, ptr.Deref(runAsUser, -1))
+	case !wantRoot && (!runAsNonRoot || ptr.Deref(runAsUser, 0) == 0):
+		t.Errorf("%s: runAsNonRoot %v, runAsUser %v; want a non-root uid", what, runAsNonRoot, ptr.Deref(runAsUser, 0))
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: resources %v, want CPU and memory requests and a memory limit", what, c.Resources)
+	}
+}
+
+// checkAgent checks what an agent DaemonSet must do to read its node and
+// publish: host /proc and /sys read-only under --host-root, every node,
+// NODE_NAME from the downward API, probes on the metrics port.
+func checkAgent(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.DaemonSet, wantRoot bool) {
+	t.Helper()
+	what := "DaemonSet " + ds.Name
+	spec := ds.Spec.Template.Spec
+	checkHardened(t, what, spec, wantRoot)
+	c := spec.Containers[0]
+
+	if !slices.Contains(c.Args, "--host-root=/host") {
+		t.Errorf("%s: args %v, want --host-root=/host", what, c.Args)
+	}
+	hostPaths := map[string]string{} // volume name -> host path
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	mounted := map[string]corev1.VolumeMount{} // host path -> mount
+	for _, m := range c.VolumeMounts {
+		if p, ok := hostPaths[m.Name]; ok {
+			mounted[p] = m
+		}
+	}
+	if len(mounted) != 2 {
+		t.Errorf("%s: host paths mounted %v, want /proc and /sys only", what, mounted)
+	}
+	for _, p := range []string{"/proc", "/sys"} {
+		m, ok := mounted[p]
+		switch {
+		case !ok:
+			t.Errorf("%s: host %s not mounted", what, p)
+		case m.MountPath != "/host"+p || !m.ReadOnly:
+			t.Errorf("%s: host %s mounted at %s readOnly %v, want /host%s readOnly", what, p, m.MountPath, m.ReadOnly, p)
+		}
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == ""
+	}) {
+		t.Errorf("%s: tolerations %v, want one with operator Exists and no key or effect", what, spec.Tolerations)
+	}
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("%s: NODE_NAME is not set from the downward API's spec.nodeName (env %v)", what, c.Env)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == 9102 }) {
+		t.Errorf("%s: ports %v, want metrics 9102 (--metrics-bind-address)", what, c.Ports)
+	}
+	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s: no HTTP probe on metrics %s", what, path)
+		}
+	}
+	if spec.ServiceAccountName != "telesched-agent" {
+		t.Errorf("%s: serviceAccountName %q, want telesched-agent", what, spec.ServiceAccountName)
+	}
+	// Whatever it references is installed with it.
+	findObject(t, objs, "ServiceAccount", spec.ServiceAccountName)
+	findObject(t, objs, "PriorityClass", spec.PriorityClassName)
+}
+
+// TestDeploySecurity checks the rendered agent DaemonSet and scheduler
+// Deployment: hardening, host access, and that each reference resolves
+// within the install. It needs no control plane.
+func TestDeploySecurity(t *testing.T) {
+	objs := renderKustomization(t, manifestsRoot)
+
+	t.Run("agent", func(t *testing.T) {
+		ds := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent"))
+		checkAgent(t, objs, ds, false)
+		if ds.Spec.Template.Spec.Affinity != nil {
+			t.Errorf("without the GPU variant the agent must run on every node; affinity %v", ds.Spec.Template.Spec.Affinity)
+		}
+	})
+
+	t.Run("scheduler", func(t *testing.T) {
+		dep := decodeObject[appsv1.Deployment](t, findObject(t, objs, "Deployment", "telesched-scheduler"))
+		spec := dep.Spec.Template.Spec
+		checkHardened(t, "Deployment telesched-scheduler", spec, false)
+		c := spec.Containers[0]
+		if got := ptr.Deref(dep.Spec.Replicas, 1); got != 2 {
+			t.Errorf("replicas %d, want 2", got)
+		}
+		findObject(t, objs, "ServiceAccount", spec.ServiceAccountName)
+		findObject(t, objs, "PriorityClass", spec.PriorityClassName)
+		for probe, path := range map[*corev1.Probe]string{c.StartupProbe: "/healthz", c.LivenessProbe: "/livez", c.ReadinessProbe: "/readyz"} {
+			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS || probe.HTTPGet.Port.String() != "https" {
+				t.Errorf("no HTTPS probe on %s", path)
+			}
+		}
+		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "https" && p.ContainerPort == 10259 }) {
+			t.Errorf("ports %v, want https 10259", c.Ports)
+		}
+
+		// --config names the file of the generated ConfigMap, which holds
+		// scheduler-config.yaml unchanged.
+		if !slices.Contains(c.Args, "--config=/etc/telesched/scheduler-config.yaml") {
+			t.Fatalf("args %v, want --config=/etc/telesched/scheduler-config.yaml", c.Args)
+		}
+		m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/telesched" })
+		if m < 0 {
+			t.Fatal("nothing mounted at /etc/telesched")
+		}
+		v := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[m].Name })
+		if v < 0 || spec.Volumes[v].ConfigMap == nil {
+			t.Fatalf("volume %s is not a ConfigMap", c.VolumeMounts[m].Name)
+		}
+		cm := decodeObject[corev1.ConfigMap](t, findObject(t, objs, "ConfigMap", spec.Volumes[v].ConfigMap.Name))
+		want, err := os.ReadFile(filepath.Join(manifestsRoot, "scheduler", "scheduler-config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), cm.Data["scheduler-config.yaml"]); diff != "" {
+			t.Errorf("ConfigMap %s differs from scheduler-config.yaml (-want +got):\n%s", cm.Name, diff)
+		}
+
+		// The Role for leader election is in the namespace, and names the
+		// Lease, that the configuration elects on.
+		var config struct {
+			LeaderElection struct {
+				ResourceNamespace string `json:"resourceNamespace"`
+				ResourceName      string `json:"resourceName"`
+			} `json:"leaderElection"`
+		}
+		if err := yaml.Unmarshal(want, &config); err != nil {
+			t.Fatal(err)
+		}
+		le := config.LeaderElection
+		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+			if o.GetKind() != "Role" || o.GetNamespace() != le.ResourceNamespace {
+				return false
+			}
+			role := decodeObject[rbacv1.Role](t, o)
+			return slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Contains(r.Resources, "leases") && slices.Contains(r.ResourceNames, le.ResourceName) &&
+					slices.Contains(r.Verbs, "get") && slices.Contains(r.Verbs, "update")
+			})
+		}) {
+			t.Errorf("no Role in %s grants get and update on the Lease %s", le.ResourceNamespace, le.ResourceName)
+		}
+	})
+}
+
+// TestDeployVariants checks the components under deploy/variants/: RAPL
+// runs every agent as uid 0 with nothing else relaxed; GPU adds an agent
+// DaemonSet for GPU nodes that is the base one plus the NVIDIA runtime,
+// and the two never share a node.
+func TestDeployVariants(t *testing.T) {
+	t.Run("rapl", func(t *testing.T) {
+		objs := renderWithComponents(t, "rapl")
+		checkAgent(t, objs, decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent")), true)
+	})
+
+	t.Run("gpu+rapl", func(t *testing.T) {
+		objs := renderWithComponents(t, "gpu", "rapl")
+		for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
+			checkAgent(t, objs, decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", name)), true)
+		}
+	})
+
+	t.Run("gpu", func(t *testing.T) {
+		objs := renderWithComponents(t, "gpu")
+		base := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent"))
+		gpu := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent-gpu"))
+		checkAgent(t, objs, base, false)
+		checkAgent(t, objs, gpu, false)
+
+		if got := ptr.Deref(gpu.Spec.Template.Spec.RuntimeClassName, ""); got != "nvidia" {
+			t.Errorf("GPU agent runtimeClassName %q, want nvidia", got)
+		}
+		env := map[string]string{}
+		for _, e := range gpu.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		if env["NVIDIA_VISIBLE_DEVICES"] != "all" || env["NVIDIA_DRIVER_CAPABILITIES"] != "utility" {
+			t.Errorf("GPU agent NVIDIA_VISIBLE_DEVICES %q, NVIDIA_DRIVER_CAPABILITIES %q; want all, utility", env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"])
+		}
+		if _, ok := gpu.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceName("nvidia.com/gpu")]; ok {
+			t.Error("the GPU agent requests nvidia.com/gpu: it would take a GPU from workloads")
+		}
+
+		// Exactly one agent per node: the same node label, In on one
+		// DaemonSet and NotIn on the other.
+		term := func(ds *appsv1.DaemonSet) corev1.NodeSelectorRequirement {
+			a := ds.Spec.Template.Spec.Affinity
+			if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+				t.Fatalf("DaemonSet %s has no required node affinity", ds.Name)
+			}
+			terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || len(terms[0].MatchFields) != 0 {
+				t.Fatalf("DaemonSet %s: node selector terms %v, want one with one expression", ds.Name, terms)
+			}
+			return terms[0].MatchExpressions[0]
+		}
+		in, notIn := term(gpu), term(base)
+		if in.Operator != corev1.NodeSelectorOpIn || notIn.Operator != corev1.NodeSelectorOpNotIn || in.Key != notIn.Key || !slices.Equal(in.Values, notIn.Values) {
+			t.Errorf("GPU agent on %v, base agent on %v; want the same key and values, In and NotIn", in, notIn)
+		}
+
+		// The selectors must not overlap, or each DaemonSet would see the
+		// other's pods as its own.
+		if metav1.FormatLabelSelector(base.Spec.Selector) == metav1.FormatLabelSelector(gpu.Spec.Selector) {
+			t.Errorf("both DaemonSets select %s", metav1.FormatLabelSelector(base.Spec.Selector))
+		}
+		for _, pair := range [][2]*appsv1.DaemonSet{{base, gpu}, {gpu, base}} {
+			sel, err := metav1.LabelSelectorAsSelector(pair[0].Spec.Selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sel.Matches(labels.Set(pair[1].Spec.Template.Labels)) {
+				t.Errorf("DaemonSet %s's selector matches the pods of %s", pair[0].Name, pair[1].Name)
+			}
+		}
+
+		// Past those differences, the GPU agent is the base agent: the
+		// copy in deploy/variants/gpu/ must follow changes to
+		// deploy/agent/daemonset.yaml.
+		want := base.Spec.Template.Spec.DeepCopy()
+		got := gpu.Spec.Template.Spec.DeepCopy()
+		want.Affinity, got.Affinity = nil, nil
+		got.RuntimeClassName = nil
+		got.Containers[0].Env = slices.DeleteFunc(got.Containers[0].Env, func(e corev1.EnvVar) bool {
+			return strings.HasPrefix(e.Name, "NVIDIA_")
+		})
+		got.Containers[0].Resources.Limits = want.Containers[0].Resources.Limits
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GPU agent pod spec differs from the base agent's beyond runtime class, affinity, NVIDIA_* env and limits (-base +gpu):\n%s", diff)
+		}
+		if diff := cmp.Diff(base.Spec.UpdateStrategy, gpu.Spec.UpdateStrategy); diff != "" {
+			t.Errorf("update strategies differ (-base +gpu):\n%s", diff)
+		}
+	})
+}
