@@ -58,7 +58,7 @@ type Cache struct {
 
 	entries atomic.Pointer[map[string]*entry] // read-only once published
 
-	mu           sync.Mutex // serializes writers
+	mu           sync.Mutex                           // serializes writers
 	reservations map[string]map[types.UID]reservation // by node, then pod
 	len          int                                  // entries with a view
 }
