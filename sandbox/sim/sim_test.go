@@ -10,7 +10,9 @@ import (
 
 func testNode(t *testing.T) *Node {
 	t.Helper()
-	gpu := func(numa int) GPUSpec { return GPUSpec{IdleWatts: 50, TDPWatts: 400, NUMANode: numa, PCIAddress: "0000:07:00.0"} }
+	gpu := func(numa int) GPUSpec {
+		return GPUSpec{IdleWatts: 50, TDPWatts: 400, NUMANode: numa, PCIAddress: "0000:07:00.0"}
+	}
 	n, err := NewNode(t.TempDir(), NodeSpec{
 		Name: "n", BaseUtilization: 0.1,
 		Host: hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
