@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -166,8 +167,15 @@ func newLogs(dir string) (*logFiles, error) {
 	if l.scheduler, err = os.Create(l.schedulerPath); err != nil {
 		return nil, err
 	}
-	// The agents run in this process and log through klog.
-	klog.LogToStderr(false)
+	// The agents run in this process and log through klog: to the file
+	// only, errors included, so the report stays readable.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
+		if err := fs.Set(name, value); err != nil {
+			return nil, err
+		}
+	}
 	klog.SetOutput(l.agents)
 	return l, nil
 }

@@ -186,6 +186,8 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 				out := pub.Offer(ctx, st)
 				m.Published(out, time.Now())
 				switch {
+				case out.Err != nil && ctx.Err() != nil:
+					return // stopping: the write was cut short, not failed
 				case out.Err != nil:
 					logger.Error(out.Err, "publishing NodeTelemetry failed; backing off")
 				case out.Published:
