@@ -262,7 +262,8 @@ func (c *Cache) Get(name string) (*Node, bool) {
 }
 
 // GetWithReserved returns a node's view and the CPU and memory reserved on
-// it since its sample, in one lookup.
+// it since its sample, in one lookup. The sums are returned even when the
+// node has no view (ok false).
 func (c *Cache) GetWithReserved(name string) (n *Node, cpuMilli, memoryBytes int64, ok bool) {
 	e := c.lookup(name)
 	if e == nil {
@@ -309,15 +310,6 @@ func (c *Cache) Unreserve(node string, pod types.UID) {
 	if e := c.lookup(node); e != nil {
 		c.publishReserved(node, e)
 	}
-}
-
-// Reserved returns the CPU and memory reserved on a node since its sample.
-func (c *Cache) Reserved(node string) (cpuMilli, memoryBytes int64) {
-	e := c.lookup(node)
-	if e == nil {
-		return 0, 0
-	}
-	return e.reservedCPUMilli.Load(), e.reservedMemoryBytes.Load()
 }
 
 // EventResource names NodeTelemetry in the scheduler's cluster events

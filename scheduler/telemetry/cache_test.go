@@ -54,25 +54,25 @@ func TestReservations(t *testing.T) {
 	c.Reserve("a", "pod-1", 500, 1<<30, t0.Add(time.Second))
 	c.Reserve("a", "pod-2", 250, 1<<29, t0.Add(4*time.Second))
 	c.Reserve("b", "pod-3", 100, 1, t0)
-	if cpu, mem := c.Reserved("a"); cpu != 750 || mem != 3<<29 {
+	if cpu, mem := reserved(c, "a"); cpu != 750 || mem != 3<<29 {
 		t.Fatalf("Reserved(a) = %d, %d; want 750m, 1.5Gi", cpu, mem)
 	}
 	// Hold = max(2 x 5s, 10s) = 10s: a sample at t0+10s covers neither
 	// pod-1 (reserved t0+1s, 9s before) nor pod-2.
 	c.Set(&Node{Name: "a", SampleTime: t0.Add(10 * time.Second), Interval: 5 * time.Second})
-	if cpu, _ := c.Reserved("a"); cpu != 750 {
+	if cpu, _ := reserved(c, "a"); cpu != 750 {
 		t.Errorf("after a sample 9s after pod-1: reserved %dm, want 750m", cpu)
 	}
 	// t0+11s is 10s after pod-1: it is measured now; pod-2 is not yet.
 	c.Set(&Node{Name: "a", SampleTime: t0.Add(11 * time.Second), Interval: 5 * time.Second})
-	if cpu, _ := c.Reserved("a"); cpu != 250 {
+	if cpu, _ := reserved(c, "a"); cpu != 250 {
 		t.Errorf("after a sample 10s after pod-1: reserved %dm, want 250m (pod-2)", cpu)
 	}
 	c.Unreserve("a", "pod-2")
-	if cpu, mem := c.Reserved("a"); cpu != 0 || mem != 0 {
+	if cpu, mem := reserved(c, "a"); cpu != 0 || mem != 0 {
 		t.Errorf("after Unreserve: %d, %d", cpu, mem)
 	}
-	if cpu, _ := c.Reserved("b"); cpu != 100 {
+	if cpu, _ := reserved(c, "b"); cpu != 100 {
 		t.Errorf("node b's reservation was touched: %dm", cpu)
 	}
 }
@@ -103,7 +103,7 @@ func TestReservationsExpireWithoutSamples(t *testing.T) {
 	c.Reserve("dead", "newer", 200, 0, t0.Add(9*time.Minute))
 	// 10m01s after "old": it expires; "newer" (1m01s old) stays.
 	c.Reserve("dead", "new", 400, 0, t0.Add(10*time.Minute+time.Second))
-	if cpu, _ := c.Reserved("dead"); cpu != 600 {
+	if cpu, _ := reserved(c, "dead"); cpu != 600 {
 		t.Errorf("reserved %dm, want 600m (200 + 400; the 10-minute-old one expired)", cpu)
 	}
 }
@@ -167,4 +167,10 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	if got := c.Len(); got != len(nodes) {
 		t.Errorf("Len() = %d, want %d", got, len(nodes))
 	}
+}
+
+// reserved is the reservation sums GetWithReserved returns.
+func reserved(c *Cache, node string) (cpuMilli, memoryBytes int64) {
+	_, cpuMilli, memoryBytes, _ = c.GetWithReserved(node)
+	return cpuMilli, memoryBytes
 }
