@@ -61,6 +61,7 @@ type Cache struct {
 	mu           sync.Mutex                           // serializes writers
 	reservations map[string]map[types.UID]reservation // by node, then pod
 	len          int                                  // entries with a view
+	gpuNodes     atomic.Int64                         // views that list GPUs
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
@@ -160,8 +161,9 @@ func (c *Cache) remove(obj any) {
 	if e == nil {
 		return
 	}
-	if e.node.Swap(nil) != nil {
+	if old := e.node.Swap(nil); old != nil {
 		c.len--
+		c.countGPUs(old, nil)
 	}
 	// The node is gone with its object: its reservations and entry go too.
 	delete(c.reservations, name)
@@ -210,6 +212,7 @@ func (c *Cache) Set(n *Node) {
 	if old == nil {
 		c.len++
 	}
+	c.countGPUs(old, n)
 	hold := max(2*n.Interval, minReservationHold)
 	for uid, r := range c.reservations[n.Name] {
 		if n.SampleTime.Sub(r.at) >= hold {
@@ -217,6 +220,18 @@ func (c *Cache) Set(n *Node) {
 		}
 	}
 	c.publishReserved(n.Name, e)
+}
+
+// countGPUs updates the number of views that list GPUs when a node's view
+// goes from old to cur (either may be nil). The caller holds c.mu.
+func (c *Cache) countGPUs(old, cur *Node) {
+	had, has := old != nil && len(old.GPUs) > 0, cur != nil && len(cur.GPUs) > 0
+	switch {
+	case has && !had:
+		c.gpuNodes.Add(1)
+	case had && !has:
+		c.gpuNodes.Add(-1)
+	}
 }
 
 // entry returns a node's entry, creating it. The caller holds c.mu.
@@ -271,6 +286,11 @@ func (c *Cache) GetWithReserved(name string) (n *Node, cpuMilli, memoryBytes int
 	}
 	n = e.node.Load()
 	return n, e.reservedCPUMilli.Load(), e.reservedMemoryBytes.Load(), n != nil
+}
+
+// GPUNodes is the number of nodes whose telemetry lists at least one GPU.
+func (c *Cache) GPUNodes() int {
+	return int(c.gpuNodes.Load())
 }
 
 // Len is the number of nodes with telemetry.

@@ -94,6 +94,34 @@ func TestSetKeepsTheNewerView(t *testing.T) {
 	}
 }
 
+func TestGPUNodes(t *testing.T) {
+	c := NewCache()
+	obj := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetName(name)
+		return u
+	}
+	gpus := []GPU{{Index: 0}, {Index: 1}}
+	for _, step := range []struct {
+		do   func()
+		what string
+		want int
+	}{
+		{func() { c.Set(&Node{Name: "cpu"}) }, "a CPU node", 0},
+		{func() { c.Set(&Node{Name: "a", GPUs: gpus}) }, "a GPU node", 1},
+		{func() { c.Set(&Node{Name: "b", GPUs: gpus}) }, "a second GPU node", 2},
+		{func() { c.Set(&Node{Name: "a", GPUs: gpus}) }, "a GPU node's update", 2},
+		{func() { c.Set(&Node{Name: "a"}) }, "a GPU node that lost its GPUs", 1},
+		{func() { c.remove(obj("b")) }, "a GPU node deleted", 0},
+		{func() { c.remove(obj("a")) }, "a CPU node deleted", 0},
+	} {
+		step.do()
+		if got := c.GPUNodes(); got != step.want {
+			t.Errorf("after %s: GPUNodes = %d, want %d", step.what, got, step.want)
+		}
+	}
+}
+
 // TestReservationsExpireWithoutSamples: a node whose agent stopped gets no
 // sample to retire its reservations; they must not pile up forever.
 func TestReservationsExpireWithoutSamples(t *testing.T) {

@@ -92,6 +92,63 @@ func thermalScore(n *telemetry.Node, absoluteMilli int64) int64 {
 	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, fwk.MaxNodeScore*h/headroomForFullScore))
 }
 
+// Score packs a node's two parts into one int64 for NormalizeScore: the
+// thermal score (0-100) in the low 7 bits, and above them 0 for a node
+// without a power estimate or its marginal milliwatts + 1. Marginal power
+// is capped at maxPackedMilliwatts (a petawatt), far above any node, so the
+// packed value cannot overflow.
+const (
+	thermalBits         = 7
+	thermalMask         = 1<<thermalBits - 1
+	maxPackedMilliwatts = 1 << 50
+)
+
+// packScore is Score's result for a node with fresh telemetry.
+func packScore(mw int64, hasPower bool, thermal int64) int64 {
+	if !hasPower {
+		return thermal
+	}
+	return (min(mw, maxPackedMilliwatts)+1)<<thermalBits | thermal
+}
+
+// unpackScore undoes packScore.
+func unpackScore(packed int64) (mw int64, hasPower bool, thermal int64) {
+	p := packed >> thermalBits
+	return p - 1, p > 0, packed & thermalMask
+}
+
+// normalize replaces each packed score with the weighted combination of its
+// power score, placed between the lowest and highest marginal power among
+// the candidates with an estimate, and its thermal score. A NoTelemetry
+// score becomes the lowest of the others (MinNodeScore when none has
+// telemetry).
+func normalize(scores fwk.NodeScoreList, powerWeight, thermalWeight int64) {
+	minMW, maxMW := int64(-1), int64(-1)
+	for _, s := range scores {
+		if s.Score == telemetry.NoTelemetry {
+			continue
+		}
+		if mw, ok, _ := unpackScore(s.Score); ok {
+			if minMW < 0 || mw < minMW {
+				minMW = mw
+			}
+			maxMW = max(maxMW, mw)
+		}
+	}
+	for i, s := range scores {
+		if s.Score == telemetry.NoTelemetry {
+			continue
+		}
+		mw, ok, thermal := unpackScore(s.Score)
+		var power int64
+		if ok {
+			power = powerScore(mw, minMW, maxMW)
+		}
+		scores[i].Score = combine(power, thermal, powerWeight, thermalWeight)
+	}
+	telemetry.NormalizeMissing(scores)
+}
+
 // combine weighs the two parts.
 func combine(power, thermal int64, powerWeight, thermalWeight int64) int64 {
 	if powerWeight+thermalWeight == 0 {

@@ -3,6 +3,8 @@ package energyaware
 import (
 	"testing"
 
+	fwk "k8s.io/kube-scheduler/framework"
+
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -81,6 +83,77 @@ func TestScoreParts(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestPackScore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mw       int64
+		hasPower bool
+		thermal  int64
+		want     int64
+	}{
+		// (40000+1)<<7 | 50 = 5120128 + 50
+		{"power and thermal", 40_000, true, 50, 5_120_178},
+		{"zero watts is still an estimate", 0, true, 100, 1<<7 | 100},
+		{"no power model", 0, false, 37, 37},
+		// capped at 2^50 mW: (2^50+1)<<7 | 100
+		{"capped", 1 << 62, true, 100, (1<<50+1)<<7 | 100},
+	} {
+		got := packScore(tc.mw, tc.hasPower, tc.thermal)
+		if got != tc.want {
+			t.Errorf("%s: packScore = %d, want %d", tc.name, got, tc.want)
+		}
+		mw, hasPower, thermal := unpackScore(got)
+		if hasPower != tc.hasPower || thermal != tc.thermal || (tc.hasPower && mw != min(tc.mw, maxPackedMilliwatts)) {
+			t.Errorf("%s: unpackScore = %d, %v, %d", tc.name, mw, hasPower, thermal)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		scores []int64 // packed, or NoTelemetry
+		want   []int64
+	}{
+		{
+			// power 10, 30, 50 W -> 100, 50, 0; thermal 50, 100, 0
+			// (100*70 + 50*30)/100 = 85; (50*70 + 100*30)/100 = 65; (0*70 + 0*30)/100 = 0
+			name:   "range of power",
+			scores: []int64{packScore(10_000, true, 50), packScore(30_000, true, 100), packScore(50_000, true, 0)},
+			want:   []int64{85, 65, 0},
+		},
+		{
+			// no model: no power points, 100*30/100 = 30; the other is alone in
+			// the power range: (100*70 + 0*30)/100 = 70
+			name:   "a node without a power model",
+			scores: []int64{packScore(0, false, 100), packScore(20_000, true, 0)},
+			want:   []int64{30, 70},
+		},
+		{
+			// no telemetry: the lowest of the others (30)
+			name:   "a node without telemetry",
+			scores: []int64{telemetry.NoTelemetry, packScore(0, false, 100), packScore(20_000, true, 0)},
+			want:   []int64{30, 30, 70},
+		},
+		{
+			name:   "no node with telemetry",
+			scores: []int64{telemetry.NoTelemetry, telemetry.NoTelemetry},
+			want:   []int64{0, 0},
+		},
+	} {
+		list := make(fwk.NodeScoreList, len(tc.scores))
+		for i, s := range tc.scores {
+			list[i].Score = s
+		}
+		normalize(list, 70, 30)
+		for i, s := range list {
+			if s.Score != tc.want[i] {
+				t.Errorf("%s: node %d scored %d, want %d", tc.name, i, s.Score, tc.want[i])
+			}
 		}
 	}
 }

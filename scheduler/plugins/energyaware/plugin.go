@@ -26,8 +26,7 @@ import (
 const Name = "EnergyAware"
 
 const (
-	preFilterKey fwk.StateKey = "PreFilter" + Name
-	preScoreKey  fwk.StateKey = "PreScore" + Name
+	stateKey fwk.StateKey = "PreFilter" + Name
 	// gpuResource is the resource EnergyAware counts GPUs by.
 	gpuResource v1.ResourceName = configv1.DefaultGPUResourceName
 )
@@ -43,7 +42,6 @@ type EnergyAware struct {
 var (
 	_ fwk.PreFilterPlugin   = &EnergyAware{}
 	_ fwk.FilterPlugin      = &EnergyAware{}
-	_ fwk.PreScorePlugin    = &EnergyAware{}
 	_ fwk.ScorePlugin       = &EnergyAware{}
 	_ fwk.EnqueueExtensions = &EnergyAware{}
 )
@@ -74,12 +72,10 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache, now func() time.Ti
 // Name implements fwk.Plugin.
 func (pl *EnergyAware) Name() string { return Name }
 
-// podState is the pod's CPU and GPU requests and, after PreScore, the range
-// of marginal power over the candidate nodes. It is not modified after it
-// is written, so Clone returns it as is.
+// podState is the pod's CPU and GPU requests. It is not modified after
+// PreFilter writes it, so Clone returns it as is.
 type podState struct {
 	cpuMilli, gpus int64
-	minMW, maxMW   int64
 	// now is the cycle's time, read once: telemetry freshness is judged
 	// against it for every node.
 	now time.Time
@@ -95,15 +91,15 @@ func podRequests(pod *v1.Pod, now time.Time) *podState {
 
 // PreFilter computes the pod's requests once.
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	cs.Write(preFilterKey, podRequests(pod, pl.now()))
+	cs.Write(stateKey, podRequests(pod, pl.now()))
 	return nil, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (pl *EnergyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-func (pl *EnergyAware) readState(cs fwk.CycleState, key fwk.StateKey, pod *v1.Pod) *podState {
-	if d, err := cs.Read(key); err == nil {
+func (pl *EnergyAware) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
+	if d, err := cs.Read(stateKey); err == nil {
 		if s, ok := d.(*podState); ok {
 			return s
 		}
@@ -114,7 +110,7 @@ func (pl *EnergyAware) readState(cs fwk.CycleState, key fwk.StateKey, pod *v1.Po
 // Filter rejects nodes too hot for any pod, and, for GPU pods, nodes
 // without enough GPUs clear of their slowdown temperature.
 func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	s := pl.readState(cs, preFilterKey, pod)
+	s := pl.readState(cs, pod)
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
@@ -131,51 +127,30 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-// PreScore finds the range of marginal power over the candidate nodes, so
-// Score can place each node in it without a second pass.
-func (pl *EnergyAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	s := *pl.readState(cs, preFilterKey, pod)
-	s.minMW, s.maxMW = -1, -1
-	for _, ni := range nodes {
-		tel, ok := pl.cache.Get(ni.Node().Name)
-		if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
-			continue
-		}
-		if mw, ok := marginalMilliwatts(tel, s.cpuMilli, s.gpus); ok {
-			if s.minMW < 0 || mw < s.minMW {
-				s.minMW = mw
-			}
-			s.maxMW = max(s.maxMW, mw)
-		}
-	}
-	cs.Write(preScoreKey, &s)
-	return nil
-}
-
-// Score combines the power the pod would add (lowest best) with thermal
-// headroom (most best), weighted by the args. A node without a ready power
-// model gets no power points; one without fresh telemetry is scored in
-// NormalizeScore.
+// Score reads the node's telemetry once and returns its marginal power and
+// thermal score packed into one number (see packScore); NormalizeScore
+// turns those into the final scores, once it has seen every candidate's
+// power. A node without fresh telemetry gets NoTelemetry.
 func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	s := pl.readState(cs, preScoreKey, pod)
+	s := pl.readState(cs, pod)
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.NoTelemetry, nil
 	}
-	var power int64
-	if mw, ok := marginalMilliwatts(tel, s.cpuMilli, s.gpus); ok && s.minMW >= 0 {
-		power = powerScore(mw, s.minMW, s.maxMW)
-	}
-	return combine(power, thermalScore(tel, pl.limits.absoluteMilli), int64(pl.args.PowerWeight), int64(pl.args.ThermalWeight)), nil
+	mw, hasPower := marginalMilliwatts(tel, s.cpuMilli, s.gpus)
+	return packScore(mw, hasPower, thermalScore(tel, pl.limits.absoluteMilli)), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
 func (pl *EnergyAware) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
-// NormalizeScore gives nodes without fresh telemetry the lowest score of
-// the nodes with it, so they are never favoured.
+// NormalizeScore combines the power the pod would add (lowest of the
+// candidates best) with thermal headroom (most best), weighted by the args.
+// A node without a ready power model gets no power points; one without
+// fresh telemetry gets the lowest score of the others, so it is never
+// favoured.
 func (pl *EnergyAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	telemetry.NormalizeMissing(scores)
+	normalize(scores, int64(pl.args.PowerWeight), int64(pl.args.ThermalWeight))
 	return nil
 }
 

@@ -112,3 +112,55 @@ func TestHint(t *testing.T) {
 		})
 	}
 }
+
+// Score and NormalizeScore as the framework runs them, on nodes with power
+// models, one without, and one without telemetry.
+func TestScore(t *testing.T) {
+	withModel := func(hottest int64, idle, full int32) *telemetryv1alpha1.NodeTelemetryStatus {
+		st := status(hottest)
+		st.Power = &telemetryv1alpha1.PowerStatus{Watts: idle, Model: &telemetryv1alpha1.PowerModel{
+			Ready: true, IdleWatts: ptr.To(idle), FullLoadWatts: ptr.To(full)}}
+		return st
+	}
+	cache := telemetry.NewCache()
+	for name, st := range map[string]*telemetryv1alpha1.NodeTelemetryStatus{
+		"efficient": withModel(60, 100, 260), // 160 W span / 16 cores: 10 W per CPU
+		"legacy":    withModel(60, 150, 630), // 480 W span: 30 W per CPU
+		"mid-hot":   withModel(80, 100, 420), // 320 W span: 20 W per CPU
+		"no-model":  status(40),
+	} {
+		cache.Set(telemetry.FromStatus(name, st))
+	}
+	pl := New(*configv1.DefaultEnergyAwareArgs(), cache, func() time.Time { return now })
+	pod := gpuPod("") // 1 CPU
+	cs := framework.NewCycleState()
+	_, _ = pl.PreFilter(context.Background(), cs, pod, nil)
+	names := []string{"efficient", "legacy", "mid-hot", "no-model", "no-telemetry"}
+	scores := make(fwk.NodeScoreList, len(names))
+	for i, name := range names {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		s, st := pl.Score(context.Background(), cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatalf("Score %s: %v", name, st)
+		}
+		scores[i] = fwk.NodeScore{Name: name, Score: s}
+	}
+	if st := pl.ScoreExtensions().NormalizeScore(context.Background(), cs, pod, scores); !st.IsSuccess() {
+		t.Fatalf("NormalizeScore: %v", st)
+	}
+	// Marginal power 10, 30, 20 W: power scores 100, 0, 50. Headroom 40,
+	// 40, 20, 60°C: thermal scores 100, 100, 50, 100 (full at 40°C).
+	want := map[string]int64{
+		"efficient":    100, // (100*70 + 100*30)/100
+		"legacy":       30,  // (0*70 + 100*30)/100
+		"mid-hot":      50,  // (50*70 + 50*30)/100
+		"no-model":     30,  // no power points: 100*30/100
+		"no-telemetry": 30,  // the lowest of the others
+	}
+	for _, s := range scores {
+		if s.Score != want[s.Name] {
+			t.Errorf("%s scored %d, want %d", s.Name, s.Score, want[s.Name])
+		}
+	}
+}

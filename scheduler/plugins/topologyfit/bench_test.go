@@ -14,9 +14,9 @@ import (
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// BenchmarkFilterScore measures the plugin's hot path: PreFilter and
-// PreScore once per pod, then Filter and Score on every node, as one
-// scheduling cycle over 100, 1000 and 5000 nodes. Every node passes the
+// BenchmarkFilterScore measures the plugin's hot path: PreFilter once, then
+// per pod PreScore, Filter and Score on every node and NormalizeScore, as
+// one scheduling cycle over 100, 1000 and 5000 nodes. Every node passes the
 // filter (rejections format a message; the scheduler scores only nodes
 // that pass). It reports ns/node and allocs/node; the goal is <= 1µs and 0.
 //
@@ -70,9 +70,6 @@ func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int) {
 	cs := framework.NewCycleState()
 	if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
 		b.Fatalf("PreFilter: %v", st)
-	}
-	if st := pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
-		b.Fatalf("PreScore: %v", st)
 	}
 	plugintest.BenchFilterScore(b, pl, cs, pod, infos)
 }

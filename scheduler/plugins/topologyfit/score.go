@@ -11,13 +11,14 @@ import (
 
 // PreScore computes the pod's facts for scoring, or reuses PreFilter's. A
 // pod that requests no GPU is scored by the GPU-node penalty alone: with no
-// penalty configured there is nothing to score.
-func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+// penalty configured, or when the candidates are all GPU nodes or all not,
+// every node would get the same score, so Score is skipped.
+func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	s, err := pl.state(cs, pod)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if s.gpus == 0 && pl.args.NonGPUPodPenaltyPercent == 0 {
+	if s.gpus == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || !pl.mixedGPUNodes(nodes)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	if _, err := cs.Read(stateKey); err != nil {
@@ -47,6 +48,30 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	matching, unknown := m.count(tel)
 	aligned := fitNUMA(tel, s, &m, s.gpus, allocated-unknown, requested.GetMilliCPU()) >= 0
 	return gpuPodScore(aligned, gpuPackScore(s.gpus, matching-allocated)), nil
+}
+
+// mixedGPUNodes reports whether some of the nodes are GPU nodes (see
+// gpuNode) and some are not. While no node's telemetry lists a GPU, the
+// nodes' allocatable decides alone, without a telemetry lookup per node.
+func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
+	if len(nodes) < 2 {
+		return false
+	}
+	withTelemetry := pl.cache.GPUNodes() > 0
+	kind := func(ni fwk.NodeInfo) bool {
+		if !withTelemetry {
+			return ni.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0
+		}
+		tel, _ := pl.cache.Get(ni.Node().Name)
+		return pl.gpuNode(ni, tel)
+	}
+	first := kind(nodes[0])
+	for _, ni := range nodes[1:] {
+		if kind(ni) != first {
+			return true
+		}
+	}
+	return false
 }
 
 // gpuNode reports whether a node has GPUs: its allocatable has the GPU

@@ -161,13 +161,43 @@ func TestScore(t *testing.T) {
 	}
 }
 
-func TestPreScoreSkipsCPUPodsWithoutPenalty(t *testing.T) {
+// A CPU pod's score is the GPU-node penalty alone: PreScore skips Score
+// when every candidate would get the same score.
+func TestPreScoreSkipsUniformCPUPodScores(t *testing.T) {
 	t.Parallel()
-	pl := newPlugin(config.StaleTelemetryIgnore)
-	pl.args.NonGPUPodPenaltyPercent = 0
-	_, st := scoreAll(t, pl, makePod("p", 0, "1", "1Gi"), []scoreNode{{name: "gpu", allocGPUs: 8}})
-	if !st.IsSkip() {
-		t.Errorf("PreScore = %v, want Skip", st)
+	cpuPod := makePod("p", 0, "1", "1Gi")
+	gpuTel := func(name string) *telemetry.Node { return telNode(name, 2, h100s(8, 4)) }
+	for _, tc := range []struct {
+		name     string
+		penalty  int32
+		pod      *v1.Pod
+		nodes    []scoreNode
+		wantSkip bool
+	}{
+		{"no penalty", 0, cpuPod, []scoreNode{{name: "gpu", allocGPUs: 8}, {name: "cpu"}}, true},
+		{"no GPU node", 50, cpuPod, []scoreNode{{name: "a", tel: telNode("a", 2, nil)}, {name: "b"}}, true},
+		{"all GPU nodes by allocatable", 50, cpuPod, []scoreNode{{name: "a", allocGPUs: 8}, {name: "b", allocGPUs: 4}}, true},
+		{"all GPU nodes, one by telemetry only", 50, cpuPod, []scoreNode{{name: "a", allocGPUs: 8}, {name: "b", tel: gpuTel("b")}}, true},
+		{"one candidate", 50, cpuPod, []scoreNode{{name: "gpu", allocGPUs: 8}}, true},
+		{"mixed by allocatable", 50, cpuPod, []scoreNode{{name: "cpu"}, {name: "gpu", allocGPUs: 8}}, false},
+		{"mixed by telemetry only", 50, cpuPod, []scoreNode{{name: "cpu", tel: telNode("cpu", 2, nil)}, {name: "gpu", tel: gpuTel("gpu")}}, false},
+		{"GPU pod on uniform nodes", 50, makePod("p", 1, "1", "1Gi"), []scoreNode{{name: "a", tel: gpuTel("a"), allocGPUs: 8}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var tels []*telemetry.Node
+			for _, n := range tc.nodes {
+				if n.tel != nil {
+					tels = append(tels, n.tel)
+				}
+			}
+			pl := newPlugin(config.StaleTelemetryIgnore, tels...)
+			pl.args.NonGPUPodPenaltyPercent = tc.penalty
+			_, st := scoreAll(t, pl, tc.pod, tc.nodes)
+			if st.IsSkip() != tc.wantSkip || (!tc.wantSkip && !st.IsSuccess()) {
+				t.Errorf("PreScore = %v, want skip %v", st, tc.wantSkip)
+			}
+		})
 	}
 }
 
@@ -177,6 +207,7 @@ func TestFilterScoreDoNotAllocate(t *testing.T) {
 	ctx := context.Background()
 	pl := newPlugin(config.StaleTelemetryReject, telNode("n1", 2, h100s(8, 4)))
 	ni := nodeInfo("n1", 8, onNode(makePod("running", 1, "1", "1Gi"), "n1"))
+	candidates := []fwk.NodeInfo{ni, nodeInfo("cpu", 0)} // mixed: a CPU pod is scored
 	for _, pod := range []*v1.Pod{
 		makePod("p", 4, "16", "64Gi", numaPolicy, singleNUMA, gpuModel, "h100", gpuMinMem, "40Gi"),
 		makePod("p", 0, "16", "64Gi", numaPolicy, singleNUMA),
@@ -185,7 +216,7 @@ func TestFilterScoreDoNotAllocate(t *testing.T) {
 		if _, st := pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
 			t.Fatalf("PreFilter: %v", st)
 		}
-		if st := pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
+		if st := pl.PreScore(ctx, cs, pod, candidates); !st.IsSuccess() {
 			t.Fatalf("PreScore: %v", st)
 		}
 		allocs := testing.AllocsPerRun(100, func() {

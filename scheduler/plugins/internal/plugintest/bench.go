@@ -18,31 +18,52 @@ import (
 	"github.com/telesched/telesched/test/fixtures"
 )
 
-// FilterScorer is a plugin's hot path.
-type FilterScorer interface {
+// Plugin is a plugin's hot path: Filter and Score, with PreScore and
+// ScoreExtensions when it implements them.
+type Plugin interface {
+	fwk.PreFilterPlugin
 	Filter(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) *fwk.Status
-	Score(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) (int64, *fwk.Status)
+	fwk.ScorePlugin
 }
 
-// BenchFilterScore runs Filter then Score on every node per iteration, as a
-// scheduling cycle does after PreFilter and PreScore (already run into cs),
-// and reports ns/node and allocs/node. Every node must pass the filter: the
-// scheduler scores only nodes that pass.
-func BenchFilterScore(b *testing.B, pl FilterScorer, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) {
+// BenchFilterScore runs what one scheduling cycle runs of the plugin after
+// PreFilter (already run into cs), per iteration: PreScore over the nodes,
+// Filter then Score on every node, and NormalizeScore. It reports ns/node
+// and allocs/node, the whole per-pod cost divided by the nodes. Every node
+// must pass the filter (the scheduler scores only nodes that pass) and
+// PreScore must not skip.
+func BenchFilterScore(b *testing.B, pl Plugin, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) {
 	b.Helper()
 	ctx := context.Background()
+	preScore, _ := pl.(fwk.PreScorePlugin)
+	scores := make(fwk.NodeScoreList, len(nodes))
+	for i, ni := range nodes {
+		scores[i].Name = ni.Node().Name
+	}
 	var sum int64
 	var before, after runtime.MemStats
 	b.ReportAllocs()
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for range b.N {
-		for _, ni := range nodes {
+		if preScore != nil {
+			if st := preScore.PreScore(ctx, cs, pod, nodes); !st.IsSuccess() {
+				b.Fatalf("PreScore: %v", st)
+			}
+		}
+		for i, ni := range nodes {
 			if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
 				b.Fatalf("Filter %s: %v", ni.Node().Name, st)
 			}
-			s, _ := pl.Score(ctx, cs, pod, ni)
-			sum += s
+			scores[i].Score, _ = pl.Score(ctx, cs, pod, ni)
+		}
+		if ext := pl.ScoreExtensions(); ext != nil {
+			if st := ext.NormalizeScore(ctx, cs, pod, scores); !st.IsSuccess() {
+				b.Fatalf("NormalizeScore: %v", st)
+			}
+		}
+		for _, s := range scores {
+			sum += s.Score
 		}
 	}
 	b.StopTimer()
@@ -53,13 +74,6 @@ func BenchFilterScore(b *testing.B, pl FilterScorer, cs fwk.CycleState, pod *v1.
 	if sum == 0 {
 		b.Fatal("no node scored above 0")
 	}
-}
-
-// Plugin is what BenchmarkCPUPod runs: PreFilter, PreScore, Filter, Score.
-type Plugin interface {
-	fwk.PreFilterPlugin
-	fwk.PreScorePlugin
-	FilterScorer
 }
 
 // BenchmarkCPUPod measures Filter+Score per node over 100, 1000 and 5000
@@ -76,9 +90,6 @@ func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, func() time.Time
 			cs := framework.NewCycleState()
 			if _, st := pl.PreFilter(context.Background(), cs, pod, infos); !st.IsSuccess() {
 				b.Fatalf("PreFilter: %v", st)
-			}
-			if st := pl.PreScore(context.Background(), cs, pod, infos); !st.IsSuccess() {
-				b.Fatalf("PreScore: %v", st)
 			}
 			BenchFilterScore(b, pl, cs, pod, infos)
 		})
