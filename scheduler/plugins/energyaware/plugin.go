@@ -18,6 +18,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -37,6 +38,7 @@ type EnergyAware struct {
 	limits thermalLimits
 	cache  *telemetry.Cache
 	now    func() time.Time
+	last   cyclestate.Last[*podState]
 }
 
 var (
@@ -91,7 +93,7 @@ func podRequests(pod *v1.Pod, now time.Time) *podState {
 
 // PreFilter computes the pod's requests once.
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	cs.Write(stateKey, podRequests(pod, pl.now()))
+	pl.last.Write(cs, stateKey, podRequests(pod, pl.now()))
 	return nil, nil
 }
 
@@ -99,10 +101,8 @@ func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.P
 func (pl *EnergyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 func (pl *EnergyAware) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
-	if d, err := cs.Read(stateKey); err == nil {
-		if s, ok := d.(*podState); ok {
-			return s
-		}
+	if s, ok := pl.last.Read(cs, stateKey); ok {
+		return s
 	}
 	return podRequests(pod, pl.now())
 }

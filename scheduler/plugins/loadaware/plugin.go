@@ -21,6 +21,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -35,6 +36,7 @@ type LoadAware struct {
 	args  config.LoadAwareArgs
 	cache *telemetry.Cache
 	now   func() time.Time
+	last  cyclestate.Last[*podState]
 }
 
 var (
@@ -70,6 +72,9 @@ type podState struct {
 	// now is the cycle's time, read once: telemetry freshness is judged
 	// against it for every node.
 	now time.Time
+	// verbose is whether Filter logs each node that fits (-v=5), decided
+	// once per cycle rather than by a context lookup per node.
+	verbose bool
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -92,21 +97,21 @@ func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
 }
 
 func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
-	if d, err := cs.Read(stateKey); err == nil {
-		if s, ok := d.(*podState); ok {
-			return s
-		}
+	if s, ok := pl.last.Read(cs, stateKey); ok {
+		return s
 	}
 	return pl.podRequests(pod)
 }
 
 // PreFilter computes the pod's requests once. DaemonSet pods skip the
 // filter: they must run on every node, whatever its load.
-func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	cs.Write(stateKey, pl.podRequests(pod))
+	s := pl.podRequests(pod)
+	s.verbose = klog.FromContext(ctx).V(5).Enabled()
+	pl.last.Write(cs, stateKey, s)
 	return nil, nil
 }
 
@@ -138,8 +143,8 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 				percentBP(est), limit, tel.MemoryPercent, percentBP(est-int64(tel.MemoryPercent)*100)))
 		}
 	}
-	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
-		logger.V(5).Info("LoadAware fits", "pod", klog.KObj(pod), "node", node.Name, "cpuPercent", tel.CPUPercent, "memoryPercent", tel.MemoryPercent)
+	if s.verbose {
+		klog.FromContext(ctx).V(5).Info("LoadAware fits", "pod", klog.KObj(pod), "node", node.Name, "cpuPercent", tel.CPUPercent, "memoryPercent", tel.MemoryPercent)
 	}
 	return nil
 }
@@ -147,8 +152,8 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 // PreScore makes sure the pod's requests are in the cycle state: PreFilter
 // put them there unless it was skipped (DaemonSet pods).
 func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if _, err := cs.Read(stateKey); err != nil {
-		cs.Write(stateKey, pl.podRequests(pod))
+	if _, ok := pl.last.Read(cs, stateKey); !ok {
+		pl.last.Write(cs, stateKey, pl.podRequests(pod))
 	}
 	return nil
 }

@@ -24,11 +24,13 @@ func (pl *TopologyFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s.now = pl.now()
-	if logger := klog.FromContext(ctx); logger.V(4).Enabled() {
+	logger := klog.FromContext(ctx)
+	s.verbose = logger.V(5).Enabled()
+	if logger.V(4).Enabled() {
 		logger.V(4).Info("TopologyFit pod", "pod", klog.KObj(pod), "gpus", s.gpus, "singleNUMA", s.singleNUMA,
 			"cpuMilli", s.cpuMilli, "memoryBytes", s.memoryBytes, "gpuConstraints", s.gpuConstraints)
 	}
-	cs.Write(stateKey, s)
+	pl.last.Write(cs, stateKey, s)
 	return nil, nil
 }
 
@@ -76,8 +78,8 @@ func (pl *TopologyFit) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, s, &m, gpus, allocated-unknown, requested.GetMilliCPU()))
 		}
 	}
-	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
-		logger.V(5).Info("TopologyFit fits", "pod", klog.KObj(pod), "node", node.Name, "gpus", gpus, "allocatedGPUs", allocated)
+	if s.verbose {
+		klog.FromContext(ctx).V(5).Info("TopologyFit fits", "pod", klog.KObj(pod), "node", node.Name, "gpus", gpus, "allocatedGPUs", allocated)
 	}
 	return nil
 }

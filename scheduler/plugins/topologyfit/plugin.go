@@ -57,6 +57,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -72,6 +73,7 @@ type TopologyFit struct {
 	gpuResource v1.ResourceName
 	cache       *telemetry.Cache
 	now         func() time.Time
+	last        cyclestate.Last[*podState]
 }
 
 var (
@@ -115,6 +117,9 @@ type podState struct {
 	// now is the cycle's time, read once: telemetry freshness is judged
 	// against it for every node.
 	now time.Time
+	// verbose is whether Filter logs each node that fits (-v=5), decided
+	// once per cycle rather than by a context lookup per node.
+	verbose bool
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -170,10 +175,8 @@ func (pl *TopologyFit) podRequests(pod *v1.Pod) (gpus, cpuMilli, memoryBytes int
 
 // state returns the pod's state from the cycle, or computes it.
 func (pl *TopologyFit) state(cs fwk.CycleState, pod *v1.Pod) (*podState, error) {
-	if d, err := cs.Read(stateKey); err == nil {
-		if s, ok := d.(*podState); ok {
-			return s, nil
-		}
+	if s, ok := pl.last.Read(cs, stateKey); ok {
+		return s, nil
 	}
 	s, err := pl.podFacts(pod)
 	if err != nil {

@@ -21,8 +21,8 @@ func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 	if s.gpus == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || !pl.mixedGPUNodes(nodes)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	if _, err := cs.Read(stateKey); err != nil {
-		cs.Write(stateKey, s)
+	if _, ok := pl.last.Read(cs, stateKey); !ok {
+		pl.last.Write(cs, stateKey, s)
 	}
 	return nil
 }
