@@ -58,12 +58,14 @@ type Cache struct {
 	startErr  error
 
 	entries atomic.Pointer[map[string]*entry] // read-only once published
+	bound   atomic.Pointer[LoadBound]         // over every entry's load
 
 	mu           sync.Mutex                           // serializes writers
 	reservations map[string]map[types.UID]reservation // by node, then pod
 	len          int                                  // entries with a view
 	slab         []entry                              // entries not yet handed out
-	gpuNodes     atomic.Int64                         // views that list GPUs
+	counters     []*Counter                           // kept current by Set and remove
+	gpuNodes     *Counter                             // views that list GPUs
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
@@ -72,6 +74,7 @@ type entry struct {
 	node                atomic.Pointer[Node]
 	reservedCPUMilli    atomic.Int64
 	reservedMemoryBytes atomic.Int64
+	load                nodeLoad // the node's part of the LoadBound; under Cache.mu
 }
 
 type reservation struct {
@@ -83,6 +86,8 @@ type reservation struct {
 func NewCache() *Cache {
 	c := &Cache{reservations: map[string]map[types.UID]reservation{}}
 	c.entries.Store(&map[string]*entry{})
+	c.bound.Store(&LoadBound{})
+	c.gpuNodes = c.NewCounter(func(n *Node) bool { return len(n.GPUs) > 0 })
 	return c
 }
 
@@ -165,8 +170,9 @@ func (c *Cache) remove(obj any) {
 	}
 	if old := e.node.Swap(nil); old != nil {
 		c.len--
-		c.countGPUs(old, nil)
+		c.count(old, nil)
 	}
+	c.setLoad(e, nodeLoad{})
 	// The node is gone with its object: its reservations and entry go too.
 	delete(c.reservations, name)
 	c.publishEntries(name, nil)
@@ -207,7 +213,7 @@ func (c *Cache) Set(n *Node) {
 	if old == nil {
 		c.len++
 	}
-	c.countGPUs(old, n)
+	c.count(old, n)
 	hold := max(2*n.Interval, minReservationHold)
 	for uid, r := range c.reservations[n.Name] {
 		if n.SampleTime.Sub(r.at) >= hold {
@@ -217,15 +223,44 @@ func (c *Cache) Set(n *Node) {
 	c.publishReserved(n.Name, e)
 }
 
-// countGPUs updates the number of views that list GPUs when a node's view
-// goes from old to cur (either may be nil). The caller holds c.mu.
-func (c *Cache) countGPUs(old, cur *Node) {
-	had, has := old != nil && len(old.GPUs) > 0, cur != nil && len(cur.GPUs) > 0
-	switch {
-	case has && !had:
-		c.gpuNodes.Add(1)
-	case had && !has:
-		c.gpuNodes.Add(-1)
+// Counter is the number of nodes whose view satisfies a predicate, kept
+// current as views change. Plugins use counters to skip per-node work that
+// cannot change the outcome, such as a thermal filter while no node is hot.
+type Counter struct {
+	pred func(*Node) bool
+	n    atomic.Int64
+}
+
+// Count is the number of nodes whose latest view satisfies the predicate,
+// stale views included.
+func (k *Counter) Count() int { return int(k.n.Load()) }
+
+// NewCounter returns a counter of the views that satisfy pred, which must
+// be cheap and must not block: Set calls it with the cache locked.
+func (c *Cache) NewCounter(pred func(*Node) bool) *Counter {
+	k := &Counter{pred: pred}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range *c.entries.Load() {
+		if n := e.node.Load(); n != nil && pred(n) {
+			k.n.Add(1)
+		}
+	}
+	c.counters = append(c.counters, k)
+	return k
+}
+
+// count updates the counters when a node's view goes from old to cur
+// (either may be nil). The caller holds c.mu.
+func (c *Cache) count(old, cur *Node) {
+	for _, k := range c.counters {
+		was, is := old != nil && k.pred(old), cur != nil && k.pred(cur)
+		switch {
+		case is && !was:
+			k.n.Add(1)
+		case was && !is:
+			k.n.Add(-1)
+		}
 	}
 }
 
@@ -286,8 +321,8 @@ func (c *Cache) lookup(name string) *entry {
 	return (*c.entries.Load())[name]
 }
 
-// publishReserved stores the sums of a node's reservations for readers. The
-// caller holds c.mu.
+// publishReserved stores the sums of a node's reservations for readers, and
+// the node's load in the LoadBound. The caller holds c.mu.
 func (c *Cache) publishReserved(name string, e *entry) {
 	var cpu, mem int64
 	for _, r := range c.reservations[name] {
@@ -296,6 +331,7 @@ func (c *Cache) publishReserved(name string, e *entry) {
 	}
 	e.reservedCPUMilli.Store(cpu)
 	e.reservedMemoryBytes.Store(mem)
+	c.setLoad(e, loadOf(e.node.Load(), cpu, mem))
 }
 
 // Get returns a node's view. The view must not be modified.
@@ -322,7 +358,7 @@ func (c *Cache) GetWithReserved(name string) (n *Node, cpuMilli, memoryBytes int
 
 // GPUNodes is the number of nodes whose telemetry lists at least one GPU.
 func (c *Cache) GPUNodes() int {
-	return int(c.gpuNodes.Load())
+	return c.gpuNodes.Count()
 }
 
 // Len is the number of nodes with telemetry.

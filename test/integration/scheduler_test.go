@@ -17,8 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/apis/config"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/test/fixtures"
@@ -462,5 +464,46 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 	t.Logf("FailedScheduling: %s", msg)
 	if !strings.Contains(msg, "old > telemetryMaxAge 1m0s (staleTelemetryPolicy Reject)") {
 		t.Errorf("FailedScheduling message does not give the age and policy: %s", msg)
+	}
+}
+
+// TestSchedulerThresholdAnnotation: while every node is far below the
+// default thresholds, LoadAware skips its filter, unless a node's
+// annotation lowers its threshold. Here the least loaded node (40% CPU) has
+// cpu-threshold-percent 30: pods go to the other node (50%) until the
+// annotation is removed.
+func TestSchedulerThresholdAnnotation(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	c := newClients(t)
+	for name, cpu := range map[string]int32{"ann-lowered": 40, "ann-default": 50} {
+		node := schedNode(ctx, t, c, name)
+		if _, err := c.applyStatusCreating(ctx, node, nodeStatus(cpu, 50, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAnnotation := func(value string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, config.NodeAnnotationCPUThresholdPercent, value)
+		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, "ann-lowered", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAnnotation(`"30"`)
+	startScheduler(t, schedulerConfig(t, ""))
+
+	for _, name := range []string{"ann-1", "ann-2", "ann-3"} {
+		createPod(t, c, name, "telesched")
+		if node := waitScheduled(t, c, name, 60*time.Second); node != "ann-default" {
+			t.Errorf("%s went to %s, want ann-default (ann-lowered: 40%% CPU > its threshold 30%%)", name, node)
+		}
+	}
+	// Without the annotation the less loaded node takes the next pod:
+	// 40% + 3.125% against 50% + 3 x 3.125%.
+	setAnnotation("null")
+	time.Sleep(time.Second) // let the scheduler's informer see it
+	createPod(t, c, "ann-4", "telesched")
+	if node := waitScheduled(t, c, "ann-4", 60*time.Second); node != "ann-lowered" {
+		t.Errorf("ann-4 went to %s, want ann-lowered once its annotation is gone", node)
 	}
 }

@@ -1,8 +1,11 @@
 package energyaware
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
@@ -10,11 +13,22 @@ import (
 )
 
 // BenchmarkFilterScore measures Filter+Score per node over 100, 1000 and
-// 5000 nodes with fresh telemetry, every node passing the filter.
+// 5000 nodes with fresh telemetry, every node passing the filter: while no
+// node is hot, PreFilter skips the filter for CPU pods; with one hot node
+// elsewhere in the cluster, the filter runs on every node.
 //
 //	go test -run '^$' -bench BenchmarkFilterScore -benchmem ./scheduler/plugins/energyaware/
 func BenchmarkFilterScore(b *testing.B) {
-	plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, now func() time.Time) plugintest.Plugin {
-		return New(*configv1.DefaultEnergyAwareArgs(), cache, now)
-	})
+	for _, hot := range []bool{false, true} {
+		b.Run(fmt.Sprintf("hot-node-elsewhere=%v", hot), func(b *testing.B) {
+			plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, now func() time.Time) plugintest.Plugin {
+				if hot {
+					st := status(99)
+					st.SampleTime = metav1.NewTime(now())
+					cache.Set(telemetry.FromStatus("hot", st))
+				}
+				return New(*configv1.DefaultEnergyAwareArgs(), cache, now)
+			})
+		})
+	}
 }

@@ -39,6 +39,8 @@ type EnergyAware struct {
 	cache  *telemetry.Cache
 	now    func() time.Time
 	last   cyclestate.Last[*podState]
+	// hot counts the nodes whose latest view is too hot for any pod.
+	hot *telemetry.Counter
 }
 
 var (
@@ -51,23 +53,25 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs) fwk.Plugin {
-		return New(args, cache, time.Now)
+	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs, _ fwk.Handle) (fwk.Plugin, error) {
+		return New(args, cache, time.Now), nil
 	})
 }
 
 // New returns the plugin for valid args.
 func New(args config.EnergyAwareArgs, cache *telemetry.Cache, now func() time.Time) *EnergyAware {
+	limits := thermalLimits{
+		marginMilli:       int64(args.ThermalMarginCelsius) * 1000,
+		absoluteMilli:     int64(args.AbsoluteLimitCelsius) * 1000,
+		rejectThrottling:  args.RejectThrottling,
+		gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
+	}
 	return &EnergyAware{
-		args: args,
-		limits: thermalLimits{
-			marginMilli:       int64(args.ThermalMarginCelsius) * 1000,
-			absoluteMilli:     int64(args.AbsoluteLimitCelsius) * 1000,
-			rejectThrottling:  args.RejectThrottling,
-			gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
-		},
-		cache: cache,
-		now:   now,
+		args:   args,
+		limits: limits,
+		cache:  cache,
+		now:    now,
+		hot:    cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 	}
 }
 
@@ -91,9 +95,15 @@ func podRequests(pod *v1.Pod, now time.Time) *podState {
 	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value(), now: now}
 }
 
-// PreFilter computes the pod's requests once.
+// PreFilter computes the pod's requests once. A pod that requests no GPU
+// skips the filter while no node's telemetry is too hot and stale telemetry
+// is not rejected: the filter would pass every node.
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	pl.last.Write(cs, stateKey, podRequests(pod, pl.now()))
+	s := podRequests(pod, pl.now())
+	pl.last.Write(cs, stateKey, s)
+	if s.gpus == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	return nil, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -161,6 +162,43 @@ func TestScore(t *testing.T) {
 	for _, s := range scores {
 		if s.Score != want[s.Name] {
 			t.Errorf("%s scored %d, want %d", s.Name, s.Score, want[s.Name])
+		}
+	}
+}
+
+// PreFilter skips the filter for CPU pods while no node is too hot (the
+// filter would pass every node), and only then.
+func TestPreFilterSkip(t *testing.T) {
+	cache := telemetry.NewCache()
+	cache.Set(telemetry.FromStatus("cool", status(60)))
+	pl := New(*configv1.DefaultEnergyAwareArgs(), cache, func() time.Time { return now })
+	reject := configv1.DefaultEnergyAwareArgs()
+	reject.StaleTelemetryPolicy = config.StaleTelemetryReject
+	plReject := New(*reject, cache, func() time.Time { return now })
+	for _, step := range []struct {
+		name     string
+		set      *telemetryv1alpha1.NodeTelemetryStatus // the node "other" becomes this
+		pl       *EnergyAware
+		pod      *v1.Pod
+		wantSkip bool
+	}{
+		{"no hot node", nil, pl, gpuPod(""), true},
+		{"GPU pod", nil, pl, gpuPod("1"), false},
+		{"stale telemetry rejected", nil, plReject, gpuPod(""), false},
+		{"a node is hot", status(97), pl, gpuPod(""), false},
+		{"the hot node cooled", status(80), pl, gpuPod(""), true},
+		{"a node throttles", func() *telemetryv1alpha1.NodeTelemetryStatus {
+			st := status(60)
+			st.Thermal.Throttling = true
+			return st
+		}(), pl, gpuPod(""), false},
+	} {
+		if step.set != nil {
+			cache.Set(telemetry.FromStatus("other", step.set))
+		}
+		_, st := step.pl.PreFilter(context.Background(), framework.NewCycleState(), step.pod, nil)
+		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {
+			t.Errorf("%s: PreFilter = %v, want skip %v", step.name, st, step.wantSkip)
 		}
 	}
 }

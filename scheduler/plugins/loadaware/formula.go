@@ -3,17 +3,20 @@ package loadaware
 import fwk "k8s.io/kube-scheduler/framework"
 
 // Utilization is in basis points throughout (1% = 100) so that a small
-// pod's share of a large node is not rounded away.
+// pod's share of a large node is not rounded away; telemetry.EstimateBP
+// estimates it.
 
-// estimateBP is a node's estimated utilization: the measured percentage
-// plus added (the pods placed since the sample and this pod) as a share of
-// capacity. With no capacity it is the measurement alone.
-func estimateBP(measuredPercent int32, added, capacity int64) int64 {
-	bp := int64(measuredPercent) * 100
-	if capacity > 0 && added > 0 {
-		bp += added * 10_000 / capacity
+// mayExceed reports whether a node whose estimate is at most boundBP, and
+// whose capacity is at least minCapacity, could go over thresholdPercent
+// with add more: its estimate would be at most boundBP plus add's share of
+// minCapacity, plus one basis point because the two shares round down
+// separately.
+func mayExceed(boundBP, add, minCapacity int64, thresholdPercent int32) bool {
+	bp := boundBP + 1
+	if minCapacity > 0 && add > 0 {
+		bp += add * 10_000 / minCapacity
 	}
-	return bp
+	return bp > int64(thresholdPercent)*100
 }
 
 // spreadScore favours the least-utilized node: 100 at 0%, 0 at 100% or more.

@@ -2,26 +2,6 @@ package loadaware
 
 import "testing"
 
-func TestEstimateBP(t *testing.T) {
-	for _, tc := range []struct {
-		name            string
-		measured        int32
-		added, capacity int64
-		want            int64
-	}{
-		{"measured only", 40, 0, 8000, 4000},
-		// 40% + 2000m of 8000m = 40% + 25% = 65%
-		{"pods since sample", 40, 2000, 8000, 6500},
-		// 100m of 64000m = 0.15625% -> 15 bp: not rounded away
-		{"small pod on a big node", 10, 100, 64000, 1015},
-		{"no capacity", 40, 2000, 0, 4000},
-	} {
-		if got := estimateBP(tc.measured, tc.added, tc.capacity); got != tc.want {
-			t.Errorf("%s: estimateBP = %d, want %d", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestScores(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -40,6 +20,29 @@ func TestScores(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestMayExceed(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		boundBP, add, minCapacity int64
+		threshold                 int32
+		want                      bool
+	}{
+		// 60% + 2000m/16000m (12.5%) + 1bp = 7251 <= 8000
+		{"room", 6000, 2000, 16_000, 80, false},
+		// 60% + 3200m/16000m (20%) + 1bp = 8001 > 8000: a node could land at
+		// exactly 80% (fits) but rounding could put it 1bp over, so filter
+		{"at the threshold", 6000, 3200, 16_000, 80, true},
+		{"over", 7900, 2000, 16_000, 80, true},
+		// no capacity reported: the pod adds nothing; 7999 + 1 = 8000
+		{"no capacity", 7999, 2000, 0, 80, false},
+		{"the bound alone over", 8000, 0, 16_000, 80, true},
+	} {
+		if got := mayExceed(tc.boundBP, tc.add, tc.minCapacity, tc.threshold); got != tc.want {
+			t.Errorf("%s: mayExceed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

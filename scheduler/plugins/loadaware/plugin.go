@@ -37,6 +37,9 @@ type LoadAware struct {
 	cache *telemetry.Cache
 	now   func() time.Time
 	last  cyclestate.Last[*podState]
+	// lowered is the set of nodes whose annotations lower a threshold, nil
+	// until WatchNodes: without it, any node may have a lower threshold.
+	lowered *loweredNodes
 }
 
 var (
@@ -50,10 +53,15 @@ var (
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
-// cache, which the first instance starts and syncs.
+// cache, which the first instance starts and syncs. Each instance follows
+// the threshold annotations of Nodes through the scheduler's Node informer.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(args config.LoadAwareArgs) fwk.Plugin {
-		return New(args, cache, time.Now)
+	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+		pl := New(args, cache, time.Now)
+		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
+			return nil, err
+		}
+		return pl, nil
 	})
 }
 
@@ -104,7 +112,8 @@ func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
 }
 
 // PreFilter computes the pod's requests once. DaemonSet pods skip the
-// filter: they must run on every node, whatever its load.
+// filter: they must run on every node, whatever its load. So do pods that
+// no node could fail (see mayReject).
 func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -112,7 +121,28 @@ func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	s := pl.podRequests(pod)
 	s.verbose = klog.FromContext(ctx).V(5).Enabled()
 	pl.last.Write(cs, stateKey, s)
+	if !pl.mayReject(s) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	return nil, nil
+}
+
+// mayReject reports whether the filter could reject some node for the pod.
+// It could not when stale telemetry is not rejected, no node's annotation
+// lowers a threshold, and even the most loaded node's estimate (the
+// cache's LoadBound) with the pod on the smallest node stays within the
+// thresholds: the common case of a fleet with headroom, where skipping the
+// filter saves a telemetry lookup per node per pod.
+func (pl *LoadAware) mayReject(s *podState) bool {
+	if pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject || pl.lowered == nil {
+		return true
+	}
+	if n, ok := pl.lowered.known(); !ok || n > 0 {
+		return true
+	}
+	b := pl.cache.LoadBound()
+	return mayExceed(b.CPUBP, s.cpuMilli, b.MinCPUMilli, pl.args.CPUThresholdPercent) ||
+		mayExceed(b.MemoryBP, s.memoryBytes, b.MinMemoryBytes, pl.args.MemoryThresholdPercent)
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
@@ -129,7 +159,7 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
-		est := estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est := telemetry.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 		if est > int64(limit)*100 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
 				percentBP(est), limit, tel.CPUPercent, percentBP(est-int64(tel.CPUPercent)*100)))
@@ -137,7 +167,7 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	if tel.HasMemory {
 		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
-		est := estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
+		est := telemetry.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
 		if est > int64(limit)*100 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
 				percentBP(est), limit, tel.MemoryPercent, percentBP(est-int64(tel.MemoryPercent)*100)))
@@ -168,10 +198,10 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	}
 	var est int64
 	if tel.HasCPU {
-		est = estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est = telemetry.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 	}
 	if tel.HasMemory {
-		est = max(est, estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
+		est = max(est, telemetry.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
 	}
 	if pl.args.ScoringStrategy == config.ScoringStrategyPack {
 		return packScore(est, pl.args.PackTargetPercent), nil

@@ -168,3 +168,53 @@ func TestHint(t *testing.T) {
 		})
 	}
 }
+
+// PreFilter skips the filter when no node could fail it: the fleet's
+// LoadBound with the pod stays within the thresholds, no node's annotation
+// lowers one, and stale telemetry is not rejected.
+func TestPreFilterSkip(t *testing.T) {
+	cache := telemetry.NewCache()
+	cache.Set(telemetry.FromStatus("a", status(60, 50, 0))) // 16 cores, 64Gi
+	cache.Set(telemetry.FromStatus("b", status(30, 50, 0)))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	synced := false
+	lowered := &loweredNodes{nodes: map[string]bool{}, synced: func() bool { return synced }}
+	annotated := func(v string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b", Annotations: map[string]string{config.NodeAnnotationCPUThresholdPercent: v}}}
+	}
+	reject := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	reject.args.StaleTelemetryPolicy = config.StaleTelemetryReject
+	reject.lowered = lowered
+	for _, step := range []struct {
+		name     string
+		do       func()
+		pl       *LoadAware
+		pod      *v1.Pod
+		wantSkip bool
+	}{
+		{"nodes not watched", func() {}, pl, pod("2"), false},
+		{"first node list not seen yet", func() { pl.lowered = lowered }, pl, pod("2"), false},
+		// a: 60% + 2000m/16000m + 1bp = 72.51% <= 80
+		{"room on every node", func() { synced = true }, pl, pod("2"), true},
+		// a: 60% + 4000m/16000m = 85% > 80
+		{"a big pod", func() {}, pl, pod("4"), false},
+		{"a node lowers its threshold", func() { pl.nodeChanged(lowered, annotated("70")) }, pl, pod("2"), false},
+		{"it raises it instead", func() { pl.nodeChanged(lowered, annotated("90")) }, pl, pod("2"), true},
+		{"an invalid annotation is ignored", func() { pl.nodeChanged(lowered, annotated("lots")) }, pl, pod("2"), true},
+		{"stale telemetry rejected", func() {}, reject, pod("2"), false},
+		// a: 60% + 1000m reserved + 2000m = 78.75%, + 1bp: fits; 2000m more: over
+		{"a reservation", func() { cache.Reserve("a", "r1", 1000, 0, now) }, pl, pod("2"), true},
+		{"another reservation", func() { cache.Reserve("a", "r2", 2000, 0, now) }, pl, pod("2"), false},
+		{"memory near its threshold", func() {
+			cache.Unreserve("a", "r1")
+			cache.Unreserve("a", "r2")
+			cache.Set(telemetry.FromStatus("b", status(30, 89, 0)))
+		}, pl, pod("2"), false},
+	} {
+		step.do()
+		_, st := step.pl.PreFilter(context.Background(), framework.NewCycleState(), step.pod, nil)
+		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {
+			t.Errorf("%s: PreFilter = %v, want skip %v (bound %+v)", step.name, st, step.wantSkip, cache.LoadBound())
+		}
+	}
+}

@@ -71,5 +71,5 @@ func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int) {
 	if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
 		b.Fatalf("PreFilter: %v", st)
 	}
-	plugintest.BenchFilterScore(b, pl, cs, pod, infos)
+	plugintest.BenchFilterScore(b, pl, cs, pod, infos, true)
 }

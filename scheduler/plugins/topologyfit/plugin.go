@@ -88,8 +88,8 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs) fwk.Plugin {
-		return New(args, cache, time.Now)
+	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs, _ fwk.Handle) (fwk.Plugin, error) {
+		return New(args, cache, time.Now), nil
 	})
 }
 

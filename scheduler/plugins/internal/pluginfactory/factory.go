@@ -19,11 +19,11 @@ import (
 // scheduler decoded and defaulted (a *A), validates them under the field
 // path pluginConfig[name].args, so a bad config stops the scheduler naming
 // the field, starts the shared cache (once per process) and builds the
-// plugin.
+// plugin with the framework's handle.
 func New[A any, PA interface {
 	*A
 	runtime.Object
-}](name string, cache *telemetry.Cache, validate func(*field.Path, PA) error, build func(A) fwk.Plugin) frameworkruntime.PluginFactory {
+}](name string, cache *telemetry.Cache, validate func(*field.Path, PA) error, build func(A, fwk.Handle) (fwk.Plugin, error)) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(PA)
 		if !ok {
@@ -35,6 +35,10 @@ func New[A any, PA interface {
 		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		return build(*(*A)(args)), nil
+		pl, err := build(*(*A)(args), h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return pl, nil
 	}
 }

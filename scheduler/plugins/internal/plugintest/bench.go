@@ -28,11 +28,11 @@ type Plugin interface {
 
 // BenchFilterScore runs what one scheduling cycle runs of the plugin after
 // PreFilter (already run into cs), per iteration: PreScore over the nodes,
-// Filter then Score on every node, and NormalizeScore. It reports ns/node
-// and allocs/node, the whole per-pod cost divided by the nodes. Every node
-// must pass the filter (the scheduler scores only nodes that pass) and
-// PreScore must not skip.
-func BenchFilterScore(b *testing.B, pl Plugin, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) {
+// Filter (unless PreFilter skipped it: filter false) then Score on every
+// node, and NormalizeScore. It reports ns/node and allocs/node, the whole
+// per-pod cost divided by the nodes. Every node must pass the filter (the
+// scheduler scores only nodes that pass) and PreScore must not skip.
+func BenchFilterScore(b *testing.B, pl Plugin, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, filter bool) {
 	b.Helper()
 	ctx := context.Background()
 	preScore, _ := pl.(fwk.PreScorePlugin)
@@ -52,8 +52,10 @@ func BenchFilterScore(b *testing.B, pl Plugin, cs fwk.CycleState, pod *v1.Pod, n
 			}
 		}
 		for i, ni := range nodes {
-			if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
-				b.Fatalf("Filter %s: %v", ni.Node().Name, st)
+			if filter {
+				if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
+					b.Fatalf("Filter %s: %v", ni.Node().Name, st)
+				}
 			}
 			scores[i].Score, _ = pl.Score(ctx, cs, pod, ni)
 		}
@@ -78,7 +80,8 @@ func BenchFilterScore(b *testing.B, pl Plugin, cs fwk.CycleState, pod *v1.Pod, n
 
 // BenchmarkCPUPod measures Filter+Score per node over 100, 1000 and 5000
 // nodes of FreshNodes for CPUPod, with the plugin build returns for a cache
-// and a clock.
+// and a clock (see BenchFilterScore). Filter is left out when PreFilter
+// skips it.
 func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, func() time.Time) Plugin) {
 	now := time.Now()
 	for _, nodes := range []int{100, 1000, 5000} {
@@ -88,10 +91,11 @@ func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, func() time.Time
 			pl := build(cache, func() time.Time { return now })
 			pod := CPUPod()
 			cs := framework.NewCycleState()
-			if _, st := pl.PreFilter(context.Background(), cs, pod, infos); !st.IsSuccess() {
+			_, st := pl.PreFilter(context.Background(), cs, pod, infos)
+			if !st.IsSuccess() && !st.IsSkip() {
 				b.Fatalf("PreFilter: %v", st)
 			}
-			BenchFilterScore(b, pl, cs, pod, infos)
+			BenchFilterScore(b, pl, cs, pod, infos, !st.IsSkip())
 		})
 	}
 }

@@ -1,0 +1,82 @@
+package loadaware
+
+import (
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/telesched/telesched/apis/config"
+)
+
+// loweredNodes is the set of nodes whose threshold annotations lower a
+// threshold below the args', kept from Node events.
+type loweredNodes struct {
+	mu    sync.Mutex
+	nodes map[string]bool
+	n     int
+	// synced reports whether the handler has seen every Node of the
+	// informer's first list.
+	synced func() bool
+}
+
+// known reports whether the set is complete and how many nodes it holds.
+func (l *loweredNodes) known() (n int, ok bool) {
+	if !l.synced() {
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n, true
+}
+
+func (l *loweredNodes) set(name string, lowered bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.nodes[name] == lowered {
+		return
+	}
+	if lowered {
+		l.nodes[name] = true
+		l.n++
+	} else {
+		delete(l.nodes, name)
+		l.n--
+	}
+}
+
+// WatchNodes follows the threshold annotations of the Nodes informer
+// delivers (the scheduler's own), so that PreFilter knows whether any node
+// has a threshold lower than the args'. Until it is called, and until the
+// handler has seen the informer's first list, PreFilter assumes one may.
+func (pl *LoadAware) WatchNodes(informer toolscache.SharedIndexInformer) error {
+	l := &loweredNodes{nodes: map[string]bool{}}
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { pl.nodeChanged(l, obj) },
+		UpdateFunc: func(_, obj any) { pl.nodeChanged(l, obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if node, ok := obj.(*v1.Node); ok {
+				l.set(node.Name, false)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching Node threshold annotations: %w", err)
+	}
+	l.synced = reg.HasSynced
+	pl.lowered = l
+	return nil
+}
+
+func (pl *LoadAware) nodeChanged(l *loweredNodes, obj any) {
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	l.set(node.Name, threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent) < pl.args.CPUThresholdPercent ||
+		threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent) < pl.args.MemoryThresholdPercent)
+}

@@ -1,0 +1,109 @@
+package telemetry
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestEstimateBP(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		measured        int32
+		added, capacity int64
+		want            int64
+	}{
+		{"measured only", 40, 0, 8000, 4000},
+		// 40% + 2000m of 8000m = 40% + 25% = 65%
+		{"pods since sample", 40, 2000, 8000, 6500},
+		// 100m of 64000m = 0.15625% -> 15 bp: not rounded away
+		{"small pod on a big node", 10, 100, 64000, 1015},
+		{"no capacity", 40, 2000, 0, 4000},
+	} {
+		if got := EstimateBP(tc.measured, tc.added, tc.capacity); got != tc.want {
+			t.Errorf("%s: EstimateBP = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLoadBound(t *testing.T) {
+	c := NewCache()
+	node := func(name string, cpuPercent, cores int32) *Node {
+		return &Node{Name: name, HasCPU: true, CPUPercent: cpuPercent, LogicalCores: cores,
+			HasMemory: true, MemoryPercent: 50, MemoryTotalBytes: 64 << 30}
+	}
+	obj := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetName(name)
+		return u
+	}
+	for _, step := range []struct {
+		what string
+		do   func()
+		want LoadBound
+	}{
+		{"empty", func() {}, LoadBound{}},
+		{"a node at 40% of 16 cores", func() { c.Set(node("a", 40, 16)) },
+			LoadBound{CPUBP: 4000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
+		{"a busier node of 64 cores", func() { c.Set(node("b", 60, 64)) },
+			LoadBound{CPUBP: 6000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
+		// a: 40% + 8000m of 16000m = 90%
+		{"a reservation raises a", func() { c.Reserve("a", "p1", 8000, 0, time.Unix(0, 0)) },
+			LoadBound{CPUBP: 9000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
+		// a's sample 20 s later retires p1 and measures 10%: b's 60% is the most
+		{"a's next sample", func() {
+			n := node("a", 10, 16)
+			n.SampleTime = time.Unix(20, 0)
+			c.Set(n)
+		}, LoadBound{CPUBP: 6000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
+		{"a node without a CPU section", func() { c.Set(&Node{Name: "c", HasMemory: true, MemoryPercent: 70, MemoryTotalBytes: 8 << 30}) },
+			LoadBound{CPUBP: 6000, MemoryBP: 7000, MinCPUMilli: 16_000, MinMemoryBytes: 8 << 30}},
+		{"the smallest node deleted", func() { c.remove(obj("a")) },
+			LoadBound{CPUBP: 6000, MemoryBP: 7000, MinCPUMilli: 64_000, MinMemoryBytes: 8 << 30}},
+		{"every node deleted", func() { c.remove(obj("b")); c.remove(obj("c")) }, LoadBound{}},
+	} {
+		step.do()
+		if got := c.LoadBound(); got != step.want {
+			t.Errorf("after %s: LoadBound = %+v, want %+v", step.what, got, step.want)
+		}
+	}
+}
+
+// TestLoadBoundMatchesAFullPass keeps the bound up to date through random
+// samples, reservations and deletions, and checks it after each against
+// one computed over every node from scratch.
+func TestLoadBoundMatchesAFullPass(t *testing.T) {
+	c := NewCache()
+	rng := rand.New(rand.NewPCG(1, 2))
+	at := time.Unix(0, 0)
+	for i := range 5000 {
+		name := fmt.Sprintf("n%d", rng.IntN(20))
+		at = at.Add(time.Second)
+		switch op := rng.IntN(10); {
+		case op < 5:
+			c.Set(&Node{Name: name, SampleTime: at, Interval: 5 * time.Second,
+				HasCPU: rng.IntN(8) > 0, CPUPercent: rng.Int32N(101), LogicalCores: []int32{0, 4, 16, 64}[rng.IntN(4)],
+				HasMemory: rng.IntN(8) > 0, MemoryPercent: rng.Int32N(101), MemoryTotalBytes: int64(rng.IntN(4)) << 30})
+		case op < 8:
+			c.Reserve(name, types.UID(fmt.Sprint(i)), rng.Int64N(4000), rng.Int64N(4<<30), at)
+		case op < 9:
+			c.Unreserve(name, types.UID(fmt.Sprint(i-rng.IntN(50))))
+		default:
+			u := &unstructured.Unstructured{}
+			u.SetName(name)
+			c.remove(u)
+		}
+		var want LoadBound
+		for name, e := range *c.entries.Load() {
+			cpu, mem := reserved(c, name)
+			want = want.add(loadOf(e.node.Load(), cpu, mem))
+		}
+		if got := c.LoadBound(); got != want {
+			t.Fatalf("step %d: LoadBound = %+v, a full pass gives %+v", i, got, want)
+		}
+	}
+}
