@@ -390,10 +390,15 @@ func (c *Cache) Reserve(node string, pod types.UID, cpuMilli, memoryBytes int64,
 	c.publishReserved(node, c.entry(node))
 }
 
-// Unreserve forgets a pod's reservation (its binding failed).
+// Unreserve forgets a pod's reservation: its binding failed, or the pod was
+// deleted or finished before a sample measured it. A pod without one is
+// ignored.
 func (c *Cache) Unreserve(node string, pod types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.reservations[node][pod]; !ok {
+		return
+	}
 	delete(c.reservations[node], pod)
 	if e := c.lookup(node); e != nil {
 		c.publishReserved(node, e)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/telesched/telesched/apis/config"
@@ -43,6 +44,39 @@ func (l *loweredNodes) set(name string, lowered bool) {
 	} else {
 		delete(l.nodes, name)
 		l.n--
+	}
+}
+
+// Watch registers the plugin's handlers with the scheduler's informers:
+// Nodes, for the threshold annotations (see WatchNodes), and Pods, so that
+// a pod deleted or finished before its node's next sample stops counting
+// toward the node's estimated load.
+func (pl *LoadAware) Watch(factory informers.SharedInformerFactory) error {
+	if err := pl.WatchNodes(factory.Core().V1().Nodes().Informer()); err != nil {
+		return err
+	}
+	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { pl.podGone(obj, false) },
+		DeleteFunc: func(obj any) { pl.podGone(obj, true) },
+	})
+	if err != nil {
+		return fmt.Errorf("watching Pods: %w", err)
+	}
+	return nil
+}
+
+// podGone forgets the reservation of a pod that was deleted, or that
+// finished (Succeeded or Failed): it no longer adds to its node's load.
+func (pl *LoadAware) podGone(obj any, deleted bool) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	if deleted || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		pl.cache.Unreserve(pod.Spec.NodeName, pod.UID)
 	}
 }
 

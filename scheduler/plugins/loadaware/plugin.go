@@ -54,11 +54,11 @@ var (
 
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs. Each instance follows
-// the threshold annotations of Nodes through the scheduler's Node informer.
+// Nodes and Pods through the scheduler's informers (see Watch).
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := New(args, cache, time.Now)
-		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
+		if err := pl.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
 		return pl, nil

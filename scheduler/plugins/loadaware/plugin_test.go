@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -216,5 +218,26 @@ func TestPreFilterSkip(t *testing.T) {
 		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {
 			t.Errorf("%s: PreFilter = %v, want skip %v (bound %+v)", step.name, st, step.wantSkip, cache.LoadBound())
 		}
+	}
+}
+
+// A pod deleted or finished before its node's next sample stops counting
+// toward the node's load; other pod updates leave its reservation alone.
+func TestPodGone(t *testing.T) {
+	cache := telemetry.NewCache()
+	cache.Set(telemetry.FromStatus("a", status(10, 50, 0)))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	placed := func(uid types.UID, phase v1.PodPhase) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), UID: uid}, Spec: v1.PodSpec{NodeName: "a"}, Status: v1.PodStatus{Phase: phase}}
+	}
+	for _, uid := range []types.UID{"running", "deleted", "finished", "unknown-state"} {
+		cache.Reserve("a", uid, 1000, 0, now)
+	}
+	pl.podGone(placed("running", v1.PodRunning), false)
+	pl.podGone(placed("deleted", v1.PodRunning), true)
+	pl.podGone(placed("finished", v1.PodSucceeded), false)
+	pl.podGone(toolscache.DeletedFinalStateUnknown{Key: "default/unknown-state", Obj: placed("unknown-state", v1.PodRunning)}, true)
+	if _, cpu, _, _ := cache.GetWithReserved("a"); cpu != 1000 {
+		t.Errorf("reserved CPU = %dm, want 1000m (the running pod's)", cpu)
 	}
 }

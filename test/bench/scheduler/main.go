@@ -151,6 +151,13 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, profile := range order {
+			// Every node reports a new sample before each run, as agents
+			// would: it retires the previous run's reservations, so each
+			// run starts from the same telemetry.
+			if err := parallel(nodes, 16, func(i int) error { return sample(ctx, dyn, fmt.Sprintf("node-%05d", i), i) }); err != nil {
+				return fmt.Errorf("re-sampling telemetry: %w", err)
+			}
+			time.Sleep(settle)
 			cpu0, cpuErr := cpuSeconds(cmd.Process.Pid)
 			rate, err := measure(ctx, kube, profile, round, pods)
 			if err != nil {
@@ -337,6 +344,8 @@ func benchPod(name, scheduler string) *corev1.Pod {
 	}
 }
 
+var ntResource = telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetries")
+
 func createNode(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, name string, i int) error {
 	node, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -353,12 +362,16 @@ func createNode(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inte
 	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	gvr := telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetries")
-	if _, err := dyn.Resource(gvr).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+	if _, err := dyn.Resource(ntResource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": name},
 	}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	return sample(ctx, dyn, name, i)
+}
+
+// sample applies node i's telemetry, sampled now, as its agent would.
+func sample(ctx context.Context, dyn dynamic.Interface, name string, i int) error {
 	st := telemetryv1alpha1.NodeTelemetryStatus{
 		SampleTime: metav1.Now(), IntervalSeconds: 5, AgentVersion: "bench",
 		CPU:    &telemetryv1alpha1.CPUStatus{LogicalCores: 64, OnlineCores: 64, UtilizationPercent: int32(10 + i%60)},
@@ -372,7 +385,7 @@ func createNode(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inte
 	if err != nil {
 		return err
 	}
-	_, err = dyn.Resource(gvr).ApplyStatus(ctx, name, &unstructured.Unstructured{Object: map[string]any{
+	_, err = dyn.Resource(ntResource).ApplyStatus(ctx, name, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": name}, "status": data,
 	}}, metav1.ApplyOptions{FieldManager: "schedbench", Force: true})
 	return err
