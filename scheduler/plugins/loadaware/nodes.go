@@ -2,50 +2,14 @@ package loadaware
 
 import (
 	"fmt"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 )
-
-// loweredNodes is the set of nodes whose threshold annotations lower a
-// threshold below the args', kept from Node events.
-type loweredNodes struct {
-	mu    sync.Mutex
-	nodes map[string]bool
-	n     int
-	// synced reports whether the handler has seen every Node of the
-	// informer's first list.
-	synced func() bool
-}
-
-// known reports whether the set is complete and how many nodes it holds.
-func (l *loweredNodes) known() (n int, ok bool) {
-	if !l.synced() {
-		return 0, false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n, true
-}
-
-func (l *loweredNodes) set(name string, lowered bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.nodes[name] == lowered {
-		return
-	}
-	if lowered {
-		l.nodes[name] = true
-		l.n++
-	} else {
-		delete(l.nodes, name)
-		l.n--
-	}
-}
 
 // Watch registers the plugin's handlers with the scheduler's informers:
 // Nodes, for the threshold annotations (see WatchNodes), and Pods, so that
@@ -85,32 +49,17 @@ func (pl *LoadAware) podGone(obj any, deleted bool) {
 // has a threshold lower than the args'. Until it is called, and until the
 // handler has seen the informer's first list, PreFilter assumes one may.
 func (pl *LoadAware) WatchNodes(informer toolscache.SharedIndexInformer) error {
-	l := &loweredNodes{nodes: map[string]bool{}}
-	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { pl.nodeChanged(l, obj) },
-		UpdateFunc: func(_, obj any) { pl.nodeChanged(l, obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if node, ok := obj.(*v1.Node); ok {
-				l.set(node.Name, false)
-			}
-		},
-	})
+	s, err := nodeset.Watch(informer, pl.lowersThreshold)
 	if err != nil {
-		return fmt.Errorf("watching Node threshold annotations: %w", err)
+		return err
 	}
-	l.synced = reg.HasSynced
-	pl.lowered = l
+	pl.lowered = s
 	return nil
 }
 
-func (pl *LoadAware) nodeChanged(l *loweredNodes, obj any) {
-	node, ok := obj.(*v1.Node)
-	if !ok {
-		return
-	}
-	l.set(node.Name, threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent) < pl.args.CPUThresholdPercent ||
-		threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent) < pl.args.MemoryThresholdPercent)
+// lowersThreshold reports whether a node's annotations set a threshold
+// below the args' (an invalid value is ignored, as Filter ignores it).
+func (pl *LoadAware) lowersThreshold(node *v1.Node) bool {
+	return threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent) < pl.args.CPUThresholdPercent ||
+		threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent) < pl.args.MemoryThresholdPercent
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
+	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -39,7 +40,7 @@ type LoadAware struct {
 	last  cyclestate.Last[*podState]
 	// lowered is the set of nodes whose annotations lower a threshold, nil
 	// until WatchNodes: without it, any node may have a lower threshold.
-	lowered *loweredNodes
+	lowered *nodeset.Set
 }
 
 var (
@@ -137,7 +138,7 @@ func (pl *LoadAware) mayReject(s *podState) bool {
 	if pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject || pl.lowered == nil {
 		return true
 	}
-	if n, ok := pl.lowered.known(); !ok || n > 0 {
+	if n, ok := pl.lowered.Len(); !ok || n > 0 {
 		return true
 	}
 	b := pl.cache.LoadBound()

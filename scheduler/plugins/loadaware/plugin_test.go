@@ -21,6 +21,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -179,8 +180,7 @@ func TestPreFilterSkip(t *testing.T) {
 	cache.Set(telemetry.FromStatus("a", status(60, 50, 0))) // 16 cores, 64Gi
 	cache.Set(telemetry.FromStatus("b", status(30, 50, 0)))
 	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
-	synced := false
-	lowered := &loweredNodes{nodes: map[string]bool{}, synced: func() bool { return synced }}
+	lowered := nodeset.New(pl.lowersThreshold)
 	annotated := func(v string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b", Annotations: map[string]string{config.NodeAnnotationCPUThresholdPercent: v}}}
 	}
@@ -195,14 +195,13 @@ func TestPreFilterSkip(t *testing.T) {
 		wantSkip bool
 	}{
 		{"nodes not watched", func() {}, pl, pod("2"), false},
-		{"first node list not seen yet", func() { pl.lowered = lowered }, pl, pod("2"), false},
 		// a: 60% + 2000m/16000m + 1bp = 72.51% <= 80
-		{"room on every node", func() { synced = true }, pl, pod("2"), true},
+		{"room on every node", func() { pl.lowered = lowered }, pl, pod("2"), true},
 		// a: 60% + 4000m/16000m = 85% > 80
 		{"a big pod", func() {}, pl, pod("4"), false},
-		{"a node lowers its threshold", func() { pl.nodeChanged(lowered, annotated("70")) }, pl, pod("2"), false},
-		{"it raises it instead", func() { pl.nodeChanged(lowered, annotated("90")) }, pl, pod("2"), true},
-		{"an invalid annotation is ignored", func() { pl.nodeChanged(lowered, annotated("lots")) }, pl, pod("2"), true},
+		{"a node lowers its threshold", func() { lowered.Update(annotated("70")) }, pl, pod("2"), false},
+		{"it raises it instead", func() { lowered.Update(annotated("90")) }, pl, pod("2"), true},
+		{"an invalid annotation is ignored", func() { lowered.Update(annotated("lots")) }, pl, pod("2"), true},
 		{"stale telemetry rejected", func() {}, reject, pod("2"), false},
 		// a: 60% + 1000m reserved + 2000m = 78.75%, + 1bp: fits; 2000m more: over
 		{"a reservation", func() { cache.Reserve("a", "r1", 1000, 0, now) }, pl, pod("2"), true},

@@ -51,6 +51,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	toolscache "k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -58,6 +59,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
+	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -74,6 +76,9 @@ type TopologyFit struct {
 	cache       *telemetry.Cache
 	now         func() time.Time
 	last        cyclestate.Last[*podState]
+	// gpuAllocatable is the set of nodes whose allocatable has the GPU
+	// resource; nil until WatchNodes.
+	gpuAllocatable *nodeset.Set
 }
 
 var (
@@ -88,9 +93,29 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs, _ fwk.Handle) (fwk.Plugin, error) {
-		return New(args, cache, time.Now), nil
+	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
+		pl := New(args, cache, time.Now)
+		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
+			return nil, err
+		}
+		return pl, nil
 	})
+}
+
+// WatchNodes follows which Nodes have the GPU resource in their allocatable
+// through the Nodes informer delivers (the scheduler's own), so that
+// PreScore knows without a pass over the candidates when no node is a GPU
+// node.
+func (pl *TopologyFit) WatchNodes(informer toolscache.SharedIndexInformer) error {
+	s, err := nodeset.Watch(informer, func(n *v1.Node) bool {
+		q, ok := n.Status.Allocatable[pl.gpuResource]
+		return ok && q.Sign() > 0
+	})
+	if err != nil {
+		return err
+	}
+	pl.gpuAllocatable = s
+	return nil
 }
 
 // New returns the plugin for valid args.

@@ -52,12 +52,18 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 
 // mixedGPUNodes reports whether some of the nodes are GPU nodes (see
 // gpuNode) and some are not. While no node's telemetry lists a GPU, the
-// nodes' allocatable decides alone, without a telemetry lookup per node.
+// nodes' allocatable decides alone, without a telemetry lookup per node;
+// and while no node has the GPU resource either, none is a GPU node.
 func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
 	if len(nodes) < 2 {
 		return false
 	}
 	withTelemetry := pl.cache.GPUNodes() > 0
+	if !withTelemetry && pl.gpuAllocatable != nil {
+		if n, ok := pl.gpuAllocatable.Len(); ok && n == 0 {
+			return false
+		}
+	}
 	kind := func(ni fwk.NodeInfo) bool {
 		if !withTelemetry {
 			return ni.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0

@@ -7,10 +7,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -230,5 +233,24 @@ func TestFilterScoreDoNotAllocate(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%d GPUs: %v allocations per Filter+Score, want 0", pod.Spec.Containers[0].Resources.Requests.Name(gpuResource, "").Value(), allocs)
 		}
+	}
+}
+
+// With the Node set watched, PreScore decides from it that no node is a
+// GPU node, without looking at the candidates: here a candidate's
+// allocatable lists GPUs the set has not seen yet, and Score is skipped all
+// the same; once the set holds a GPU node, the candidates are looked at.
+func TestPreScoreUsesTheGPUNodeSet(t *testing.T) {
+	t.Parallel()
+	pl := newPlugin(config.StaleTelemetryIgnore)
+	pl.gpuAllocatable = nodeset.New(func(n *v1.Node) bool { return n.Status.Allocatable.Name(gpuResource, "").Sign() > 0 })
+	nodes := []scoreNode{{name: "cpu"}, {name: "gpu", allocGPUs: 8}}
+	if _, st := scoreAll(t, pl, makePod("p", 0, "1", "1Gi"), nodes); !st.IsSkip() {
+		t.Errorf("PreScore with no GPU node in the set = %v, want Skip", st)
+	}
+	pl.gpuAllocatable.Update(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{gpuResource: resource.MustParse("8")}}})
+	if _, st := scoreAll(t, pl, makePod("p", 0, "1", "1Gi"), nodes); !st.IsSuccess() {
+		t.Errorf("PreScore with a GPU node in the set = %v, want success", st)
 	}
 }
