@@ -64,6 +64,8 @@ type Cache struct {
 	reservations map[string]map[types.UID]reservation // by node, then pod
 	len          int                                  // entries with a view
 	slab         []entry                              // entries not yet handed out
+	extremes     loadExtremes                         // behind bound
+	loadPasses   int                                  // passes over every node setLoad took
 	counters     []*Counter                           // kept current by Set and remove
 	gpuNodes     *Counter                             // views that list GPUs
 }

@@ -57,38 +57,79 @@ func (c *Cache) LoadBound() LoadBound {
 }
 
 // setLoad records that a node's load changed and updates the bound: in
-// constant time when the node raises a maximum (a reservation) or leaves it
-// alone, by a pass over every node when the node held a maximum (or a
-// minimum capacity) and gave it up. The caller holds c.mu.
+// constant time, unless the node was the last one at an extreme (the most
+// loaded, or the smallest) and left it, when a pass over every node finds
+// the new extreme. Counting the nodes at each extreme keeps the pass rare:
+// pods spread evenly leave many nodes tied at the highest load, and
+// deleting them one by one would otherwise take a pass each. The caller
+// holds c.mu.
 func (c *Cache) setLoad(e *entry, l nodeLoad) {
 	old := e.load
 	e.load = l
-	b := *c.bound.Load()
-	if (old.cpuBP == b.CPUBP && l.cpuBP < old.cpuBP) ||
-		(old.memoryBP == b.MemoryBP && l.memoryBP < old.memoryBP) ||
-		(old.cpuMilli != l.cpuMilli && old.cpuMilli == b.MinCPUMilli) ||
-		(old.memoryBytes != l.memoryBytes && old.memoryBytes == b.MinMemoryBytes) {
-		b = LoadBound{}
-		for _, e := range *c.entries.Load() {
-			b = b.add(e.load)
-		}
+	if c.extremes.remove(old) {
+		c.extremes.add(l)
 	} else {
-		b = b.add(l)
+		c.loadPasses++
+		c.extremes = loadExtremes{}
+		for _, e := range *c.entries.Load() {
+			c.extremes.add(e.load)
+		}
 	}
+	b := c.extremes.bound()
 	if b != *c.bound.Load() {
 		c.bound.Store(&b)
 	}
 }
 
-// add widens the bound to cover l.
-func (b LoadBound) add(l nodeLoad) LoadBound {
-	b.CPUBP = max(b.CPUBP, l.cpuBP)
-	b.MemoryBP = max(b.MemoryBP, l.memoryBP)
-	if l.cpuMilli > 0 && (b.MinCPUMilli == 0 || l.cpuMilli < b.MinCPUMilli) {
-		b.MinCPUMilli = l.cpuMilli
+// loadExtremes are the extremes of the LoadBound with the number of nodes
+// at each.
+type loadExtremes struct {
+	cpuBP, memoryBP       extreme // highest
+	cpuMilli, memoryBytes extreme // lowest
+}
+
+func (x *loadExtremes) add(l nodeLoad) {
+	x.cpuBP.add(l.cpuBP, false)
+	x.memoryBP.add(l.memoryBP, false)
+	x.cpuMilli.add(l.cpuMilli, true)
+	x.memoryBytes.add(l.memoryBytes, true)
+}
+
+// remove takes l out, and reports false when that left an extreme without
+// a node at it.
+func (x *loadExtremes) remove(l nodeLoad) bool {
+	ok := x.cpuBP.remove(l.cpuBP)
+	ok = x.memoryBP.remove(l.memoryBP) && ok
+	ok = x.cpuMilli.remove(l.cpuMilli) && ok
+	return x.memoryBytes.remove(l.memoryBytes) && ok
+}
+
+func (x *loadExtremes) bound() LoadBound {
+	return LoadBound{CPUBP: x.cpuBP.v, MemoryBP: x.memoryBP.v, MinCPUMilli: x.cpuMilli.v, MinMemoryBytes: x.memoryBytes.v}
+}
+
+// extreme is the highest (or lowest) positive value over the nodes, 0 when
+// none has one, and how many nodes have it.
+type extreme struct {
+	v       int64
+	holders int
+}
+
+func (x *extreme) add(v int64, lowest bool) {
+	switch {
+	case v <= 0:
+	case x.v == 0 || (lowest && v < x.v) || (!lowest && v > x.v):
+		x.v, x.holders = v, 1
+	case v == x.v:
+		x.holders++
 	}
-	if l.memoryBytes > 0 && (b.MinMemoryBytes == 0 || l.memoryBytes < b.MinMemoryBytes) {
-		b.MinMemoryBytes = l.memoryBytes
+}
+
+// remove reports false when v was the last node's at the extreme.
+func (x *extreme) remove(v int64) bool {
+	if v <= 0 || v != x.v {
+		return true
 	}
-	return b
+	x.holders--
+	return x.holders > 0
 }

@@ -100,10 +100,44 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 		var want LoadBound
 		for name, e := range *c.entries.Load() {
 			cpu, mem := reserved(c, name)
-			want = want.add(loadOf(e.node.Load(), cpu, mem))
+			l := loadOf(e.node.Load(), cpu, mem)
+			want.CPUBP, want.MemoryBP = max(want.CPUBP, l.cpuBP), max(want.MemoryBP, l.memoryBP)
+			if l.cpuMilli > 0 && (want.MinCPUMilli == 0 || l.cpuMilli < want.MinCPUMilli) {
+				want.MinCPUMilli = l.cpuMilli
+			}
+			if l.memoryBytes > 0 && (want.MinMemoryBytes == 0 || l.memoryBytes < want.MinMemoryBytes) {
+				want.MinMemoryBytes = l.memoryBytes
+			}
 		}
 		if got := c.LoadBound(); got != want {
 			t.Fatalf("step %d: LoadBound = %+v, a full pass gives %+v", i, got, want)
 		}
+	}
+}
+
+// Deleting pods one by one from nodes tied at the highest load takes no
+// pass over every node until the last of them drops.
+func TestLoadBoundTies(t *testing.T) {
+	c := NewCache()
+	at := time.Unix(0, 0)
+	for i := range 100 {
+		name := fmt.Sprintf("n%d", i)
+		c.Set(&Node{Name: name, HasCPU: true, CPUPercent: 50, LogicalCores: 16})
+		c.Reserve(name, types.UID(name), 1600, 0, at) // 50% + 10% each
+	}
+	passes := c.loadPasses
+	for i := range 99 {
+		name := fmt.Sprintf("n%d", i)
+		c.Unreserve(name, types.UID(name))
+	}
+	if got := c.LoadBound().CPUBP; got != 6000 {
+		t.Errorf("CPUBP = %d with one node still at 60%%, want 6000", got)
+	}
+	if c.loadPasses != passes {
+		t.Errorf("%d passes over every node for 99 deletions from tied nodes, want 0", c.loadPasses-passes)
+	}
+	c.Unreserve("n99", "n99")
+	if got := c.LoadBound().CPUBP; got != 5000 || c.loadPasses != passes+1 {
+		t.Errorf("after the last: CPUBP = %d after %d passes, want 5000 after 1", got, c.loadPasses-passes)
 	}
 }
