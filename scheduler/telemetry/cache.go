@@ -306,7 +306,7 @@ func (c *Cache) publishEntries(name string, e *entry) {
 	add := func(k string, v *entry) {
 		start := keys.Len()
 		keys.WriteString(k)
-		m[keys.String()[start:]] = v // a view into the builder's buffer, which only grows within its capacity
+		m[keys.String()[start:]] = v // a view into the builder's buffer: Grow sized it for every key
 	}
 	for k, v := range old {
 		if k != name {
