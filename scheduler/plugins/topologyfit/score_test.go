@@ -64,6 +64,20 @@ func scoreAll(t *testing.T, pl *TopologyFit, pod *v1.Pod, nodes []scoreNode) (ma
 	return got, nil
 }
 
+// scorePlugin is a plugin whose cache holds the nodes' telemetry, with the
+// given penalty for pods that request no GPU.
+func scorePlugin(penalty int32, nodes []scoreNode) *TopologyFit {
+	var tels []*telemetry.Node
+	for _, n := range nodes {
+		if n.tel != nil {
+			tels = append(tels, n.tel)
+		}
+	}
+	pl := newPlugin(config.StaleTelemetryIgnore, tels...)
+	pl.args.NonGPUPodPenaltyPercent = penalty
+	return pl
+}
+
 func TestScore(t *testing.T) {
 	t.Parallel()
 	gpuNode8 := telNode("gpu", 2, h100s(8, 4))
@@ -145,14 +159,7 @@ func TestScore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var tels []*telemetry.Node
-			for _, n := range tc.nodes {
-				if n.tel != nil {
-					tels = append(tels, n.tel)
-				}
-			}
-			pl := newPlugin(config.StaleTelemetryIgnore, tels...)
-			pl.args.NonGPUPodPenaltyPercent = tc.penalty
+			pl := scorePlugin(tc.penalty, tc.nodes)
 			got, st := scoreAll(t, pl, tc.pod, tc.nodes)
 			if !st.IsSuccess() {
 				t.Fatalf("PreScore: %v", st)
@@ -188,14 +195,7 @@ func TestPreScoreSkipsUniformCPUPodScores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var tels []*telemetry.Node
-			for _, n := range tc.nodes {
-				if n.tel != nil {
-					tels = append(tels, n.tel)
-				}
-			}
-			pl := newPlugin(config.StaleTelemetryIgnore, tels...)
-			pl.args.NonGPUPodPenaltyPercent = tc.penalty
+			pl := scorePlugin(tc.penalty, tc.nodes)
 			_, st := scoreAll(t, pl, tc.pod, tc.nodes)
 			if st.IsSkip() != tc.wantSkip || (!tc.wantSkip && !st.IsSuccess()) {
 				t.Errorf("PreScore = %v, want skip %v", st, tc.wantSkip)
