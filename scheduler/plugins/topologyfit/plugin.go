@@ -91,7 +91,8 @@ var (
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
-// cache, which the first instance starts and syncs.
+// cache, which the first instance starts and syncs. Each instance follows
+// Nodes through the scheduler's Node informer (see WatchNodes).
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := New(args, cache, time.Now)
