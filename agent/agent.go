@@ -22,6 +22,9 @@ type Observation struct {
 	Results []collector.Result
 	Status  telemetryv1alpha1.NodeTelemetryStatus
 	Heat    status.HeatState
+	// AbsoluteLimitMilliCelsius is the limit the heat state held sensors
+	// without a limit against.
+	AbsoluteLimitMilliCelsius int64
 	// GPUsStartedThrottling are GPUs thermally throttled now and not in the
 	// previous cycle.
 	GPUsStartedThrottling []telemetryv1alpha1.GPUStatus
@@ -36,6 +39,7 @@ type Sampler struct {
 	agentVersion string
 	model        *powermodel.Model
 	heat         *status.HeatTracker
+	heatCfg      status.HeatConfig
 	gpuThrottle  status.GPUThrottleTracker
 	conditions   []metav1.Condition
 }
@@ -64,6 +68,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		agentVersion: cfg.AgentVersion,
 		model:        model,
 		heat:         status.NewHeatTracker(cfg.Heat),
+		heatCfg:      cfg.Heat,
 	}, nil
 }
 
@@ -79,23 +84,25 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		f := s.model.Fit()
 		fit = &f
 	}
-	thermal := status.Thermal(sample)
+	thermal := status.Thermal(sample, s.heatCfg.AbsoluteLimitMilliCelsius)
 	heat := s.heat.Update(thermal, sample.CPU)
 	st := status.Build(status.Input{
-		Sample:             sample,
-		Interval:           s.interval,
-		AgentVersion:       s.agentVersion,
-		PowerFit:           fit,
-		Heat:               heat,
-		PreviousConditions: s.conditions,
+		Sample:                    sample,
+		Interval:                  s.interval,
+		AgentVersion:              s.agentVersion,
+		PowerFit:                  fit,
+		Heat:                      heat,
+		AbsoluteLimitMilliCelsius: s.heatCfg.AbsoluteLimitMilliCelsius,
+		PreviousConditions:        s.conditions,
 	})
 	s.conditions = st.Conditions
 	return Observation{
-		Sample:                sample,
-		Results:               results,
-		Status:                st,
-		Heat:                  heat,
-		GPUsStartedThrottling: s.gpuThrottle.Update(sample.GPUs),
+		Sample:                    sample,
+		Results:                   results,
+		Status:                    st,
+		Heat:                      heat,
+		AbsoluteLimitMilliCelsius: s.heatCfg.AbsoluteLimitMilliCelsius,
+		GPUsStartedThrottling:     s.gpuThrottle.Update(sample.GPUs),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
+	"github.com/telesched/telesched/internal/heat"
 )
 
 // Defaults of the flags that are not the defaults of another package.
@@ -49,8 +50,8 @@ type Options struct {
 	PowerModel powermodel.Config
 
 	// Flag values in user units, converted by Complete.
-	hotHeadroomCelsius, coolHeadroomCelsius float64
-	deadbandTemperatureCelsius              float64
+	hotHeadroomCelsius, coolHeadroomCelsius, absoluteLimitCelsius float64
+	deadbandTemperatureCelsius                                    float64
 }
 
 // NewOptions returns the defaults.
@@ -77,6 +78,7 @@ func NewOptions() *Options {
 		PowerModel:                 powermodel.DefaultConfig(),
 		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
 		coolHeadroomCelsius:        float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
+		absoluteLimitCelsius:       float64(heat.DefaultAbsoluteLimitMilliCelsius) / 1000,
 		deadbandTemperatureCelsius: float64(publisher.DefaultTemperatureMilliCelsius) / 1000,
 	}
 }
@@ -106,7 +108,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.deadbandTemperatureCelsius, "deadband-temperature-celsius", o.deadbandTemperatureCelsius, "Degrees a temperature or the thermal headroom must move to be published before the heartbeat.")
 	fs.Int32Var(&o.Publisher.Deadbands.PowerPercent, "deadband-power-percent", o.Publisher.Deadbands.PowerPercent, "Percent node or GPU power must move to be published before the heartbeat.")
 
-	fs.Float64Var(&o.hotHeadroomCelsius, "overheat-headroom-celsius", o.hotHeadroomCelsius, "The node is Overheating (condition, NodeOverheating event) when a sensor is this close to its limit, or when it throttles.")
+	fs.Float64Var(&o.hotHeadroomCelsius, "overheat-headroom-celsius", o.hotHeadroomCelsius, "The node is Overheating (condition, NodeOverheating event) when a sensor is this close to its effective limit, or when its CPUs throttle. Keep it equal to EnergyAware's thermalMarginCelsius.")
+	fs.Float64Var(&o.absoluteLimitCelsius, "absolute-limit-celsius", o.absoluteLimitCelsius, "Limit of a sensor that reports none (no crit, no max, no known vendor limit), e.g. AMD k10temp Tctl on an unlisted part. Keep it equal to EnergyAware's absoluteLimitCelsius.")
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
@@ -116,8 +119,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Complete converts the flags in user units.
 func (o *Options) Complete() {
 	o.Heat = status.HeatConfig{
-		HotHeadroomMilliCelsius:  int64(o.hotHeadroomCelsius * 1000),
-		CoolHeadroomMilliCelsius: int64(o.coolHeadroomCelsius * 1000),
+		HotHeadroomMilliCelsius:   int64(o.hotHeadroomCelsius * 1000),
+		CoolHeadroomMilliCelsius:  int64(o.coolHeadroomCelsius * 1000),
+		AbsoluteLimitMilliCelsius: int64(o.absoluteLimitCelsius * 1000),
 	}
 	o.Publisher.Deadbands.TemperatureMilliCelsius = int64(o.deadbandTemperatureCelsius * 1000)
 	o.Publisher.NodeName = o.NodeName

@@ -102,7 +102,11 @@ type TempSensor struct {
 	// when it reports none.
 	MaxMilliCelsius  *int64
 	CritMilliCelsius *int64
-	// Alarm is true when the hardware raised a max or crit alarm; Fault
+	// VendorMilliCelsius is a limit the sensor does not report but its
+	// vendor publishes for the part (see amdTjmax); nil when none is known.
+	VendorMilliCelsius *int64
+	// Alarm is true when the hardware raised an alarm (tempN_alarm,
+	// _max_alarm, _crit_alarm); some are sticky until reboot. Fault
 	// when it flags the sensor as faulty.
 	Alarm bool
 	Fault bool

@@ -109,14 +109,15 @@ type tempSensor struct {
 	fault string
 	// alarms are the host paths of the max/crit alarm flags.
 	alarms []string
-	// max and crit are the limits read at discovery.
-	max, crit *int64
+	// max and crit are the limits read at discovery; vendor a known limit
+	// for the part when the sensor reports neither (see amdTjmax).
+	max, crit, vendor *int64
 }
 
 // discover lists the node's temperature sensors and reads their names and
 // limits.
 func (c *ThermalCollector) discover(now time.Time) {
-	c.sensors = append(discoverZones(c.root), discoverHwmonTemps(c.root, discoverHwmon(c.root))...)
+	c.sensors = append(discoverZones(c.root), discoverHwmonTemps(c.root, discoverHwmon(c.root), readCPUModel(c.root))...)
 	c.discovered = true
 	c.discoveredAt = now
 }
@@ -157,11 +158,12 @@ func (c *ThermalCollector) read() (th *Thermal, stale bool, err error) {
 			continue
 		}
 		sensor := TempSensor{
-			Name:             ts.name,
-			Source:           ts.source,
-			MilliCelsius:     v,
-			MaxMilliCelsius:  ts.max,
-			CritMilliCelsius: ts.crit,
+			Name:               ts.name,
+			Source:             ts.source,
+			MilliCelsius:       v,
+			MaxMilliCelsius:    ts.max,
+			CritMilliCelsius:   ts.crit,
+			VendorMilliCelsius: ts.vendor,
 		}
 		for _, a := range ts.alarms {
 			b, err := c.root.ReadFile(a)
@@ -326,8 +328,9 @@ func zoneLimits(trips []tripPoint) (max, crit *int64) {
 
 // discoverHwmonTemps lists the temperature channels (tempN_input) of the
 // given chips, with labels and limits, in chip and channel order. Chips
-// that mirror a thermal zone are skipped.
-func discoverHwmonTemps(r hostfs.Root, chips []*hwmonChip) []tempSensor {
+// that mirror a thermal zone are skipped. cpuModel is /proc/cpuinfo's model
+// name, for the vendor limits of CPU sensors that report none.
+func discoverHwmonTemps(r hostfs.Root, chips []*hwmonChip, cpuModel string) []tempSensor {
 	var out []tempSensor
 	for _, chip := range chips {
 		if chip.thermalZone {
@@ -355,6 +358,9 @@ func discoverHwmonTemps(r hostfs.Root, chips []*hwmonChip) []tempSensor {
 				input:  chip.path(prefix + "_input"),
 				max:    readLimitIf(r, chip, prefix+"_max"),
 				crit:   readLimitIf(r, chip, prefix+"_crit"),
+			}
+			if ts.max == nil && ts.crit == nil {
+				ts.vendor = vendorLimitFor(chip.name, labels[i], cpuModel)
 			}
 			if chip.has(prefix + "_fault") {
 				ts.fault = chip.path(prefix + "_fault")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/telesched/telesched/agent"
 	"github.com/telesched/telesched/agent/publisher"
+	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
@@ -41,12 +42,14 @@ var (
 	memUtilization = desc("node", "memory_utilization_ratio", "Share of memory in use: (total - available) / total.")
 
 	// Thermal.
-	temperature     = desc("node", "temperature_celsius", "Temperature of a sensor.", "sensor")
-	temperatureMax  = desc("node", "temperature_max_celsius", "Max limit a sensor reports.", "sensor")
-	temperatureCrit = desc("node", "temperature_crit_celsius", "Critical limit a sensor reports.", "sensor")
-	headroom        = desc("node", "thermal_headroom_celsius", "Smallest distance from a sensor's temperature up to its limit.")
-	throttling      = desc("node", "thermal_throttling", "Whether the node was thermally throttled during the last interval.")
-	overheating     = desc("node", "overheating", "Whether the node is overheating (the Overheating condition is True).")
+	temperature      = desc("node", "temperature_celsius", "Temperature of a sensor.", "sensor")
+	temperatureMax   = desc("node", "temperature_max_celsius", "Max limit a sensor reports.", "sensor")
+	temperatureCrit  = desc("node", "temperature_crit_celsius", "Critical limit a sensor reports.", "sensor")
+	temperatureLimit = desc("node", "temperature_limit_celsius", "Effective limit of a sensor: its crit, else its max, else its vendor's published limit, else the agent's absolute limit (--absolute-limit-celsius); type says which.", "sensor", "type")
+	headroom         = desc("node", "thermal_headroom_celsius", "Smallest distance from a sensor's temperature up to its effective limit (the node is Overheating at --overheat-headroom-celsius or less).")
+	alarms           = desc("node", "thermal_alarms", "Sensors with an alarm flag raised; some alarms stay raised until reboot, so an alarm is not heat.")
+	throttling       = desc("node", "thermal_throttling", "Whether the node was thermally throttled during the last interval.")
+	overheating      = desc("node", "overheating", "Whether the node is overheating (the Overheating condition is True).")
 
 	// Power.
 	powerWatts      = desc("node", "power_zone_watts", "Power of one meter over the last interval.", "zone", "source")
@@ -210,13 +213,19 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			if s.CritMilliCelsius != nil {
 				g(temperatureCrit, milli(*s.CritMilliCelsius), s.Name)
 			}
+			limit, typ := status.EffectiveLimit(s)
+			if limit == nil {
+				limit, typ = &obs.AbsoluteLimitMilliCelsius, "Absolute"
+			}
+			g(temperatureLimit, milli(*limit), s.Name, string(typ))
 		}
 	}
 	if th := st.Thermal; th != nil {
-		if th.HeadroomMilliCelsius != nil {
-			g(headroom, milli(*th.HeadroomMilliCelsius))
-		}
 		g(throttling, boolValue(th.Throttling))
+		g(alarms, float64(th.Alarms))
+	}
+	if obs.Heat.Headroom.Known {
+		g(headroom, milli(obs.Heat.Headroom.MilliCelsius))
 	}
 	if obs.Heat.Known {
 		g(overheating, boolValue(obs.Heat.Hot))

@@ -46,6 +46,7 @@ func TestMetricsFromFullObservation(t *testing.T) {
 			IOPressure: &telemetryv1alpha1.PressureStatus{SomeAvg10BasisPoints: 12, SomeTotalMicroseconds: 5_000_000},
 			Thermal: &collector.Thermal{Sensors: []collector.TempSensor{
 				{Name: "coretemp.0/Package id 0", MilliCelsius: 71_000, MaxMilliCelsius: ptr.To[int64](84_000), CritMilliCelsius: ptr.To[int64](100_000)},
+				{Name: "k10temp/Tctl", MilliCelsius: 60_000},
 			}},
 			Power: &collector.Power{Watts: 2150, EnergyJoules: 1e6, Zones: []collector.PowerZone{
 				{Name: "package-0", Source: telemetryv1alpha1.PowerSourceRAPL, Watts: 750},
@@ -55,7 +56,9 @@ func TestMetricsFromFullObservation(t *testing.T) {
 		},
 		Results: []collector.Result{{Name: telemetryv1alpha1.SourceCPU, Duration: 3 * time.Millisecond}},
 		Status:  st,
-		Heat:    status.HeatState{Known: true, Hot: false},
+		Heat:    status.NewHeatTracker(status.DefaultHeatConfig()).Update(st.Thermal, st.CPU),
+		// The limit of a sensor without one.
+		AbsoluteLimitMilliCelsius: 90_000,
 	}
 	m.Observe(obs)
 	m.Published(publisher.Outcome{Published: true, Reason: "first", Duration: 20 * time.Millisecond}, time.Unix(1700000000, 0))
@@ -68,6 +71,16 @@ func TestMetricsFromFullObservation(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+
+	// Every sensor has an effective limit, and says where it comes from.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP telesched_node_temperature_limit_celsius Effective limit of a sensor: its crit, else its max, else its vendor's published limit, else the agent's absolute limit (--absolute-limit-celsius); type says which.
+# TYPE telesched_node_temperature_limit_celsius gauge
+telesched_node_temperature_limit_celsius{sensor="coretemp.0/Package id 0",type="Critical"} 100
+telesched_node_temperature_limit_celsius{sensor="k10temp/Tctl",type="Absolute"} 90
+`), "telesched_node_temperature_limit_celsius"); err != nil {
+		t.Error(err)
 	}
 
 	got := families(t, reg)

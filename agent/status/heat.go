@@ -3,27 +3,43 @@ package status
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/heat"
 )
 
 // Defaults for HeatConfig.
 const (
-	DefaultHotHeadroomMilliCelsius  = 5_000
+	DefaultHotHeadroomMilliCelsius  = heat.DefaultMarginMilliCelsius
 	DefaultCoolHeadroomMilliCelsius = 8_000
 )
 
-// HeatConfig sets when a node counts as overheating. The gap between the
-// two headrooms is the hysteresis that keeps the state, the Overheating
-// condition and the Events from flapping around one threshold.
+// HeatConfig sets when a node counts as overheating, by package heat's
+// definition. The gap between the two headrooms is the hysteresis that
+// keeps the state, the Overheating condition and the Events from flapping
+// around one threshold: a node becomes hot at the same headroom EnergyAware
+// rejects it at, and stays Overheating until it has cooled past the gap.
 type HeatConfig struct {
-	// HotHeadroomMilliCelsius: the node becomes hot when its thermal
-	// headroom falls to this or below.
+	// HotHeadroomMilliCelsius: the node becomes hot when its effective
+	// thermal headroom falls to this or below.
 	HotHeadroomMilliCelsius int64
 	// CoolHeadroomMilliCelsius: a hot node cools when its headroom is back
 	// at this or above and nothing throttles. It must not be below
 	// HotHeadroomMilliCelsius.
 	CoolHeadroomMilliCelsius int64
+	// AbsoluteLimitMilliCelsius is the limit of a sensor that reports none
+	// and has no known vendor limit.
+	AbsoluteLimitMilliCelsius int64
+}
+
+// DefaultHeatConfig returns the defaults, the same as EnergyAware's.
+func DefaultHeatConfig() HeatConfig {
+	return HeatConfig{
+		HotHeadroomMilliCelsius:   DefaultHotHeadroomMilliCelsius,
+		CoolHeadroomMilliCelsius:  DefaultCoolHeadroomMilliCelsius,
+		AbsoluteLimitMilliCelsius: heat.DefaultAbsoluteLimitMilliCelsius,
+	}
 }
 
 // Validate reports a HeatConfig that cannot work.
@@ -34,19 +50,24 @@ func (c HeatConfig) Validate() error {
 	if c.CoolHeadroomMilliCelsius < c.HotHeadroomMilliCelsius {
 		return fmt.Errorf("cool headroom %dm°C must be at least the hot headroom %dm°C", c.CoolHeadroomMilliCelsius, c.HotHeadroomMilliCelsius)
 	}
+	if c.AbsoluteLimitMilliCelsius <= 0 || c.AbsoluteLimitMilliCelsius > 200_000 {
+		return fmt.Errorf("absolute limit %dm°C must be above 0°C and at most 200°C", c.AbsoluteLimitMilliCelsius)
+	}
 	return nil
 }
 
 // HeatState is the node's heat after one sample.
 type HeatState struct {
-	// Known is false when the node has neither sensors with limits nor CPU
+	// Known is false when the node has neither temperature sensors nor CPU
 	// throttle counters.
 	Known bool
 	Hot   bool
 	// Changed is true when Hot flipped with this sample.
 	Changed bool
-	Reason  string
-	Message string
+	// Headroom is the node's effective headroom in this sample.
+	Headroom heat.Headroom
+	Reason   string
+	Message  string
 }
 
 // HeatTracker follows a node's heat from sample to sample.
@@ -62,56 +83,60 @@ func NewHeatTracker(cfg HeatConfig) *HeatTracker {
 
 // Update takes the thermal status and CPU throttle state of a sample.
 func (h *HeatTracker) Update(th *telemetryv1alpha1.ThermalStatus, cpu *telemetryv1alpha1.CPUStatus) HeatState {
-	cpuThrottling := cpu != nil && cpu.ThermalThrottle != nil && cpu.ThermalThrottle.Throttling
-	throttling := cpuThrottling || (th != nil && th.Throttling)
-	haveHeadroom := th != nil && th.HeadroomMilliCelsius != nil
-	if !haveHeadroom && !throttling && (cpu == nil || cpu.ThermalThrottle == nil) {
+	throttling := (cpu != nil && cpu.ThermalThrottle != nil && cpu.ThermalThrottle.Throttling) || (th != nil && th.Throttling)
+	hr := heat.OfStatus(th, h.cfg.AbsoluteLimitMilliCelsius)
+	if !hr.Known && !throttling && (cpu == nil || cpu.ThermalThrottle == nil) {
 		st := HeatState{Known: false, Hot: false, Changed: h.hot, Reason: ReasonNoThermalData,
-			Message: "no temperature sensor with a limit and no CPU throttle counters on this node"}
+			Message: "no temperature sensor and no CPU throttle counters on this node"}
 		h.hot = false
 		return st
 	}
 	was := h.hot
 	switch {
-	case throttling:
+	case throttling, hr.TooHot(h.cfg.HotHeadroomMilliCelsius):
 		h.hot = true
-	case haveHeadroom && *th.HeadroomMilliCelsius <= h.cfg.HotHeadroomMilliCelsius:
-		h.hot = true
-	case !haveHeadroom || *th.HeadroomMilliCelsius >= h.cfg.CoolHeadroomMilliCelsius:
+	case !hr.Known || hr.MilliCelsius >= h.cfg.CoolHeadroomMilliCelsius:
 		h.hot = false
 	}
-	st := HeatState{Known: true, Hot: h.hot, Changed: h.hot != was}
+	st := HeatState{Known: true, Hot: h.hot, Changed: h.hot != was, Headroom: hr}
 	switch {
 	case throttling:
 		st.Reason = ReasonThermalThrottling
-		st.Message = "the node is thermally throttling"
-		if th != nil {
-			st.Message += "; " + describeHottest(th)
+		st.Message = "the node's CPUs are thermally throttling"
+		if hr.Known {
+			st.Message += "; " + hr.String()
 		}
 	case h.hot:
 		st.Reason = ReasonNearThermalLimit
-		st.Message = fmt.Sprintf("%s; hot at %s headroom or less", describeHottest(th), celsius(h.cfg.HotHeadroomMilliCelsius))
-	case haveHeadroom:
+		st.Message = fmt.Sprintf("%s; hot at %s headroom or less, cool again at %s", hr, celsius(h.cfg.HotHeadroomMilliCelsius), celsius(h.cfg.CoolHeadroomMilliCelsius))
+	case hr.Known:
 		st.Reason = ReasonWithinLimits
-		st.Message = describeHottest(th)
+		st.Message = "smallest headroom: " + hr.String()
 	default:
 		st.Reason = ReasonWithinLimits
-		st.Message = "no CPU thermal throttling; no sensor reports a limit"
+		st.Message = "no CPU thermal throttling; no temperature sensor"
+	}
+	if th != nil && th.Alarms > 0 {
+		st.Message += fmt.Sprintf("; %d sensor alarm(s) raised (%s), not counted as heat: some alarms stay raised until reboot", th.Alarms, alarmed(th))
 	}
 	return st
 }
 
-func describeHottest(th *telemetryv1alpha1.ThermalStatus) string {
-	msg := fmt.Sprintf("hottest sensor %s at %s", th.HottestSensor, celsius(th.HottestMilliCelsius))
-	if th.HeadroomMilliCelsius != nil {
-		msg += fmt.Sprintf(", smallest headroom to a limit %s", celsius(*th.HeadroomMilliCelsius))
+// alarmed names the listed sensors with an alarm raised.
+func alarmed(th *telemetryv1alpha1.ThermalStatus) string {
+	var names []string
+	for _, s := range th.Sensors {
+		if s.Alarm {
+			names = append(names, s.Name)
+		}
 	}
-	return msg
+	if len(names) == 0 {
+		return "not among the listed sensors"
+	}
+	return strings.Join(names, ", ")
 }
 
-func celsius(milli int64) string {
-	return fmt.Sprintf("%.1f°C", float64(milli)/1000)
-}
+func celsius(milli int64) string { return heat.Celsius(milli) }
 
 // GPUThrottleTracker reports GPUs that start thermal throttling.
 type GPUThrottleTracker struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/heat"
 	"github.com/telesched/telesched/internal/text"
 )
 
@@ -42,6 +43,9 @@ type Input struct {
 	PowerFit *powermodel.Fit
 	// Heat is the node's heat state after this sample.
 	Heat HeatState
+	// AbsoluteLimitMilliCelsius ranks sensors without a limit (see
+	// Thermal); 0 means heat.DefaultAbsoluteLimitMilliCelsius.
+	AbsoluteLimitMilliCelsius int64
 	// Previous conditions, so unchanged ones keep their transition time.
 	PreviousConditions []metav1.Condition
 }
@@ -56,7 +60,7 @@ func Build(in Input) telemetryv1alpha1.NodeTelemetryStatus {
 		Sources:         s.Sources,
 		CPU:             s.CPU,
 		Memory:          s.Memory,
-		Thermal:         Thermal(s),
+		Thermal:         Thermal(s, cmp.Or(in.AbsoluteLimitMilliCelsius, heat.DefaultAbsoluteLimitMilliCelsius)),
 		Power:           power(s.Power, in.PowerFit),
 		NUMA:            s.NUMA,
 		GPUs:            s.GPUs,
@@ -66,74 +70,120 @@ func Build(in Input) telemetryv1alpha1.NodeTelemetryStatus {
 	return st
 }
 
-// Thermal aggregates the sensors: the hottest sensor and its limit, the
-// smallest headroom over sensors with a limit, throttling (CPU throttle
-// counters rose or a sensor alarm), and the sensors closest to their limits.
-func Thermal(s *collector.Sample) *telemetryv1alpha1.ThermalStatus {
+// Thermal aggregates the sensors: the hottest sensor and its effective
+// limit, the smallest headroom over sensors with a limit and the sensor it
+// belongs to, the hottest sensor without a limit, CPU throttling (a per-CPU
+// counter rose), the sensors with an alarm raised, and the sensors closest
+// to their limits (see package heat for what the limits mean). absoluteMilli
+// is the limit a sensor without one is ranked against.
+func Thermal(s *collector.Sample, absoluteMilli int64) *telemetryv1alpha1.ThermalStatus {
 	if s.Thermal == nil || len(s.Thermal.Sensors) == 0 {
 		return nil
 	}
 	sensors := s.Thermal.Sensors
-	hottest := sensors[0]
-	var headroom *int64
-	throttling := s.CPU != nil && s.CPU.ThermalThrottle != nil && s.CPU.ThermalThrottle.Throttling
-	for _, sn := range sensors {
-		if sn.MilliCelsius > hottest.MilliCelsius {
-			hottest = sn
-		}
-		if limit, _ := sensorLimit(sn); limit != nil {
-			if h := *limit - sn.MilliCelsius; headroom == nil || h < *headroom {
-				headroom = ptr.To(h)
-			}
-		}
-		throttling = throttling || sn.Alarm
-	}
 	st := &telemetryv1alpha1.ThermalStatus{
-		HottestSensor:        text.Truncate(hottest.Name, 64),
-		HottestMilliCelsius:  hottest.MilliCelsius,
-		HeadroomMilliCelsius: headroom,
-		Throttling:           throttling,
+		Throttling: s.CPU != nil && s.CPU.ThermalThrottle != nil && s.CPU.ThermalThrottle.Throttling,
 	}
-	st.LimitMilliCelsius, st.LimitType = sensorLimit(hottest)
-
-	// Closest to their limits first; sensors without a limit after, hottest first.
-	ranked := slices.Clone(sensors)
-	slices.SortStableFunc(ranked, func(a, b collector.TempSensor) int {
-		la, _ := sensorLimit(a)
-		lb, _ := sensorLimit(b)
+	hottest, headroomAt, unlimitedAt := 0, -1, -1
+	for i, sn := range sensors {
+		if sn.MilliCelsius > sensors[hottest].MilliCelsius {
+			hottest = i
+		}
+		if sn.Alarm {
+			st.Alarms++
+		}
+		limit, _ := EffectiveLimit(sn)
 		switch {
-		case la != nil && lb != nil:
-			return cmp.Or(cmp.Compare(*la-a.MilliCelsius, *lb-b.MilliCelsius), cmp.Compare(b.MilliCelsius, a.MilliCelsius))
-		case la != nil:
-			return -1
-		case lb != nil:
-			return 1
-		}
-		return cmp.Compare(b.MilliCelsius, a.MilliCelsius)
-	})
-	seen := map[string]bool{}
-	for _, sn := range ranked {
-		name := text.Truncate(sn.Name, 64)
-		if seen[name] {
-			continue // the API lists sensors by name
-		}
-		seen[name] = true
-		limit, _ := sensorLimit(sn)
-		st.Sensors = append(st.Sensors, telemetryv1alpha1.ThermalSensor{Name: name, MilliCelsius: sn.MilliCelsius, LimitMilliCelsius: limit})
-		if len(st.Sensors) == MaxSensors {
-			break
+		case limit == nil:
+			if unlimitedAt < 0 || sn.MilliCelsius > sensors[unlimitedAt].MilliCelsius {
+				unlimitedAt = i
+			}
+		case st.HeadroomMilliCelsius == nil || *limit-sn.MilliCelsius < *st.HeadroomMilliCelsius:
+			st.HeadroomMilliCelsius = ptr.To(*limit - sn.MilliCelsius)
+			headroomAt = i
 		}
 	}
+	st.HottestSensor = text.Truncate(sensors[hottest].Name, 64)
+	st.HottestMilliCelsius = sensors[hottest].MilliCelsius
+	st.LimitMilliCelsius, st.LimitType = EffectiveLimit(sensors[hottest])
+	if headroomAt >= 0 {
+		st.HeadroomSensor = text.Truncate(sensors[headroomAt].Name, 64)
+	}
+	if unlimitedAt >= 0 {
+		st.HottestUnlimitedSensor = text.Truncate(sensors[unlimitedAt].Name, 64)
+		st.HottestUnlimitedMilliCelsius = ptr.To(sensors[unlimitedAt].MilliCelsius)
+	}
+	st.Sensors = listSensors(sensors, absoluteMilli, hottest, headroomAt, unlimitedAt)
 	return st
 }
 
-// sensorLimit is a sensor's critical limit, else its max limit.
-func sensorLimit(s collector.TempSensor) (*int64, telemetryv1alpha1.ThermalLimitType) {
+// listSensors picks the MaxSensors sensors closest to their effective
+// limits (a sensor without one ranked against absoluteMilli), hottest first
+// among equals, and makes room for the sensors the status names (the
+// hottest, the one with the smallest headroom, the hottest without a limit)
+// so a name in the status can always be looked up in the list, then for
+// sensors with an alarm raised. Sensors are
+// listed by name: a second sensor of the same (truncated) name is skipped.
+func listSensors(sensors []collector.TempSensor, absoluteMilli int64, must ...int) []telemetryv1alpha1.ThermalSensor {
+	headroom := func(sn collector.TempSensor) int64 {
+		if limit, _ := EffectiveLimit(sn); limit != nil {
+			return *limit - sn.MilliCelsius
+		}
+		return absoluteMilli - sn.MilliCelsius
+	}
+	order := make([]int, len(sensors))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(headroom(sensors[a]), headroom(sensors[b])), cmp.Compare(sensors[b].MilliCelsius, sensors[a].MilliCelsius))
+	})
+	// The named sensors first (in rank order), then the rest by rank, so a
+	// named sensor is never the one cut; the list is then put back in rank
+	// order.
+	required := func(i int) bool { return slices.Contains(must, i) }
+	var picked []int
+	seen := map[string]bool{}
+	pick := func(keep func(int) bool) {
+		for _, i := range order {
+			name := text.Truncate(sensors[i].Name, 64)
+			if len(picked) == MaxSensors || seen[name] || !keep(i) {
+				continue
+			}
+			seen[name] = true
+			picked = append(picked, i)
+		}
+	}
+	pick(required)
+	pick(func(i int) bool { return sensors[i].Alarm })
+	pick(func(i int) bool { return true })
+	rank := make(map[int]int, len(order))
+	for r, i := range order {
+		rank[i] = r
+	}
+	slices.SortFunc(picked, func(a, b int) int { return rank[a] - rank[b] })
+	out := make([]telemetryv1alpha1.ThermalSensor, 0, len(picked))
+	for _, i := range picked {
+		sn := sensors[i]
+		limit, typ := EffectiveLimit(sn)
+		out = append(out, telemetryv1alpha1.ThermalSensor{
+			Name: text.Truncate(sn.Name, 64), MilliCelsius: sn.MilliCelsius,
+			LimitMilliCelsius: limit, LimitType: typ, Alarm: sn.Alarm,
+		})
+	}
+	return out
+}
+
+// EffectiveLimit is a sensor's critical limit, else its max limit, else its
+// vendor's published limit for the part; nil when it has none.
+func EffectiveLimit(s collector.TempSensor) (*int64, telemetryv1alpha1.ThermalLimitType) {
 	switch {
 	case s.CritMilliCelsius != nil:
 		return ptr.To(*s.CritMilliCelsius), telemetryv1alpha1.ThermalLimitCritical
 	case s.MaxMilliCelsius != nil:
 		return ptr.To(*s.MaxMilliCelsius), telemetryv1alpha1.ThermalLimitMax
+	case s.VendorMilliCelsius != nil:
+		return ptr.To(*s.VendorMilliCelsius), telemetryv1alpha1.ThermalLimitVendor
 	}
 	return nil, ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/heat"
 )
 
 func sensor(name string, milli int64, maxC, crit *int64) collector.TempSensor {
@@ -27,29 +28,44 @@ func TestThermal(t *testing.T) {
 		sensor("mlx5/asic", 55_000, nil, ptr.To[int64](105_000)),                                 // headroom 50°C
 	}}}
 	want := &telemetryv1alpha1.ThermalStatus{
-		HottestSensor:        "acpitz/thermal_zone0",
-		HottestMilliCelsius:  75_000,
-		HeadroomMilliCelsius: ptr.To[int64](8_000), // min(100-71, 70-62, 105-55) = 8°C
+		HottestSensor:                "acpitz/thermal_zone0",
+		HottestMilliCelsius:          75_000,
+		HeadroomMilliCelsius:         ptr.To[int64](8_000), // min(100-71, 70-62, 105-55) = 8°C
+		HeadroomSensor:               "nvme0/Composite",
+		HottestUnlimitedSensor:       "acpitz/thermal_zone0",
+		HottestUnlimitedMilliCelsius: ptr.To[int64](75_000),
+		// Ranked by headroom, the zone against the absolute 90°C: 8, 15, 29, 50.
 		Sensors: []telemetryv1alpha1.ThermalSensor{
-			{Name: "nvme0/Composite", MilliCelsius: 62_000, LimitMilliCelsius: ptr.To[int64](70_000)},
-			{Name: "coretemp.0/Package id 0", MilliCelsius: 71_000, LimitMilliCelsius: ptr.To[int64](100_000)},
-			{Name: "mlx5/asic", MilliCelsius: 55_000, LimitMilliCelsius: ptr.To[int64](105_000)},
+			{Name: "nvme0/Composite", MilliCelsius: 62_000, LimitMilliCelsius: ptr.To[int64](70_000), LimitType: telemetryv1alpha1.ThermalLimitMax},
 			{Name: "acpitz/thermal_zone0", MilliCelsius: 75_000},
+			{Name: "coretemp.0/Package id 0", MilliCelsius: 71_000, LimitMilliCelsius: ptr.To[int64](100_000), LimitType: telemetryv1alpha1.ThermalLimitCritical},
+			{Name: "mlx5/asic", MilliCelsius: 55_000, LimitMilliCelsius: ptr.To[int64](105_000), LimitType: telemetryv1alpha1.ThermalLimitCritical},
 		},
 	}
-	if diff := cmp.Diff(want, Thermal(s)); diff != "" {
+	if diff := cmp.Diff(want, Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius)); diff != "" {
 		t.Errorf("Thermal (-want +got):\n%s", diff)
 	}
 
-	// An alarm, or CPU throttling, marks the node throttling.
+	// An alarm is counted and flagged on its sensor, and is not throttling.
 	s.Thermal.Sensors[1].Alarm = true
-	if th := Thermal(s); !th.Throttling {
-		t.Error("a sensor alarm did not mark the node throttling")
+	if th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius); th.Throttling || th.Alarms != 1 || !th.Sensors[0].Alarm {
+		t.Errorf("with an alarm on nvme0: throttling %v, alarms %d, sensors[0] %+v; want false, 1, alarm", th.Throttling, th.Alarms, th.Sensors[0])
 	}
-	// The hottest sensor's own limit is reported with its type.
+	// CPU throttle counters that rose are throttling.
+	s.CPU = &telemetryv1alpha1.CPUStatus{ThermalThrottle: &telemetryv1alpha1.CPUThrottleStatus{Throttling: true}}
+	if th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius); !th.Throttling {
+		t.Error("CPU throttling did not mark the node throttling")
+	}
+	// The hottest sensor's own limit is reported with its type, and a
+	// vendor limit counts where the sensor reports none.
 	s.Thermal.Sensors[2].MaxMilliCelsius = ptr.To[int64](80_000)
-	if th := Thermal(s); *th.LimitMilliCelsius != 80_000 || th.LimitType != telemetryv1alpha1.ThermalLimitMax {
-		t.Errorf("limit = %v %s, want 80000 Max", *th.LimitMilliCelsius, th.LimitType)
+	if th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius); *th.LimitMilliCelsius != 80_000 || th.LimitType != telemetryv1alpha1.ThermalLimitMax || th.HottestUnlimitedSensor != "" {
+		t.Errorf("limit = %v %s, unlimited %q; want 80000 Max and none", *th.LimitMilliCelsius, th.LimitType, th.HottestUnlimitedSensor)
+	}
+	s.Thermal.Sensors[2].MaxMilliCelsius = nil
+	s.Thermal.Sensors[2].VendorMilliCelsius = ptr.To[int64](95_000)
+	if th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius); *th.LimitMilliCelsius != 95_000 || th.LimitType != telemetryv1alpha1.ThermalLimitVendor {
+		t.Errorf("limit = %v %s, want 95000 Vendor", *th.LimitMilliCelsius, th.LimitType)
 	}
 }
 
@@ -58,7 +74,7 @@ func TestThermalListsAtMostEightSensors(t *testing.T) {
 	for i := range 20 {
 		s.Thermal.Sensors = append(s.Thermal.Sensors, sensor(fmt.Sprintf("chip/temp%d", i), int64(40_000+i*1000), nil, ptr.To[int64](100_000)))
 	}
-	th := Thermal(s)
+	th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius)
 	if len(th.Sensors) != MaxSensors {
 		t.Fatalf("%d sensors listed, want %d", len(th.Sensors), MaxSensors)
 	}
@@ -66,7 +82,7 @@ func TestThermalListsAtMostEightSensors(t *testing.T) {
 	if th.Sensors[0].Name != "chip/temp19" || th.Sensors[7].Name != "chip/temp12" {
 		t.Errorf("sensors = %s .. %s, want chip/temp19 .. chip/temp12", th.Sensors[0].Name, th.Sensors[7].Name)
 	}
-	if (&collector.Sample{}).Thermal != nil || Thermal(&collector.Sample{}) != nil {
+	if (&collector.Sample{}).Thermal != nil || Thermal(&collector.Sample{}, heat.DefaultAbsoluteLimitMilliCelsius) != nil {
 		t.Error("no sensors must give no thermal section")
 	}
 }
@@ -94,9 +110,9 @@ func TestBuild(t *testing.T) {
 		},
 	}
 	fit := &powermodel.Fit{Ready: true, Samples: 600, SpreadPercent: 62, IdleWatts: 98.4, FullLoadWatts: 301.5, R2: 0.98765}
-	heat := NewHeatTracker(HeatConfig{HotHeadroomMilliCelsius: 5000, CoolHeadroomMilliCelsius: 8000})
-	th := Thermal(s)
-	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerFit: fit, Heat: heat.Update(th, s.CPU)})
+	tracker := NewHeatTracker(DefaultHeatConfig())
+	th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius)
+	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerFit: fit, Heat: tracker.Update(th, s.CPU)})
 
 	wantPower := &telemetryv1alpha1.PowerStatus{
 		Watts:        413, // 412.6 rounded
@@ -131,7 +147,7 @@ func TestBuild(t *testing.T) {
 	// A later sample with the same state keeps the transition times.
 	later := *s
 	later.Time = now.Add(time.Minute)
-	st2 := Build(Input{Sample: &later, Interval: 5 * time.Second, AgentVersion: "v1.2.3", Heat: heat.Update(th, s.CPU), PreviousConditions: st.Conditions})
+	st2 := Build(Input{Sample: &later, Interval: 5 * time.Second, AgentVersion: "v1.2.3", Heat: tracker.Update(th, s.CPU), PreviousConditions: st.Conditions})
 	if diff := cmp.Diff(st.Conditions, st2.Conditions); diff != "" {
 		t.Errorf("unchanged conditions changed (-want +got):\n%s", diff)
 	}
@@ -157,7 +173,7 @@ func TestSummaryShowsMissingSources(t *testing.T) {
 }
 
 func TestHeatHysteresis(t *testing.T) {
-	h := NewHeatTracker(HeatConfig{HotHeadroomMilliCelsius: 5_000, CoolHeadroomMilliCelsius: 8_000})
+	h := NewHeatTracker(DefaultHeatConfig())
 	thermal := func(headroom int64) *telemetryv1alpha1.ThermalStatus {
 		return &telemetryv1alpha1.ThermalStatus{HottestSensor: "cpu", HottestMilliCelsius: 100_000 - headroom, HeadroomMilliCelsius: ptr.To(headroom)}
 	}
@@ -183,7 +199,7 @@ func TestHeatHysteresis(t *testing.T) {
 			t.Errorf("step %d (headroom %d, throttling %v): %+v, want hot=%v changed=%v", i, step.headroom, step.throttling, got, step.wantHot, step.wantChanged)
 		}
 	}
-	if err := (HeatConfig{HotHeadroomMilliCelsius: 8_000, CoolHeadroomMilliCelsius: 5_000}).Validate(); err == nil {
+	if err := (HeatConfig{HotHeadroomMilliCelsius: 8_000, CoolHeadroomMilliCelsius: 5_000, AbsoluteLimitMilliCelsius: 90_000}).Validate(); err == nil {
 		t.Error("a cool headroom below the hot one was accepted")
 	}
 }

@@ -24,6 +24,7 @@ import (
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1,description="Whether the agent's last sample succeeded."
 // +kubebuilder:printcolumn:name="OVERHEATING",type=string,JSONPath=`.status.conditions[?(@.type=="Overheating")].status`,priority=1,description="Whether the node is at or near its thermal limit."
 // +kubebuilder:printcolumn:name="HOTTEST",type=string,JSONPath=`.status.thermal.hottestSensor`,priority=1,description="Name of the hottest sensor."
+// +kubebuilder:printcolumn:name="ALARMS",type=integer,JSONPath=`.status.thermal.alarms`,priority=1,description="Sensors with an alarm flag raised (some alarms are sticky until reboot)."
 // +kubebuilder:printcolumn:name="AGENT",type=string,JSONPath=`.status.agentVersion`,priority=1,description="Version of the agent that published the sample."
 // +kubebuilder:printcolumn:name="SAMPLED",type=date,JSONPath=`.status.sampleTime`,description="Age of the last sample; a large value means stale telemetry."
 type NodeTelemetry struct {
@@ -315,19 +316,34 @@ type MemoryStatus struct {
 	Pressure *PressureStatus `json:"pressure,omitempty"`
 }
 
-// ThermalLimitType is the kind of limit a sensor reports.
-// +kubebuilder:validation:Enum=Critical;Max
+// ThermalLimitType is where a sensor's effective limit comes from.
+// +kubebuilder:validation:Enum=Critical;Max;Vendor
 type ThermalLimitType string
 
 const (
 	// ThermalLimitCritical is a critical limit (hwmon temp*_crit, a thermal
 	// zone's critical trip point): hardware shuts down or throttles hard.
 	ThermalLimitCritical ThermalLimitType = "Critical"
-	// ThermalLimitMax is a maximum operating limit (hwmon temp*_max).
+	// ThermalLimitMax is a maximum operating limit (hwmon temp*_max, a
+	// thermal zone's hot trip point), used where a sensor reports no
+	// critical limit.
 	ThermalLimitMax ThermalLimitType = "Max"
+	// ThermalLimitVendor is a limit the sensor does not report but its
+	// vendor publishes for that exact part (e.g. AMD's maximum operating
+	// temperature for a Ryzen's Tctl, which k10temp does not expose), from
+	// the agent's table of known limits.
+	ThermalLimitVendor ThermalLimitType = "Vendor"
 )
 
 // ThermalStatus is the node's temperature sensors and their limits.
+//
+// A sensor's effective limit is its critical limit, else its max limit, else
+// a limit its vendor publishes for the part (limitType Vendor), else none.
+// Consumers hold a sensor without an effective limit against a fixed
+// absolute limit of their own (the agent's --absolute-limit-celsius and
+// EnergyAware's absoluteLimitCelsius, both 90°C by default): the node's
+// effective headroom is the smaller of headroomMilliCelsius and that limit
+// minus hottestUnlimitedMilliCelsius.
 type ThermalStatus struct {
 	// hottestSensor names the sensor with the highest temperature, as
 	// "<chip or zone>/<label>", e.g. "coretemp/Package id 0".
@@ -341,26 +357,54 @@ type ThermalStatus struct {
 	// +kubebuilder:validation:Minimum=-273150
 	// +kubebuilder:validation:Maximum=1000000
 	HottestMilliCelsius int64 `json:"hottestMilliCelsius"`
-	// limitMilliCelsius is the hottest sensor's limit. Absent when the
-	// sensor reports none.
+	// limitMilliCelsius is the hottest sensor's effective limit. Absent when
+	// it has none.
 	// +optional
 	// +kubebuilder:validation:Minimum=-273150
 	// +kubebuilder:validation:Maximum=1000000
 	LimitMilliCelsius *int64 `json:"limitMilliCelsius,omitempty"`
-	// limitType is the kind of limitMilliCelsius.
+	// limitType is where limitMilliCelsius comes from.
 	// +optional
 	LimitType ThermalLimitType `json:"limitType,omitempty"`
-	// headroomMilliCelsius is the smallest distance, over every sensor that
-	// reports a limit, from its temperature up to its limit. Negative when a
-	// sensor is over its limit. Absent when no sensor reports a limit.
+	// headroomMilliCelsius is the smallest distance, over every sensor with
+	// an effective limit, from its temperature up to that limit. Negative
+	// when a sensor is over its limit. Absent when no sensor has a limit.
 	// +optional
+	// +kubebuilder:validation:Minimum=-2000000
+	// +kubebuilder:validation:Maximum=2000000
 	HeadroomMilliCelsius *int64 `json:"headroomMilliCelsius,omitempty"`
-	// throttling is true when the node was thermally throttled during the
-	// last interval (CPU throttle counters rose or a sensor raised an alarm).
+	// headroomSensor names the sensor headroomMilliCelsius belongs to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	HeadroomSensor string `json:"headroomSensor,omitempty"`
+	// hottestUnlimitedSensor names the hottest sensor without an effective
+	// limit. Absent when every sensor has one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	HottestUnlimitedSensor string `json:"hottestUnlimitedSensor,omitempty"`
+	// hottestUnlimitedMilliCelsius is hottestUnlimitedSensor's temperature.
+	// +optional
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	HottestUnlimitedMilliCelsius *int64 `json:"hottestUnlimitedMilliCelsius,omitempty"`
+	// throttling is true when some CPU's thermal throttle counter (core or
+	// package), read at both ends of the last interval, rose. GPU thermal
+	// slowdown is reported per GPU in gpus[].throttleReasons. A sensor
+	// alarm is not throttling: see alarms.
 	// +required
 	Throttling bool `json:"throttling"`
-	// sensors are the few sensors closest to their limits, closest first;
-	// sensors that report no limit follow, hottest first.
+	// alarms is how many sensors have an alarm flag raised (hwmon
+	// temp*_alarm, temp*_max_alarm, temp*_crit_alarm). Some alarms are
+	// sticky until reboot (coretemp's crit_alarm), so an alarm is published
+	// as a fact and never by itself makes the node Overheating.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	Alarms int32 `json:"alarms,omitempty"`
+	// sensors are the few sensors closest to their limits, closest first,
+	// a sensor without a limit ranked by its distance to the agent's
+	// absolute limit. The hottest sensor and the hottest sensor without a
+	// limit are always listed.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -380,12 +424,18 @@ type ThermalSensor struct {
 	// +kubebuilder:validation:Minimum=-273150
 	// +kubebuilder:validation:Maximum=1000000
 	MilliCelsius int64 `json:"milliCelsius"`
-	// limitMilliCelsius is the sensor's critical limit, or its max limit
-	// where it reports no critical one. Absent when it reports neither.
+	// limitMilliCelsius is the sensor's effective limit. Absent when it has
+	// none.
 	// +optional
 	// +kubebuilder:validation:Minimum=-273150
 	// +kubebuilder:validation:Maximum=1000000
 	LimitMilliCelsius *int64 `json:"limitMilliCelsius,omitempty"`
+	// limitType is where limitMilliCelsius comes from.
+	// +optional
+	LimitType ThermalLimitType `json:"limitType,omitempty"`
+	// alarm is true when the sensor has an alarm flag raised.
+	// +optional
+	Alarm bool `json:"alarm,omitempty"`
 }
 
 // PowerSource is where a power reading comes from.

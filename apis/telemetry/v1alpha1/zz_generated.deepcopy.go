@@ -476,6 +476,11 @@ func (in *ThermalStatus) DeepCopyInto(out *ThermalStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.HottestUnlimitedMilliCelsius != nil {
+		in, out := &in.HottestUnlimitedMilliCelsius, &out.HottestUnlimitedMilliCelsius
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Sensors != nil {
 		in, out := &in.Sensors, &out.Sensors
 		*out = make([]ThermalSensor, len(*in))

@@ -1,0 +1,116 @@
+// Package heat is telesched's one definition of "too hot". The agent's
+// Overheating condition, its heat Events and metrics, EnergyAware's filter
+// and thermal score, and the sandbox's report all judge a node with it, and
+// the alert rules in deploy/monitoring state it in PromQL.
+//
+// Every temperature sensor counts. A sensor's effective limit is its
+// critical limit, else its max limit, else a limit its vendor publishes for
+// the part (the agent's table), else the absolute limit (90°C unless
+// configured). The node's headroom is the smallest distance from a sensor's
+// temperature up to its effective limit, and a node is too hot when that
+// headroom is at or below the margin (5°C unless configured), or when its
+// CPUs were thermally throttled during the last interval.
+//
+// A sensor alarm is not heat: some alarms are sticky until reboot (coretemp's
+// tempN_crit_alarm, Documentation/hwmon/coretemp.rst), so alarms are
+// published and counted but never make a node too hot on their own.
+package heat
+
+import (
+	"fmt"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// Defaults shared by the agent (--absolute-limit-celsius,
+// --overheat-headroom-celsius) and EnergyAware (absoluteLimitCelsius,
+// thermalMarginCelsius).
+const (
+	DefaultAbsoluteLimitMilliCelsius int64 = 90_000
+	DefaultMarginMilliCelsius        int64 = 5_000
+)
+
+// Headroom is a node's effective thermal headroom.
+type Headroom struct {
+	// Known is false when the node has no temperature sensor.
+	Known bool
+	// MilliCelsius is the smallest distance from a sensor up to its
+	// effective limit; negative past the limit.
+	MilliCelsius int64
+	// Sensor, its temperature and its effective limit.
+	Sensor     string
+	TempMilli  int64
+	LimitMilli int64
+	// Absolute is true when the limit is the absolute limit (the sensor
+	// has no limit of its own).
+	Absolute bool
+}
+
+// Of returns the effective headroom from the two figures the NodeTelemetry
+// API carries: the smallest headroom over sensors with a limit
+// (headroomMilliCelsius, its sensor and that sensor's temperature) and the
+// hottest sensor without one (hottestUnlimited*), held against absolute.
+func Of(limited *int64, limitedSensor string, limitedTemp int64, unlimited *int64, unlimitedSensor string, absoluteMilli int64) Headroom {
+	var h Headroom
+	if limited != nil {
+		h = Headroom{Known: true, MilliCelsius: *limited, Sensor: limitedSensor, TempMilli: limitedTemp, LimitMilli: limitedTemp + *limited}
+	}
+	if unlimited != nil {
+		if u := absoluteMilli - *unlimited; !h.Known || u < h.MilliCelsius {
+			h = Headroom{Known: true, MilliCelsius: u, Sensor: unlimitedSensor, TempMilli: *unlimited, LimitMilli: absoluteMilli, Absolute: true}
+		}
+	}
+	return h
+}
+
+// OfStatus is Of for a published thermal status; Known is false for nil.
+func OfStatus(th *telemetryv1alpha1.ThermalStatus, absoluteMilli int64) Headroom {
+	if th == nil {
+		return Headroom{}
+	}
+	var limitedTemp int64
+	if th.HeadroomMilliCelsius != nil {
+		limitedTemp = SensorTemp(th, th.HeadroomSensor)
+	}
+	return Of(th.HeadroomMilliCelsius, th.HeadroomSensor, limitedTemp, th.HottestUnlimitedMilliCelsius, th.HottestUnlimitedSensor, absoluteMilli)
+}
+
+// SensorTemp is a listed sensor's temperature; the hottest temperature
+// when the sensor is not listed (the agent always lists the sensor with the
+// smallest headroom, so this is a fallback for hand-written objects).
+func SensorTemp(th *telemetryv1alpha1.ThermalStatus, name string) int64 {
+	for _, s := range th.Sensors {
+		if s.Name == name {
+			return s.MilliCelsius
+		}
+	}
+	return th.HottestMilliCelsius
+}
+
+// TooHot reports whether a headroom is at or below the margin.
+func (h Headroom) TooHot(marginMilli int64) bool {
+	return h.Known && h.MilliCelsius <= marginMilli
+}
+
+// String says where the headroom comes from, with numbers, e.g. "sensor
+// k10temp/Tctl at 95.0°C is 5.0°C above its limit 90.0°C (absolute limit:
+// the sensor reports none)".
+func (h Headroom) String() string {
+	if !h.Known {
+		return "no temperature sensor"
+	}
+	dir, d := "below", h.MilliCelsius
+	if d < 0 {
+		dir, d = "above", -d
+	}
+	s := fmt.Sprintf("sensor %s at %s is %s %s its limit %s", h.Sensor, Celsius(h.TempMilli), Celsius(d), dir, Celsius(h.LimitMilli))
+	if h.Absolute {
+		s += " (absolute limit: the sensor reports none)"
+	}
+	return s
+}
+
+// Celsius formats millidegrees as "71.5°C".
+func Celsius(milli int64) string {
+	return fmt.Sprintf("%.1f°C", float64(milli)/1000)
+}
