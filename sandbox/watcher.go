@@ -30,9 +30,13 @@ const (
 	baselineNamespace = "baseline"
 )
 
-// thermalMargin is EnergyAware's default: a node this close to its limit
-// is too hot.
-var thermalMargin = float64(configv1.DefaultEnergyAwareArgs().ThermalMarginCelsius)
+// thermalMarginMilli and absoluteLimitMilli are EnergyAware's defaults: a
+// node this close to a sensor's limit is too hot, and a sensor without a
+// limit is held against the absolute one.
+var (
+	thermalMarginMilli = int64(configv1.DefaultEnergyAwareArgs().ThermalMarginCelsius) * 1000
+	absoluteLimitMilli = int64(configv1.DefaultEnergyAwareArgs().AbsoluteLimitCelsius) * 1000
+)
 
 // view is what the watcher has seen; read it under watcher.mu.
 type view struct {
@@ -40,13 +44,15 @@ type view struct {
 	bound     map[string]*Placement // namespace/pod
 }
 
-// hot reports whether a node's telemetry has it at or over its thermal
-// limit, as EnergyAware judges it (within its margin, or throttling).
+// hot reports whether a node's telemetry has it too hot, by package heat's
+// definition with EnergyAware's default margin and absolute limit: its CPUs
+// throttle, or a sensor is within the margin of its limit (the absolute
+// limit for a sensor that reports none).
 func hot(n *telemetry.Node) bool {
 	if n == nil {
 		return false
 	}
-	return n.Throttling || (n.HasThermal && n.HasLimit && float64(n.HottestMilli) >= float64(n.LimitMilli)-thermalMargin*1000)
+	return n.Throttling || n.Headroom(absoluteLimitMilli).TooHot(thermalMarginMilli)
 }
 
 // watcher follows NodeTelemetry, pods and scheduling events, runs bound

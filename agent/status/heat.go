@@ -111,7 +111,7 @@ func (h *HeatTracker) Update(th *telemetryv1alpha1.ThermalStatus, cpu *telemetry
 		st.Message = fmt.Sprintf("%s; hot at %s headroom or less, cool again at %s", hr, celsius(h.cfg.HotHeadroomMilliCelsius), celsius(h.cfg.CoolHeadroomMilliCelsius))
 	case hr.Known:
 		st.Reason = ReasonWithinLimits
-		st.Message = "smallest headroom: " + hr.String()
+		st.Message = hr.String()
 	default:
 		st.Reason = ReasonWithinLimits
 		st.Message = "no CPU thermal throttling; no temperature sensor"

@@ -51,16 +51,35 @@ type Headroom struct {
 // (headroomMilliCelsius, its sensor and that sensor's temperature) and the
 // hottest sensor without one (hottestUnlimited*), held against absolute.
 func Of(limited *int64, limitedSensor string, limitedTemp int64, unlimited *int64, unlimitedSensor string, absoluteMilli int64) Headroom {
-	var h Headroom
+	var l, u int64
 	if limited != nil {
-		h = Headroom{Known: true, MilliCelsius: *limited, Sensor: limitedSensor, TempMilli: limitedTemp, LimitMilli: limitedTemp + *limited}
+		l = *limited
 	}
 	if unlimited != nil {
-		if u := absoluteMilli - *unlimited; !h.Known || u < h.MilliCelsius {
-			h = Headroom{Known: true, MilliCelsius: u, Sensor: unlimitedSensor, TempMilli: *unlimited, LimitMilli: absoluteMilli, Absolute: true}
-		}
+		u = *unlimited
 	}
-	return h
+	h, absolute, ok := Effective(limited != nil, l, unlimited != nil, u, absoluteMilli)
+	switch {
+	case !ok:
+		return Headroom{}
+	case absolute:
+		return Headroom{Known: true, MilliCelsius: h, Sensor: unlimitedSensor, TempMilli: u, LimitMilli: absoluteMilli, Absolute: true}
+	}
+	return Headroom{Known: true, MilliCelsius: h, Sensor: limitedSensor, TempMilli: limitedTemp, LimitMilli: limitedTemp + l}
+}
+
+// Effective is the arithmetic of Of on plain numbers, for hot paths: the
+// smaller of the limited headroom and absoluteMilli minus the hottest
+// unlimited temperature; absolute is true when the latter is the smaller.
+// ok is false when the node has neither.
+func Effective(hasLimited bool, limitedHeadroom int64, hasUnlimited bool, unlimitedTemp int64, absoluteMilli int64) (headroom int64, absolute, ok bool) {
+	switch {
+	case hasUnlimited && (!hasLimited || absoluteMilli-unlimitedTemp < limitedHeadroom):
+		return absoluteMilli - unlimitedTemp, true, true
+	case hasLimited:
+		return limitedHeadroom, false, true
+	}
+	return 0, false, false
 }
 
 // OfStatus is Of for a published thermal status; Known is false for nil.
@@ -92,22 +111,22 @@ func (h Headroom) TooHot(marginMilli int64) bool {
 	return h.Known && h.MilliCelsius <= marginMilli
 }
 
-// String says where the headroom comes from, with numbers, e.g. "sensor
-// k10temp/Tctl at 95.0°C is 5.0°C above its limit 90.0°C (absolute limit:
-// the sensor reports none)".
+// String is the headroom and where it comes from, e.g. "headroom -5.0°C:
+// k10temp/Tctl at 95.0°C, absolute limit 90.0°C as it reports none".
 func (h Headroom) String() string {
 	if !h.Known {
 		return "no temperature sensor"
 	}
-	dir, d := "below", h.MilliCelsius
-	if d < 0 {
-		dir, d = "above", -d
-	}
-	s := fmt.Sprintf("sensor %s at %s is %s %s its limit %s", h.Sensor, Celsius(h.TempMilli), Celsius(d), dir, Celsius(h.LimitMilli))
+	return "headroom " + Celsius(h.MilliCelsius) + ": " + h.Where()
+}
+
+// Where names the sensor the headroom belongs to, its temperature and its
+// limit.
+func (h Headroom) Where() string {
 	if h.Absolute {
-		s += " (absolute limit: the sensor reports none)"
+		return fmt.Sprintf("%s at %s, absolute limit %s as it reports none", h.Sensor, Celsius(h.TempMilli), Celsius(h.LimitMilli))
 	}
-	return s
+	return fmt.Sprintf("%s at %s, limit %s", h.Sensor, Celsius(h.TempMilli), Celsius(h.LimitMilli))
 }
 
 // Celsius formats millidegrees as "71.5°C".

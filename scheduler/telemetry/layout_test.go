@@ -19,13 +19,14 @@ func TestNodeLayout(t *testing.T) {
 	}{
 		{"SampleTime", unsafe.Offsetof(n.SampleTime), unsafe.Sizeof(n.SampleTime), 1},
 		{"MemoryTotalBytes", unsafe.Offsetof(n.MemoryTotalBytes), unsafe.Sizeof(n.MemoryTotalBytes), 1},
-		{"HottestMilli", unsafe.Offsetof(n.HottestMilli), unsafe.Sizeof(n.HottestMilli), 1},
+		{"UnlimitedMilli", unsafe.Offsetof(n.UnlimitedMilli), unsafe.Sizeof(n.UnlimitedMilli), 1},
 		{"HeadroomMilli", unsafe.Offsetof(n.HeadroomMilli), unsafe.Sizeof(n.HeadroomMilli), 1},
 		{"CPUPercent", unsafe.Offsetof(n.CPUPercent), unsafe.Sizeof(n.CPUPercent), 1},
 		{"LogicalCores", unsafe.Offsetof(n.LogicalCores), unsafe.Sizeof(n.LogicalCores), 1},
 		{"MemoryPercent", unsafe.Offsetof(n.MemoryPercent), unsafe.Sizeof(n.MemoryPercent), 1},
 		{"HasHeadroom", unsafe.Offsetof(n.HasHeadroom), unsafe.Sizeof(n.HasHeadroom), 1},
 		{"Throttling", unsafe.Offsetof(n.Throttling), unsafe.Sizeof(n.Throttling), 2},
+		{"HasUnlimited", unsafe.Offsetof(n.HasUnlimited), unsafe.Sizeof(n.HasUnlimited), 2},
 		{"GPUWatts", unsafe.Offsetof(n.GPUWatts), unsafe.Sizeof(n.GPUWatts), 2},
 		{"GPUs", unsafe.Offsetof(n.GPUs), unsafe.Sizeof(n.GPUs), 2},
 	} {

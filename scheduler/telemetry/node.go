@@ -5,6 +5,7 @@ import (
 	"time"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/heat"
 )
 
 // Node is the scheduler's view of one node's telemetry, computed once per
@@ -18,7 +19,7 @@ type Node struct {
 	// First cache line: freshness, CPU, memory and thermal headroom.
 	SampleTime       time.Time
 	MemoryTotalBytes int64
-	HottestMilli     int64 // milli-°C
+	UnlimitedMilli   int64 // hottest sensor without a limit, milli-°C (HasUnlimited)
 	HeadroomMilli    int64 // smallest headroom over sensors with a limit
 	CPUPercent       int32
 	LogicalCores     int32
@@ -29,8 +30,8 @@ type Node struct {
 	HasHeadroom      bool
 
 	// Second cache line: throttling, power, GPUs.
-	// Throttling is thermal throttling (sensor alarms or CPU throttle
-	// counters rising) during the last interval.
+	// Throttling is CPU thermal throttling (a per-CPU throttle counter
+	// rose) during the last interval; sensor alarms are not throttling.
 	Throttling    bool
 	HasPower      bool
 	ModelReady    bool
@@ -42,14 +43,22 @@ type Node struct {
 	// then a fact, not a gap).
 	HasGPUSource bool
 	HasLimit     bool // see LimitMilli
+	HasUnlimited bool // see UnlimitedMilli
 	GPUs         []GPU
 
 	// Read when a node is rejected, on updates and for GPU and NUMA pods.
 	Name          string
 	Interval      time.Duration
 	HottestSensor string
-	LimitMilli    int64 // the hottest sensor's critical or max limit
-	NUMA          []NUMANode
+	HottestMilli  int64 // milli-°C
+	LimitMilli    int64 // the hottest sensor's effective limit
+	// HeadroomSensor is the sensor HeadroomMilli belongs to, at
+	// HeadroomSensorMilli; UnlimitedSensor the one UnlimitedMilli is.
+	HeadroomSensor      string
+	HeadroomSensorMilli int64
+	UnlimitedSensor     string
+	NUMA                []NUMANode
+	_                   [16]byte // to a multiple of a cache line (TestNodeLayout)
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64
@@ -84,6 +93,22 @@ type NUMANode struct {
 	CPUPercent int32
 }
 
+// Headroom is the node's effective thermal headroom (package heat), for
+// messages; hot paths use heat.Effective on the first cache line's fields.
+func (n *Node) Headroom(absoluteMilli int64) heat.Headroom {
+	if !n.HasThermal {
+		return heat.Headroom{}
+	}
+	var limited, unlimited *int64
+	if n.HasHeadroom {
+		limited = &n.HeadroomMilli
+	}
+	if n.HasUnlimited {
+		unlimited = &n.UnlimitedMilli
+	}
+	return heat.Of(limited, n.HeadroomSensor, n.HeadroomSensorMilli, unlimited, n.UnlimitedSensor, absoluteMilli)
+}
+
 // Fresh reports whether the sample is at most maxAge old at now.
 func (n *Node) Fresh(now time.Time, maxAge time.Duration) bool {
 	return now.Sub(n.SampleTime) <= maxAge
@@ -110,6 +135,10 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 		}
 		if t.HeadroomMilliCelsius != nil {
 			n.HasHeadroom, n.HeadroomMilli = true, *t.HeadroomMilliCelsius
+			n.HeadroomSensor, n.HeadroomSensorMilli = t.HeadroomSensor, heat.SensorTemp(t, t.HeadroomSensor)
+		}
+		if t.HottestUnlimitedMilliCelsius != nil {
+			n.HasUnlimited, n.UnlimitedMilli, n.UnlimitedSensor = true, *t.HottestUnlimitedMilliCelsius, t.HottestUnlimitedSensor
 		}
 		n.Throttling = n.Throttling || t.Throttling
 	}

@@ -5,6 +5,7 @@ import (
 
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/telesched/telesched/internal/heat"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -20,21 +21,22 @@ type thermalLimits struct {
 	gpuSlowdownMargin int64
 }
 
-// tooHot says why a node is too hot for any pod, or "" when it is not.
+// tooHot says why a node is too hot for any pod, or "" when it is not, by
+// package heat's definition: its CPUs throttle, or its effective headroom
+// (every sensor against its limit, the absolute limit for a sensor without
+// one) is at or below the margin.
 func tooHot(n *telemetry.Node, l thermalLimits) string {
 	switch {
 	case l.rejectThrottling && n.Throttling:
-		return "node is thermally throttling"
+		return "node's CPUs are thermally throttling"
 	case !n.HasThermal:
 		return ""
-	case n.HasHeadroom && n.HeadroomMilli <= l.marginMilli:
-		return fmt.Sprintf("node thermal headroom %s <= margin %s (hottest sensor %s at %s)",
-			celsius(n.HeadroomMilli), celsius(l.marginMilli), n.HottestSensor, celsius(n.HottestMilli))
-	case !n.HasHeadroom && n.HottestMilli >= l.absoluteMilli:
-		return fmt.Sprintf("node temperature %s >= absolute limit %s (sensor %s reports no limit)",
-			celsius(n.HottestMilli), celsius(l.absoluteMilli), n.HottestSensor)
 	}
-	return ""
+	if h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, l.absoluteMilli); !ok || h > l.marginMilli {
+		return ""
+	}
+	hr := n.Headroom(l.absoluteMilli)
+	return fmt.Sprintf("node thermal headroom %s <= margin %s (%s)", celsius(hr.MilliCelsius), celsius(l.marginMilli), hr.Where())
 }
 
 // coolGPUs counts the node's GPUs that are healthy, not thermally
@@ -79,15 +81,12 @@ func powerScore(mw, minMW, maxMW int64) int64 {
 	return fwk.MaxNodeScore * (maxMW - mw) / (maxMW - minMW)
 }
 
-// thermalScore grows with headroom, full at 40°C; a node whose sensors
-// report no limit scores by distance to the absolute limit.
+// thermalScore grows with the effective headroom (package heat), full at
+// 40°C.
 func thermalScore(n *telemetry.Node, absoluteMilli int64) int64 {
-	if !n.HasThermal {
+	h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, absoluteMilli)
+	if !n.HasThermal || !ok {
 		return 0
-	}
-	h := n.HeadroomMilli
-	if !n.HasHeadroom {
-		h = absoluteMilli - n.HottestMilli
 	}
 	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, fwk.MaxNodeScore*h/headroomForFullScore))
 }
@@ -157,4 +156,4 @@ func combine(power, thermal int64, powerWeight, thermalWeight int64) int64 {
 	return (power*powerWeight + thermal*thermalWeight) / (powerWeight + thermalWeight)
 }
 
-func celsius(milli int64) string { return fmt.Sprintf("%.1f°C", float64(milli)/1000) }
+func celsius(milli int64) string { return heat.Celsius(milli) }

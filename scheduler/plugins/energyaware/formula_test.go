@@ -19,14 +19,22 @@ func TestTooHot(t *testing.T) {
 		{"no thermal data", telemetry.Node{}, ""},
 		{"cool", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 60_000, HasHeadroom: true, HeadroomMilli: 40_000}, ""},
 		// headroom 5.0°C <= margin 5°C
-		{"at the margin", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 95_000, HasHeadroom: true, HeadroomMilli: 5_000},
-			"node thermal headroom 5.0°C <= margin 5.0°C (hottest sensor cpu at 95.0°C)"},
+		{"at the margin", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 95_000, HasHeadroom: true, HeadroomMilli: 5_000, HeadroomSensor: "cpu", HeadroomSensorMilli: 95_000},
+			"node thermal headroom 5.0°C <= margin 5.0°C (cpu at 95.0°C, limit 100.0°C)"},
 		{"just inside", telemetry.Node{HasThermal: true, HottestSensor: "cpu", HottestMilli: 94_900, HasHeadroom: true, HeadroomMilli: 5_100}, ""},
-		// no sensor reports a limit: 91°C >= 90°C absolute
-		{"absolute limit", telemetry.Node{HasThermal: true, HottestSensor: "acpitz", HottestMilli: 91_000},
-			"node temperature 91.0°C >= absolute limit 90.0°C (sensor acpitz reports no limit)"},
+		// no sensor reports a limit: 90 - 91 = -1°C <= 5°C
+		{"absolute limit", telemetry.Node{HasThermal: true, HottestSensor: "acpitz", HottestMilli: 91_000, HasUnlimited: true, UnlimitedSensor: "acpitz", UnlimitedMilli: 91_000},
+			"node thermal headroom -1.0°C <= margin 5.0°C (acpitz at 91.0°C, absolute limit 90.0°C as it reports none)"},
+		// Defect 2: a sensor without a limit counts although another has
+		// one: 90 - 95 = -5°C beside an NVMe 44.85°C below its crit.
+		{"unlimited beside limited", telemetry.Node{HasThermal: true, HottestSensor: "k10temp/Tctl", HottestMilli: 95_000,
+			HasHeadroom: true, HeadroomMilli: 44_850, HeadroomSensor: "nvme/Composite", HeadroomSensorMilli: 40_000,
+			HasUnlimited: true, UnlimitedSensor: "k10temp/Tctl", UnlimitedMilli: 95_000},
+			"node thermal headroom -5.0°C <= margin 5.0°C (k10temp/Tctl at 95.0°C, absolute limit 90.0°C as it reports none)"},
+		{"unlimited but cool", telemetry.Node{HasThermal: true, HottestSensor: "k10temp/Tctl", HottestMilli: 60_000,
+			HasHeadroom: true, HeadroomMilli: 44_850, HasUnlimited: true, UnlimitedSensor: "k10temp/Tctl", UnlimitedMilli: 60_000}, ""},
 		{"throttling", telemetry.Node{HasThermal: true, HottestMilli: 50_000, HasHeadroom: true, HeadroomMilli: 50_000, Throttling: true},
-			"node is thermally throttling"},
+			"node's CPUs are thermally throttling"},
 	} {
 		if got := tooHot(&tc.node, limits); got != tc.want {
 			t.Errorf("%s: tooHot = %q, want %q", tc.name, got, tc.want)
@@ -76,7 +84,9 @@ func TestScoreParts(t *testing.T) {
 		// headroom 20°C of 40 -> 50
 		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000), 50},
 		// no limit: 90 - 70 = 20°C -> 50
-		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HottestMilli: 70_000}, 90_000), 50},
+		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000), 50},
+		// the smaller of 40°C (limited) and 90 - 80 = 10°C -> 25
+		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000), 25},
 		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000), 0},
 		// (75*70 + 50*30)/100 = 67
 		{"combined 70/30", combine(75, 50, 70, 30), 67},

@@ -24,6 +24,23 @@ import (
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
+// unlimited adds a sensor without a limit at celsius to st.
+func unlimited(st *telemetryv1alpha1.NodeTelemetryStatus, name string, celsius int64) *telemetryv1alpha1.NodeTelemetryStatus {
+	st.Thermal.HottestUnlimitedSensor, st.Thermal.HottestUnlimitedMilliCelsius = name, ptr.To(celsius*1000)
+	if celsius*1000 > st.Thermal.HottestMilliCelsius {
+		st.Thermal.HottestSensor, st.Thermal.HottestMilliCelsius, st.Thermal.LimitMilliCelsius = name, celsius*1000, nil
+	}
+	return st
+}
+
+// alarm raises an alarm on st's hottest sensor, as coretemp's sticky
+// crit_alarm would be after an excursion.
+func alarm(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.NodeTelemetryStatus {
+	st.Thermal.Alarms = 1
+	st.Thermal.Sensors = []telemetryv1alpha1.ThermalSensor{{Name: st.Thermal.HottestSensor, MilliCelsius: st.Thermal.HottestMilliCelsius, LimitMilliCelsius: st.Thermal.LimitMilliCelsius, Alarm: true}}
+	return st
+}
+
 // status is fresh telemetry with the hottest sensor at hottest°C of a
 // 100°C critical limit and GPUs at the given temperatures (slowdown 90°C).
 func status(hottest int64, gpuTemps ...int64) *telemetryv1alpha1.NodeTelemetryStatus {
@@ -31,7 +48,7 @@ func status(hottest int64, gpuTemps ...int64) *telemetryv1alpha1.NodeTelemetrySt
 		SampleTime: metav1.NewTime(now), IntervalSeconds: 5,
 		CPU: &telemetryv1alpha1.CPUStatus{LogicalCores: 16, OnlineCores: 16, UtilizationPercent: 20},
 		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "cpu", HottestMilliCelsius: hottest * 1000,
-			LimitMilliCelsius: ptr.To[int64](100_000), HeadroomMilliCelsius: ptr.To((100 - hottest) * 1000)},
+			LimitMilliCelsius: ptr.To[int64](100_000), HeadroomMilliCelsius: ptr.To((100 - hottest) * 1000), HeadroomSensor: "cpu"},
 		Sources: []telemetryv1alpha1.SourceStatus{{Name: telemetryv1alpha1.SourceGPU, State: telemetryv1alpha1.SourceAvailable}},
 	}
 	for i, temp := range gpuTemps {
@@ -60,7 +77,14 @@ func TestFilter(t *testing.T) {
 	}{
 		{"cool node", status(60), gpuPod(""), ""},
 		// headroom 4°C <= 5°C margin
-		{"hot node", status(96), gpuPod(""), "node thermal headroom 4.0°C <= margin 5.0°C"},
+		{"hot node", status(96), gpuPod(""), "node thermal headroom 4.0°C <= margin 5.0°C (cpu at 96.0°C, limit 100.0°C)"},
+		// Defect 2: k10temp at 95°C without a limit beside a cool sensor
+		// with one: 90 - 95 = -5°C.
+		{"hot sensor without a limit", unlimited(status(40), "k10temp/Tctl", 95), gpuPod(""),
+			"node thermal headroom -5.0°C <= margin 5.0°C (k10temp/Tctl at 95.0°C, absolute limit 90.0°C as it reports none)"},
+		{"cool sensor without a limit", unlimited(status(40), "k10temp/Tctl", 60), gpuPod(""), ""},
+		// Defect 1: a raised alarm is not heat.
+		{"sticky alarm on a cool node", alarm(status(45)), gpuPod(""), ""},
 		// GPUs at 60, 88, 70: 88 >= 90-3 is too hot; 2 cool GPUs for a 2-GPU pod
 		{"enough cool GPUs", status(60, 60, 88, 70), gpuPod("2"), ""},
 		{"too few cool GPUs", status(60, 60, 88, 70), gpuPod("3"), "node has 2 healthy GPUs more than 3°C below slowdown, pod needs 3"},
