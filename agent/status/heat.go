@@ -50,8 +50,8 @@ func (c HeatConfig) Validate() error {
 	if c.CoolHeadroomMilliCelsius < c.HotHeadroomMilliCelsius {
 		return fmt.Errorf("cool headroom %dm°C must be at least the hot headroom %dm°C", c.CoolHeadroomMilliCelsius, c.HotHeadroomMilliCelsius)
 	}
-	if c.AbsoluteLimitMilliCelsius <= 0 || c.AbsoluteLimitMilliCelsius > 200_000 {
-		return fmt.Errorf("absolute limit %dm°C must be above 0°C and at most 200°C", c.AbsoluteLimitMilliCelsius)
+	if c.AbsoluteLimitMilliCelsius < 30_000 || c.AbsoluteLimitMilliCelsius > 150_000 {
+		return fmt.Errorf("absolute limit %dm°C must be 30°C to 150°C (EnergyAware's absoluteLimitCelsius range)", c.AbsoluteLimitMilliCelsius)
 	}
 	return nil
 }

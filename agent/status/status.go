@@ -165,10 +165,10 @@ func listSensors(sensors []collector.TempSensor, absoluteMilli int64, must ...in
 	out := make([]telemetryv1alpha1.ThermalSensor, 0, len(picked))
 	for _, i := range picked {
 		sn := sensors[i]
-		limit, typ := EffectiveLimit(sn)
+		limit, _ := EffectiveLimit(sn)
 		out = append(out, telemetryv1alpha1.ThermalSensor{
 			Name: text.Truncate(sn.Name, 64), MilliCelsius: sn.MilliCelsius,
-			LimitMilliCelsius: limit, LimitType: typ, Alarm: sn.Alarm,
+			LimitMilliCelsius: limit, Alarm: sn.Alarm,
 		})
 	}
 	return out

@@ -36,10 +36,10 @@ func TestThermal(t *testing.T) {
 		HottestUnlimitedMilliCelsius: ptr.To[int64](75_000),
 		// Ranked by headroom, the zone against the absolute 90°C: 8, 15, 29, 50.
 		Sensors: []telemetryv1alpha1.ThermalSensor{
-			{Name: "nvme0/Composite", MilliCelsius: 62_000, LimitMilliCelsius: ptr.To[int64](70_000), LimitType: telemetryv1alpha1.ThermalLimitMax},
+			{Name: "nvme0/Composite", MilliCelsius: 62_000, LimitMilliCelsius: ptr.To[int64](70_000)},
 			{Name: "acpitz/thermal_zone0", MilliCelsius: 75_000},
-			{Name: "coretemp.0/Package id 0", MilliCelsius: 71_000, LimitMilliCelsius: ptr.To[int64](100_000), LimitType: telemetryv1alpha1.ThermalLimitCritical},
-			{Name: "mlx5/asic", MilliCelsius: 55_000, LimitMilliCelsius: ptr.To[int64](105_000), LimitType: telemetryv1alpha1.ThermalLimitCritical},
+			{Name: "coretemp.0/Package id 0", MilliCelsius: 71_000, LimitMilliCelsius: ptr.To[int64](100_000)},
+			{Name: "mlx5/asic", MilliCelsius: 55_000, LimitMilliCelsius: ptr.To[int64](105_000)},
 		},
 	}
 	if diff := cmp.Diff(want, Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius)); diff != "" {

@@ -109,15 +109,20 @@ type EnergyAwareArgs struct {
 
 	TelemetryArgs
 
-	// ThermalMarginCelsius: a node whose hottest sensor is within this many
-	// degrees of that sensor's reported critical (or max) limit is rejected.
+	// ThermalMarginCelsius: a node with a sensor within this many degrees
+	// of its effective limit (critical, else max, else the vendor's, else
+	// absoluteLimitCelsius) is rejected (package heat).
 	// 0 to 50.
 	ThermalMarginCelsius int32
-	// AbsoluteLimitCelsius is the limit used for a sensor that reports none.
+	// AbsoluteLimitCelsius is the limit of a sensor that reports none and
+	// has no known vendor limit, applied even when other sensors report
+	// limits. Keep it equal to the agent's --absolute-limit-celsius.
 	// 30 to 150.
 	AbsoluteLimitCelsius int32
-	// RejectThrottling: reject a node whose CPUs or GPUs report thermal or
-	// power throttling.
+	// RejectThrottling: reject a node whose CPUs were thermally throttled
+	// during the agent's last interval (a throttle counter rose; a sensor
+	// alarm is not throttling). GPU thermal slowdown keeps GPU pods off
+	// those GPUs whatever this says.
 	RejectThrottling bool
 	// GPUSlowdownMarginCelsius: a pod that requests GPUs is kept off nodes
 	// whose GPUs are within this many degrees of their slowdown temperature.

@@ -126,17 +126,22 @@ type EnergyAwareArgs struct {
 
 	TelemetryArgs `json:",inline"`
 
-	// thermalMarginCelsius: a node whose hottest sensor is within this many
-	// degrees of that sensor's reported critical (or max) limit is rejected.
+	// thermalMarginCelsius: a node with a sensor within this many degrees
+	// of its effective limit (critical, else max, else the vendor's, else
+	// absoluteLimitCelsius) is rejected (package heat).
 	// 0 to 50, default 5.
 	// +optional
 	ThermalMarginCelsius *int32 `json:"thermalMarginCelsius,omitempty"`
-	// absoluteLimitCelsius is the limit used for a sensor that reports none.
+	// absoluteLimitCelsius is the limit of a sensor that reports none and
+	// has no known vendor limit, applied even when other sensors report
+	// limits. Keep it equal to the agent's --absolute-limit-celsius.
 	// 30 to 150, default 90.
 	// +optional
 	AbsoluteLimitCelsius *int32 `json:"absoluteLimitCelsius,omitempty"`
-	// rejectThrottling: reject a node whose CPUs or GPUs report thermal or
-	// power throttling. Default true.
+	// rejectThrottling: reject a node whose CPUs were thermally throttled
+	// during the agent's last interval (a throttle counter rose; a sensor
+	// alarm is not throttling). GPU thermal slowdown keeps GPU pods off
+	// those GPUs whatever this says. Default true.
 	// +optional
 	RejectThrottling *bool `json:"rejectThrottling,omitempty"`
 	// gpuSlowdownMarginCelsius: a pod that requests GPUs is kept off nodes

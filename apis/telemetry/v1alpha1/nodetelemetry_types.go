@@ -424,15 +424,14 @@ type ThermalSensor struct {
 	// +kubebuilder:validation:Minimum=-273150
 	// +kubebuilder:validation:Maximum=1000000
 	MilliCelsius int64 `json:"milliCelsius"`
-	// limitMilliCelsius is the sensor's effective limit. Absent when it has
-	// none.
+	// limitMilliCelsius is the sensor's effective limit (the agent's
+	// telesched_node_temperature_limit_celsius metric says where each came
+	// from; for the hottest sensor, thermal.limitType does). Absent when it
+	// has none.
 	// +optional
 	// +kubebuilder:validation:Minimum=-273150
 	// +kubebuilder:validation:Maximum=1000000
 	LimitMilliCelsius *int64 `json:"limitMilliCelsius,omitempty"`
-	// limitType is where limitMilliCelsius comes from.
-	// +optional
-	LimitType ThermalLimitType `json:"limitType,omitempty"`
 	// alarm is true when the sensor has an alarm flag raised.
 	// +optional
 	Alarm bool `json:"alarm,omitempty"`
