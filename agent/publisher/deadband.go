@@ -145,6 +145,12 @@ func changedThermal(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadband
 		return "thermal headroom appeared or went away"
 	case c.HeadroomMilliCelsius != nil && moved(*p.HeadroomMilliCelsius, *c.HeadroomMilliCelsius, d.TemperatureMilliCelsius):
 		return fmt.Sprintf("thermal headroom %d -> %d m°C", *p.HeadroomMilliCelsius, *c.HeadroomMilliCelsius)
+	case (p.HottestUnlimitedMilliCelsius == nil) != (c.HottestUnlimitedMilliCelsius == nil):
+		return "a sensor without a limit appeared or went away"
+	case c.HottestUnlimitedMilliCelsius != nil && moved(*p.HottestUnlimitedMilliCelsius, *c.HottestUnlimitedMilliCelsius, d.TemperatureMilliCelsius):
+		return fmt.Sprintf("hottest sensor without a limit %d -> %d m°C", *p.HottestUnlimitedMilliCelsius, *c.HottestUnlimitedMilliCelsius)
+	case p.Alarms != c.Alarms:
+		return fmt.Sprintf("sensor alarms %d -> %d", p.Alarms, c.Alarms)
 	}
 	return ""
 }

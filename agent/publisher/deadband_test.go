@@ -14,9 +14,10 @@ func baseStatus() *telemetryv1alpha1.NodeTelemetryStatus {
 		Sources: []telemetryv1alpha1.SourceStatus{{Name: telemetryv1alpha1.SourceCPU, State: telemetryv1alpha1.SourceAvailable}},
 		CPU:     &telemetryv1alpha1.CPUStatus{LogicalCores: 8, OnlineCores: 8, UtilizationPercent: 40},
 		Memory:  &telemetryv1alpha1.MemoryStatus{TotalBytes: 1000, AvailableBytes: 500, UtilizationPercent: 50},
-		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "cpu", HottestMilliCelsius: 60_000, HeadroomMilliCelsius: ptr.To[int64](40_000)},
-		Power:   &telemetryv1alpha1.PowerStatus{Watts: 200, Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}},
-		NUMA:    []telemetryv1alpha1.NUMANodeStatus{{ID: 0, CPUs: "0-7", LogicalCores: 8, MemoryTotalBytes: 1000, MemoryFreeBytes: 500, CPUUtilizationPercent: ptr.To[int32](40)}},
+		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "cpu", HottestMilliCelsius: 60_000, HeadroomMilliCelsius: ptr.To[int64](40_000),
+			HottestUnlimitedSensor: "acpitz/thermal_zone0", HottestUnlimitedMilliCelsius: ptr.To[int64](56_000)},
+		Power: &telemetryv1alpha1.PowerStatus{Watts: 200, Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}},
+		NUMA:  []telemetryv1alpha1.NUMANodeStatus{{ID: 0, CPUs: "0-7", LogicalCores: 8, MemoryTotalBytes: 1000, MemoryFreeBytes: 500, CPUUtilizationPercent: ptr.To[int32](40)}},
 		GPUs: []telemetryv1alpha1.GPUStatus{{
 			Index: 0, UUID: "GPU-a", MemoryTotalBytes: 1000, MemoryUsedBytes: 100, UtilizationPercent: ptr.To[int32](10),
 			TemperatureMilliCelsius: ptr.To[int64](50_000), PowerWatts: ptr.To[int32](100), Health: telemetryv1alpha1.GPUHealth{Healthy: true},
@@ -44,7 +45,19 @@ func TestChange(t *testing.T) {
 			s.Thermal.HeadroomMilliCelsius = ptr.To[int64](38_100)
 		}, false},
 		{"temperature +2°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Thermal.HottestMilliCelsius = 62_000 }, true},
+		// The sensor without a limit is not the hottest (60°C) but nears
+		// the absolute limit on its own.
+		{"sensor without a limit +1.9°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Thermal.HottestUnlimitedMilliCelsius = ptr.To[int64](57_900)
+		}, false},
+		{"sensor without a limit +2°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Thermal.HottestUnlimitedMilliCelsius = ptr.To[int64](58_000)
+		}, true},
 		{"throttling starts", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Thermal.Throttling = true }, true},
+		{"the sensor without a limit goes away", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Thermal.HottestUnlimitedSensor, s.Thermal.HottestUnlimitedMilliCelsius = "", nil
+		}, true},
+		{"an alarm is raised", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Thermal.Alarms = 1 }, true},
 		{"power +19W of 200 (9.5%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Watts = 219 }, false},
 		{"power +20W of 200 (10%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Watts = 220 }, true},
 		{"power source changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
