@@ -234,7 +234,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 		}
 	}
 	wantColumns := []string{"Name", "CPU", "MEMORY", "TEMP", "POWER", "GPUS",
-		"READY(wide)", "OVERHEATING(wide)", "HOTTEST(wide)", "AGENT(wide)", "SAMPLED"}
+		"READY(wide)", "OVERHEATING(wide)", "HOTTEST(wide)", "ALARMS(wide)", "AGENT(wide)", "SAMPLED"}
 	if diff := cmp.Diff(wantColumns, columns); diff != "" {
 		t.Errorf("table columns (-want +got):\n%s", diff)
 	}
@@ -255,14 +255,14 @@ func TestNodeTelemetryTable(t *testing.T) {
 		{
 			node: gpu.Name,
 			want: []any{gpu.Name, "45%", "62%", "71°C", "2150W", "7/8",
-				"True", "False", "coretemp.0/Package id 0", "v0.1.0-12-gabcdef0"},
+				"True", "False", "coretemp.0/Package id 0", float64(1), "v0.1.0-12-gabcdef0"},
 			sampledAge: regexp.MustCompile(`^1[56]m$`), // 15 minutes old
 		},
 		{
 			node: vm.Name,
 			// No thermal, power or GPU data: n/a, never 0. No Overheating
 			// condition or hottest sensor: empty cells.
-			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "True", nil, nil, "v0.1.0"},
+			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "True", nil, nil, nil, "v0.1.0"},
 			sampledAge: regexp.MustCompile(`^[5-9]s$`), // 5 seconds old
 		},
 	} {

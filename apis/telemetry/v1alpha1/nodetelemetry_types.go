@@ -397,10 +397,11 @@ type ThermalStatus struct {
 	// temp*_alarm, temp*_max_alarm, temp*_crit_alarm). Some alarms are
 	// sticky until reboot (coretemp's crit_alarm), so an alarm is published
 	// as a fact and never by itself makes the node Overheating.
+	// Always written, so 0 reads as "no alarm", not as a blank.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=65536
-	Alarms int32 `json:"alarms,omitempty"`
+	Alarms int32 `json:"alarms"`
 	// sensors are the few sensors closest to their limits, closest first,
 	// a sensor without a limit ranked by its distance to the agent's
 	// absolute limit. The hottest sensor and the hottest sensor without a
