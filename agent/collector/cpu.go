@@ -22,9 +22,10 @@ type CPUCollector struct {
 
 	prev    map[int]cpuTimes // per-CPU times of the previous call
 	scratch []perCPUTimes
-	// throttle counters of the previous call, for "throttling now".
-	prevCoreThrottle, prevPkgThrottle int64
-	haveThrottle                      bool
+	// throttle counters of the previous call, per CPU and per package, for
+	// "throttling now": nil before the first reading.
+	prevCoreThrottle map[string]int64 // by cpuN
+	prevPkgThrottle  map[int64]int64  // by physical package id
 }
 
 // NewCPUCollector returns a CPU collector reading under root.
@@ -140,43 +141,55 @@ func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.Pressure
 	return st
 }
 
-// throttle sums the thermal_throttle counters: core counts over every CPU,
+// throttle reads the thermal_throttle counters: core counts per CPU,
 // package counts once per physical package (every CPU of a package repeats
-// its package's count). Nil when the kernel exposes none.
+// its package's count). The totals are sums over what could be read; the
+// node is throttling when a counter read at both this and the previous
+// reading rose. A CPU that went offline (its thermal_throttle directory
+// goes with it), came back, or could not be read once changes the sums but
+// is no throttling (Documentation/ABI/testing/sysfs-devices-system-cpu:
+// the counts are events since boot, per CPU and per package). Nil when the
+// kernel exposes no counters.
 func (c *CPUCollector) throttle() *telemetryv1alpha1.CPUThrottleStatus {
 	dirs, err := c.root.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
 	if err != nil || len(dirs) == 0 {
 		return nil
 	}
-	var core, pkg int64
-	seenPkg := map[int64]bool{}
-	found := false
+	core := make(map[string]int64, len(dirs))
+	pkg := map[int64]int64{}
 	for _, dir := range dirs {
+		cpu := path.Base(path.Dir(dir))
 		if v, err := c.root.ReadInt(path.Join(dir, "core_throttle_count")); err == nil && v >= 0 {
-			core += v
-			found = true
+			core[cpu] = v
 		}
 		pkgID, err := c.root.ReadInt(path.Join(path.Dir(dir), "topology/physical_package_id"))
 		if err != nil {
-			pkgID = -1 - int64(len(seenPkg)) // unknown package: count it on its own
+			continue // a package count we could not attribute would be counted twice
 		}
-		if seenPkg[pkgID] {
+		if _, seen := pkg[pkgID]; seen {
 			continue
 		}
 		if v, err := c.root.ReadInt(path.Join(dir, "package_throttle_count")); err == nil && v >= 0 {
-			seenPkg[pkgID] = true
-			pkg += v
-			found = true
+			pkg[pkgID] = v
 		}
 	}
-	if !found {
+	if len(core) == 0 && len(pkg) == 0 {
 		return nil
 	}
-	st := &telemetryv1alpha1.CPUThrottleStatus{CoreEventsTotal: core, PackageEventsTotal: pkg}
-	if c.haveThrottle {
-		st.Throttling = core > c.prevCoreThrottle || pkg > c.prevPkgThrottle
+	st := &telemetryv1alpha1.CPUThrottleStatus{}
+	for cpu, v := range core {
+		st.CoreEventsTotal += v
+		if p, ok := c.prevCoreThrottle[cpu]; ok && v > p {
+			st.Throttling = true
+		}
 	}
-	c.prevCoreThrottle, c.prevPkgThrottle, c.haveThrottle = core, pkg, true
+	for id, v := range pkg {
+		st.PackageEventsTotal += v
+		if p, ok := c.prevPkgThrottle[id]; ok && v > p {
+			st.Throttling = true
+		}
+	}
+	c.prevCoreThrottle, c.prevPkgThrottle = core, pkg
 	return st
 }
 

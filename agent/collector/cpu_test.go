@@ -3,6 +3,8 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -227,5 +229,66 @@ func TestEmptyRoot(t *testing.T) {
 				t.Error("Result.Err is nil")
 			}
 		})
+	}
+}
+
+// Defect 3: throttling is a rise of some counter present at both readings
+// (Documentation/ABI/testing/sysfs-devices-system-cpu: thermal_throttle/
+// core_throttle_count and package_throttle_count count events since boot,
+// per CPU and per package). A CPU that goes offline takes its counters with
+// it (its cpuN/thermal_throttle directory goes away); when it comes back
+// with the same counts, nothing was throttled.
+func TestThrottleAcrossCPUHotplug(t *testing.T) {
+	files := map[string]string{
+		"/proc/stat": stat("cpu0 100 0 0 900 0 0 0 0 0 0", "cpu1 100 0 0 900 0 0 0 0 0 0", "cpu2 100 0 0 900 0 0 0 0 0 0"),
+	}
+	for cpu, v := range map[string][3]string{"cpu0": {"0", "1", "5"}, "cpu1": {"0", "2", "5"}, "cpu2": {"1", "3", "7"}} {
+		files["/sys/devices/system/cpu/"+cpu+"/topology/physical_package_id"] = v[0]
+		files["/sys/devices/system/cpu/"+cpu+"/thermal_throttle/core_throttle_count"] = v[1]
+		files["/sys/devices/system/cpu/"+cpu+"/thermal_throttle/package_throttle_count"] = v[2]
+	}
+	root := writeTree(t, files)
+	c := NewCPUCollector(root)
+	ticks := 100
+	collect := func(what string) *telemetryv1alpha1.CPUThrottleStatus {
+		t.Helper()
+		ticks += 1000
+		v := fmt.Sprintf("%d 0 0 %d 0 0 0 0 0 0", ticks, 9*ticks)
+		updateTree(t, root, map[string]string{"/proc/stat": stat("cpu0 "+v, "cpu2 "+v)})
+		s := &Sample{}
+		if err := c.Collect(context.Background(), s); err != nil && !errors.Is(err, ErrWarmingUp) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if s.CPU == nil {
+			return nil
+		}
+		return s.CPU.ThermalThrottle
+	}
+	collect("baseline")
+	collect("all CPUs read")
+	// cpu1 goes offline, and cpu0's core count cannot be read once.
+	cpu1 := root.Path("/sys/devices/system/cpu/cpu1/thermal_throttle")
+	if err := os.RemoveAll(cpu1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(root.Path("/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count")); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect("cpu1 offline, cpu0 unreadable"); got == nil || got.Throttling {
+		t.Errorf("cpu1 offline and cpu0 unreadable: %+v, want counters and no throttling", got)
+	}
+	// Both come back with the counts they had: nothing rose.
+	updateTree(t, root, map[string]string{
+		"/sys/devices/system/cpu/cpu1/thermal_throttle/core_throttle_count":    "2",
+		"/sys/devices/system/cpu/cpu1/thermal_throttle/package_throttle_count": "5",
+		"/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count":    "1",
+	})
+	if got := collect("cpu1 back, cpu0 readable"); got == nil || got.Throttling {
+		t.Errorf("cpu1 back online with the same counts: %+v, want no throttling", got)
+	}
+	// A real event on cpu1 is seen.
+	updateTree(t, root, map[string]string{"/sys/devices/system/cpu/cpu1/thermal_throttle/core_throttle_count": "3"})
+	if got := collect("cpu1 throttled"); got == nil || !got.Throttling {
+		t.Errorf("cpu1's core count rose: %+v, want throttling", got)
 	}
 }
