@@ -178,6 +178,10 @@ type groupResult struct {
 	zones         []PowerZone
 	watts, joules float64
 	ready         bool
+	// stalled is true when every meter is an energy counter and none
+	// advanced over a whole interval: a zone the firmware exposes but does
+	// not update, not a node drawing 0 W.
+	stalled bool
 }
 
 // readGroup reads every meter of a group. It reads all values before it
@@ -198,13 +202,17 @@ func (c *PowerCollector) readGroup(meters []*meter, now time.Time) (groupResult,
 // updateGroup feeds each meter its value.
 func (c *PowerCollector) updateGroup(meters []*meter, values []uint64, now time.Time) groupResult {
 	res := groupResult{ready: true}
+	moved := false
 	for i, m := range meters {
+		prev := m.prev
 		w, j, ok := m.update(values[i], now, c.last)
 		res.ready = res.ready && ok
 		res.watts += w
 		res.joules += j
 		res.zones = append(res.zones, PowerZone{Name: m.name, Source: m.source, Watts: w, EnergyJoules: m.energyJ})
+		moved = moved || !m.counter || values[i] != prev
 	}
+	res.stalled = res.ready && !moved
 	return res
 }
 
@@ -292,6 +300,11 @@ func (c *PowerCollector) readBase(now time.Time) (*groupResult, telemetryv1alpha
 				continue
 			}
 			res, err := c.readGroup(g.meters, now)
+			if err == nil && res.stalled {
+				failures = append(failures, meterFailure{g.source, Failed("NoProgress", nil,
+					"the %s energy counters did not advance over %v (the firmware exposes the zones but does not update them)", g.source, now.Sub(c.last).Round(time.Millisecond))})
+				continue
+			}
 			if err == nil {
 				return &res, g.source, failures
 			}

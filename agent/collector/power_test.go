@@ -461,6 +461,25 @@ func TestPowerCollector(t *testing.T) {
 			},
 		},
 		{
+			// Defect 6: a RAPL counter that does not move over a whole
+			// interval (firmware that exposes but never updates the zone)
+			// is a named failure, never 0 W: a real package draws power
+			// all the time (Documentation/power/powercap/powercap.rst:
+			// energy_uj is the energy counter of the zone).
+			name: "RAPL counter does not advance, no fallback: NoProgress",
+			root: func(t *testing.T) hostfs.Root { return raplTree(t, 1_000_000, 262_143_328_850) },
+			steps: []powerStep{
+				powerWarmingUp(0, nil),
+				{at: 5 * time.Second, files: map[string]string{raplPkg0: "1000000"},
+					wantErr: &SourceError{State: telemetryv1alpha1.SourceFailed, Reason: "NoProgress"}},
+				// It moves again: power is back.
+				{at: 10 * time.Second, files: map[string]string{raplPkg0: "51000000"}, want: &Power{
+					Watts: 10, Sources: []telemetryv1alpha1.PowerSource{psRAPL}, EnergyJoules: 50,
+					Zones: []PowerZone{{Name: "package-0", Source: psRAPL, Watts: 10, EnergyJoules: 50}},
+				}},
+			},
+		},
+		{
 			name: "empty root",
 			root: func(t *testing.T) hostfs.Root { return hostfs.New(t.TempDir()) },
 			steps: []powerStep{
