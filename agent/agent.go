@@ -107,15 +107,23 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 }
 
 // cpuSideWatts is the node's power without its GPUs: what CPU utilization
-// can explain. False when only GPUs are metered.
+// can explain. RAPL and hwmon CPU meters exclude the GPUs, so their zones
+// are that power. The ACPI power meter measures the whole platform, GPUs
+// included (ACPI 6.5, 10.4 "Power Meters"), so the GPUs' NVML watts come
+// off it, down to 0 when the two meters disagree. False when only GPUs are
+// metered.
 func cpuSideWatts(p *collector.Power) (float64, bool) {
 	var w float64
-	var any bool
+	var any, acpi bool
 	for _, z := range p.Zones {
 		if z.Source != telemetryv1alpha1.PowerSourceNVML {
 			w += z.Watts
 			any = true
+			acpi = acpi || z.Source == telemetryv1alpha1.PowerSourceACPI
 		}
+	}
+	if acpi && p.GPUWatts != nil {
+		w = max(0, w-*p.GPUWatts)
 	}
 	return w, any
 }
