@@ -151,9 +151,19 @@ func Run(ctx context.Context, collectors []Collector, now time.Time) (*Sample, [
 		start := time.Now()
 		err := c.Collect(ctx, s)
 		results = append(results, Result{Name: c.Name(), Duration: time.Since(start), Err: err})
-		s.Sources = append(s.Sources, SourceStatus(c.Name(), err))
+		st := SourceStatus(c.Name(), err)
+		if n, ok := c.(Noter); ok && err == nil {
+			st.Message = text.Truncate(n.Note(), 256)
+		}
+		s.Sources = append(s.Sources, st)
 	}
 	return s, results
+}
+
+// Noter is a collector that says something about an Available source, e.g.
+// that it read a fallback; the note is the source's message.
+type Noter interface {
+	Note() string
 }
 
 // SourceStatus is the API state of a source given its collector's error.

@@ -85,3 +85,13 @@ func unpackSnapshot(t testing.TB, name string) hostfs.Root {
 	}
 	return hostfs.New(dir)
 }
+
+// hostfsFromDir is a root over a tree committed under testdata.
+func hostfsFromDir(t testing.TB, dir string) hostfs.Root {
+	t.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostfs.New(abs)
+}

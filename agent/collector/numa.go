@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jaypipes/ghw"
@@ -13,15 +15,23 @@ import (
 
 	"github.com/telesched/telesched/agent/hostfs"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/text"
 )
 
 // NUMACollector reports the NUMA nodes: their CPUs and distances from ghw's
-// topology (read once, and again if a node disappears), and each cycle their
+// topology, or from nodeN/cpulist and nodeN/distance where ghw cannot read
+// the layout (no distance files, a memory-only node); each cycle their
 // memory from nodeN/meminfo and their CPU utilization from the CPU
-// collector's per-CPU figures, so it must run after the CPU collector.
+// collector's per-CPU figures, so it must run after the CPU collector. The
+// topology is read again when a node disappears or the set of online CPUs
+// (/sys/devices/system/cpu/online) changes, and lists online CPUs only.
 type NUMACollector struct {
 	root  hostfs.Root
 	nodes []numaNode // nil until loaded
+	// online is the online CPU list the topology was read with.
+	online string
+	// note says where the topology came from when it is not ghw.
+	note string
 }
 
 type numaNode struct {
@@ -43,8 +53,10 @@ const sysNodeDir = "/sys/devices/system/node"
 
 // Collect implements Collector.
 func (c *NUMACollector) Collect(_ context.Context, s *Sample) error {
-	if c.nodes == nil {
-		if err := c.load(); err != nil {
+	online := c.readOnline()
+	if c.nodes == nil || online != c.online {
+		if err := c.load(online); err != nil {
+			c.nodes = nil
 			return err
 		}
 	}
@@ -79,10 +91,50 @@ func (c *NUMACollector) Collect(_ context.Context, s *Sample) error {
 	return nil
 }
 
-func (c *NUMACollector) load() error {
+// Note implements Noter: how the topology was read, when not by ghw.
+func (c *NUMACollector) Note() string { return c.note }
+
+// readOnline returns /sys/devices/system/cpu/online, "" when unreadable.
+func (c *NUMACollector) readOnline() string {
+	b, err := c.root.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (c *NUMACollector) load(online string) error {
 	if !c.root.Exists(sysNodeDir) {
 		return Unavailable("NoNUMATopology", "%s does not exist (kernel without NUMA support, or /sys not mounted under --host-root)", c.root.Path(sysNodeDir))
 	}
+	nodes, why := c.loadGhw()
+	c.note = ""
+	if len(nodes) == 0 {
+		var err error
+		if nodes, err = c.loadSysfs(); err != nil {
+			return Failed("TopologyError", err, "reading NUMA topology (ghw: %s)", why)
+		}
+		if len(nodes) == 0 {
+			return Failed("TopologyError", nil, "no NUMA node found under %s (ghw: %s)", c.root.Path(sysNodeDir), why)
+		}
+		c.note = text.Truncate("topology read from nodeN/cpulist and nodeN/distance; ghw could not: "+why, 256)
+	}
+	if ids, err := parseCPUList([]byte(online)); err == nil && online != "" {
+		for i := range nodes {
+			nodes[i].cpus = slices.DeleteFunc(nodes[i].cpus, func(cpu int) bool { return !slices.Contains(ids, cpu) })
+		}
+	}
+	for i := range nodes {
+		nodes[i].cpuList = formatCPUList(nodes[i].cpus)
+	}
+	slices.SortFunc(nodes, func(a, b numaNode) int { return a.id - b.id })
+	c.nodes, c.online = nodes, online
+	return nil
+}
+
+// loadGhw reads the topology with ghw; no nodes and ghw's reason when it
+// cannot.
+func (c *NUMACollector) loadGhw() ([]numaNode, string) {
 	// ghw reports what it could not read as warnings, not errors: keep
 	// them to say why a topology came back empty.
 	var warnings bytes.Buffer
@@ -92,14 +144,14 @@ func (c *NUMACollector) load() error {
 	}))
 	info, err := ghw.Topology(ghw.WithChroot(c.root.Dir()), ghw.WithLogger(logger))
 	if err != nil {
-		return Failed("TopologyError", err, "reading NUMA topology")
+		return nil, err.Error()
 	}
 	if len(info.Nodes) == 0 {
 		why := strings.TrimSpace(warnings.String())
 		if why == "" {
-			why = "ghw gave no reason"
+			why = "it gave no reason"
 		}
-		return Failed("TopologyError", nil, "no NUMA node found under %s: %s", c.root.Path(sysNodeDir), why)
+		return nil, why
 	}
 	nodes := make([]numaNode, 0, len(info.Nodes))
 	for _, n := range info.Nodes {
@@ -113,11 +165,47 @@ func (c *NUMACollector) load() error {
 		for i, d := range n.Distances {
 			dist[i] = int32(d)
 		}
-		nodes = append(nodes, numaNode{id: n.ID, cpus: cpus, cpuList: formatCPUList(cpus), distances: dist})
+		nodes = append(nodes, numaNode{id: n.ID, cpus: cpus, distances: dist})
 	}
-	slices.SortFunc(nodes, func(a, b numaNode) int { return a.id - b.id })
-	c.nodes = nodes
-	return nil
+	return nodes, ""
+}
+
+// loadSysfs reads each /sys/devices/system/node/nodeN: its CPUs from
+// cpulist (empty for a memory-only node) and its distances from distance
+// when the file exists (Documentation/ABI/stable/sysfs-devices-node).
+func (c *NUMACollector) loadSysfs() ([]numaNode, error) {
+	dirs, err := c.root.Glob(sysNodeDir + "/node[0-9]*")
+	if err != nil {
+		return nil, err
+	}
+	var nodes []numaNode
+	for _, d := range dirs {
+		id, ok := parseIndex(path.Base(d), "node")
+		if !ok {
+			continue
+		}
+		b, err := c.root.ReadFile(d + "/cpulist")
+		if err != nil {
+			return nil, err
+		}
+		cpus, err := parseCPUList(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s/cpulist: %w", d, err)
+		}
+		n := numaNode{id: id, cpus: cpus}
+		if b, err := c.root.ReadFile(d + "/distance"); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				v, err := strconv.ParseInt(f, 10, 32)
+				if err != nil {
+					n.distances = nil
+					break
+				}
+				n.distances = append(n.distances, int32(v))
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
 }
 
 // dropTime removes the time from ghw's log records, which end up in a

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -96,5 +97,60 @@ func TestMemoryWithoutMemAvailable(t *testing.T) {
 	var se *SourceError
 	if !errors.As(err, &se) || se.Reason != "NoMemAvailable" {
 		t.Errorf("Collect = %v, want reason NoMemAvailable", err)
+	}
+}
+
+// Defect 5: ghw finds no NUMA node in node_exporter's real sysfs fixture
+// (no distance files), although nodeN/cpulist and meminfo are there
+// (Documentation/ABI/stable/sysfs-devices-node: cpulist is the node's CPUs,
+// meminfo its memory). The section comes from those files, ghw's reason
+// kept in the source's message, and a memory-only node is kept.
+func TestNUMAWithoutDistances(t *testing.T) {
+	root := hostfsFromDir(t, "testdata/numa/node-exporter-3node")
+	c := NewNUMACollector(root)
+	s := &Sample{}
+	if err := c.Collect(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	want := []telemetryv1alpha1.NUMANodeStatus{
+		{ID: 0, CPUs: "0-1", LogicalCores: 2, MemoryTotalBytes: 134182340 * 1024, MemoryFreeBytes: 53030372 * 1024},
+		{ID: 1, CPUs: "2-3", LogicalCores: 2, MemoryTotalBytes: 134217728 * 1024, MemoryFreeBytes: 39634788 * 1024},
+		{ID: 2, CPUs: "", LogicalCores: 0, MemoryTotalBytes: 134217728 * 1024, MemoryFreeBytes: 39634788 * 1024},
+	}
+	if diff := cmp.Diff(want, s.NUMA); diff != "" {
+		t.Errorf("NUMA (-want +got):\n%s", diff)
+	}
+	if note := c.Note(); !strings.Contains(note, "nodeN/cpulist") || !strings.Contains(note, "ghw") {
+		t.Errorf("Note() = %q, want it to say the topology came from nodeN/cpulist and why ghw could not", note)
+	}
+}
+
+// Defect 5: a CPU going offline changes the published topology at the next
+// sample (cpus lists online CPUs, Documentation/ABI/testing/
+// sysfs-devices-system-cpu: /sys/devices/system/cpu/online).
+func TestNUMAFollowsOnlineCPUs(t *testing.T) {
+	meminfo := "Node 0 MemTotal:       1000 kB\nNode 0 MemFree:        500 kB\n"
+	root := writeTree(t, map[string]string{
+		"/sys/devices/system/cpu/online":                "0-3\n",
+		"/sys/devices/system/node/node0/cpulist":        "0-3\n",
+		"/sys/devices/system/node/node0/meminfo":        meminfo,
+		"/sys/devices/system/node/node0/distance":       "10\n",
+		"/sys/devices/system/cpu/cpu0/topology/core_id": "0\n",
+	})
+	c := NewNUMACollector(root)
+	s := &Sample{}
+	if err := c.Collect(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.NUMA) != 1 || s.NUMA[0].LogicalCores != 4 {
+		t.Fatalf("NUMA = %+v, want one node with 4 CPUs", s.NUMA)
+	}
+	updateTree(t, root, map[string]string{"/sys/devices/system/cpu/online": "0-1,3\n", "/sys/devices/system/node/node0/cpulist": "0-1,3\n"})
+	s = &Sample{}
+	if err := c.Collect(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.NUMA) != 1 || s.NUMA[0].LogicalCores != 3 || s.NUMA[0].CPUs != "0-1,3" {
+		t.Errorf("after cpu2 went offline: NUMA = %+v, want 3 CPUs 0-1,3", s.NUMA)
 	}
 }
