@@ -6,9 +6,11 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
@@ -42,6 +44,8 @@ type Sampler struct {
 	heatCfg      status.HeatConfig
 	gpuThrottle  status.GPUThrottleTracker
 	conditions   []metav1.Condition
+	// adjusted is what Fit last changed, logged when it changes.
+	adjusted string
 }
 
 // SamplerConfig configures a Sampler.
@@ -96,6 +100,8 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		PreviousConditions:        s.conditions,
 	})
 	s.conditions = st.Conditions
+	adjusted := status.Fit(&st)
+	s.logAdjustments(ctx, adjusted)
 	return Observation{
 		Sample:                    sample,
 		Results:                   results,
@@ -104,6 +110,21 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		AbsoluteLimitMilliCelsius: s.heatCfg.AbsoluteLimitMilliCelsius,
 		GPUsStartedThrottling:     s.gpuThrottle.Update(sample.GPUs),
 	}
+}
+
+// logAdjustments logs what Fit changed to bring the status within the
+// API's bounds, when that differs from the previous sample. The sections'
+// sources say it in the published object too.
+func (s *Sampler) logAdjustments(ctx context.Context, adj []status.Adjustment) {
+	msgs := make([]string, len(adj))
+	for i, a := range adj {
+		msgs[i] = a.Message
+	}
+	joined := strings.Join(msgs, "; ")
+	if joined != s.adjusted && joined != "" {
+		klog.FromContext(ctx).Info("status cut to fit the NodeTelemetry API's bounds", "changes", msgs)
+	}
+	s.adjusted = joined
 }
 
 // cpuSideWatts is the node's power without its GPUs: what CPU utilization

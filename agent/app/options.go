@@ -17,6 +17,10 @@ import (
 	"github.com/telesched/telesched/internal/heat"
 )
 
+// MaxInterval is the longest --interval: the NodeTelemetry API's maximum
+// status.intervalSeconds.
+const MaxInterval = 3600 * time.Second
+
 // Defaults of the flags that are not the defaults of another package.
 const (
 	DefaultInterval           = 5 * time.Second
@@ -88,7 +92,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HostRoot, "host-root", o.HostRoot, "Directory standing for the host's /: the agent reads <host-root>/proc and <host-root>/sys. In a DaemonSet, mount the host's /proc and /sys read-only under it.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this Node and of its NodeTelemetry object. Defaults to $NODE_NAME (set it from the downward API: spec.nodeName).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: the in-cluster config.")
-	fs.DurationVar(&o.Interval, "interval", o.Interval, "How often to sample the node.")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "How often to sample the node: 100ms to 1h (the API's intervalSeconds maximum).")
 
 	fs.BoolVar(&o.Once, "once", o.Once, "Take one sample, print the NodeTelemetry the agent would publish, and exit. Needs no cluster.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Format of --once: json or yaml.")
@@ -130,8 +134,11 @@ func (o *Options) Complete() {
 // Validate reports every bad flag, naming it.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Interval < 100*time.Millisecond {
+	switch {
+	case o.Interval < 100*time.Millisecond:
 		errs = append(errs, fmt.Errorf("--interval %v: must be at least 100ms", o.Interval))
+	case o.Interval > MaxInterval:
+		errs = append(errs, fmt.Errorf("--interval %v: the NodeTelemetry API takes at most %v (status.intervalSeconds %d)", o.Interval, MaxInterval, int(MaxInterval.Seconds())))
 	}
 	if fi, err := os.Stat(o.HostRoot); err != nil || !fi.IsDir() {
 		errs = append(errs, fmt.Errorf("--host-root %q: not a directory", o.HostRoot))

@@ -1,0 +1,295 @@
+package status
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/text"
+)
+
+// boundKind is an OpenAPI bound of the NodeTelemetry schema.
+type boundKind string
+
+const (
+	maxItems  boundKind = "maxItems"
+	maxLength boundKind = "maxLength"
+	maximum   boundKind = "maximum"
+	minimum   boundKind = "minimum"
+)
+
+// bound is one bound of the status schema: the JSON path below .status
+// ("[]" steps into every item of a list), its kind and its limit.
+type bound struct {
+	path  string
+	kind  boundKind
+	limit int64
+}
+
+// apiBounds are every maxItems, maxLength, maximum and minimum of the
+// status schema in deploy/crds, generated from apis/telemetry/v1alpha1.
+// TestBoundsMatchCRD walks the CRD and fails when this list and the schema
+// differ, so a bound added to the API cannot go unenforced here.
+var apiBounds = []bound{
+	{"agentVersion", maxLength, 64},
+	{"conditions", maxItems, 8},
+	{"conditions[].message", maxLength, 32768},
+	{"conditions[].observedGeneration", minimum, 0},
+	{"conditions[].reason", maxLength, 1024},
+	{"conditions[].type", maxLength, 316},
+	{"cpu.loadAverage.fifteenMinuteMilli", minimum, 0},
+	{"cpu.loadAverage.fiveMinuteMilli", minimum, 0},
+	{"cpu.loadAverage.oneMinuteMilli", minimum, 0},
+	{"cpu.logicalCores", maximum, 65536},
+	{"cpu.logicalCores", minimum, 0},
+	{"cpu.onlineCores", maximum, 65536},
+	{"cpu.onlineCores", minimum, 0},
+	{"cpu.pressure.fullAvg10BasisPoints", maximum, 10000},
+	{"cpu.pressure.fullAvg10BasisPoints", minimum, 0},
+	{"cpu.pressure.someAvg10BasisPoints", maximum, 10000},
+	{"cpu.pressure.someAvg10BasisPoints", minimum, 0},
+	{"cpu.pressure.someTotalMicroseconds", minimum, 0},
+	{"cpu.thermalThrottle.coreEventsTotal", minimum, 0},
+	{"cpu.thermalThrottle.packageEventsTotal", minimum, 0},
+	{"cpu.utilizationPercent", maximum, 100},
+	{"cpu.utilizationPercent", minimum, 0},
+	{"gpus", maxItems, 16},
+	{"gpus[].energyJoules", minimum, 0},
+	{"gpus[].health.eccUncorrectedErrors", minimum, 0},
+	{"gpus[].health.xidCriticalEvents", minimum, 0},
+	{"gpus[].index", maximum, 63},
+	{"gpus[].index", minimum, 0},
+	{"gpus[].memoryTotalBytes", minimum, 0},
+	{"gpus[].memoryUsedBytes", minimum, 0},
+	{"gpus[].model", maxLength, 96},
+	{"gpus[].numaNode", maximum, 1023},
+	{"gpus[].numaNode", minimum, 0},
+	{"gpus[].pciBusID", maxLength, 32},
+	{"gpus[].powerLimitWatts", maximum, 100000},
+	{"gpus[].powerLimitWatts", minimum, 0},
+	{"gpus[].powerWatts", maximum, 100000},
+	{"gpus[].powerWatts", minimum, 0},
+	{"gpus[].shutdownMilliCelsius", maximum, 1000000},
+	{"gpus[].shutdownMilliCelsius", minimum, -273150},
+	{"gpus[].slowdownMilliCelsius", maximum, 1000000},
+	{"gpus[].slowdownMilliCelsius", minimum, -273150},
+	{"gpus[].temperatureMilliCelsius", maximum, 1000000},
+	{"gpus[].temperatureMilliCelsius", minimum, -273150},
+	{"gpus[].throttleReasons", maxItems, 16},
+	{"gpus[].utilizationPercent", maximum, 100},
+	{"gpus[].utilizationPercent", minimum, 0},
+	{"gpus[].uuid", maxLength, 64},
+	{"intervalSeconds", maximum, 3600},
+	{"intervalSeconds", minimum, 1},
+	{"memory.availableBytes", minimum, 0},
+	{"memory.pressure.fullAvg10BasisPoints", maximum, 10000},
+	{"memory.pressure.fullAvg10BasisPoints", minimum, 0},
+	{"memory.pressure.someAvg10BasisPoints", maximum, 10000},
+	{"memory.pressure.someAvg10BasisPoints", minimum, 0},
+	{"memory.pressure.someTotalMicroseconds", minimum, 0},
+	{"memory.totalBytes", minimum, 0},
+	{"memory.utilizationPercent", maximum, 100},
+	{"memory.utilizationPercent", minimum, 0},
+	{"numa", maxItems, 64},
+	{"numa[].allocatedExclusiveCPUs", maximum, 65536},
+	{"numa[].allocatedExclusiveCPUs", minimum, 0},
+	{"numa[].cpuUtilizationPercent", maximum, 100},
+	{"numa[].cpuUtilizationPercent", minimum, 0},
+	{"numa[].cpus", maxLength, 1024},
+	{"numa[].distances", maxItems, 64},
+	{"numa[].distances[]", maximum, 255},
+	{"numa[].distances[]", minimum, 0},
+	{"numa[].id", maximum, 1023},
+	{"numa[].id", minimum, 0},
+	{"numa[].logicalCores", maximum, 65536},
+	{"numa[].logicalCores", minimum, 0},
+	{"numa[].memoryFreeBytes", minimum, 0},
+	{"numa[].memoryTotalBytes", minimum, 0},
+	{"power.energyJoules", minimum, 0},
+	{"power.gpuWatts", maximum, 1000000},
+	{"power.gpuWatts", minimum, 0},
+	{"power.model.fitQualityBasisPoints", maximum, 10000},
+	{"power.model.fitQualityBasisPoints", minimum, 0},
+	{"power.model.fullLoadWatts", maximum, 1000000},
+	{"power.model.fullLoadWatts", minimum, 0},
+	{"power.model.idleWatts", maximum, 1000000},
+	{"power.model.idleWatts", minimum, 0},
+	{"power.model.samples", minimum, 0},
+	{"power.model.utilizationSpreadPercent", maximum, 100},
+	{"power.model.utilizationSpreadPercent", minimum, 0},
+	{"power.sources", maxItems, 4},
+	{"power.watts", maximum, 1000000},
+	{"power.watts", minimum, 0},
+	{"sources", maxItems, 16},
+	{"sources[].message", maxLength, 256},
+	{"sources[].reason", maxLength, 64},
+	{"summary.cpu", maxLength, 16},
+	{"summary.gpus", maxLength, 16},
+	{"summary.memory", maxLength, 16},
+	{"summary.power", maxLength, 16},
+	{"summary.temperature", maxLength, 16},
+	{"thermal.alarms", maximum, 65536},
+	{"thermal.alarms", minimum, 0},
+	{"thermal.headroomMilliCelsius", maximum, 2000000},
+	{"thermal.headroomMilliCelsius", minimum, -2000000},
+	{"thermal.headroomSensor", maxLength, 64},
+	{"thermal.hottestMilliCelsius", maximum, 1000000},
+	{"thermal.hottestMilliCelsius", minimum, -273150},
+	{"thermal.hottestSensor", maxLength, 64},
+	{"thermal.hottestUnlimitedMilliCelsius", maximum, 1000000},
+	{"thermal.hottestUnlimitedMilliCelsius", minimum, -273150},
+	{"thermal.hottestUnlimitedSensor", maxLength, 64},
+	{"thermal.limitMilliCelsius", maximum, 1000000},
+	{"thermal.limitMilliCelsius", minimum, -273150},
+	{"thermal.sensors", maxItems, 8},
+	{"thermal.sensors[].limitMilliCelsius", maximum, 1000000},
+	{"thermal.sensors[].limitMilliCelsius", minimum, -273150},
+	{"thermal.sensors[].milliCelsius", maximum, 1000000},
+	{"thermal.sensors[].milliCelsius", minimum, -273150},
+	{"thermal.sensors[].name", maxLength, 64},
+}
+
+// clearedNotTruncated are strings that truncation would make wrong rather
+// than short: a CPU list cut at its limit names other CPUs. They are
+// published empty instead, and the change is said.
+var clearedNotTruncated = map[string]bool{"numa[].cpus": true}
+
+// Adjustment is a change Fit made to bring a status within the API's
+// bounds.
+type Adjustment struct {
+	// Source is the telemetry source of the section changed; "" for
+	// fields outside the sections (agentVersion, conditions, ...).
+	Source  telemetryv1alpha1.SourceName
+	Message string
+}
+
+// sectionSources maps a status section to its source.
+var sectionSources = map[string]telemetryv1alpha1.SourceName{
+	"cpu": telemetryv1alpha1.SourceCPU, "memory": telemetryv1alpha1.SourceMemory,
+	"thermal": telemetryv1alpha1.SourceThermal, "power": telemetryv1alpha1.SourcePower,
+	"numa": telemetryv1alpha1.SourceNUMA, "gpus": telemetryv1alpha1.SourceGPU,
+}
+
+// Fit brings st within every bound of apiBounds: lists are cut to their
+// maximum length (the first items kept: GPUs by index, NUMA nodes by id),
+// strings cut to theirs (or cleared, see clearedNotTruncated), numbers
+// clamped. It returns what it changed, so a node's data is never dropped
+// silently, and notes each change in the message of the section's source.
+func Fit(st *telemetryv1alpha1.NodeTelemetryStatus) []Adjustment {
+	var out []Adjustment
+	for _, b := range apiBounds {
+		steps := strings.Split(b.path, ".")
+		fitPath(reflect.ValueOf(st).Elem(), steps, "", b, &out)
+	}
+	for _, a := range out {
+		for i := range st.Sources {
+			if st.Sources[i].Name == a.Source {
+				msg := a.Message
+				if st.Sources[i].Message != "" {
+					msg = st.Sources[i].Message + "; " + msg
+				}
+				st.Sources[i].Message = text.Truncate(msg, 256)
+			}
+		}
+	}
+	return out
+}
+
+// fitPath follows steps from v and applies b where they end. at is the
+// path walked so far, with list indexes, for messages.
+func fitPath(v reflect.Value, steps []string, at string, b bound, out *[]Adjustment) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	if len(steps) == 0 {
+		apply(v, at, b, out)
+		return
+	}
+	name, each := strings.CutSuffix(steps[0], "[]")
+	f, ok := fieldByJSON(v.Type(), name)
+	if !ok {
+		panic(fmt.Sprintf("status bound %s: no field %q in %s", b.path, name, v.Type()))
+	}
+	fv := v.Field(f)
+	at = strings.TrimPrefix(at+"."+name, ".")
+	if !each {
+		fitPath(fv, steps[1:], at, b, out)
+		return
+	}
+	if len(steps) == 1 {
+		// A bound on every item of a list of scalars (distances[]).
+		for i := range fv.Len() {
+			apply(fv.Index(i), fmt.Sprintf("%s[%d]", at, i), b, out)
+		}
+		return
+	}
+	for i := range fv.Len() {
+		fitPath(fv.Index(i), steps[1:], fmt.Sprintf("%s[%d]", at, i), b, out)
+	}
+}
+
+func apply(v reflect.Value, at string, b bound, out *[]Adjustment) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	source := sectionSources[strings.SplitN(strings.SplitN(at, ".", 2)[0], "[", 2)[0]]
+	note := func(format string, args ...any) {
+		*out = append(*out, Adjustment{Source: source, Message: fmt.Sprintf(format, args...)})
+	}
+	switch b.kind {
+	case maxItems:
+		if n := int64(v.Len()); n > b.limit {
+			v.Set(v.Slice(0, int(b.limit)))
+			note("%s: %d items, the API takes %d; the last %d are not published", at, n, b.limit, n-b.limit)
+		}
+	case maxLength:
+		s := v.String()
+		if n := int64(len([]rune(s))); n > b.limit {
+			if clearedNotTruncated[b.path] {
+				v.SetString("")
+				note("%s: %d characters, the API takes %d; published empty", at, n, b.limit)
+			} else {
+				v.SetString(text.Truncate(s, int(b.limit)))
+				note("%s: %d characters, cut to the API's %d", at, n, b.limit)
+			}
+		}
+	case maximum:
+		if x := v.Int(); x > b.limit {
+			v.SetInt(b.limit)
+			note("%s: %d is above the API's maximum %d; published as %d", at, x, b.limit, b.limit)
+		}
+	case minimum:
+		if x := v.Int(); x < b.limit {
+			v.SetInt(b.limit)
+			note("%s: %d is below the API's minimum %d; published as %d", at, x, b.limit, b.limit)
+		}
+	}
+}
+
+var jsonFields sync.Map // reflect.Type -> map[string]int
+
+// fieldByJSON finds a struct field by its JSON name (inline embedded
+// structs are not used in the status).
+func fieldByJSON(t reflect.Type, name string) (int, bool) {
+	m, ok := jsonFields.Load(t)
+	if !ok {
+		byName := map[string]int{}
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if tag != "" && tag != "-" {
+				byName[tag] = i
+			}
+		}
+		m, _ = jsonFields.LoadOrStore(t, byName)
+	}
+	i, ok := m.(map[string]int)[name]
+	return i, ok
+}
