@@ -10,6 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/telesched/telesched/agent/kube"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/text"
 )
 
 // DefaultFieldManager is the field manager of the agent's writes.
@@ -89,6 +93,9 @@ type Outcome struct {
 	Err      error
 	// Recreated is true when the object was missing and was created again.
 	Recreated bool
+	// Dropped are the sections left out of the write because the API
+	// server refused them (see Publisher.rejected).
+	Dropped []string
 }
 
 // Publisher decides when to write and writes. It is not safe for
@@ -104,6 +111,12 @@ type Publisher struct {
 	lastTime     time.Time
 	backoff      time.Duration
 	backoffUntil time.Time
+	// rejected are status sections the API server refused (422), by JSON
+	// name, with its message. They are left out of every write, their
+	// sources marked Failed/RejectedByAPIServer, until a heartbeat write
+	// tries them again, so one bad value never stops the rest of the
+	// node's telemetry.
+	rejected map[string]string
 }
 
 // New returns a Publisher; cfg must be valid.
@@ -138,9 +151,24 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 	if !p.limiter.TryAccept() {
 		return Outcome{Reason: "rate limited"}
 	}
+	if reason == "heartbeat" {
+		p.rejected = nil // try every section again
+	}
 	start := p.clock.Now()
-	recreated, err := p.write(ctx, st)
-	out := Outcome{Reason: reason, Duration: p.clock.Since(start), Err: err, Recreated: recreated}
+	recreated, err := p.write(ctx, p.trim(st))
+	if sections := rejectedSections(err); len(sections) > 0 {
+		// Leave out what the server refused and write the rest at once.
+		if p.rejected == nil {
+			p.rejected = map[string]string{}
+		}
+		for section, msg := range sections {
+			p.rejected[section] = msg
+		}
+		var again bool
+		again, err = p.write(ctx, p.trim(st))
+		recreated = recreated || again
+	}
+	out := Outcome{Reason: reason, Duration: p.clock.Since(start), Err: err, Recreated: recreated, Dropped: slices.Sorted(maps.Keys(p.rejected))}
 	if err != nil {
 		p.backoff = min(p.cfg.BackoffMax, max(p.cfg.BackoffInitial, 2*p.backoff))
 		p.backoffUntil = p.clock.Now().Add(wait.Jitter(p.backoff, backoffJitter))
@@ -149,6 +177,81 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 	p.backoff, p.backoffUntil = 0, time.Time{}
 	p.last, p.lastTime = st, now
 	out.Published = true
+	return out
+}
+
+// sectionSource maps a status section the publisher can leave out to its
+// telemetry source.
+var sectionSource = map[string]telemetryv1alpha1.SourceName{
+	"cpu": telemetryv1alpha1.SourceCPU, "memory": telemetryv1alpha1.SourceMemory,
+	"thermal": telemetryv1alpha1.SourceThermal, "power": telemetryv1alpha1.SourcePower,
+	"numa": telemetryv1alpha1.SourceNUMA, "gpus": telemetryv1alpha1.SourceGPU,
+}
+
+// rejectedSections returns the sections an Invalid (422) error names in
+// its causes ("status.gpus[16]", "status.numa[0].cpus"), with the server's
+// message for each; nil for any other error, or when a cause names
+// something no section holds (then the whole write fails and backs off).
+func rejectedSections(err error) map[string]string {
+	if !apierrors.IsInvalid(err) {
+		return nil
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, c := range status.Status().Details.Causes {
+		field, ok := strings.CutPrefix(c.Field, "status.")
+		if !ok {
+			return nil
+		}
+		section := field[:strings.IndexAny(field+".", ".[")]
+		if _, ok := sectionSource[section]; !ok {
+			return nil
+		}
+		msg := c.Field + ": " + c.Message
+		if prev, ok := out[section]; ok {
+			msg = prev + "; " + msg
+		}
+		out[section] = msg
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// trim returns st without the sections the API server refused, their
+// sources saying so; st itself when there are none.
+func (p *Publisher) trim(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.NodeTelemetryStatus {
+	if len(p.rejected) == 0 {
+		return st
+	}
+	out := st.DeepCopy()
+	for section, msg := range p.rejected {
+		switch section {
+		case "cpu":
+			out.CPU = nil
+		case "memory":
+			out.Memory = nil
+		case "thermal":
+			out.Thermal = nil
+		case "power":
+			out.Power = nil
+		case "numa":
+			out.NUMA = nil
+		case "gpus":
+			out.GPUs = nil
+		}
+		for i := range out.Sources {
+			if out.Sources[i].Name == sectionSource[section] {
+				out.Sources[i].State = telemetryv1alpha1.SourceFailed
+				out.Sources[i].Reason = "RejectedByAPIServer"
+				out.Sources[i].Message = text.Truncate("the API server refused this section, left out until the next heartbeat: "+msg, 256)
+			}
+		}
+	}
 	return out
 }
 
