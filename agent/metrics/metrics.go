@@ -92,6 +92,7 @@ type Metrics struct {
 	publishLatency prometheus.Histogram
 	lastPublish    prometheus.Gauge
 	events         *prometheus.CounterVec
+	leftOut        *prometheus.CounterVec
 }
 
 // New registers the agent's metrics with reg.
@@ -114,13 +115,17 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: "agent", Name: "events_total", Help: "Kubernetes Events emitted on the Node, by reason.",
 		}, []string{"reason"}),
+		leftOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "agent", Name: "publish_sections_left_out_total",
+			Help: "NodeTelemetry writes that left a status section out because the API server refused it (422), by section.",
+		}, []string{"section"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: "agent", Name: "build_info", Help: "The agent's version; value 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m, m.samples, m.publishes, m.publishLatency, m.lastPublish, m.events, info)
+	reg.MustRegister(m, m.samples, m.publishes, m.publishLatency, m.lastPublish, m.events, m.leftOut, info)
 	return m
 }
 
@@ -134,6 +139,9 @@ func (m *Metrics) Observe(obs *agent.Observation) {
 
 // Published records a publish attempt.
 func (m *Metrics) Published(out publisher.Outcome, at time.Time) {
+	for _, section := range out.Dropped {
+		m.leftOut.WithLabelValues(section).Inc()
+	}
 	switch {
 	case out.Err != nil:
 		m.publishes.WithLabelValues("error", "").Inc()

@@ -61,7 +61,7 @@ func TestMetricsFromFullObservation(t *testing.T) {
 		AbsoluteLimitMilliCelsius: 90_000,
 	}
 	m.Observe(obs)
-	m.Published(publisher.Outcome{Published: true, Reason: "first", Duration: 20 * time.Millisecond}, time.Unix(1700000000, 0))
+	m.Published(publisher.Outcome{Published: true, Reason: "first", Duration: 20 * time.Millisecond, Dropped: []string{"gpus"}}, time.Unix(1700000000, 0))
 	m.Event("NodeOverheating")
 
 	// client_golang's linter applies the naming rules promtool does.
@@ -86,7 +86,7 @@ telesched_node_temperature_limit_celsius{sensor="k10temp/Tctl",type="Absolute"} 
 	got := families(t, reg)
 	for _, want := range []string{
 		"telesched_agent_build_info", "telesched_agent_collector_duration_seconds", "telesched_agent_collector_success",
-		"telesched_agent_last_publish_timestamp_seconds", "telesched_agent_publish_total", "telesched_agent_samples_total",
+		"telesched_agent_last_publish_timestamp_seconds", "telesched_agent_publish_total", "telesched_agent_publish_sections_left_out_total", "telesched_agent_samples_total",
 		"telesched_node_cpu_utilization_ratio", "telesched_node_memory_available_bytes", "telesched_node_pressure_avg10_ratio",
 		"telesched_node_temperature_celsius", "telesched_node_temperature_crit_celsius", "telesched_node_thermal_headroom_celsius",
 		"telesched_node_power_watts", "telesched_node_power_zone_watts", "telesched_node_power_model_idle_watts",
