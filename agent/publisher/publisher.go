@@ -202,6 +202,12 @@ func rejectedSections(err error) map[string]string {
 	}
 	out := map[string]string{}
 	for _, c := range status.Status().Details.Causes {
+		if c.Field == "" || c.Field == "<nil>" {
+			// A note of the server's own ("some validation rules were
+			// not checked because the object was invalid"), not a
+			// refusal of anything.
+			continue
+		}
 		field, ok := strings.CutPrefix(c.Field, "status.")
 		if !ok {
 			return nil
