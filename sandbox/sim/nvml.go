@@ -32,8 +32,6 @@ func (n *Node) NVML() nvml.Library {
 		d := s.Devices[i].(*dgxa100.Device)
 		d.UUID, d.Name = spec.UUID, spec.Model
 		d.CudaComputeCapability.Major, d.CudaComputeCapability.Minor = spec.ComputeCapMajor, spec.ComputeCapMinor
-		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
-		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
 		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
 			return gonvml.PciInfo{BusId: busID(spec.PCIAddress), PciDeviceId: spec.PCIDeviceIDFull}, gonvml.SUCCESS
 		}
@@ -63,16 +61,7 @@ func (n *Node) NVML() nvml.Library {
 		d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return n.gpu(i).milliwatts, gonvml.SUCCESS }
 		d.GetEnforcedPowerLimitFunc = func() (uint32, gonvml.Return) { return uint32(spec.TDPWatts * 1000), gonvml.SUCCESS }
 		d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return n.gpu(i).energyMJ, gonvml.SUCCESS }
-		d.GetEccModeFunc = func() (gonvml.EnableState, gonvml.EnableState, gonvml.Return) {
-			return gonvml.FEATURE_ENABLED, gonvml.FEATURE_ENABLED, gonvml.SUCCESS
-		}
-		d.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) { return 0, gonvml.SUCCESS }
-		d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 0, false, false, gonvml.SUCCESS }
-		d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksEventReasonNone, gonvml.SUCCESS }
-		d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksThrottleReasonNone, gonvml.SUCCESS }
-		d.GetMigModeFunc = func() (int, int, gonvml.Return) {
-			return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS
-		}
+		nvmltest.Healthy(d)
 	}
 	return nvml.NewWith(s)
 }

@@ -1,17 +1,13 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 
 	"github.com/telesched/telesched/agent/app"
@@ -38,10 +34,6 @@ func TestSeventeenGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- host.Run(100*time.Millisecond, stop) }()
-
 	// go-nvml's DGX A100 mock, grown to 17 GPUs.
 	srv := dgxa100.New()
 	q := nvmltest.NewEventQueue()
@@ -50,8 +42,6 @@ func TestSeventeenGPUs(t *testing.T) {
 	for i := range 17 {
 		d := dgxa100.NewDevice(i)
 		d.UUID = nvmltest.UUID(i)
-		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
-		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
 		staticGPU(d)
 		devices = append(devices, d)
 	}
@@ -68,26 +58,9 @@ func TestSeventeenGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := app.NewOptions()
-	opts.HostRoot, opts.NodeName, opts.Kubeconfig = host.Dir, name, kubeconfig
-	opts.Interval = 500 * time.Millisecond
-	opts.MetricsAddress, opts.PodResources = "", ""
+	opts.Kubeconfig, opts.MetricsAddress = kubeconfig, ""
 	opts.NVMLLibrary, opts.NVML = nvml.NewWith(srv), true
-	opts.Publisher.RateLimitQPS = 10
-	opts.Complete()
-	if err := opts.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	agentCtx, stopAgent := context.WithCancel(klog.NewContext(ctx, ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))))
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- app.Run(agentCtx, opts, io.Discard) }()
-	defer func() {
-		stopAgent()
-		if err := <-agentDone; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-		close(stop)
-		<-hostDone
-	}()
+	runAgentOn(t, host, name, opts)
 
 	var nt *telemetryv1alpha1.NodeTelemetry
 	waitFor(t, "gpu17's NodeTelemetry with GPUs and power", 60*time.Second, func() bool {
@@ -161,7 +134,7 @@ func TestPublisherLeavesOutRejectedSection(t *testing.T) {
 
 // staticGPU gives a mock GPU the readings the agent's GPU collector asks
 // for, fixed: 40 GB of 80 used, 50% busy, 60°C (slowdown 90, shutdown 95),
-// 250 W of 400.
+// 250 W of 400, healthy.
 func staticGPU(d *dgxa100.Device) {
 	d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
 		return gonvml.Memory{Total: 80 << 30, Used: 40 << 30, Free: 40 << 30}, gonvml.SUCCESS
@@ -182,14 +155,5 @@ func staticGPU(d *dgxa100.Device) {
 	d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 250_000, gonvml.SUCCESS }
 	d.GetEnforcedPowerLimitFunc = func() (uint32, gonvml.Return) { return 400_000, gonvml.SUCCESS }
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return 1_000_000, gonvml.SUCCESS }
-	d.GetEccModeFunc = func() (gonvml.EnableState, gonvml.EnableState, gonvml.Return) {
-		return gonvml.FEATURE_ENABLED, gonvml.FEATURE_ENABLED, gonvml.SUCCESS
-	}
-	d.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) { return 0, gonvml.SUCCESS }
-	d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 0, false, false, gonvml.SUCCESS }
-	d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksEventReasonNone, gonvml.SUCCESS }
-	d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksThrottleReasonNone, gonvml.SUCCESS }
-	d.GetMigModeFunc = func() (int, int, gonvml.Return) {
-		return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS
-	}
+	nvmltest.Healthy(d)
 }

@@ -129,24 +129,33 @@ func startHeatAgent(t *testing.T, c clients, kubeconfig, name string, extra func
 			t.Fatal(err)
 		}
 	}
+	opts := app.NewOptions()
+	opts.Kubeconfig = kubeconfig
+	opts.MetricsAddress = freeAddress(t)
+	opts.NVML = false
+	runAgentOn(t, host, name, opts)
+	return "http://" + opts.MetricsAddress + "/metrics"
+}
+
+// runAgentOn runs the agent in process on a simulated host until the test
+// ends: the host's files advance every 100ms, the agent samples every
+// 500ms and publishes as node name. opts carries what the caller sets
+// (kubeconfig, metrics address, NVML); the rest is set here.
+func runAgentOn(t *testing.T, host *hosttree.Host, name string, opts *app.Options) {
+	t.Helper()
 	stop := make(chan struct{})
 	hostDone := make(chan error, 1)
 	go func() { hostDone <- host.Run(100*time.Millisecond, stop) }()
-
-	opts := app.NewOptions()
 	opts.HostRoot = host.Dir
 	opts.NodeName = name
-	opts.Kubeconfig = kubeconfig
 	opts.Interval = 500 * time.Millisecond
-	opts.MetricsAddress = freeAddress(t)
-	opts.NVML = false
 	opts.PodResources = ""
 	opts.Publisher.RateLimitQPS = 10
 	opts.Complete()
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	agentCtx, stopAgent := context.WithCancel(klog.NewContext(ctx, ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))))
+	agentCtx, stopAgent := context.WithCancel(klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))))
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- app.Run(agentCtx, opts, io.Discard) }()
 	t.Cleanup(func() {
@@ -159,7 +168,6 @@ func startHeatAgent(t *testing.T, c clients, kubeconfig, name string, extra func
 			t.Errorf("host tree %s: %v", name, err)
 		}
 	})
-	return "http://" + opts.MetricsAddress + "/metrics"
 }
 
 func getNT(ctx context.Context, c clients, name string) *telemetryv1alpha1.NodeTelemetry {

@@ -53,3 +53,22 @@ func NewDGXA100() (*dgxa100.Server, *EventQueue) {
 	}
 	return s, q
 }
+
+// Healthy makes a mock GPU answer the health and state calls the agent's
+// GPU collector makes as a healthy, unthrottled GPU does: ECC on with no
+// uncorrected errors, no row remaps, no clock-event reasons, MIG off, and
+// every event type supported.
+func Healthy(d *dgxa100.Device) {
+	d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
+	d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+	d.GetEccModeFunc = func() (gonvml.EnableState, gonvml.EnableState, gonvml.Return) {
+		return gonvml.FEATURE_ENABLED, gonvml.FEATURE_ENABLED, gonvml.SUCCESS
+	}
+	d.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) { return 0, gonvml.SUCCESS }
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 0, false, false, gonvml.SUCCESS }
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksEventReasonNone, gonvml.SUCCESS }
+	d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) { return gonvml.ClocksThrottleReasonNone, gonvml.SUCCESS }
+	d.GetMigModeFunc = func() (int, int, gonvml.Return) {
+		return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS
+	}
+}
