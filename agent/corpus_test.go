@@ -127,6 +127,11 @@ func runMachine(t *testing.T, dir string) {
 	first := sampler.Observe(ctx, t0)
 	if second := filepath.Join(dir, "second"); exists(second) {
 		copyTree(t, second, root)
+		for _, p := range want.RootOnly {
+			if err := os.Chmod(filepath.Join(root, filepath.FromSlash(p)), 0); err != nil {
+				t.Fatalf("rootOnly %s: %v", p, err)
+			}
+		}
 	}
 	obs := sampler.Observe(ctx, t0.Add(corpusInterval))
 
@@ -328,6 +333,7 @@ func copyTree(t *testing.T, src, dst string) {
 			if err != nil {
 				return err
 			}
+			_ = os.Remove(target) // may be a root-only file the test made unreadable
 			return os.WriteFile(target, b, 0o644)
 		}
 	})
