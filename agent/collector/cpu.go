@@ -76,6 +76,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	}
 	c.prev = next
 	if first {
+		c.throttle() // the throttle counters' baseline, like the times'
 		return ErrWarmingUp
 	}
 	if totalSum == 0 {

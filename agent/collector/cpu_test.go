@@ -154,7 +154,7 @@ func TestCPUCollectorFullSample(t *testing.T) {
 			SomeTotalMicroseconds: 456789,
 		},
 		ThermalThrottle: &telemetryv1alpha1.CPUThrottleStatus{
-			Throttling:         false, // no previous reading to compare with
+			Throttling:         false, // the counts are those of the first reading
 			CoreEventsTotal:    6,     // 1 + 2 + 3
 			PackageEventsTotal: 12,    // package 0 once (5) + package 1 (7)
 		},
