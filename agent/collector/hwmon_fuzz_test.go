@@ -105,7 +105,7 @@ func FuzzParseMilliCelsius(f *testing.F) {
 		if v, err := parseMilliCelsius(b); err == nil && (v < minMilliCelsius || v > maxMilliCelsius) {
 			t.Fatalf("parseMilliCelsius(%q) = %d, out of range", b, v)
 		}
-		if v, ok := parseLimit(b); ok && (v <= 0 || v > maxMilliCelsius) {
+		if v, ok := parseLimit(b); ok && (v < minPlausibleLimit || v > maxMilliCelsius) {
 			t.Fatalf("parseLimit(%q) = %d", b, v)
 		}
 	})

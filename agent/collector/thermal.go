@@ -216,12 +216,22 @@ func parseMilliCelsius(b []byte) (int64, error) {
 	return v, nil
 }
 
+// minPlausibleLimit is the lowest temperature limit taken as one. Real
+// max and crit limits sit far above room temperature (the lowest in the
+// kernel's hwmon documentation are drive maxima of 50-70 °C), while
+// firmware bugs publish limits below it: the Gigabyte X570-UD's ACPI zone
+// has a 20.8 °C critical trip (agent/testdata/corpus/amd-x570-ud-zen2).
+// Such a limit would mark a cool node Overheating for good; the sensor is
+// held against the absolute limit instead, like any sensor without one.
+const minPlausibleLimit = 40_000
+
 // parseLimit parses a temperature limit (hwmon tempN_max/_crit, a trip
-// point). A limit at or below 0 °C, or above the API's range, is no real
-// hardware limit (drivers report 0 for an unset one) and reads as none.
+// point). A limit below minPlausibleLimit (drivers report 0 for an unset
+// one), or above the API's range, is no real hardware limit and reads as
+// none.
 func parseLimit(b []byte) (int64, bool) {
 	v, err := hostfs.ParseInt(b)
-	if err != nil || v <= 0 || v > maxMilliCelsius {
+	if err != nil || v < minPlausibleLimit || v > maxMilliCelsius {
 		return 0, false
 	}
 	return v, true
