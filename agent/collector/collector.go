@@ -72,6 +72,12 @@ type Sample struct {
 	CPU        *telemetryv1alpha1.CPUStatus
 	CPUBusy    float64
 	PerCPUBusy map[int]float64
+	// ThrottleEvents are the CPU thermal throttle events the agent has
+	// seen since it started, core and package: the rises of each counter
+	// between readings. Unlike the kernel's totals they never go back
+	// when a CPU goes offline, so they are a counter Prometheus can take
+	// increase() of.
+	ThrottleEvents struct{ Core, Package int64 }
 	// IOPressure is /proc/pressure/io. It is exported as metrics only.
 	IOPressure *telemetryv1alpha1.PressureStatus
 

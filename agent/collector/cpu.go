@@ -26,6 +26,8 @@ type CPUCollector struct {
 	// "throttling now": nil before the first reading.
 	prevCoreThrottle map[string]int64 // by cpuN
 	prevPkgThrottle  map[int64]int64  // by physical package id
+	// seenCore and seenPkg are the throttle events seen since the start.
+	seenCore, seenPkg int64
 }
 
 // NewCPUCollector returns a CPU collector reading under root.
@@ -105,6 +107,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	}
 	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")
 	st.ThermalThrottle = c.throttle()
+	s.ThrottleEvents.Core, s.ThrottleEvents.Package = c.seenCore, c.seenPkg
 
 	s.CPU = st
 	s.CPUBusy = busy
@@ -182,12 +185,14 @@ func (c *CPUCollector) throttle() *telemetryv1alpha1.CPUThrottleStatus {
 		st.CoreEventsTotal += v
 		if p, ok := c.prevCoreThrottle[cpu]; ok && v > p {
 			st.Throttling = true
+			c.seenCore += v - p
 		}
 	}
 	for id, v := range pkg {
 		st.PackageEventsTotal += v
 		if p, ok := c.prevPkgThrottle[id]; ok && v > p {
 			st.Throttling = true
+			c.seenPkg += v - p
 		}
 	}
 	c.prevCoreThrottle, c.prevPkgThrottle = core, pkg

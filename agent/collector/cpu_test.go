@@ -286,9 +286,13 @@ func TestThrottleAcrossCPUHotplug(t *testing.T) {
 	if got := collect("cpu1 back, cpu0 readable"); got == nil || got.Throttling {
 		t.Errorf("cpu1 back online with the same counts: %+v, want no throttling", got)
 	}
-	// A real event on cpu1 is seen.
+	// A real event on cpu1 is seen, and is the only event the agent
+	// counts (its counter never went back while the kernel's sum did).
 	updateTree(t, root, map[string]string{"/sys/devices/system/cpu/cpu1/thermal_throttle/core_throttle_count": "3"})
 	if got := collect("cpu1 throttled"); got == nil || !got.Throttling {
 		t.Errorf("cpu1's core count rose: %+v, want throttling", got)
+	}
+	if c.seenCore != 1 || c.seenPkg != 0 {
+		t.Errorf("events seen: core %d, package %d; want 1, 0", c.seenCore, c.seenPkg)
 	}
 }

@@ -36,7 +36,7 @@ var (
 	load           = desc("node", "load_average", "Load average.", "window")
 	pressureAvg10  = desc("node", "pressure_avg10_ratio", "Share of the last 10 s in which tasks stalled on the resource (PSI).", "resource", "kind")
 	pressureTotal  = desc("node", "pressure_stalled_seconds_total", "Total time some task stalled on the resource (PSI some).", "resource")
-	throttleEvents = desc("node", "cpu_thermal_throttle_events_total", "CPU thermal throttle events counted by the kernel.", "level")
+	throttleEvents = desc("node", "cpu_thermal_throttle_events_total", "CPU thermal throttle events the agent has seen since it started (rises of the kernel's per-CPU and per-package counters; a CPU going offline is no reset).", "level")
 	memTotal       = desc("node", "memory_total_bytes", "MemTotal.")
 	memAvailable   = desc("node", "memory_available_bytes", "MemAvailable.")
 	memUtilization = desc("node", "memory_utilization_ratio", "Share of memory in use: (total - available) / total.")
@@ -200,9 +200,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			g(load, float64(l.FifteenMinuteMilli)/1000, "15m")
 		}
 		pressure(g, c, "cpu", cpu.Pressure)
-		if t := cpu.ThermalThrottle; t != nil {
-			c(throttleEvents, float64(t.CoreEventsTotal), "core")
-			c(throttleEvents, float64(t.PackageEventsTotal), "package")
+		if cpu.ThermalThrottle != nil {
+			c(throttleEvents, float64(obs.Sample.ThrottleEvents.Core), "core")
+			c(throttleEvents, float64(obs.Sample.ThrottleEvents.Package), "package")
 		}
 	}
 	pressure(g, c, "io", obs.Sample.IOPressure)
