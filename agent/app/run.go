@@ -82,9 +82,14 @@ func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 	root := hostfs.New(o.HostRoot)
 	list := sources(o, root)
 	defer closeCollectors(list)
+	// intervalSeconds is the window the sample's rates cover.
+	window := o.SampleInterval
+	if o.Once {
+		window = o.OnceWindow
+	}
 	sampler, err := agent.NewSampler(agent.SamplerConfig{
 		Collectors:   list,
-		Interval:     o.SampleInterval, // the window the sample's rates cover
+		Interval:     window,
 		AgentVersion: version.Get(),
 		PowerModel:   o.PowerModel,
 		Heat:         o.Heat,
