@@ -133,6 +133,10 @@ func TestPublishingLatencyAndRate(t *testing.T) {
 			IntervalSeconds: 1,
 			AgentVersion:    "test",
 			CPU:             &telemetryv1alpha1.CPUStatus{LogicalCores: 8, OnlineCores: 8, UtilizationPercent: measure(el)},
+			// Memory in bytes of a real host, in use as the load grows:
+			// 30% -> 35 GiB free, 70% -> 22.4 GiB.
+			NUMA: []telemetryv1alpha1.NUMANodeStatus{{ID: 0, CPUs: "0-7", LogicalCores: 8,
+				MemoryTotalBytes: 64 << 30, MemoryFreeBytes: (64 << 30) * int64(100-measure(el)/2) / 100}},
 		}
 		before := api.count()
 		out := p.offer(t.Context(), st)

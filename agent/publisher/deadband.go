@@ -73,11 +73,13 @@ func StateChange(prev, cur *telemetryv1alpha1.NodeTelemetryStatus) string {
 	return Change(prev, cur, unreachable)
 }
 
-// unreachable are deadbands no measured move can reach: percentages stay
-// within 0..100, temperatures within a few hundred degrees, and watts would
-// have to move by more than 21 million times their previous value.
+// unreachable are deadbands no measured move can reach: percentages and
+// shares of a total stay within 0..100 points, temperatures within a few
+// hundred degrees, and watts would have to move by more than 21 million
+// times their previous value. The points stay small: shareMoved multiplies
+// them by a total in bytes.
 var unreachable = Deadbands{
-	UtilizationPoints:       math.MaxInt32,
+	UtilizationPoints:       101,
 	TemperatureMilliCelsius: math.MaxInt64,
 	PowerPercent:            math.MaxInt32,
 }

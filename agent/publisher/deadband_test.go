@@ -116,6 +116,14 @@ func TestStateChange(t *testing.T) {
 			s.NUMA[0].CPUUtilizationPercent = ptr.To[int32](90)
 			s.NUMA[0].MemoryFreeBytes = 0
 		}, false},
+		// Shares of real byte totals: 100 points times 64 GiB must not
+		// overflow into a state change.
+		{"NUMA memory in use 32 -> 33 GiB of 64 GiB", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.NUMA[0].MemoryFreeBytes = 31 << 30
+		}, false},
+		{"GPU memory in use 10 -> 70 GiB of 80 GiB", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.GPUs[0].MemoryUsedBytes = 70 << 30
+		}, false},
 		{"GPU util 10% -> 100%, 50°C -> 90°C, 100W -> 400W, memory 100 -> 1000 of 1000", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
 			g := &s.GPUs[0]
 			g.UtilizationPercent, g.TemperatureMilliCelsius, g.PowerWatts, g.MemoryUsedBytes = ptr.To[int32](100), ptr.To[int64](90_000), ptr.To[int32](400), 1000
@@ -130,9 +138,16 @@ func TestStateChange(t *testing.T) {
 		{"GPU unhealthy", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.Healthy = false }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cur := baseStatus()
+			// Byte totals of a real host.
+			base := func() *telemetryv1alpha1.NodeTelemetryStatus {
+				s := baseStatus()
+				s.NUMA[0].MemoryTotalBytes, s.NUMA[0].MemoryFreeBytes = 64<<30, 32<<30
+				s.GPUs[0].MemoryTotalBytes, s.GPUs[0].MemoryUsedBytes = 80<<30, 10<<30
+				return s
+			}
+			cur := base()
 			tc.mutate(cur)
-			why := StateChange(baseStatus(), cur)
+			why := StateChange(base(), cur)
 			if (why != "") != tc.state {
 				t.Errorf("StateChange = %q, want state change %v", why, tc.state)
 			}
