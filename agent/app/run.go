@@ -183,7 +183,8 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 
 	// The publisher runs on its own goroutine and always takes the latest
 	// status, so a slow or unreachable API server never delays sampling,
-	// metrics or events.
+	// metrics or events. A sample replaced while a write is in flight is
+	// skipped; the Settler compares the samples it does see.
 	latest := make(chan *telemetryv1alpha1.NodeTelemetryStatus, 1)
 	publisherDone := make(chan struct{})
 	go func() {
