@@ -17,13 +17,14 @@ import (
 	"github.com/telesched/telesched/internal/heat"
 )
 
-// MaxInterval is the longest --interval: the NodeTelemetry API's maximum
-// status.intervalSeconds.
+// MaxInterval is the longest --sample-interval: the NodeTelemetry API's
+// maximum status.intervalSeconds, which reports the sample window.
 const MaxInterval = 3600 * time.Second
 
 // Defaults of the flags that are not the defaults of another package.
 const (
 	DefaultInterval           = 5 * time.Second
+	DefaultSampleInterval     = time.Second
 	DefaultMetricsAddress     = ":9102"
 	DefaultOnceWindow         = time.Second
 	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
@@ -34,7 +35,12 @@ type Options struct {
 	HostRoot   string
 	NodeName   string
 	Kubeconfig string
-	Interval   time.Duration
+	// Interval is the longest a move past the deadbands waits to be
+	// published while it does not settle, and the readiness unit.
+	Interval time.Duration
+	// SampleInterval is how often the agent reads the host, and the window
+	// its rates cover; Complete caps it at Interval.
+	SampleInterval time.Duration
 
 	Once       bool
 	Output     string
@@ -64,6 +70,7 @@ func NewOptions() *Options {
 		HostRoot:       "/",
 		NodeName:       os.Getenv("NODE_NAME"),
 		Interval:       DefaultInterval,
+		SampleInterval: DefaultSampleInterval,
 		Output:         "json",
 		OnceWindow:     DefaultOnceWindow,
 		Publish:        true,
@@ -92,7 +99,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HostRoot, "host-root", o.HostRoot, "Directory standing for the host's /: the agent reads <host-root>/proc and <host-root>/sys. In a DaemonSet, mount the host's /proc and /sys read-only under it.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this Node and of its NodeTelemetry object. Defaults to $NODE_NAME (set it from the downward API: spec.nodeName).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: the in-cluster config.")
-	fs.DurationVar(&o.Interval, "interval", o.Interval, "How often to sample the node: 100ms to 1h (the API's intervalSeconds maximum).")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "Publishing interval: a signal that moved past its deadband is published once two samples in a row agree within the deadbands, and at the latest this long after the move was first seen, settled or not.")
+	fs.DurationVar(&o.SampleInterval, "sample-interval", o.SampleInterval, "How often to read the host. Rates (CPU utilization, watts) are measured over this window and status.intervalSeconds reports it; /metrics and Events follow every sample. Capped at --interval.")
 
 	fs.BoolVar(&o.Once, "once", o.Once, "Take one sample, print the NodeTelemetry the agent would publish, and exit. Needs no cluster.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Format of --once: json or yaml.")
@@ -129,6 +137,7 @@ func (o *Options) Complete() {
 	}
 	o.Publisher.Deadbands.TemperatureMilliCelsius = int64(o.deadbandTemperatureCelsius * 1000)
 	o.Publisher.NodeName = o.NodeName
+	o.SampleInterval = min(o.SampleInterval, o.Interval)
 }
 
 // Validate reports every bad flag, naming it.
@@ -137,8 +146,12 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Interval < 100*time.Millisecond:
 		errs = append(errs, fmt.Errorf("--interval %v: must be at least 100ms", o.Interval))
-	case o.Interval > MaxInterval:
-		errs = append(errs, fmt.Errorf("--interval %v: the NodeTelemetry API takes at most %v (status.intervalSeconds %d)", o.Interval, MaxInterval, int(MaxInterval.Seconds())))
+	}
+	if o.SampleInterval > MaxInterval {
+		errs = append(errs, fmt.Errorf("--sample-interval %v: the NodeTelemetry API takes at most %v (status.intervalSeconds %d)", o.SampleInterval, MaxInterval, int(MaxInterval.Seconds())))
+	}
+	if o.SampleInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--sample-interval %v: must be at least 100ms", o.SampleInterval))
 	}
 	if fi, err := os.Stat(o.HostRoot); err != nil || !fi.IsDir() {
 		errs = append(errs, fmt.Errorf("--host-root %q: not a directory", o.HostRoot))

@@ -6,23 +6,25 @@ import (
 	"time"
 )
 
-// Defect 4: an --interval the API refuses (intervalSeconds is 1 to 3600)
-// stops the agent at start, naming the flag and the limit, instead of every
-// write being refused.
+// Defect 4: a sample window the API refuses (status.intervalSeconds is 1
+// to 3600) stops the agent at start, naming the flag and the limit, instead
+// of every write being refused. --interval 2h with the default 1s samples is
+// fine: intervalSeconds reports the sample window.
 func TestValidateInterval(t *testing.T) {
 	for _, tc := range []struct {
-		interval time.Duration
-		wantErr  string
+		interval, sample time.Duration
+		wantErr          string
 	}{
-		{5 * time.Second, ""},
-		{time.Hour, ""},
-		{2 * time.Hour, "--interval 2h0m0s: the NodeTelemetry API takes at most 1h0m0s (status.intervalSeconds 3600)"},
-		{50 * time.Millisecond, "--interval 50ms: must be at least 100ms"},
+		{5 * time.Second, time.Second, ""},
+		{2 * time.Hour, time.Second, ""},
+		{time.Hour, time.Hour, ""},
+		{2 * time.Hour, 2 * time.Hour, "--sample-interval 2h0m0s: the NodeTelemetry API takes at most 1h0m0s (status.intervalSeconds 3600)"},
+		{50 * time.Millisecond, time.Second, "--interval 50ms: must be at least 100ms"},
 	} {
 		o := NewOptions()
 		o.HostRoot = t.TempDir()
 		o.NodeName = "n"
-		o.Interval = tc.interval
+		o.Interval, o.SampleInterval = tc.interval, tc.sample
 		o.Complete()
 		err := o.Validate()
 		switch {

@@ -82,9 +82,14 @@ func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 	root := hostfs.New(o.HostRoot)
 	list := sources(o, root)
 	defer closeCollectors(list)
+	// intervalSeconds is the window the sample's rates cover.
+	window := o.SampleInterval
+	if o.Once {
+		window = o.OnceWindow
+	}
 	sampler, err := agent.NewSampler(agent.SamplerConfig{
 		Collectors:   list,
-		Interval:     o.Interval,
+		Interval:     window,
 		AgentVersion: version.Get(),
 		PowerModel:   o.PowerModel,
 		Heat:         o.Heat,
@@ -134,20 +139,27 @@ func once(ctx context.Context, o *Options, sampler *agent.Sampler, stdout io.Wri
 	return err
 }
 
+// loop samples every --sample-interval and feeds every sample to /metrics
+// and the heat events. The publisher sees every sample through a
+// publisher.Settler: a move past the deadbands is written once two samples
+// in a row agree (the first sample after a change on the host straddles it
+// and reads a value halfway), or --interval after it was first seen. So a
+// change reaches the API server about two samples after it happens, written
+// once, at the value it settled at.
 func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	logger := klog.FromContext(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, version.Get())
 
-	var pub *publisher.Publisher
+	var pub *publishing
 	var events *nodeEvents
 	if o.Publish {
 		client, err := newClient(o.Kubeconfig)
 		if err != nil {
 			return err
 		}
-		if pub, err = publisher.New(o.Publisher, client, clock.RealClock{}); err != nil {
+		if pub, err = newPublishing(o, client, clock.RealClock{}); err != nil {
 			return err
 		}
 		events = newNodeEvents(ctx, client, o.NodeName)
@@ -166,11 +178,13 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		logger.Info("serving metrics", "address", o.MetricsAddress)
 	}
 
-	logger.Info("starting", "version", version.Get(), "node", o.NodeName, "hostRoot", o.HostRoot, "interval", o.Interval, "publish", o.Publish)
+	logger.Info("starting", "version", version.Get(), "node", o.NodeName, "hostRoot", o.HostRoot,
+		"sampleInterval", o.SampleInterval, "interval", o.Interval, "heartbeat", o.Publisher.Heartbeat, "publish", o.Publish)
 
 	// The publisher runs on its own goroutine and always takes the latest
 	// status, so a slow or unreachable API server never delays sampling,
-	// metrics or events.
+	// metrics or events. A sample replaced while a write is in flight is
+	// skipped; the Settler compares the samples it does see.
 	latest := make(chan *telemetryv1alpha1.NodeTelemetryStatus, 1)
 	publisherDone := make(chan struct{})
 	go func() {
@@ -183,7 +197,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			case <-ctx.Done():
 				return
 			case st := <-latest:
-				out := pub.Offer(ctx, st)
+				out := pub.offer(ctx, st)
 				m.Published(out, time.Now())
 				switch {
 				case out.Err != nil && ctx.Err() != nil:
@@ -203,7 +217,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 
 	last := time.Now()
 	sampler.Observe(ctx, last) // baseline for rate-based collectors
-	ticker := time.NewTicker(o.Interval)
+	ticker := time.NewTicker(o.SampleInterval)
 	defer ticker.Stop()
 	failing := map[telemetryv1alpha1.SourceName]string{}
 	for {
@@ -212,7 +226,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			logger.Info("stopping")
 			return nil
 		case now := <-ticker.C:
-			if now.Sub(last) < o.Interval/2 {
+			if now.Sub(last) < o.SampleInterval/2 {
 				// A tick the ticker held while the loop was busy: sampling
 				// now would measure rates over a sliver of time.
 				continue
@@ -232,6 +246,37 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			}
 		}
 	}
+}
+
+// publishing is the publisher's side of the loop: a Settler in front of
+// the Publisher. It is not safe for concurrent use.
+type publishing struct {
+	settler *publisher.Settler
+	pub     *publisher.Publisher
+}
+
+func newPublishing(o *Options, client *kube.Client, clk clock.Clock) (*publishing, error) {
+	pub, err := publisher.New(o.Publisher, client, clk)
+	if err != nil {
+		return nil, err
+	}
+	return &publishing{
+		settler: publisher.NewSettler(o.Publisher.Deadbands, o.Publisher.Heartbeat, o.Interval, clk),
+		pub:     pub,
+	}, nil
+}
+
+// offer takes the status of every sample, in order, and writes it when it
+// has settled and the Publisher finds it worth a write.
+func (p *publishing) offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemetryStatus) publisher.Outcome {
+	if why := p.settler.Hold(st); why != "" {
+		return publisher.Outcome{Reason: why}
+	}
+	out := p.pub.Offer(ctx, st)
+	if out.Published {
+		p.settler.Published(st, p.pub.LastPublished())
+	}
+	return out
 }
 
 // offerLatest puts st in the one-slot channel, replacing a status the

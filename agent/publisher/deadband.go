@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,27 @@ func Change(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) strin
 		}
 	}
 	return ""
+}
+
+// StateChange says why cur differs from prev in something no deadband
+// applies to, or returns "" when only measured values moved: a source's
+// state, a condition, topology, health, throttling, a section or an optional
+// value appearing or going away. Such a change is news at once; a measured
+// value may still be on its way to where it settles. A move of watts from
+// zero, which no percentage measures, counts as a state change too.
+func StateChange(prev, cur *telemetryv1alpha1.NodeTelemetryStatus) string {
+	return Change(prev, cur, unreachable)
+}
+
+// unreachable are deadbands no measured move can reach: percentages and
+// shares of a total stay within 0..100 points, temperatures within a few
+// hundred degrees, and watts would have to move by more than 21 million
+// times their previous value. The points stay small: shareMoved multiplies
+// them by a total in bytes.
+var unreachable = Deadbands{
+	UtilizationPoints:       101,
+	TemperatureMilliCelsius: math.MaxInt64,
+	PowerPercent:            math.MaxInt32,
 }
 
 func changedSources(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, _ Deadbands) string {

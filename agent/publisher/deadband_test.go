@@ -109,3 +109,61 @@ func TestZeroDeadbandMeansAnyChange(t *testing.T) {
 		t.Error("a 1-point move with zero deadbands was not a change")
 	}
 }
+
+func TestStateChange(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(s *telemetryv1alpha1.NodeTelemetryStatus)
+		state  bool
+	}{
+		{"identical", func(s *telemetryv1alpha1.NodeTelemetryStatus) {}, false},
+		// Measured values, however far they move, are not state changes.
+		{"cpu 40% -> 100%", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.CPU.UtilizationPercent = 100 }, false},
+		{"memory 50% -> 0%", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Memory.UtilizationPercent = 0 }, false},
+		{"hottest 60°C -> 105°C, headroom 40 -> -5°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Thermal.HottestMilliCelsius = 105_000
+			s.Thermal.HeadroomMilliCelsius = ptr.To[int64](-5_000)
+		}, false},
+		{"power 200W -> 2000W", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Watts = 2000 }, false},
+		{"NUMA cpu 40% -> 90%, free memory 500 -> 0 of 1000", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.NUMA[0].CPUUtilizationPercent = ptr.To[int32](90)
+			s.NUMA[0].MemoryFreeBytes = 0
+		}, false},
+		// Shares of real byte totals: 100 points times 64 GiB must not
+		// overflow into a state change.
+		{"NUMA memory in use 32 -> 33 GiB of 64 GiB", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.NUMA[0].MemoryFreeBytes = 31 << 30
+		}, false},
+		{"GPU memory in use 10 -> 70 GiB of 80 GiB", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.GPUs[0].MemoryUsedBytes = 70 << 30
+		}, false},
+		{"GPU util 10% -> 100%, 50°C -> 90°C, 100W -> 400W, memory 100 -> 1000 of 1000", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			g := &s.GPUs[0]
+			g.UtilizationPercent, g.TemperatureMilliCelsius, g.PowerWatts, g.MemoryUsedBytes = ptr.To[int32](100), ptr.To[int64](90_000), ptr.To[int32](400), 1000
+		}, false},
+		// What no deadband applies to.
+		{"source failed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Sources[0].State = telemetryv1alpha1.SourceFailed }, true},
+		{"condition flipped", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, true},
+		{"thermal throttling", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Thermal.Throttling = true }, true},
+		{"cpu went offline", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.CPU.OnlineCores = 7 }, true},
+		{"power went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power = nil }, true},
+		{"GPU utilization went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].UtilizationPercent = nil }, true},
+		{"GPU unhealthy", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.Healthy = false }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Byte totals of a real host.
+			base := func() *telemetryv1alpha1.NodeTelemetryStatus {
+				s := baseStatus()
+				s.NUMA[0].MemoryTotalBytes, s.NUMA[0].MemoryFreeBytes = 64<<30, 32<<30
+				s.GPUs[0].MemoryTotalBytes, s.GPUs[0].MemoryUsedBytes = 80<<30, 10<<30
+				return s
+			}
+			cur := base()
+			tc.mutate(cur)
+			why := StateChange(base(), cur)
+			if (why != "") != tc.state {
+				t.Errorf("StateChange = %q, want state change %v", why, tc.state)
+			}
+		})
+	}
+}

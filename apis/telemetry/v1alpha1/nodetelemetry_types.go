@@ -57,12 +57,15 @@ type NodeTelemetryList struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.gpus) || self.gpus.all(g, self.gpus.exists_one(o, o.uuid == g.uuid))",message="gpus[].uuid must be unique"
 type NodeTelemetryStatus struct {
-	// sampleTime is when the agent took this sample. Consumers judge
-	// freshness by its age against intervalSeconds.
+	// sampleTime is when the agent took this sample. The agent writes on a
+	// settled change and at least every heartbeat (30s by default), so an
+	// age well past the heartbeat means stale telemetry.
 	// +required
 	SampleTime metav1.Time `json:"sampleTime"`
 
-	// intervalSeconds is the agent's sampling interval, in seconds.
+	// intervalSeconds is the window, in seconds, that this sample's rates
+	// (CPU utilization, watts) were measured over: the agent's
+	// --sample-interval. It is not how often the object is written.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600

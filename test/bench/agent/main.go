@@ -272,8 +272,18 @@ func measureAPI(bin string, host *hosttree.Host, window time.Duration) error {
 	events := w.ResultChan()
 	drain(events, 2*time.Second) // the initial ADDED event
 
+	pid := cmd.Process.Pid
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return err
+	}
 	idle := countWrites(events, window, nil)
-	fmt.Printf("idle (30%% CPU, steady):        %d writes in %v = %.1f writes/node/minute\n", idle.writes, window, float64(idle.writes)/window.Minutes())
+	cpu1, err := cpuTime(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("idle (30%% CPU, steady):        %d writes in %v = %.1f writes/node/minute; agent CPU %s\n",
+		idle.writes, window, float64(idle.writes)/window.Minutes(), cpuShare(cpu1-cpu0, window))
 
 	// Changing load: every 15s the utilization jumps between 20% and 70%.
 	util := []float64{0.7, 0.2}
@@ -287,13 +297,29 @@ func measureAPI(bin string, host *hosttree.Host, window time.Duration) error {
 		host.SetUtilization(u)
 		return u, true
 	})
-	fmt.Printf("changing (20%% <-> 70%% every 15s): %d writes in %v = %.1f writes/node/minute\n", changing.writes, window, float64(changing.writes)/window.Minutes())
+	cpu2, err := cpuTime(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("changing (20%% <-> 70%% every 15s): %d writes in %v = %.1f writes/node/minute; agent CPU %s\n",
+		changing.writes, window, float64(changing.writes)/window.Minutes(), cpuShare(cpu2-cpu1, window))
 	if len(changing.freshness) > 0 {
+		all := make([]string, len(changing.freshness))
+		for i, f := range changing.freshness {
+			all[i] = f.Round(10 * time.Millisecond).String()
+		}
 		slices.Sort(changing.freshness)
-		fmt.Printf("freshness, host change -> NodeTelemetry in the API server (interval 5s): median %v, max %v over %d changes\n",
-			changing.freshness[len(changing.freshness)/2].Round(10*time.Millisecond), changing.freshness[len(changing.freshness)-1].Round(10*time.Millisecond), len(changing.freshness))
+		fmt.Printf("freshness, host change -> NodeTelemetry in the API server (agent defaults): median %v, max %v over %d changes (%s)\n",
+			changing.freshness[len(changing.freshness)/2].Round(10*time.Millisecond), changing.freshness[len(changing.freshness)-1].Round(10*time.Millisecond),
+			len(changing.freshness), strings.Join(all, " "))
 	}
 	return nil
+}
+
+// cpuShare formats CPU time used over a window as milliseconds per second,
+// which is also thousandths of one core.
+func cpuShare(cpu, window time.Duration) string {
+	return fmt.Sprintf("%.1f ms/s (%.2f%% of a core)", float64(cpu.Milliseconds())/window.Seconds(), 100*cpu.Seconds()/window.Seconds())
 }
 
 type writeCount struct {
