@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/text"
@@ -179,9 +180,9 @@ var sectionSources = map[string]telemetryv1alpha1.SourceName{
 // silently, and notes each change in the message of the section's source.
 func Fit(st *telemetryv1alpha1.NodeTelemetryStatus) []Adjustment {
 	var out []Adjustment
-	for _, b := range apiBounds {
-		steps := strings.Split(b.path, ".")
-		fitPath(reflect.ValueOf(st).Elem(), steps, "", b, &out)
+	root := reflect.ValueOf(st).Elem()
+	for i, b := range apiBounds {
+		fitPath(root, boundSteps[i], nil, b, &out)
 	}
 	for _, a := range out {
 		for i := range st.Sources {
@@ -197,9 +198,28 @@ func Fit(st *telemetryv1alpha1.NodeTelemetryStatus) []Adjustment {
 	return out
 }
 
-// fitPath follows steps from v and applies b where they end. at is the
-// path walked so far, with list indexes, for messages.
-func fitPath(v reflect.Value, steps []string, at string, b bound, out *[]Adjustment) {
+// step is one step of a bound's path: a field by its JSON name, and
+// whether the path goes on into each item of that field's list.
+type step struct {
+	name string
+	each bool
+}
+
+// boundSteps are apiBounds' paths split into steps, once.
+var boundSteps = func() [][]step {
+	out := make([][]step, len(apiBounds))
+	for i, b := range apiBounds {
+		for _, s := range strings.Split(b.path, ".") {
+			name, each := strings.CutSuffix(s, "[]")
+			out[i] = append(out[i], step{name, each})
+		}
+	}
+	return out
+}()
+
+// fitPath follows steps from v and applies b where they end. idx are the
+// list indexes taken so far; the path is spelled out only for a message.
+func fitPath(v reflect.Value, steps []step, idx []int, b bound, out *[]Adjustment) {
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return
@@ -207,69 +227,85 @@ func fitPath(v reflect.Value, steps []string, at string, b bound, out *[]Adjustm
 		v = v.Elem()
 	}
 	if len(steps) == 0 {
-		apply(v, at, b, out)
+		apply(v, idx, b, out)
 		return
 	}
-	name, each := strings.CutSuffix(steps[0], "[]")
-	f, ok := fieldByJSON(v.Type(), name)
+	f, ok := fieldByJSON(v.Type(), steps[0].name)
 	if !ok {
-		panic(fmt.Sprintf("status bound %s: no field %q in %s", b.path, name, v.Type()))
+		panic(fmt.Sprintf("status bound %s: no field %q in %s", b.path, steps[0].name, v.Type()))
 	}
 	fv := v.Field(f)
-	at = strings.TrimPrefix(at+"."+name, ".")
-	if !each {
-		fitPath(fv, steps[1:], at, b, out)
-		return
-	}
-	if len(steps) == 1 {
-		// A bound on every item of a list of scalars (distances[]).
-		for i := range fv.Len() {
-			apply(fv.Index(i), fmt.Sprintf("%s[%d]", at, i), b, out)
-		}
+	if !steps[0].each {
+		fitPath(fv, steps[1:], idx, b, out)
 		return
 	}
 	for i := range fv.Len() {
-		fitPath(fv.Index(i), steps[1:], fmt.Sprintf("%s[%d]", at, i), b, out)
+		if len(steps) == 1 {
+			// A bound on every item of a list of scalars (distances[]).
+			apply(fv.Index(i), append(idx, i), b, out)
+			continue
+		}
+		fitPath(fv.Index(i), steps[1:], append(idx, i), b, out)
 	}
 }
 
-func apply(v reflect.Value, at string, b bound, out *[]Adjustment) {
+// pathOf spells a bound's path with the list indexes taken: "numa[0].cpus".
+func pathOf(b bound, idx []int) string {
+	var sb strings.Builder
+	for _, s := range strings.Split(b.path, ".") {
+		if sb.Len() > 0 {
+			sb.WriteByte('.')
+		}
+		name, each := strings.CutSuffix(s, "[]")
+		sb.WriteString(name)
+		if each && len(idx) > 0 {
+			fmt.Fprintf(&sb, "[%d]", idx[0])
+			idx = idx[1:]
+		}
+	}
+	return sb.String()
+}
+
+func apply(v reflect.Value, idx []int, b bound, out *[]Adjustment) {
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return
 		}
 		v = v.Elem()
 	}
-	source := sectionSources[strings.SplitN(strings.SplitN(at, ".", 2)[0], "[", 2)[0]]
 	note := func(format string, args ...any) {
-		*out = append(*out, Adjustment{Source: source, Message: fmt.Sprintf(format, args...)})
+		at := pathOf(b, idx)
+		source := sectionSources[strings.SplitN(strings.SplitN(at, ".", 2)[0], "[", 2)[0]]
+		*out = append(*out, Adjustment{Source: source, Message: at + ": " + fmt.Sprintf(format, args...)})
 	}
 	switch b.kind {
 	case maxItems:
 		if n := int64(v.Len()); n > b.limit {
 			v.Set(v.Slice(0, int(b.limit)))
-			note("%s: %d items, the API takes %d; the last %d are not published", at, n, b.limit, n-b.limit)
+			note("%d items, the API takes %d; the last %d are not published", n, b.limit, n-b.limit)
 		}
 	case maxLength:
 		s := v.String()
-		if n := int64(len([]rune(s))); n > b.limit {
-			if clearedNotTruncated[b.path] {
-				v.SetString("")
-				note("%s: %d characters, the API takes %d; published empty", at, n, b.limit)
-			} else {
-				v.SetString(text.Truncate(s, int(b.limit)))
-				note("%s: %d characters, cut to the API's %d", at, n, b.limit)
+		if int64(len(s)) > b.limit { // bytes >= characters: only then can it be too long
+			if n := int64(utf8.RuneCountInString(s)); n > b.limit {
+				if clearedNotTruncated[b.path] {
+					v.SetString("")
+					note("%d characters, the API takes %d; published empty", n, b.limit)
+				} else {
+					v.SetString(text.Truncate(s, int(b.limit)))
+					note("%d characters, cut to the API's %d", n, b.limit)
+				}
 			}
 		}
 	case maximum:
 		if x := v.Int(); x > b.limit {
 			v.SetInt(b.limit)
-			note("%s: %d is above the API's maximum %d; published as %d", at, x, b.limit, b.limit)
+			note("%d is above the API's maximum %d; published as %d", x, b.limit, b.limit)
 		}
 	case minimum:
 		if x := v.Int(); x < b.limit {
 			v.SetInt(b.limit)
-			note("%s: %d is below the API's minimum %d; published as %d", at, x, b.limit, b.limit)
+			note("%d is below the API's minimum %d; published as %d", x, b.limit, b.limit)
 		}
 	}
 }

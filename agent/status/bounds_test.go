@@ -140,3 +140,12 @@ func TestFit(t *testing.T) {
 		t.Errorf("Fit changed a status within bounds: %+v", adj)
 	}
 }
+
+// BenchmarkFit is the cost Fit adds to every sample.
+func BenchmarkFit(b *testing.B) {
+	st := fixtures.FullStatus(time.Now(), 2, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		Fit(&st)
+	}
+}
