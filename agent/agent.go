@@ -91,13 +91,13 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 	thermal := status.Thermal(sample, s.heatCfg.AbsoluteLimitMilliCelsius)
 	heat := s.heat.Update(thermal, sample.CPU)
 	st := status.Build(status.Input{
-		Sample:                    sample,
-		Interval:                  s.interval,
-		AgentVersion:              s.agentVersion,
-		PowerFit:                  fit,
-		Heat:                      heat,
-		AbsoluteLimitMilliCelsius: s.heatCfg.AbsoluteLimitMilliCelsius,
-		PreviousConditions:        s.conditions,
+		Sample:             sample,
+		Interval:           s.interval,
+		AgentVersion:       s.agentVersion,
+		PowerFit:           fit,
+		Heat:               heat,
+		Thermal:            thermal,
+		PreviousConditions: s.conditions,
 	})
 	s.conditions = st.Conditions
 	adjusted := status.Fit(&st)

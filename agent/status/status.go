@@ -18,7 +18,6 @@ import (
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	"github.com/telesched/telesched/internal/heat"
 	"github.com/telesched/telesched/internal/text"
 )
 
@@ -43,9 +42,9 @@ type Input struct {
 	PowerFit *powermodel.Fit
 	// Heat is the node's heat state after this sample.
 	Heat HeatState
-	// AbsoluteLimitMilliCelsius ranks sensors without a limit (see
-	// Thermal); 0 means heat.DefaultAbsoluteLimitMilliCelsius.
-	AbsoluteLimitMilliCelsius int64
+	// Thermal is the sample's thermal status (Thermal), which the heat
+	// state was judged from; nil when the node has no sensors.
+	Thermal *telemetryv1alpha1.ThermalStatus
 	// Previous conditions, so unchanged ones keep their transition time.
 	PreviousConditions []metav1.Condition
 }
@@ -60,7 +59,7 @@ func Build(in Input) telemetryv1alpha1.NodeTelemetryStatus {
 		Sources:         s.Sources,
 		CPU:             s.CPU,
 		Memory:          s.Memory,
-		Thermal:         Thermal(s, cmp.Or(in.AbsoluteLimitMilliCelsius, heat.DefaultAbsoluteLimitMilliCelsius)),
+		Thermal:         in.Thermal,
 		Power:           power(s.Power, in.PowerFit),
 		NUMA:            s.NUMA,
 		GPUs:            s.GPUs,

@@ -112,7 +112,7 @@ func TestBuild(t *testing.T) {
 	fit := &powermodel.Fit{Ready: true, Samples: 600, SpreadPercent: 62, IdleWatts: 98.4, FullLoadWatts: 301.5, R2: 0.98765}
 	tracker := NewHeatTracker(DefaultHeatConfig())
 	th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius)
-	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerFit: fit, Heat: tracker.Update(th, s.CPU)})
+	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerFit: fit, Thermal: th, Heat: tracker.Update(th, s.CPU)})
 
 	wantPower := &telemetryv1alpha1.PowerStatus{
 		Watts:        413, // 412.6 rounded
@@ -147,7 +147,7 @@ func TestBuild(t *testing.T) {
 	// A later sample with the same state keeps the transition times.
 	later := *s
 	later.Time = now.Add(time.Minute)
-	st2 := Build(Input{Sample: &later, Interval: 5 * time.Second, AgentVersion: "v1.2.3", Heat: tracker.Update(th, s.CPU), PreviousConditions: st.Conditions})
+	st2 := Build(Input{Sample: &later, Interval: 5 * time.Second, AgentVersion: "v1.2.3", Thermal: th, Heat: tracker.Update(th, s.CPU), PreviousConditions: st.Conditions})
 	if diff := cmp.Diff(st.Conditions, st2.Conditions); diff != "" {
 		t.Errorf("unchanged conditions changed (-want +got):\n%s", diff)
 	}
