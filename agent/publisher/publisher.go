@@ -180,14 +180,6 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 	return out
 }
 
-// sectionSource maps a status section the publisher can leave out to its
-// telemetry source.
-var sectionSource = map[string]telemetryv1alpha1.SourceName{
-	"cpu": telemetryv1alpha1.SourceCPU, "memory": telemetryv1alpha1.SourceMemory,
-	"thermal": telemetryv1alpha1.SourceThermal, "power": telemetryv1alpha1.SourcePower,
-	"numa": telemetryv1alpha1.SourceNUMA, "gpus": telemetryv1alpha1.SourceGPU,
-}
-
 // rejectedSections returns the sections an Invalid (422) error names in
 // its causes ("status.gpus[16]", "status.numa[0].cpus"), with the server's
 // message for each; nil for any other error, or when a cause names
@@ -213,7 +205,7 @@ func rejectedSections(err error) map[string]string {
 			return nil
 		}
 		section := field[:strings.IndexAny(field+".", ".[")]
-		if _, ok := sectionSource[section]; !ok {
+		if _, ok := telemetryv1alpha1.SectionSource(section); !ok {
 			return nil
 		}
 		msg := c.Field + ": " + c.Message
@@ -236,6 +228,7 @@ func (p *Publisher) trim(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1
 	}
 	out := st.DeepCopy()
 	for section, msg := range p.rejected {
+		source, _ := telemetryv1alpha1.SectionSource(section)
 		switch section {
 		case "cpu":
 			out.CPU = nil
@@ -251,7 +244,7 @@ func (p *Publisher) trim(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1
 			out.GPUs = nil
 		}
 		for i := range out.Sources {
-			if out.Sources[i].Name == sectionSource[section] {
+			if out.Sources[i].Name == source {
 				out.Sources[i].State = telemetryv1alpha1.SourceFailed
 				out.Sources[i].Reason = "RejectedByAPIServer"
 				out.Sources[i].Message = text.Truncate("the API server refused this section, left out until the next heartbeat: "+msg, 256)

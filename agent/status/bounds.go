@@ -166,13 +166,6 @@ type Adjustment struct {
 	Message string
 }
 
-// sectionSources maps a status section to its source.
-var sectionSources = map[string]telemetryv1alpha1.SourceName{
-	"cpu": telemetryv1alpha1.SourceCPU, "memory": telemetryv1alpha1.SourceMemory,
-	"thermal": telemetryv1alpha1.SourceThermal, "power": telemetryv1alpha1.SourcePower,
-	"numa": telemetryv1alpha1.SourceNUMA, "gpus": telemetryv1alpha1.SourceGPU,
-}
-
 // Fit brings st within every bound of apiBounds: lists are cut to their
 // maximum length (the first items kept: GPUs by index, NUMA nodes by id),
 // strings cut to theirs (or cleared, see clearedNotTruncated), numbers
@@ -275,7 +268,7 @@ func apply(v reflect.Value, idx []int, b bound, out *[]Adjustment) {
 	}
 	note := func(format string, args ...any) {
 		at := pathOf(b, idx)
-		source := sectionSources[strings.SplitN(strings.SplitN(at, ".", 2)[0], "[", 2)[0]]
+		source, _ := telemetryv1alpha1.SectionSource(strings.SplitN(strings.SplitN(at, ".", 2)[0], "[", 2)[0])
 		*out = append(*out, Adjustment{Source: source, Message: at + ": " + fmt.Sprintf(format, args...)})
 	}
 	switch b.kind {
