@@ -32,16 +32,16 @@ func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status 
 }
 
 // NormalizeMissing replaces NoTelemetry scores with the lowest other score,
-// or MinNodeScore when no node has telemetry.
+// or MinScore when no node has telemetry.
 func NormalizeMissing(scores fwk.NodeScoreList) {
-	lowest := int64(fwk.MaxNodeScore + 1)
+	lowest := int64(fwk.MaxScore + 1)
 	for _, s := range scores {
 		if s.Score != NoTelemetry {
 			lowest = min(lowest, s.Score)
 		}
 	}
-	if lowest > fwk.MaxNodeScore {
-		lowest = fwk.MinNodeScore
+	if lowest > fwk.MaxScore {
+		lowest = fwk.MinScore
 	}
 	for i := range scores {
 		if scores[i].Score == NoTelemetry {

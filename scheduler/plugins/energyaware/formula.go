@@ -76,9 +76,9 @@ func marginalMilliwatts(n *telemetry.Node, podCPUMilli int64, podGPUs int64) (in
 // and 0 for the highest.
 func powerScore(mw, minMW, maxMW int64) int64 {
 	if maxMW <= minMW {
-		return fwk.MaxNodeScore
+		return fwk.MaxScore
 	}
-	return fwk.MaxNodeScore * (maxMW - mw) / (maxMW - minMW)
+	return fwk.MaxScore * (maxMW - mw) / (maxMW - minMW)
 }
 
 // thermalScore grows with the effective headroom (package heat), full at
@@ -88,7 +88,7 @@ func thermalScore(n *telemetry.Node, absoluteMilli int64) int64 {
 	if !n.HasThermal || !ok {
 		return 0
 	}
-	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, fwk.MaxNodeScore*h/headroomForFullScore))
+	return max(fwk.MinScore, min(fwk.MaxScore, fwk.MaxScore*h/headroomForFullScore))
 }
 
 // Score packs a node's two parts into one int64 for NormalizeScore: the
@@ -119,7 +119,7 @@ func unpackScore(packed int64) (mw int64, hasPower bool, thermal int64) {
 // normalize replaces each packed score with the weighted combination of its
 // power score, placed between the lowest and highest marginal power among
 // the candidates with an estimate, and its thermal score. A NoTelemetry
-// score becomes the lowest of the others (MinNodeScore when none has
+// score becomes the lowest of the others (MinScore when none has
 // telemetry).
 func normalize(scores fwk.NodeScoreList, powerWeight, thermalWeight int64) {
 	minMW, maxMW := int64(-1), int64(-1)

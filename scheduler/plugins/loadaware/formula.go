@@ -21,7 +21,7 @@ func mayExceed(boundBP, add, minCapacity int64, thresholdPercent int32) bool {
 
 // spreadScore favours the least-utilized node: 100 at 0%, 0 at 100% or more.
 func spreadScore(estBP int64) int64 {
-	return clampScore(fwk.MaxNodeScore - estBP/100)
+	return clampScore(fwk.MaxScore - estBP/100)
 }
 
 // packScore favours nodes filling up to target percent, for consolidation
@@ -34,9 +34,9 @@ func packScore(estBP int64, targetPercent int32) int64 {
 		return spreadScore(estBP)
 	case estBP <= target:
 		// (100 - target) * u / target + target, in score units
-		return clampScore((fwk.MaxNodeScore*100-target)*estBP/target/100 + target/100)
+		return clampScore((fwk.MaxScore*100-target)*estBP/target/100 + target/100)
 	case target >= 10_000:
-		return fwk.MaxNodeScore
+		return fwk.MaxScore
 	default:
 		// target * (100 - u) / (100 - target)
 		return clampScore(target * (10_000 - estBP) / (10_000 - target) / 100)
@@ -44,5 +44,5 @@ func packScore(estBP int64, targetPercent int32) int64 {
 }
 
 func clampScore(s int64) int64 {
-	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, s))
+	return max(fwk.MinScore, min(fwk.MaxScore, s))
 }

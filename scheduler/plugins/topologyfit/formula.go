@@ -31,30 +31,30 @@ import (
 // fit (or there is nothing free).
 func gpuPackScore(requested, unallocated int64) int64 {
 	if requested <= 0 || unallocated <= 0 || requested > unallocated {
-		return fwk.MinNodeScore
+		return fwk.MinScore
 	}
-	return clampScore(fwk.MaxNodeScore * requested / unallocated)
+	return clampScore(fwk.MaxScore * requested / unallocated)
 }
 
 // gpuPodScore combines NUMA alignment and the packing score; see above.
 func gpuPodScore(aligned bool, pack int64) int64 {
 	pack = clampScore(pack)
 	if aligned {
-		return 51 + pack*49/fwk.MaxNodeScore
+		return 51 + pack*49/fwk.MaxScore
 	}
-	return pack * 50 / fwk.MaxNodeScore
+	return pack * 50 / fwk.MaxScore
 }
 
 // nonGPUPodScore is the score of a pod that requests no GPU.
 func nonGPUPodScore(gpuNode bool, penaltyPercent int32) int64 {
 	if !gpuNode {
-		return fwk.MaxNodeScore
+		return fwk.MaxScore
 	}
-	return clampScore(fwk.MaxNodeScore * (100 - int64(penaltyPercent)) / 100)
+	return clampScore(fwk.MaxScore * (100 - int64(penaltyPercent)) / 100)
 }
 
 func clampScore(s int64) int64 {
-	return max(fwk.MinNodeScore, min(fwk.MaxNodeScore, s))
+	return max(fwk.MinScore, min(fwk.MaxScore, s))
 }
 
 // numaFreeCPUMilli is the CPU, in millicores, free for a new pod on one NUMA
