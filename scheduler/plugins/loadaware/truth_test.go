@@ -1,0 +1,169 @@
+package loadaware
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/telesched/telesched/apis/config"
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func filterOK(t *testing.T, pl *LoadAware, p *v1.Pod, node string) *fwk.Status {
+	t.Helper()
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(context.Background(), cs, p, nil); !st.IsSuccess() && !st.IsSkip() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	return pl.Filter(context.Background(), cs, p, nodeInfo(node, nil))
+}
+
+// Defect 1: an agent 70 s behind the scheduler makes its node stale.
+func TestPreFixAgentBehind(t *testing.T) {
+	clk := &fakeClock{now}
+	cache := telemetry.NewCache()
+	args := *configv1.DefaultLoadAwareArgs()
+	args.StaleTelemetryPolicy = config.StaleTelemetryReject
+	pl := New(args, cache, clk.now)
+	cache.Set(telemetry.FromStatus("n", status(10, 10, 70*time.Second)))
+	if st := filterOK(t, pl, pod("1"), "n"); !st.IsSuccess() {
+		t.Errorf("a sample observed just now, from an agent 70s behind: Filter = %v, want success", st)
+	}
+}
+
+// Defect 1: a sampleTime in the future keeps a node fresh after its agent dies.
+func TestPreFixFutureSampleTime(t *testing.T) {
+	clk := &fakeClock{now}
+	cache := telemetry.NewCache()
+	args := *configv1.DefaultLoadAwareArgs()
+	args.StaleTelemetryPolicy = config.StaleTelemetryReject
+	pl := New(args, cache, clk.now)
+	cache.Set(telemetry.FromStatus("n", status(10, 10, -time.Hour)))
+	clk.t = now.Add(5 * time.Minute)
+	if st := filterOK(t, pl, pod("1"), "n"); st.IsSuccess() {
+		t.Errorf("no sample for 5m (the last one dated an hour ahead): Filter passed, want stale under Reject")
+	}
+}
+
+// Defect 1: an agent 15 s ahead retires reservations at once.
+func TestPreFixAgentAhead(t *testing.T) {
+	clk := &fakeClock{now}
+	cache := telemetry.NewCache()
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, clk.now)
+	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
+	cs := framework.NewCycleState()
+	p := pod("3")
+	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
+	pl.Reserve(context.Background(), cs, p, "n")
+	clk.t = now.Add(time.Second)
+	cache.Set(telemetry.FromStatus("n", status(60, 50, -15*time.Second))) // sampled 1 s later, by a clock 15 s ahead
+	q := pod("3")
+	q.UID = "q"
+	if st := filterOK(t, pl, q, "n"); st.IsSuccess() {
+		t.Error("a sample taken 1 s after the reservation retired it (agent 15 s ahead)")
+	}
+}
+
+// Defect 2: a pod rejected only by reservations is requeued when a sample retires them.
+func TestPreFixHintOnRetirement(t *testing.T) {
+	clk := &fakeClock{now}
+	cache := telemetry.NewCache()
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, clk.now)
+	oldObj := unstructuredOf(t, "n", status(60, 50, 0))
+	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
+	cs := framework.NewCycleState()
+	p := pod("3")
+	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
+	pl.Reserve(context.Background(), cs, p, "n")
+	q := pod("3")
+	q.UID = "q"
+	if st := filterOK(t, pl, q, "n"); st.IsSuccess() {
+		t.Fatal("q fit beside the reservation")
+	}
+	clk.t = now.Add(11 * time.Second)
+	newObj := unstructuredOf(t, "n", status(60, 50, -11*time.Second))
+	got, err := pl.hint(klog.Background(), q, oldObj, newObj)
+	if err != nil || got != fwk.Queue {
+		t.Errorf("hint after the sample that retires the reservation = %v, %v; want Queue", got, err)
+	}
+}
+
+// Defect 2: the hint uses Filter's predicate: the pod's requests and the
+// node's lowered threshold.
+func TestPreFixHintMatchesFilter(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
+	// 95% -> 75%: measured under 80, but 75% + 4 CPUs of 16 = 100% > 80.
+	got, _ := pl.hint(klog.Background(), pod("4"), unstructuredOf(t, "n", status(95, 50, 0)), unstructuredOf(t, "n", status(75, 50, 0)))
+	if got != fwk.QueueSkip {
+		t.Errorf("hint for a pod that still does not fit = %v, want QueueSkip", got)
+	}
+}
+
+// Defect 2: deleting a pod whose reservation blocks another requeues it.
+func TestPreFixPodDeleteRequeues(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
+	evs, _ := pl.EventsToRegister(context.Background())
+	for _, e := range evs {
+		if e.Event.Resource == fwk.Pod && e.Event.ActionType&fwk.Delete != 0 {
+			return
+		}
+	}
+	t.Errorf("LoadAware registers no Pod Delete event: %+v", evs)
+}
+
+// Defect 3: a reservation expires after 10 minutes even when no later
+// Reserve or sample comes (an agent that stopped): it stops holding up the
+// load bound that lets PreFilter skip.
+func TestPreFixReservationExpires(t *testing.T) {
+	clk := &fakeClock{now}
+	cache := telemetry.NewCache()
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, clk.now)
+	pl.lowered = nodeset.New(pl.lowersThreshold)
+	cache.Set(telemetry.FromStatus("a", status(60, 50, 0)))
+	cs := framework.NewCycleState()
+	p := pod("3")
+	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
+	pl.Reserve(context.Background(), cs, p, "a")
+	clk.t = now.Add(11 * time.Minute)
+	// a: 60% + 3 CPUs reserved + 2 CPUs = 91.25% > 80 while the reservation counts
+	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), pod("2"), nil); !st.IsSkip() {
+		t.Errorf("11 minutes after the reservation, PreFilter = %v, want Skip (bound %+v)", st, cache.LoadBound())
+	}
+}
+
+// Defect 7: a node annotation may lower a threshold, never raise it.
+func TestPreFixAnnotationRaises(t *testing.T) {
+	cache := telemetry.NewCache()
+	cache.Set(telemetry.FromStatus("n", status(85, 50, 0)))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	cs := framework.NewCycleState()
+	p := pod("1")
+	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
+	st := pl.Filter(context.Background(), cs, p, nodeInfo("n", map[string]string{config.NodeAnnotationCPUThresholdPercent: "95"}))
+	if st.IsSuccess() {
+		t.Error("a node at 85% passed a threshold of 80% raised to 95% by its annotation")
+	}
+}
+
+// Defect 7: a forged DaemonSet owner reference does not skip the filter.
+func TestPreFixForgedDaemonSetOwner(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), time.Now)
+	p := pod("2")
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "no-such-ds", UID: "forged", Controller: ptr.To(true)}}
+	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), p, nil); st.Code() == fwk.Skip && !st.IsSuccess() {
+		t.Error("a pod naming a DaemonSet that does not exist skipped LoadAware")
+	}
+}
