@@ -128,6 +128,9 @@ type EnergyAwareArgs struct {
 	// whose GPUs are within this many degrees of their slowdown temperature.
 	// 0 to 50.
 	GPUSlowdownMarginCelsius int32
+	// GPUResourceName is the extended resource that counts a pod's GPUs;
+	// keep it equal to TopologyFit's.
+	GPUResourceName string
 	// PowerWeight is the weight of power draw in the score. 0 to 100; not
 	// zero together with ThermalWeight.
 	PowerWeight int32

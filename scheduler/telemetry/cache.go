@@ -3,9 +3,11 @@
 // once, on update, into an immutable per-node view. Filter and Score read
 // that view with a map lookup: no API calls, no decoding, no allocation.
 //
-// It also keeps the pods the scheduler placed since a node's last sample
-// (reservations), so a burst of pods does not pile onto the node that
-// looked idle before any of them started.
+// Time is the scheduler's own: a view carries when the cache first saw its
+// sample (Node.Observed), and freshness is judged from that, never from the
+// agent's sampleTime, which is kept for display and to detect an agent
+// whose clock is off (see Node.ClockOffset). kube-controller-manager judges
+// a node's lease the same way: by when it observed the renewal.
 package telemetry
 
 import (
@@ -20,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -37,60 +38,99 @@ var Resource = telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetrie
 // DefaultSyncTimeout bounds the wait for the first list of NodeTelemetry.
 const DefaultSyncTimeout = time.Minute
 
-// minReservationHold is the shortest time a reservation counts toward its
-// node, however short the node's sampling interval.
-const minReservationHold = 10 * time.Second
+// DefaultClockSkewTolerance is how far an agent's sampleTime may be from
+// the scheduler's clock at the moment the cache sees the sample before the
+// agent counts as skewed. A sample reaches the cache up to one publishing
+// interval (5 s by default) plus API latency after it was taken, so a
+// synchronized agent stays well within it.
+const DefaultClockSkewTolerance = 30 * time.Second
 
-// maxReservationAge bounds a reservation's life when no new sample comes to
-// retire it (an agent that stopped): its pod is running or gone by then,
-// and the node's telemetry is stale, so plugins do not read it anyway.
-const maxReservationAge = 10 * time.Minute
+// tombstoneAge is how long the cache remembers a deleted object, so that a
+// QueueingHint processing an update older than the deletion does not bring
+// the node back. The scheduler's informer lags the cache's by far less.
+const tombstoneAge = 10 * time.Minute
 
-// Cache holds the latest telemetry of every node and the reservations made
-// since. It is safe for concurrent use. Reads take no lock: Filter and
-// Score run on up to 16 goroutines per scheduling cycle, and a shared
-// RWMutex's reader count is one cache line they would all write. The map
-// of nodes is copied on write, which happens only when a node gets its
-// first view or loses its object; each node's view and reservation sums
-// are swapped atomically in place.
+// Cache holds the latest telemetry view of every node and counters over
+// them. It is safe for concurrent use. Reads take no lock: Filter and Score
+// run on up to 16 goroutines per scheduling cycle, and a shared RWMutex's
+// reader count is one cache line they would all write. The map of nodes is
+// copied on write, which happens only when a node gets its first view or
+// loses its object; each node's view is swapped atomically in place.
 type Cache struct {
 	startOnce sync.Once
 	startErr  error
 
-	entries atomic.Pointer[map[string]*entry] // read-only once published
-	bound   atomic.Pointer[LoadBound]         // over every entry's load
+	now           func() time.Time // the scheduler's clock
+	skewTolerance time.Duration
 
-	mu           sync.Mutex                           // serializes writers
-	reservations map[string]map[types.UID]reservation // by node, then pod
-	len          int                                  // entries with a view
-	slab         []entry                              // entries not yet handed out
-	extremes     loadExtremes                         // behind bound
-	loadPasses   int                                  // passes over every node setLoad took
-	counters     []*Counter                           // kept current by Set and remove
-	gpuNodes     *Counter                             // views that list GPUs
+	entries atomic.Pointer[map[string]*entry] // read-only once published
+
+	mu         sync.Mutex            // serializes writers
+	len        int                   // entries with a view
+	skewed     int                   // views whose agent's clock is off
+	slab       []entry               // entries not yet handed out
+	counters   []*Counter            // kept current by set and remove
+	gpuNodes   *Counter              // views that list GPUs
+	watchers   []Watcher             // told of every stored change
+	tombstones map[string]tombstone  // deleted objects, by name
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
 // its fields atomically.
 type entry struct {
-	node                atomic.Pointer[Node]
-	reservedCPUMilli    atomic.Int64
-	reservedMemoryBytes atomic.Int64
-	load                nodeLoad // the node's part of the LoadBound; under Cache.mu
+	node atomic.Pointer[Node]
+	// prev is the view before node: the old object of the update a
+	// QueueingHint is most likely to be handed next.
+	prev atomic.Pointer[Node]
 }
 
-type reservation struct {
-	cpuMilli, memoryBytes int64
-	at                    time.Time
+// tombstone remembers a deleted object's last resource version.
+type tombstone struct {
+	resourceVersion uint64
+	at              time.Time
 }
 
-// NewCache returns an empty cache; Start fills it.
+// Watcher is told of every view the cache stores (old and cur non-nil),
+// adds (old nil) and removes (cur nil), with the cache locked: it must be
+// quick and must not call the cache's writers.
+type Watcher func(name string, old, cur *Node)
+
+// NewCache returns an empty cache on the system clock; Start fills it.
 func NewCache() *Cache {
-	c := &Cache{reservations: map[string]map[types.UID]reservation{}}
+	return NewCacheWithClock(time.Now)
+}
+
+// NewCacheWithClock returns an empty cache that tells time by now.
+func NewCacheWithClock(now func() time.Time) *Cache {
+	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, tombstones: map[string]tombstone{}}
 	c.entries.Store(&map[string]*entry{})
-	c.bound.Store(&LoadBound{})
 	c.gpuNodes = c.NewCounter(func(n *Node) bool { return len(n.GPUs) > 0 })
 	return c
+}
+
+// SetClockSkewTolerance sets how far an agent's sampleTime may be from the
+// scheduler's clock before it counts as skewed (DefaultClockSkewTolerance).
+// Call it before Start.
+func (c *Cache) SetClockSkewTolerance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.skewTolerance = d
+}
+
+// Now is the scheduler's clock, by which views are observed.
+func (c *Cache) Now() time.Time { return c.now() }
+
+// Watch registers w for every later change, after handing it every view
+// the cache holds now as an add.
+func (c *Cache) Watch(w Watcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, e := range *c.entries.Load() {
+		if n := e.node.Load(); n != nil {
+			w(name, nil, n)
+		}
+	}
+	c.watchers = append(c.watchers, w)
 }
 
 // Start runs the NodeTelemetry informer until ctx ends and waits for its
@@ -115,10 +155,11 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 			return res.Watch(ctx, opts)
 		},
 	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	// The cache needs the status only; managed fields are half an object.
+	// The cache needs the status, and of the managed fields (half an
+	// object) only when the object was last written (see writtenAt).
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
+			trimManagedFields(u)
 		}
 		return obj, nil
 	}); err != nil {
@@ -142,10 +183,51 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 	return nil
 }
 
+// trimManagedFields keeps, of an object's managed fields, one entry with
+// the latest write time and no field set.
+func trimManagedFields(u *unstructured.Unstructured) {
+	mf := u.GetManagedFields()
+	if len(mf) == 0 {
+		return
+	}
+	var latest metav1.ManagedFieldsEntry
+	for _, m := range mf {
+		if m.Time != nil && (latest.Time == nil || m.Time.After(latest.Time.Time)) {
+			latest = metav1.ManagedFieldsEntry{Manager: m.Manager, Operation: m.Operation, Subresource: m.Subresource, Time: m.Time}
+		}
+	}
+	if latest.Time == nil {
+		u.SetManagedFields(nil)
+		return
+	}
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{latest})
+}
+
+// writtenAt is when the API server last recorded a write to the object, by
+// its own clock, to the second: the latest time in its managed fields.
+func writtenAt(u *unstructured.Unstructured) time.Time {
+	var t time.Time
+	mf, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
+	for _, m := range mf {
+		e, ok := m.(map[string]any)
+		if !ok {
+			continue
+		}
+		s, _ := e["time"].(string)
+		if wt, err := time.Parse(time.RFC3339, s); err == nil && wt.After(t) {
+			t = wt
+		}
+	}
+	return t
+}
+
 func (c *Cache) upsert(logger klog.Logger, obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
+	}
+	if c.current(u) != nil {
+		return // a QueueingHint stored it first
 	}
 	node, err := Decode(u)
 	if err != nil {
@@ -164,20 +246,34 @@ func (c *Cache) remove(obj any) {
 		return
 	}
 	name := u.GetName()
+	rv := resourceVersion(u)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.now()
+	for k, t := range c.tombstones {
+		if now.Sub(t.at) > tombstoneAge {
+			delete(c.tombstones, k)
+		}
+	}
+	c.tombstones[name] = tombstone{resourceVersion: rv, at: now}
 	e := c.lookup(name)
 	if e == nil {
 		return
 	}
-	if old := e.node.Swap(nil); old != nil {
+	old := e.node.Swap(nil)
+	e.prev.Store(nil)
+	if old != nil {
 		c.len--
 		c.count(old, nil)
+		if old.Skewed {
+			c.skewed--
+		}
+		for _, w := range c.watchers {
+			w(name, old, nil)
+		}
 	}
-	c.setLoad(e, nodeLoad{})
-	// The node is gone with its object: its reservations and entry go too.
-	delete(c.reservations, name)
 	c.publishEntries(name, nil)
+	skewedNodes.Set(float64(c.skewed))
 }
 
 // Decode converts a NodeTelemetry object into the node view.
@@ -187,42 +283,157 @@ func Decode(u *unstructured.Unstructured) (*Node, error) {
 		return nil, err
 	}
 	n := FromStatus(nt.Name, &nt.Status)
-	// Resource versions are opaque to clients, but a parseable one orders
-	// two views of one object; an unparseable one is never preferred.
-	n.resourceVersion, _ = strconv.ParseUint(nt.ResourceVersion, 10, 64)
+	n.resourceVersion = resourceVersion(u)
+	n.written = writtenAt(u)
 	return n, nil
 }
 
-// Observe stores a view a QueueingHint decoded from the scheduler's own
-// informer. The scheduler retries a pod as soon as a hint says Queue, and
-// this cache's informer may not have delivered the same update yet; storing
-// it here means the retry sees at least what triggered it.
-func (c *Cache) Observe(n *Node) {
-	c.Set(n)
+// resourceVersion parses an object's resource version. Resource versions
+// are opaque to clients, but a parseable one orders two views of one
+// object; an unparseable one (0) is never preferred.
+func resourceVersion(u *unstructured.Unstructured) uint64 {
+	rv, _ := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// current returns the stored view of u's node when it is u's version, or
+// a newer one; nil when the cache has not seen that version.
+func (c *Cache) current(u *unstructured.Unstructured) *Node {
+	rv := resourceVersion(u)
+	if rv == 0 {
+		return nil
+	}
+	e := c.lookup(u.GetName())
+	if e == nil {
+		return nil
+	}
+	if n := e.node.Load(); n != nil && n.resourceVersion >= rv {
+		return n
+	}
+	return nil
 }
 
 // Set stores a node's view, unless the cache holds a newer view of the same
-// object, and drops the reservations its sample already reflects.
-func (c *Cache) Set(n *Node) {
+// object or the object was deleted since. A view whose sampleTime differs
+// from the stored one's is a new sample, observed now; the first view of a
+// node counts as observed when the API server last wrote the object, if
+// that was earlier (the scheduler just started, and the agent may have
+// stopped long ago). Set stamps the view with that time and the agent's
+// clock offset, and returns the view it keeps.
+func (c *Cache) Set(n *Node) *Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if t, ok := c.tombstones[n.Name]; ok {
+		if n.resourceVersion == 0 || n.resourceVersion <= t.resourceVersion {
+			return nil // an update from before the deletion
+		}
+		delete(c.tombstones, n.Name)
+	}
 	e := c.entry(n.Name)
 	old := e.node.Load()
-	if old != nil && old.resourceVersion > n.resourceVersion && n.resourceVersion != 0 {
-		return // a late delivery from the other informer
+	if old != nil && n.resourceVersion != 0 && old.resourceVersion >= n.resourceVersion {
+		return old // a late or repeated delivery
 	}
+	now := c.now()
+	switch {
+	case old != nil && old.SampleTime.Equal(n.SampleTime):
+		n.Observed = old.Observed // the same sample, written again
+	case old == nil && !n.written.IsZero() && n.written.Before(now):
+		n.Observed = n.written
+	default:
+		n.Observed = now
+	}
+	n.ClockOffset = n.SampleTime.Sub(n.Observed)
+	n.Skewed = !n.SampleTime.IsZero() && (n.ClockOffset > c.skewTolerance || n.ClockOffset < -c.skewTolerance)
+	e.prev.Store(old)
 	e.node.Store(n)
 	if old == nil {
 		c.len++
 	}
 	c.count(old, n)
-	hold := max(2*n.Interval, minReservationHold)
-	for uid, r := range c.reservations[n.Name] {
-		if n.SampleTime.Sub(r.at) >= hold {
-			delete(c.reservations[n.Name], uid)
+	c.countSkew(old, n)
+	for _, w := range c.watchers {
+		w(n.Name, old, n)
+	}
+	return n
+}
+
+// countSkew keeps the number of skewed views and logs a node whose agent's
+// clock goes off or back. The caller holds c.mu.
+func (c *Cache) countSkew(old, cur *Node) {
+	was := old != nil && old.Skewed
+	switch {
+	case cur.Skewed && !was:
+		c.skewed++
+		klog.InfoS("node's telemetry agent clock is off the scheduler's; freshness is judged by the scheduler's clock",
+			"node", cur.Name, "offset", cur.ClockOffset.Round(time.Second), "tolerance", c.skewTolerance)
+	case was && !cur.Skewed:
+		c.skewed--
+		klog.InfoS("node's telemetry agent clock is back in step with the scheduler's", "node", cur.Name, "offset", cur.ClockOffset.Round(time.Second))
+	default:
+		return
+	}
+	skewedNodes.Set(float64(c.skewed))
+}
+
+// Skewed is the number of nodes whose latest sample's clock offset exceeds
+// the tolerance.
+func (c *Cache) Skewed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.skewed
+}
+
+// ObserveChange returns the views of a NodeTelemetry event that a
+// QueueingHint receives; prev is nil for an added object. cur is the
+// cache's newest view of the node, stored from newObj first when the cache
+// has not seen it: the scheduler retries a pod as soon as a hint says
+// Queue, and this cache's informer may not have delivered the same update
+// yet; storing it here means the retry sees at least what triggered it.
+// Views the cache holds are not decoded again, so a hint run for each of
+// many pending pods costs a lookup, not a decode. cur is nil when the
+// object was deleted since.
+func (c *Cache) ObserveChange(oldObj, newObj any) (prev, cur *Node, err error) {
+	nu, ok := newObj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil, fmt.Errorf("NodeTelemetry event with a %T", newObj)
+	}
+	if cur = c.current(nu); cur == nil {
+		n, err := Decode(nu)
+		if err != nil {
+			return nil, nil, err
+		}
+		cur = c.Set(n)
+	}
+	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
+		if prev = c.version(ou); prev == nil {
+			// Never stored, so never observed: it counts as stale. Kept as
+			// the entry's previous view, when older than the current one,
+			// for the next pending pod's hint.
+			if prev, _ = Decode(ou); prev != nil && cur != nil {
+				if e := c.lookup(cur.Name); e != nil && prev.resourceVersion < cur.resourceVersion {
+					e.prev.Store(prev)
+				}
+			}
 		}
 	}
-	c.publishReserved(n.Name, e)
+	return prev, cur, nil
+}
+
+// version returns the stored view (current or previous) of exactly u's
+// version, or nil.
+func (c *Cache) version(u *unstructured.Unstructured) *Node {
+	rv := resourceVersion(u)
+	e := c.lookup(u.GetName())
+	if rv == 0 || e == nil {
+		return nil
+	}
+	for _, n := range [2]*Node{e.node.Load(), e.prev.Load()} {
+		if n != nil && n.resourceVersion == rv {
+			return n
+		}
+	}
+	return nil
 }
 
 // Counter is the number of nodes whose view satisfies a predicate, kept
@@ -323,19 +534,6 @@ func (c *Cache) lookup(name string) *entry {
 	return (*c.entries.Load())[name]
 }
 
-// publishReserved stores the sums of a node's reservations for readers, and
-// the node's load in the LoadBound. The caller holds c.mu.
-func (c *Cache) publishReserved(name string, e *entry) {
-	var cpu, mem int64
-	for _, r := range c.reservations[name] {
-		cpu += r.cpuMilli
-		mem += r.memoryBytes
-	}
-	e.reservedCPUMilli.Store(cpu)
-	e.reservedMemoryBytes.Store(mem)
-	c.setLoad(e, loadOf(e.node.Load(), cpu, mem))
-}
-
 // Get returns a node's view. The view must not be modified.
 func (c *Cache) Get(name string) (*Node, bool) {
 	e := c.lookup(name)
@@ -344,18 +542,6 @@ func (c *Cache) Get(name string) (*Node, bool) {
 	}
 	n := e.node.Load()
 	return n, n != nil
-}
-
-// GetWithReserved returns a node's view and the CPU and memory reserved on
-// it since its sample, in one lookup. The sums are returned even when the
-// node has no view (ok false).
-func (c *Cache) GetWithReserved(name string) (n *Node, cpuMilli, memoryBytes int64, ok bool) {
-	e := c.lookup(name)
-	if e == nil {
-		return nil, 0, 0, false
-	}
-	n = e.node.Load()
-	return n, e.reservedCPUMilli.Load(), e.reservedMemoryBytes.Load(), n != nil
 }
 
 // GPUNodes is the number of nodes whose telemetry lists at least one GPU.
@@ -370,44 +556,11 @@ func (c *Cache) Len() int {
 	return c.len
 }
 
-// Reserve records that a pod was placed on a node at a time, with the CPU
-// and memory it is expected to use. It counts toward the node's estimated
-// load until a sample taken two sampling intervals (at least 10s) later
-// arrives, which measures the pod running; without such a sample it expires
-// after 10 minutes.
-func (c *Cache) Reserve(node string, pod types.UID, cpuMilli, memoryBytes int64, at time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.reservations[node]
-	if m == nil {
-		m = map[types.UID]reservation{}
-		c.reservations[node] = m
-	}
-	for uid, r := range m {
-		if at.Sub(r.at) > maxReservationAge {
-			delete(m, uid)
-		}
-	}
-	m[pod] = reservation{cpuMilli: cpuMilli, memoryBytes: memoryBytes, at: at}
-	c.publishReserved(node, c.entry(node))
-}
-
-// Unreserve forgets a pod's reservation: its binding failed, or the pod was
-// deleted or finished before a sample measured it. A pod without one is
-// ignored.
-func (c *Cache) Unreserve(node string, pod types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.reservations[node][pod]; !ok {
-		return
-	}
-	delete(c.reservations[node], pod)
-	if e := c.lookup(node); e != nil {
-		c.publishReserved(node, e)
-	}
-}
-
 // EventResource names NodeTelemetry in the scheduler's cluster events
 // (<plural>.<version>.<group>): the scheduler watches it with a dynamic
 // informer and hands QueueingHints *unstructured.Unstructured objects.
 const EventResource fwk.EventResource = "nodetelemetries.v1alpha1.telemetry.telesched.io"
+
+// DeliverDelete hands the cache a deletion as its informer would; for
+// tests of packages that watch the cache.
+func DeliverDelete(c *Cache, obj any) { c.remove(obj) }

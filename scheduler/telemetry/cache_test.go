@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -42,38 +41,8 @@ func TestFromStatus(t *testing.T) {
 	if diff := cmp.Diff(wantNUMA, n.NUMA); diff != "" {
 		t.Errorf("NUMA (-want +got):\n%s", diff)
 	}
-	if !n.Fresh(now.Add(time.Minute), time.Minute) || n.Fresh(now.Add(time.Minute+time.Second), time.Minute) {
-		t.Error("freshness: a sample exactly maxAge old is fresh, a second more is stale")
-	}
-}
-
-func TestReservations(t *testing.T) {
-	c := NewCache()
-	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	c.Set(&Node{Name: "a", SampleTime: t0, Interval: 5 * time.Second})
-	c.Reserve("a", "pod-1", 500, 1<<30, t0.Add(time.Second))
-	c.Reserve("a", "pod-2", 250, 1<<29, t0.Add(4*time.Second))
-	c.Reserve("b", "pod-3", 100, 1, t0)
-	if cpu, mem := reserved(c, "a"); cpu != 750 || mem != 3<<29 {
-		t.Fatalf("Reserved(a) = %d, %d; want 750m, 1.5Gi", cpu, mem)
-	}
-	// Hold = max(2 x 5s, 10s) = 10s: a sample at t0+10s covers neither
-	// pod-1 (reserved t0+1s, 9s before) nor pod-2.
-	c.Set(&Node{Name: "a", SampleTime: t0.Add(10 * time.Second), Interval: 5 * time.Second})
-	if cpu, _ := reserved(c, "a"); cpu != 750 {
-		t.Errorf("after a sample 9s after pod-1: reserved %dm, want 750m", cpu)
-	}
-	// t0+11s is 10s after pod-1: it is measured now; pod-2 is not yet.
-	c.Set(&Node{Name: "a", SampleTime: t0.Add(11 * time.Second), Interval: 5 * time.Second})
-	if cpu, _ := reserved(c, "a"); cpu != 250 {
-		t.Errorf("after a sample 10s after pod-1: reserved %dm, want 250m (pod-2)", cpu)
-	}
-	c.Unreserve("a", "pod-2")
-	if cpu, mem := reserved(c, "a"); cpu != 0 || mem != 0 {
-		t.Errorf("after Unreserve: %d, %d", cpu, mem)
-	}
-	if cpu, _ := reserved(c, "b"); cpu != 100 {
-		t.Errorf("node b's reservation was touched: %dm", cpu)
+	if n.Fresh(now, time.Hour) {
+		t.Error("a view the cache never stored is fresh")
 	}
 }
 
@@ -83,7 +52,7 @@ func TestReservations(t *testing.T) {
 func TestSetKeepsTheNewerView(t *testing.T) {
 	c := NewCache()
 	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7})
-	c.Observe(&Node{Name: "a", CPUPercent: 20, resourceVersion: 9}) // from a hint, first
+	c.Set(&Node{Name: "a", CPUPercent: 20, resourceVersion: 9})   // from a hint, first
 	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7})     // the cache's informer, late
 	if n, _ := c.Get("a"); n.CPUPercent != 20 {
 		t.Errorf("CPUPercent = %d, want 20 from resourceVersion 9", n.CPUPercent)
@@ -122,23 +91,9 @@ func TestGPUNodes(t *testing.T) {
 	}
 }
 
-// TestReservationsExpireWithoutSamples: a node whose agent stopped gets no
-// sample to retire its reservations; they must not pile up forever.
-func TestReservationsExpireWithoutSamples(t *testing.T) {
-	c := NewCache()
-	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	c.Reserve("dead", "old", 100, 0, t0)
-	c.Reserve("dead", "newer", 200, 0, t0.Add(9*time.Minute))
-	// 10m01s after "old": it expires; "newer" (1m01s old) stays.
-	c.Reserve("dead", "new", 400, 0, t0.Add(10*time.Minute+time.Second))
-	if cpu, _ := reserved(c, "dead"); cpu != 600 {
-		t.Errorf("reserved %dm, want 600m (200 + 400; the 10-minute-old one expired)", cpu)
-	}
-}
-
 // TestConcurrentReadersAndWriters runs lock-free readers beside writers
-// (run it with -race): a reader never sees a view without its name, and
-// the reservation sums end where the writers left them.
+// (run it with -race): a reader never sees a view without its name, and a
+// node deleted and written again comes back.
 func TestConcurrentReadersAndWriters(t *testing.T) {
 	c := NewCache()
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -154,8 +109,8 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 				default:
 				}
 				for _, name := range nodes {
-					if n, cpu, _, ok := c.GetWithReserved(name); ok && (n.Name != name || cpu < 0) {
-						t.Errorf("GetWithReserved(%s) = %q, %dm", name, n.Name, cpu)
+					if n, ok := c.Get(name); ok && (n.Name != name || n.Observed.IsZero()) {
+						t.Errorf("Get(%s) = %q observed %v", name, n.Name, n.Observed)
 					}
 				}
 			}
@@ -165,14 +120,9 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	for w, name := range nodes {
 		writers.Go(func() {
 			for i := range 200 {
-				c.Set(&Node{Name: name, SampleTime: t0, Interval: time.Second, resourceVersion: uint64(i + 1)})
-				uid := types.UID(fmt.Sprintf("%s-%d", name, i))
-				c.Reserve(name, uid, 10, 1, t0)
-				if i%2 == 1 {
-					c.Unreserve(name, uid)
-				}
+				c.Set(&Node{Name: name, SampleTime: t0.Add(time.Duration(i) * time.Second), Interval: time.Second, resourceVersion: uint64(2*i + 1)})
 				if w == 0 && i == 100 {
-					c.remove(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}})
+					c.remove(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name, "resourceVersion": fmt.Sprint(2*i + 2)}}})
 				}
 			}
 		})
@@ -180,25 +130,12 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	writers.Wait()
 	close(stop)
 	wg.Wait()
-	for i, name := range nodes {
-		// 200 reservations, every odd one undone: 100 × 10m, 100 × 1 byte.
-		// Node a lost its object at i = 100 and its reservations with it:
-		// the even ones from 102 to 198 remain, 49.
-		want := int64(100)
-		if i == 0 {
-			want = 49
-		}
-		if _, cpu, mem, ok := c.GetWithReserved(name); !ok || cpu != 10*want || mem != want {
-			t.Errorf("GetWithReserved(%s) = %dm, %d bytes, %v; want %dm, %d, true", name, cpu, mem, ok, 10*want, want)
+	for _, name := range nodes {
+		if n, ok := c.Get(name); !ok || n.resourceVersion != 399 {
+			t.Errorf("Get(%s) = %+v, %v; want resourceVersion 399", name, n, ok)
 		}
 	}
 	if got := c.Len(); got != len(nodes) {
 		t.Errorf("Len() = %d, want %d", got, len(nodes))
 	}
-}
-
-// reserved is the reservation sums GetWithReserved returns.
-func reserved(c *Cache, node string) (cpuMilli, memoryBytes int64) {
-	_, cpuMilli, memoryBytes, _ = c.GetWithReserved(node)
-	return cpuMilli, memoryBytes
 }

@@ -17,7 +17,7 @@ func TestNodeLayout(t *testing.T) {
 		offset, size uintptr
 		line         uintptr // the line it must end in or before
 	}{
-		{"SampleTime", unsafe.Offsetof(n.SampleTime), unsafe.Sizeof(n.SampleTime), 1},
+		{"Observed", unsafe.Offsetof(n.Observed), unsafe.Sizeof(n.Observed), 1},
 		{"MemoryTotalBytes", unsafe.Offsetof(n.MemoryTotalBytes), unsafe.Sizeof(n.MemoryTotalBytes), 1},
 		{"UnlimitedMilli", unsafe.Offsetof(n.UnlimitedMilli), unsafe.Sizeof(n.UnlimitedMilli), 1},
 		{"HeadroomMilli", unsafe.Offsetof(n.HeadroomMilli), unsafe.Sizeof(n.HeadroomMilli), 1},

@@ -17,7 +17,9 @@ import (
 // scheduling cycle costs memory latency far more than arithmetic.
 type Node struct {
 	// First cache line: freshness, CPU, memory and thermal headroom.
-	SampleTime       time.Time
+	// Observed is when the scheduler's cache first saw this sample, by the
+	// scheduler's clock: freshness is judged from it (Fresh).
+	Observed         time.Time
 	MemoryTotalBytes int64
 	UnlimitedMilli   int64 // hottest sensor without a limit, milli-°C (HasUnlimited)
 	HeadroomMilli    int64 // smallest headroom over sensors with a limit
@@ -47,7 +49,15 @@ type Node struct {
 	GPUs         []GPU
 
 	// Read when a node is rejected, on updates and for GPU and NUMA pods.
-	Name          string
+	Name string
+	// SampleTime is when the agent took the sample, by the agent's clock:
+	// for display, never compared with the scheduler's. ClockOffset is
+	// SampleTime - Observed: a little below zero for an agent in step (the
+	// time from sampling to the cache), far off for one whose clock is
+	// wrong; Skewed when beyond the cache's tolerance.
+	SampleTime    time.Time
+	ClockOffset   time.Duration
+	Skewed        bool
 	Interval      time.Duration
 	HottestSensor string
 	HottestMilli  int64 // milli-°C
@@ -58,10 +68,13 @@ type Node struct {
 	HeadroomSensorMilli int64
 	UnlimitedSensor     string
 	NUMA                []NUMANode
-	_                   [16]byte // to a multiple of a cache line (TestNodeLayout)
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64
+	// written is when the API server last wrote the object, by its clock,
+	// to the second; zero when unknown.
+	written time.Time
+	_       [16]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.
@@ -109,9 +122,16 @@ func (n *Node) Headroom(absoluteMilli int64) heat.Headroom {
 	return heat.Of(limited, n.HeadroomSensor, n.HeadroomSensorMilli, unlimited, n.UnlimitedSensor, absoluteMilli)
 }
 
-// Fresh reports whether the sample is at most maxAge old at now.
+// Fresh reports whether the cache saw the sample at most maxAge before
+// now, both by the scheduler's clock. A view the cache never stored has no
+// Observed time and is stale.
 func (n *Node) Fresh(now time.Time, maxAge time.Duration) bool {
-	return now.Sub(n.SampleTime) <= maxAge
+	return !n.Observed.IsZero() && now.Sub(n.Observed) <= maxAge
+}
+
+// Age is how long before now the cache saw the sample.
+func (n *Node) Age(now time.Time) time.Duration {
+	return now.Sub(n.Observed)
 }
 
 // FromStatus builds the view of a node from its NodeTelemetry status.

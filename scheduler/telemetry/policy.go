@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/apis/config"
@@ -19,7 +18,10 @@ const NoTelemetry = -1
 
 // StaleStatus is Filter's answer for a node whose telemetry is missing (n is
 // nil) or older than args.TelemetryMaxAge at now: nothing under the Ignore
-// policy, Unschedulable with the age under Reject.
+// policy, Unschedulable with the age under Reject. The age is the
+// scheduler's: how long since its cache saw the node's last new sample.
+// When the agent's clock is off, the reason says so, since that is the
+// first thing an operator would suspect.
 func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status {
 	if args.StaleTelemetryPolicy != config.StaleTelemetryReject {
 		return nil
@@ -27,8 +29,21 @@ func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status 
 	if n == nil {
 		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
 	}
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (staleTelemetryPolicy Reject)",
-		now.Sub(n.SampleTime).Round(time.Second), args.TelemetryMaxAge))
+	msg := fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)",
+		n.Age(now).Round(time.Second), args.TelemetryMaxAge)
+	if n.Skewed {
+		msg += "; " + SkewNote(n)
+	}
+	return fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// SkewNote says how far the node's agent's clock was from the scheduler's.
+func SkewNote(n *Node) string {
+	off := n.ClockOffset.Round(time.Second)
+	if off < 0 {
+		return fmt.Sprintf("its agent's clock was %s behind the scheduler's", -off)
+	}
+	return fmt.Sprintf("its agent's clock was %s ahead of the scheduler's", off)
 }
 
 // NormalizeMissing replaces NoTelemetry scores with the lowest other score,
@@ -48,22 +63,4 @@ func NormalizeMissing(scores fwk.NodeScoreList) {
 			scores[i].Score = lowest
 		}
 	}
-}
-
-// ObserveChange decodes the objects of a NodeTelemetry event that a
-// QueueingHint receives, stores the new one (see Observe), and returns both;
-// prev is nil for an added object.
-func (c *Cache) ObserveChange(oldObj, newObj any) (prev, cur *Node, err error) {
-	nu, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, nil, fmt.Errorf("NodeTelemetry event with a %T", newObj)
-	}
-	if cur, err = Decode(nu); err != nil {
-		return nil, nil, err
-	}
-	c.Observe(cur)
-	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
-		prev, _ = Decode(ou)
-	}
-	return prev, cur, nil
 }

@@ -40,7 +40,8 @@ func TestNormalizeMissing(t *testing.T) {
 
 func TestStaleStatus(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	old := &Node{Name: "a", SampleTime: now.Add(-10 * time.Minute)}
+	old := &Node{Name: "a", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-10 * time.Minute)}
+	behind := &Node{Name: "b", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-11*time.Minute - 10*time.Second), ClockOffset: -70 * time.Second, Skewed: true}
 	ignore := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryIgnore}
 	reject := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryReject}
 	if st := StaleStatus(ignore, old, now); st != nil {
@@ -51,7 +52,8 @@ func TestStaleStatus(t *testing.T) {
 		want string
 	}{
 		{nil, "node has no NodeTelemetry (staleTelemetryPolicy Reject)"},
-		{old, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (staleTelemetryPolicy Reject)"},
+		{old, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)"},
+		{behind, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject); its agent's clock was 1m10s behind the scheduler's"},
 	} {
 		st := StaleStatus(reject, tc.node, now)
 		if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), tc.want) {

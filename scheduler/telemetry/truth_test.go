@@ -26,7 +26,7 @@ func objectAt(t *testing.T, rv string, cpu int32) *unstructured.Unstructured {
 
 // Defect 4: a hint that processes an update older than a deletion must not
 // bring the node back.
-func TestPreFixDeletionRemembered(t *testing.T) {
+func TestDeletionRemembered(t *testing.T) {
 	c := NewCache()
 	busy := c.NewCounter(func(n *Node) bool { return n.CPUPercent > 90 })
 	v4, v5 := objectAt(t, "4", 95), objectAt(t, "5", 95)
@@ -37,13 +37,13 @@ func TestPreFixDeletionRemembered(t *testing.T) {
 	if _, _, err := c.ObserveChange(v4, v5); err != nil { // the scheduler's informer, behind
 		t.Fatal(err)
 	}
-	if _, ok := c.Get("n"); ok || busy.Count() != 0 || c.LoadBound().CPUBP != 0 {
-		t.Errorf("after the delete, a late update brought the node back: present %v, busy %d, bound %+v", ok, busy.Count(), c.LoadBound())
+	if _, ok := c.Get("n"); ok || busy.Count() != 0 {
+		t.Errorf("after the delete, a late update brought the node back: present %v, busy %d", ok, busy.Count())
 	}
 }
 
 // Defect 5: hints for many pending pods decode an update once.
-func TestPreFixObserveChangeMemoized(t *testing.T) {
+func TestObserveChangeMemoized(t *testing.T) {
 	c := NewCache()
 	v4, v5 := objectAt(t, "4", 50), objectAt(t, "5", 60)
 	if _, _, err := c.ObserveChange(v4, v5); err != nil {
@@ -52,5 +52,79 @@ func TestPreFixObserveChangeMemoized(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _, _, _ = c.ObserveChange(v4, v5) })
 	if allocs > 0 {
 		t.Errorf("ObserveChange of an update already seen: %.0f allocations, want 0 (decoded again)", allocs)
+	}
+}
+
+// A deleted node written again (a new object, a newer resource version)
+// comes back.
+func TestRecreatedAfterDeletion(t *testing.T) {
+	c := NewCache()
+	c.Set(&Node{Name: "n", resourceVersion: 5})
+	c.remove(objectAt(t, "6", 10))
+	if c.Set(&Node{Name: "n", resourceVersion: 6}) != nil {
+		t.Error("the deleted version was stored")
+	}
+	if c.Set(&Node{Name: "n", resourceVersion: 7}) == nil || c.Len() != 1 {
+		t.Errorf("the object created again was not stored (Len %d)", c.Len())
+	}
+}
+
+// Freshness is the scheduler's: a view is observed when the cache first
+// sees its sample, whatever the agent's clock says; the same sample
+// written again keeps its first observation.
+func TestObservedOnTheSchedulersClock(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	clock := t0
+	c := NewCacheWithClock(func() time.Time { return clock })
+	for _, step := range []struct {
+		name       string
+		advance    time.Duration
+		sampleTime time.Time
+		wantSince  time.Duration // Observed, from t0
+		wantSkewed bool
+	}{
+		{"agent in step", 0, t0.Add(-2 * time.Second), 0, false},
+		{"70 s behind", 5 * time.Second, t0.Add(-65 * time.Second), 5 * time.Second, true},
+		{"the same sample again", 10 * time.Second, t0.Add(-65 * time.Second), 5 * time.Second, true},
+		{"15 s ahead", 20 * time.Second, t0.Add(50 * time.Second), 35 * time.Second, false},
+		{"an hour ahead", 25 * time.Second, t0.Add(time.Hour), 60 * time.Second, true},
+	} {
+		clock = clock.Add(step.advance)
+		n := c.Set(&Node{Name: "n", SampleTime: step.sampleTime})
+		if got := n.Observed.Sub(t0); got != step.wantSince || n.Skewed != step.wantSkewed {
+			t.Errorf("%s: observed t0+%v skewed %v (offset %v); want t0+%v skewed %v", step.name, got, n.Skewed, n.ClockOffset, step.wantSince, step.wantSkewed)
+		}
+		if got := c.Skewed(); got != map[bool]int{true: 1}[step.wantSkewed] {
+			t.Errorf("%s: Skewed() = %d", step.name, got)
+		}
+	}
+	// An hour-ahead sample does not keep the node fresh once its agent stops.
+	n, _ := c.Get("n")
+	if !n.Fresh(clock.Add(time.Minute), time.Minute) || n.Fresh(clock.Add(time.Minute+time.Second), time.Minute) {
+		t.Error("freshness: a sample seen exactly maxAge ago is fresh, a second more is stale")
+	}
+}
+
+// The first view of a node after the scheduler starts counts as observed
+// when the API server last wrote the object, if earlier: an agent that
+// stopped an hour before the scheduler started is stale at once.
+func TestFirstViewObservedAtItsWrite(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	c := NewCacheWithClock(func() time.Time { return t0 })
+	u := objectAt(t, "4", 10)
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "telesched-agent", Operation: metav1.ManagedFieldsOperationApply, Time: new(metav1.NewTime(t0.Add(-2 * time.Hour)))},
+		{Manager: "telesched-agent", Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", Time: new(metav1.NewTime(t0.Add(-time.Hour)))},
+	})
+	trimManagedFields(u) // as the cache's informer does
+	if mf := u.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil {
+		t.Fatalf("trimmed managed fields = %+v", mf)
+	}
+	_, cur, err := c.ObserveChange(nil, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := t0.Sub(cur.Observed); got != time.Hour || cur.Fresh(t0, time.Minute) {
+		t.Errorf("first view observed %v before now, want 1h (the status write)", got)
 	}
 }

@@ -136,6 +136,7 @@ func Convert_v1_EnergyAwareArgs_To_config_EnergyAwareArgs(in *EnergyAwareArgs, o
 	out.AbsoluteLimitCelsius = ptr.Deref(in.AbsoluteLimitCelsius, 0)
 	out.RejectThrottling = ptr.Deref(in.RejectThrottling, false)
 	out.GPUSlowdownMarginCelsius = ptr.Deref(in.GPUSlowdownMarginCelsius, 0)
+	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
 	out.PowerWeight = ptr.Deref(in.PowerWeight, 0)
 	out.ThermalWeight = ptr.Deref(in.ThermalWeight, 0)
 	return nil
@@ -151,6 +152,7 @@ func Convert_config_EnergyAwareArgs_To_v1_EnergyAwareArgs(in *config.EnergyAware
 	out.AbsoluteLimitCelsius = ptr.To(in.AbsoluteLimitCelsius)
 	out.RejectThrottling = ptr.To(in.RejectThrottling)
 	out.GPUSlowdownMarginCelsius = ptr.To(in.GPUSlowdownMarginCelsius)
+	out.GPUResourceName = ptr.To(in.GPUResourceName)
 	out.PowerWeight = ptr.To(in.PowerWeight)
 	out.ThermalWeight = ptr.To(in.ThermalWeight)
 	return nil

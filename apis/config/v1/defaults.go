@@ -96,6 +96,7 @@ func SetDefaults_EnergyAwareArgs(obj *EnergyAwareArgs) {
 	setDefault(&obj.AbsoluteLimitCelsius, DefaultAbsoluteLimitCelsius)
 	setDefault(&obj.RejectThrottling, DefaultRejectThrottling)
 	setDefault(&obj.GPUSlowdownMarginCelsius, DefaultGPUSlowdownMarginCelsius)
+	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 	setDefault(&obj.PowerWeight, DefaultPowerWeight)
 	setDefault(&obj.ThermalWeight, DefaultThermalWeight)
 }

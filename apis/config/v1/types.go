@@ -149,6 +149,11 @@ type EnergyAwareArgs struct {
 	// 0 to 50, default 3.
 	// +optional
 	GPUSlowdownMarginCelsius *int32 `json:"gpuSlowdownMarginCelsius,omitempty"`
+	// gpuResourceName is the extended resource that counts a pod's GPUs
+	// (for the GPU slowdown check and the GPUs' marginal power); keep it
+	// equal to TopologyFit's. Default nvidia.com/gpu.
+	// +optional
+	GPUResourceName *string `json:"gpuResourceName,omitempty"`
 	// powerWeight is the weight of power draw in the score. 0 to 100, not
 	// zero together with thermalWeight; default 70.
 	// +optional

@@ -75,6 +75,7 @@ func ValidateEnergyAwareArgs(path *field.Path, args *config.EnergyAwareArgs) err
 	allErrs = append(allErrs, validateRange(path.Child("thermalMarginCelsius"), args.ThermalMarginCelsius, MinMarginCelsius, MaxMarginCelsius)...)
 	allErrs = append(allErrs, validateRange(path.Child("absoluteLimitCelsius"), args.AbsoluteLimitCelsius, MinAbsoluteLimitCelsius, MaxAbsoluteLimitCelsius)...)
 	allErrs = append(allErrs, validateRange(path.Child("gpuSlowdownMarginCelsius"), args.GPUSlowdownMarginCelsius, MinMarginCelsius, MaxMarginCelsius)...)
+	allErrs = append(allErrs, validateExtendedResourceName(path.Child("gpuResourceName"), args.GPUResourceName)...)
 	powerPath, thermalPath := path.Child("powerWeight"), path.Child("thermalWeight")
 	allErrs = append(allErrs, validateRange(powerPath, args.PowerWeight, MinWeight, MaxWeight)...)
 	allErrs = append(allErrs, validateRange(thermalPath, args.ThermalWeight, MinWeight, MaxWeight)...)

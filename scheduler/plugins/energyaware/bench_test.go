@@ -3,9 +3,9 @@ package energyaware
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
@@ -21,13 +21,13 @@ import (
 func BenchmarkFilterScore(b *testing.B) {
 	for _, hot := range []bool{false, true} {
 		b.Run(fmt.Sprintf("hot-node-elsewhere=%v", hot), func(b *testing.B) {
-			plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, now func() time.Time) plugintest.Plugin {
+			plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, _ []fwk.NodeInfo) plugintest.Plugin {
 				if hot {
 					st := status(99)
-					st.SampleTime = metav1.NewTime(now())
-					cache.Set(telemetry.FromStatus("hot", st))
+					st.SampleTime = metav1.NewTime(cache.Now())
+					observe(cache, "hot", st)
 				}
-				return New(*configv1.DefaultEnergyAwareArgs(), cache, now)
+				return New(*configv1.DefaultEnergyAwareArgs(), cache)
 			})
 		})
 	}

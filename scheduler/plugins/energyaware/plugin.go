@@ -16,7 +16,6 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/telesched/telesched/apis/config"
-	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
@@ -26,19 +25,16 @@ import (
 // Name is the plugin's name in the scheduler configuration.
 const Name = "EnergyAware"
 
-const (
-	stateKey fwk.StateKey = "PreFilter" + Name
-	// gpuResource is the resource EnergyAware counts GPUs by.
-	gpuResource v1.ResourceName = configv1.DefaultGPUResourceName
-)
+const stateKey fwk.StateKey = "PreFilter" + Name
 
 // EnergyAware is the plugin.
 type EnergyAware struct {
 	args   config.EnergyAwareArgs
 	limits thermalLimits
 	cache  *telemetry.Cache
-	now    func() time.Time
-	last   cyclestate.Last[*podState]
+	// gpuResource is the resource GPUs are counted by (gpuResourceName).
+	gpuResource v1.ResourceName
+	last        cyclestate.Last[*podState]
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
 }
@@ -54,12 +50,12 @@ var (
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs, _ fwk.Handle) (fwk.Plugin, error) {
-		return New(args, cache, time.Now), nil
+		return New(args, cache), nil
 	})
 }
 
-// New returns the plugin for valid args.
-func New(args config.EnergyAwareArgs, cache *telemetry.Cache, now func() time.Time) *EnergyAware {
+// New returns the plugin for valid args. Time is the cache's clock.
+func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 	limits := thermalLimits{
 		marginMilli:       int64(args.ThermalMarginCelsius) * 1000,
 		absoluteMilli:     int64(args.AbsoluteLimitCelsius) * 1000,
@@ -67,11 +63,11 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache, now func() time.Ti
 		gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
 	}
 	return &EnergyAware{
-		args:   args,
-		limits: limits,
-		cache:  cache,
-		now:    now,
-		hot:    cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
+		args:        args,
+		limits:      limits,
+		cache:       cache,
+		gpuResource: v1.ResourceName(args.GPUResourceName),
+		hot:         cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 	}
 }
 
@@ -89,17 +85,17 @@ type podState struct {
 
 func (s *podState) Clone() fwk.StateData { return s }
 
-func podRequests(pod *v1.Pod, now time.Time) *podState {
+func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	gpus := req[gpuResource]
-	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value(), now: now}
+	gpus := req[pl.gpuResource]
+	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value(), now: pl.cache.Now()}
 }
 
 // PreFilter computes the pod's requests once. A pod that requests no GPU
 // skips the filter while no node's telemetry is too hot and stale telemetry
 // is not rejected: the filter would pass every node.
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	s := podRequests(pod, pl.now())
+	s := pl.podRequests(pod)
 	pl.last.Write(cs, stateKey, s)
 	if s.gpus == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -114,15 +110,23 @@ func (pl *EnergyAware) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
 	if s, ok := pl.last.Read(cs, stateKey); ok {
 		return s
 	}
-	return podRequests(pod, pl.now())
+	return pl.podRequests(pod)
 }
 
 // Filter rejects nodes too hot for any pod, and, for GPU pods, nodes
 // without enough GPUs clear of their slowdown temperature.
 func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	s := pl.readState(cs, pod)
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
-	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+	if !ok {
+		tel = nil
+	}
+	return pl.fits(tel, pl.readState(cs, pod))
+}
+
+// fits is Filter's predicate, which the QueueingHint uses too: nil when the
+// pod may go to a node with telemetry tel (nil: none), else why not.
+func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
+	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	if why := tooHot(tel, pl.limits); why != "" {
@@ -173,25 +177,24 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 	}}, nil
 }
 
-// hint queues a pod when a node went from too hot (or stale) to within its
-// limits, or a GPU became cool or healthy; it skips every other change,
-// such as a cool node getting a little warmer.
+// hint queues a pod when, by Filter's predicate, the node did not take it
+// before the update and does now: it cooled, its telemetry became fresh,
+// or enough of its GPUs came clear of slowdown or became healthy. Any
+// other change, such as a cool node getting a little warmer, skips.
 func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
 	}
-	now := pl.now()
-	usable := func(n *telemetry.Node) bool {
-		return n != nil && n.Fresh(now, pl.args.TelemetryMaxAge) && tooHot(n, pl.limits) == ""
+	if cur == nil {
+		return fwk.QueueSkip, nil // deleted since
 	}
-	switch {
-	case usable(cur) && !usable(prev):
-		logger.V(4).Info("node cooled; the pod may fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-		return fwk.Queue, nil
-	case usable(cur) && prev != nil && coolGPUs(cur, pl.limits.gpuSlowdownMargin) > coolGPUs(prev, pl.limits.gpuSlowdownMargin):
-		logger.V(4).Info("more cool GPUs; the pod may fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-		return fwk.Queue, nil
+	// A previous view that was never stored or is stale proves nothing
+	// about why the pod was rejected.
+	s := pl.podRequests(pod)
+	if pl.fits(cur, s) != nil || (prev != nil && prev.Fresh(s.now, pl.args.TelemetryMaxAge) && pl.fits(prev, s) == nil) {
+		return fwk.QueueSkip, nil
 	}
-	return fwk.QueueSkip, nil
+	logger.V(4).Info("node telemetry lets the pod in", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+	return fwk.Queue, nil
 }

@@ -9,8 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -18,8 +16,8 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -91,9 +89,9 @@ func TestFilter(t *testing.T) {
 		{"CPU pod ignores GPU heat", status(60, 89, 89), gpuPod(""), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cache := telemetry.NewCache()
-			cache.Set(telemetry.FromStatus("n", tc.status))
-			pl := New(*configv1.DefaultEnergyAwareArgs(), cache, func() time.Time { return now })
+			cache := newCache()
+			observe(cache, "n", tc.status)
+			pl := New(*configv1.DefaultEnergyAwareArgs(), cache)
 			cs := framework.NewCycleState()
 			_, _ = pl.PreFilter(context.Background(), cs, tc.pod, nil)
 			ni := framework.NewNodeInfo()
@@ -110,27 +108,26 @@ func TestFilter(t *testing.T) {
 }
 
 func TestHint(t *testing.T) {
-	pl := New(*configv1.DefaultEnergyAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
-	obj := func(st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: *st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &unstructured.Unstructured{Object: m}
-	}
 	for _, tc := range []struct {
 		name     string
+		pod      *v1.Pod
 		old, new *telemetryv1alpha1.NodeTelemetryStatus
 		want     fwk.QueueingHint
 	}{
-		{"cooled below the margin", status(97), status(80), fwk.Queue},
-		{"still too hot", status(98), status(96), fwk.QueueSkip},
-		{"cool node warmed a little", status(60), status(65), fwk.QueueSkip},
-		{"a GPU cooled", status(60, 89, 89), status(60, 89, 70), fwk.Queue},
-		{"GPUs unchanged", status(60, 89, 70), status(60, 89, 71), fwk.QueueSkip},
+		{"cooled below the margin", gpuPod(""), status(97), status(80), fwk.Queue},
+		{"still too hot", gpuPod(""), status(98), status(96), fwk.QueueSkip},
+		{"cool node warmed a little", gpuPod(""), status(60), status(65), fwk.QueueSkip},
+		{"a GPU cooled", gpuPod("1"), status(60, 89, 89), status(60, 89, 70), fwk.Queue},
+		{"GPUs unchanged", gpuPod("1"), status(60, 89, 70), status(60, 89, 71), fwk.QueueSkip},
+		// Filter's predicate: a node without GPUs never takes a GPU pod.
+		{"cooled, but no GPU for a GPU pod", gpuPod("1"), status(97), status(80), fwk.QueueSkip},
+		{"one GPU cooled, the pod needs two", gpuPod("2"), status(60, 89, 89), status(60, 89, 70), fwk.QueueSkip},
+		{"added, cool", gpuPod(""), nil, status(60), fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := pl.hint(klog.Background(), gpuPod("1"), obj(tc.old), obj(tc.new))
+			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
+			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
+			got, err := pl.hint(klog.Background(), tc.pod, oldObj, newObj)
 			if err != nil || got != tc.want {
 				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
 			}
@@ -147,16 +144,16 @@ func TestScore(t *testing.T) {
 			Ready: true, IdleWatts: ptr.To(idle), FullLoadWatts: ptr.To(full)}}
 		return st
 	}
-	cache := telemetry.NewCache()
+	cache := newCache()
 	for name, st := range map[string]*telemetryv1alpha1.NodeTelemetryStatus{
 		"efficient": withModel(60, 100, 260), // 160 W span / 16 cores: 10 W per CPU
 		"legacy":    withModel(60, 150, 630), // 480 W span: 30 W per CPU
 		"mid-hot":   withModel(80, 100, 420), // 320 W span: 20 W per CPU
 		"no-model":  status(40),
 	} {
-		cache.Set(telemetry.FromStatus(name, st))
+		observe(cache, name, st)
 	}
-	pl := New(*configv1.DefaultEnergyAwareArgs(), cache, func() time.Time { return now })
+	pl := New(*configv1.DefaultEnergyAwareArgs(), cache)
 	pod := gpuPod("") // 1 CPU
 	cs := framework.NewCycleState()
 	_, _ = pl.PreFilter(context.Background(), cs, pod, nil)
@@ -193,12 +190,12 @@ func TestScore(t *testing.T) {
 // PreFilter skips the filter for CPU pods while no node is too hot (the
 // filter would pass every node), and only then.
 func TestPreFilterSkip(t *testing.T) {
-	cache := telemetry.NewCache()
-	cache.Set(telemetry.FromStatus("cool", status(60)))
-	pl := New(*configv1.DefaultEnergyAwareArgs(), cache, func() time.Time { return now })
+	cache := newCache()
+	observe(cache, "cool", status(60))
+	pl := New(*configv1.DefaultEnergyAwareArgs(), cache)
 	reject := configv1.DefaultEnergyAwareArgs()
 	reject.StaleTelemetryPolicy = config.StaleTelemetryReject
-	plReject := New(*reject, cache, func() time.Time { return now })
+	plReject := New(*reject, cache)
 	for _, step := range []struct {
 		name     string
 		set      *telemetryv1alpha1.NodeTelemetryStatus // the node "other" becomes this
@@ -218,7 +215,7 @@ func TestPreFilterSkip(t *testing.T) {
 		}(), pl, gpuPod(""), false},
 	} {
 		if step.set != nil {
-			cache.Set(telemetry.FromStatus("other", step.set))
+			observe(cache, "other", step.set)
 		}
 		_, st := step.pl.PreFilter(context.Background(), framework.NewCycleState(), step.pod, nil)
 		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {

@@ -3,24 +3,22 @@ package energyaware
 import (
 	"context"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Defect 6: EnergyAware counts GPUs by the configured resource, as
 // TopologyFit does.
-func TestPreFixGPUResourceName(t *testing.T) {
-	cache := telemetry.NewCache()
-	cache.Set(telemetry.FromStatus("n", status(50, 60, 89))) // one GPU cool, one 1°C from slowdown
+func TestGPUResourceName(t *testing.T) {
+	cache := newCache()
+	observe(cache, "n", status(50, 60, 89)) // one GPU cool, one 1°C from slowdown
 	args := *configv1.DefaultEnergyAwareArgs()
 	args.GPUResourceName = "amd.com/gpu"
-	pl := New(args, cache, func() time.Time { return now })
+	pl := New(args, cache)
 	p := gpuPod("")
 	p.Spec.Containers[0].Resources.Requests["amd.com/gpu"] = resource.MustParse("2")
 	p.Spec.Containers[0].Resources.Limits = p.Spec.Containers[0].Resources.Requests

@@ -2,7 +2,8 @@ package loadaware
 
 import (
 	"testing"
-	"time"
+
+	fwk "k8s.io/kube-scheduler/framework"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
@@ -10,11 +11,16 @@ import (
 )
 
 // BenchmarkFilterScore measures Filter+Score per node over 100, 1000 and
-// 5000 nodes with fresh telemetry, every node passing the filter.
+// 5000 nodes with fresh telemetry and a reservation each, every node
+// passing the filter.
 //
 //	go test -run '^$' -bench BenchmarkFilterScore -benchmem ./scheduler/plugins/loadaware/
 func BenchmarkFilterScore(b *testing.B) {
-	plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, now func() time.Time) plugintest.Plugin {
-		return New(*configv1.DefaultLoadAwareArgs(), cache, now)
+	plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, nodes []fwk.NodeInfo) plugintest.Plugin {
+		pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+		for _, ni := range nodes {
+			pl.res.Reserve(ni.Node().Name, "reserved", 500, 1<<30) // one pod placed since each sample
+		}
+		return pl
 	})
 }

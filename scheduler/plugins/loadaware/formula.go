@@ -3,7 +3,7 @@ package loadaware
 import fwk "k8s.io/kube-scheduler/framework"
 
 // Utilization is in basis points throughout (1% = 100) so that a small
-// pod's share of a large node is not rounded away; telemetry.EstimateBP
+// pod's share of a large node is not rounded away; estimateBP
 // estimates it.
 
 // mayExceed reports whether a node whose estimate is at most boundBP, and

@@ -12,13 +12,19 @@ import (
 )
 
 // Watch registers the plugin's handlers with the scheduler's informers:
-// Nodes, for the threshold annotations (see WatchNodes), and Pods, so that
-// a pod deleted or finished before its node's next sample stops counting
-// toward the node's estimated load.
+// Nodes, for the threshold annotations (see WatchNodes) and so that a
+// deleted node's reservations go with it; Pods, so that a pod deleted or
+// finished before its node's next sample stops counting toward the node's
+// estimated load; and DaemonSets, to tell their pods (ownedByDaemonSet).
 func (pl *LoadAware) Watch(factory informers.SharedInformerFactory) error {
-	if err := pl.WatchNodes(factory.Core().V1().Nodes().Informer()); err != nil {
+	nodes := factory.Core().V1().Nodes()
+	if err := pl.WatchNodes(nodes.Informer()); err != nil {
 		return err
 	}
+	if _, err := nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: pl.nodeGone}); err != nil {
+		return fmt.Errorf("watching Nodes: %w", err)
+	}
+	pl.nodes = nodes.Lister()
 	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) { pl.podGone(obj, false) },
 		DeleteFunc: func(obj any) { pl.podGone(obj, true) },
@@ -26,7 +32,18 @@ func (pl *LoadAware) Watch(factory informers.SharedInformerFactory) error {
 	if err != nil {
 		return fmt.Errorf("watching Pods: %w", err)
 	}
+	pl.daemonSets = factory.Apps().V1().DaemonSets().Lister()
 	return nil
+}
+
+// nodeGone drops a deleted Node's reservations.
+func (pl *LoadAware) nodeGone(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if node, ok := obj.(*v1.Node); ok {
+		pl.res.ForgetNode(node.Name)
+	}
 }
 
 // podGone forgets the reservation of a pod that was deleted, or that
@@ -40,7 +57,7 @@ func (pl *LoadAware) podGone(obj any, deleted bool) {
 		return
 	}
 	if deleted || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		pl.cache.Unreserve(pod.Spec.NodeName, pod.UID)
+		pl.res.Unreserve(pod.Spec.NodeName, pod.UID)
 	}
 }
 
@@ -58,7 +75,8 @@ func (pl *LoadAware) WatchNodes(informer toolscache.SharedIndexInformer) error {
 }
 
 // lowersThreshold reports whether a node's annotations set a threshold
-// below the args' (an invalid value is ignored, as Filter ignores it).
+// below the args' (a higher or invalid value is ignored, as Filter ignores
+// it).
 func (pl *LoadAware) lowersThreshold(node *v1.Node) bool {
 	return threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent) < pl.args.CPUThresholdPercent ||
 		threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent) < pl.args.MemoryThresholdPercent

@@ -2,18 +2,27 @@
 // estimated CPU or memory utilization would exceed a threshold and scores
 // nodes by it, spreading load (Spread) or consolidating it (Pack).
 // Estimated = measured by the node's agent + the requests of the pods placed
-// on the node since its sample + this pod, so a burst of pods does not pile
-// onto the node that looked idle.
+// on the node since its sample (Reservations) + this pod, so a burst of
+// pods does not pile onto the node that looked idle.
+//
+// Node annotations may lower a node's thresholds, never raise them: anyone
+// who may patch a Node, its own kubelet included, could otherwise draw load
+// onto it. Pods of a DaemonSet skip the filter, once the DaemonSet they
+// name is found with that UID.
 package loadaware
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -36,11 +45,16 @@ const stateKey fwk.StateKey = "PreFilter" + Name
 type LoadAware struct {
 	args  config.LoadAwareArgs
 	cache *telemetry.Cache
-	now   func() time.Time
+	res   *Reservations
 	last  cyclestate.Last[*podState]
 	// lowered is the set of nodes whose annotations lower a threshold, nil
 	// until WatchNodes: without it, any node may have a lower threshold.
 	lowered *nodeset.Set
+	// nodes and daemonSets are the scheduler's listers, nil until Watch:
+	// hints then judge by the args' thresholds, and no pod counts as a
+	// DaemonSet's.
+	nodes      corelisters.NodeLister
+	daemonSets appslisters.DaemonSetLister
 }
 
 var (
@@ -54,11 +68,13 @@ var (
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
-// cache, which the first instance starts and syncs. Each instance follows
-// Nodes and Pods through the scheduler's informers (see Watch).
+// cache, which the first instance starts and syncs, and one set of
+// Reservations. Each instance follows Nodes, Pods and DaemonSets through
+// the scheduler's informers (see Watch).
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
+	res := NewReservations(cache)
 	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
-		pl := New(args, cache, time.Now)
+		pl := NewWith(args, cache, res)
 		if err := pl.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
@@ -66,9 +82,15 @@ func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
 	})
 }
 
-// New returns the plugin for valid args.
-func New(args config.LoadAwareArgs, cache *telemetry.Cache, now func() time.Time) *LoadAware {
-	return &LoadAware{args: args, cache: cache, now: now}
+// New returns the plugin for valid args, with reservations of its own.
+// Time is the cache's clock.
+func New(args config.LoadAwareArgs, cache *telemetry.Cache) *LoadAware {
+	return NewWith(args, cache, NewReservations(cache))
+}
+
+// NewWith returns the plugin for valid args, sharing res.
+func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, res *Reservations) *LoadAware {
+	return &LoadAware{args: args, cache: cache, res: res}
 }
 
 // Name implements fwk.Plugin.
@@ -101,7 +123,7 @@ func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
 	return &podState{
 		cpuMilli:    req.Cpu().MilliValue() * int64(pl.args.PodCPUScalingPercent) / 100,
 		memoryBytes: req.Memory().Value() * int64(pl.args.PodMemoryScalingPercent) / 100,
-		now:         pl.now(),
+		now:         pl.cache.Now(),
 	}
 }
 
@@ -116,7 +138,8 @@ func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
 // filter: they must run on every node, whatever its load. So do pods that
 // no node could fail (see mayReject).
 func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if isDaemonSetPod(pod) {
+	pl.res.Expire()
+	if pl.ownedByDaemonSet(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	s := pl.podRequests(pod)
@@ -141,7 +164,7 @@ func (pl *LoadAware) mayReject(s *podState) bool {
 	if n, ok := pl.lowered.Len(); !ok || n > 0 {
 		return true
 	}
-	b := pl.cache.LoadBound()
+	b := pl.res.LoadBound()
 	return mayExceed(b.CPUBP, s.cpuMilli, b.MinCPUMilli, pl.args.CPUThresholdPercent) ||
 		mayExceed(b.MemoryBP, s.memoryBytes, b.MinMemoryBytes, pl.args.MemoryThresholdPercent)
 }
@@ -154,13 +177,31 @@ func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil 
 func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
 	s := pl.state(cs, pod)
-	tel, reservedCPU, reservedMem, ok := pl.cache.GetWithReserved(node.Name)
-	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+	tel, ok := pl.cache.Get(node.Name)
+	if !ok {
+		tel = nil
+	}
+	cpu, mem := pl.res.Get(node.Name)
+	if st := pl.fits(node, tel, cpu, mem, s); st != nil {
+		return st
+	}
+	if s.verbose {
+		klog.FromContext(ctx).V(5).Info("LoadAware fits", "pod", klog.KObj(pod), "node", node.Name, "cpuPercent", tel.CPUPercent, "memoryPercent", tel.MemoryPercent)
+	}
+	return nil
+}
+
+// fits is Filter's predicate, which the QueueingHints use too: nil when
+// the pod fits a node with telemetry tel (nil: none) and reservedCPU and
+// reservedMem placed since its sample, else why not. node gives the
+// thresholds' annotations; nil means none.
+func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reservedCPU, reservedMem int64, s *podState) *fwk.Status {
+	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
-		est := telemetry.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est := estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 		if est > int64(limit)*100 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
 				percentBP(est), limit, tel.CPUPercent, percentBP(est-int64(tel.CPUPercent)*100)))
@@ -168,14 +209,11 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	if tel.HasMemory {
 		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
-		est := telemetry.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
+		est := estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
 		if est > int64(limit)*100 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
 				percentBP(est), limit, tel.MemoryPercent, percentBP(est-int64(tel.MemoryPercent)*100)))
 		}
-	}
-	if s.verbose {
-		klog.FromContext(ctx).V(5).Info("LoadAware fits", "pod", klog.KObj(pod), "node", node.Name, "cpuPercent", tel.CPUPercent, "memoryPercent", tel.MemoryPercent)
 	}
 	return nil
 }
@@ -193,16 +231,18 @@ func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 // of CPU and memory).
 func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.state(cs, pod)
-	tel, reservedCPU, reservedMem, ok := pl.cache.GetWithReserved(nodeInfo.Node().Name)
+	name := nodeInfo.Node().Name
+	tel, ok := pl.cache.Get(name)
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
 		return telemetry.NoTelemetry, nil
 	}
+	reservedCPU, reservedMem := pl.res.Get(name)
 	var est int64
 	if tel.HasCPU {
-		est = telemetry.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est = estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 	}
 	if tel.HasMemory {
-		est = max(est, telemetry.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
+		est = max(est, estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
 	}
 	if pl.args.ScoringStrategy == config.ScoringStrategyPack {
 		return packScore(est, pl.args.PackTargetPercent), nil
@@ -223,61 +263,127 @@ func (pl *LoadAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 // Reserve counts the pod toward its node until a sample measures it.
 func (pl *LoadAware) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s := pl.state(cs, pod)
-	pl.cache.Reserve(nodeName, pod.UID, s.cpuMilli, s.memoryBytes, pl.now())
+	pl.res.Reserve(nodeName, pod.UID, s.cpuMilli, s.memoryBytes)
 	return nil
 }
 
 // Unreserve forgets the pod's reservation.
 func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	pl.cache.Unreserve(nodeName, pod.UID)
+	pl.res.Unreserve(nodeName, pod.UID)
 }
 
 // EventsToRegister requeues pods this plugin rejected when a node's
-// telemetry changes in a way that can let them in.
+// telemetry changes, or a pod placed on a node goes away, in a way that
+// lets them in by Filter's own predicate.
 func (pl *LoadAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{{
-		Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-		QueueingHintFn: pl.hint,
-	}}, nil
+	return []fwk.ClusterEventWithHint{
+		{
+			Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
+			QueueingHintFn: pl.hint,
+		},
+		{
+			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
+			QueueingHintFn: pl.podDeleteHint,
+		},
+	}, nil
 }
 
-// hint queues a pod when a node's measured CPU or memory fell to its
-// threshold or below, or its telemetry became fresh, and skips otherwise.
+// hint queues a pod when, by Filter's predicate, it did not fit the node
+// before the update and does now: the load fell, the node's telemetry
+// became fresh, or the new sample retired reservations. Before is the
+// previous view with the reservations as they were until this sample.
 func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
 	}
-	now := pl.now()
-	fits := func(n *telemetry.Node) bool {
-		return n != nil && n.Fresh(now, pl.args.TelemetryMaxAge) &&
-			(!n.HasCPU || n.CPUPercent <= pl.args.CPUThresholdPercent) &&
-			(!n.HasMemory || n.MemoryPercent <= pl.args.MemoryThresholdPercent)
+	if cur == nil {
+		return fwk.QueueSkip, nil // deleted since
 	}
-	if fits(cur) && !fits(prev) {
-		logger.V(4).Info("node telemetry may make the pod schedulable", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-		return fwk.Queue, nil
+	s := pl.podRequests(pod)
+	node := pl.node(cur.Name)
+	cpu, mem := pl.res.Get(cur.Name)
+	if pl.fits(node, cur, cpu, mem, s) != nil {
+		return fwk.QueueSkip, nil
 	}
-	return fwk.QueueSkip, nil
+	// A previous view that was never stored or is stale proves nothing
+	// about why the pod was rejected: queue.
+	if prev != nil && prev.Fresh(s.now, pl.args.TelemetryMaxAge) {
+		beforeCPU, beforeMem := pl.res.Before(cur.Name, cur)
+		if pl.fits(node, prev, beforeCPU, beforeMem, s) == nil {
+			return fwk.QueueSkip, nil // it fitted already: something else rejected it
+		}
+	}
+	logger.V(4).Info("node telemetry makes the pod fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+	return fwk.Queue, nil
 }
 
-// threshold is the node's override annotation, else the default.
+// podDeleteHint queues a pod when a pod deleted from a node takes its
+// reservation with it and that lets the pod fit the node, by Filter's
+// predicate. It undoes the reservation itself: the plugin's own Pod
+// handler may not have seen the deletion yet.
+func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if d, ok := oldObj.(toolscache.DeletedFinalStateUnknown); ok {
+		oldObj = d.Obj
+	}
+	gone, ok := oldObj.(*v1.Pod)
+	if !ok || gone.Spec.NodeName == "" {
+		return fwk.QueueSkip, nil
+	}
+	freedCPU, freedMem, ok := pl.res.Unreserve(gone.Spec.NodeName, gone.UID)
+	if !ok {
+		return fwk.QueueSkip, nil // measured by a sample already, or never reserved
+	}
+	tel, ok := pl.cache.Get(gone.Spec.NodeName)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	s := pl.podRequests(pod)
+	node := pl.node(gone.Spec.NodeName)
+	cpu, mem := pl.res.Get(gone.Spec.NodeName)
+	if pl.fits(node, tel, cpu, mem, s) != nil || pl.fits(node, tel, cpu+freedCPU, mem+freedMem, s) == nil {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(4).Info("a deleted pod's reservation makes room for the pod", "pod", klog.KObj(pod), "deleted", klog.KObj(gone), "node", gone.Spec.NodeName, "plugin", Name)
+	return fwk.Queue, nil
+}
+
+// node is the named Node from the scheduler's informer, nil when unknown.
+func (pl *LoadAware) node(name string) *v1.Node {
+	if pl.nodes == nil {
+		return nil
+	}
+	n, err := pl.nodes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// threshold is the node's annotation when it lowers def, else def. A
+// value above def, or not a whole number from 1 to 100, is ignored.
 func threshold(node *v1.Node, annotation string, def int32) int32 {
+	if node == nil {
+		return def
+	}
 	if v, ok := node.Annotations[annotation]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n >= 1 && n <= 100 {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 && n < int(def) {
 			return int32(n)
 		}
 	}
 	return def
 }
 
-func isDaemonSetPod(pod *v1.Pod) bool {
-	for _, ref := range pod.OwnerReferences {
-		if ref.Kind == "DaemonSet" && ref.Controller != nil && *ref.Controller {
-			return true
-		}
+// ownedByDaemonSet reports whether the pod's controller is a DaemonSet that
+// exists with the UID the pod names. An owner reference is written by
+// whoever creates the pod, so one naming a DaemonSet proves nothing alone.
+func (pl *LoadAware) ownedByDaemonSet(pod *v1.Pod) bool {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != "DaemonSet" || ref.APIVersion != "apps/v1" || pl.daemonSets == nil {
+		return false
 	}
-	return false
+	ds, err := pl.daemonSets.DaemonSets(pod.Namespace).Get(ref.Name)
+	return err == nil && ds.UID == ref.UID
 }
 
 // percentBP renders basis points as a percentage number, e.g. 9125 as

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -20,9 +22,9 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
-	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -78,18 +80,18 @@ func TestFilter(t *testing.T) {
 		{name: "missing, Reject", policy: config.StaleTelemetryReject, pod: pod("2"), wantReason: "node has no NodeTelemetry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cache := telemetry.NewCache()
+			cache := newCache()
 			if tc.status != nil {
-				cache.Set(telemetry.FromStatus("n", tc.status))
-			}
-			if tc.reservedCPU > 0 {
-				cache.Reserve("n", "other", tc.reservedCPU, 0, now)
+				observe(cache, "n", tc.status)
 			}
 			args := *configv1.DefaultLoadAwareArgs()
 			if tc.policy != "" {
 				args.StaleTelemetryPolicy = tc.policy
 			}
-			pl := New(args, cache, func() time.Time { return now })
+			pl := New(args, cache)
+			if tc.reservedCPU > 0 {
+				pl.res.Reserve("n", "other", tc.reservedCPU, 0)
+			}
 			cs := framework.NewCycleState()
 			if _, st := pl.PreFilter(context.Background(), cs, tc.pod, nil); !st.IsSuccess() {
 				t.Fatalf("PreFilter: %v", st)
@@ -105,19 +107,41 @@ func TestFilter(t *testing.T) {
 	}
 }
 
+// Pods of a DaemonSet skip the filter, once the DaemonSet they name is
+// found with that UID: an owner reference alone is written by whoever
+// creates the pod.
 func TestDaemonSetPodsSkipTheFilter(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), time.Now)
-	p := pod("2")
-	p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}
-	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), p, nil); st.Code() != fwk.Skip {
-		t.Errorf("PreFilter for a DaemonSet pod = %v, want Skip", st)
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	if err := indexer.Add(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "agent", UID: "ds-uid"}}); err != nil {
+		t.Fatal(err)
+	}
+	pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
+	pl.daemonSets = appslisters.NewDaemonSetLister(indexer)
+	for _, tc := range []struct {
+		name     string
+		ref      metav1.OwnerReference
+		ns       string
+		wantSkip bool
+	}{
+		{"the DaemonSet's pod", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid", Controller: ptr.To(true)}, "ops", true},
+		{"another UID", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "forged", Controller: ptr.To(true)}, "ops", false},
+		{"no such DaemonSet", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "nope", UID: "ds-uid", Controller: ptr.To(true)}, "ops", false},
+		{"another namespace", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid", Controller: ptr.To(true)}, "default", false},
+		{"not the controller", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid"}, "ops", false},
+	} {
+		p := pod("2")
+		p.Namespace, p.OwnerReferences = tc.ns, []metav1.OwnerReference{tc.ref}
+		_, st := pl.PreFilter(context.Background(), framework.NewCycleState(), p, nil)
+		if st.IsSkip() != tc.wantSkip {
+			t.Errorf("%s: PreFilter = %v, want skip %v", tc.name, st, tc.wantSkip)
+		}
 	}
 }
 
 func TestReserveCountsUntilMeasured(t *testing.T) {
-	cache := telemetry.NewCache()
-	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	cache := newCache()
+	observe(cache, "n", status(60, 50, 0))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	cs := framework.NewCycleState()
 	p := pod("3")
 	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
@@ -146,7 +170,6 @@ func unstructuredOf(t *testing.T, name string, st *telemetryv1alpha1.NodeTelemet
 }
 
 func TestHint(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
 	for _, tc := range []struct {
 		name     string
 		old, new *telemetryv1alpha1.NodeTelemetryStatus
@@ -160,11 +183,9 @@ func TestHint(t *testing.T) {
 		{"added, over", nil, status(95, 50, 0), fwk.QueueSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var oldObj any
-			if tc.old != nil {
-				oldObj = unstructuredOf(t, "n", tc.old)
-			}
-			got, err := pl.hint(klog.Background(), pod("1"), oldObj, unstructuredOf(t, "n", tc.new))
+			pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
+			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
+			got, err := pl.hint(klog.Background(), pod("1"), oldObj, newObj)
 			if err != nil || got != tc.want {
 				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
 			}
@@ -176,15 +197,15 @@ func TestHint(t *testing.T) {
 // LoadBound with the pod stays within the thresholds, no node's annotation
 // lowers one, and stale telemetry is not rejected.
 func TestPreFilterSkip(t *testing.T) {
-	cache := telemetry.NewCache()
-	cache.Set(telemetry.FromStatus("a", status(60, 50, 0))) // 16 cores, 64Gi
-	cache.Set(telemetry.FromStatus("b", status(30, 50, 0)))
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	cache := newCache()
+	observe(cache, "a", status(60, 50, 0)) // 16 cores, 64Gi
+	observe(cache, "b", status(30, 50, 0))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	lowered := nodeset.New(pl.lowersThreshold)
 	annotated := func(v string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b", Annotations: map[string]string{config.NodeAnnotationCPUThresholdPercent: v}}}
 	}
-	reject := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	reject := NewWith(*configv1.DefaultLoadAwareArgs(), cache, pl.res)
 	reject.args.StaleTelemetryPolicy = config.StaleTelemetryReject
 	reject.lowered = lowered
 	for _, step := range []struct {
@@ -204,18 +225,18 @@ func TestPreFilterSkip(t *testing.T) {
 		{"an invalid annotation is ignored", func() { lowered.Update(annotated("lots")) }, pl, pod("2"), true},
 		{"stale telemetry rejected", func() {}, reject, pod("2"), false},
 		// a: 60% + 1000m reserved + 2000m = 78.75%, + 1bp: fits; 2000m more: over
-		{"a reservation", func() { cache.Reserve("a", "r1", 1000, 0, now) }, pl, pod("2"), true},
-		{"another reservation", func() { cache.Reserve("a", "r2", 2000, 0, now) }, pl, pod("2"), false},
+		{"a reservation", func() { pl.res.Reserve("a", "r1", 1000, 0) }, pl, pod("2"), true},
+		{"another reservation", func() { pl.res.Reserve("a", "r2", 2000, 0) }, pl, pod("2"), false},
 		{"memory near its threshold", func() {
-			cache.Unreserve("a", "r1")
-			cache.Unreserve("a", "r2")
-			cache.Set(telemetry.FromStatus("b", status(30, 89, 0)))
+			pl.res.Unreserve("a", "r1")
+			pl.res.Unreserve("a", "r2")
+			observe(cache, "b", status(30, 89, 0))
 		}, pl, pod("2"), false},
 	} {
 		step.do()
 		_, st := step.pl.PreFilter(context.Background(), framework.NewCycleState(), step.pod, nil)
 		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {
-			t.Errorf("%s: PreFilter = %v, want skip %v (bound %+v)", step.name, st, step.wantSkip, cache.LoadBound())
+			t.Errorf("%s: PreFilter = %v, want skip %v (bound %+v)", step.name, st, step.wantSkip, pl.res.LoadBound())
 		}
 	}
 }
@@ -223,20 +244,20 @@ func TestPreFilterSkip(t *testing.T) {
 // A pod deleted or finished before its node's next sample stops counting
 // toward the node's load; other pod updates leave its reservation alone.
 func TestPodGone(t *testing.T) {
-	cache := telemetry.NewCache()
-	cache.Set(telemetry.FromStatus("a", status(10, 50, 0)))
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	cache := newCache()
+	observe(cache, "a", status(10, 50, 0))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	placed := func(uid types.UID, phase v1.PodPhase) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), UID: uid}, Spec: v1.PodSpec{NodeName: "a"}, Status: v1.PodStatus{Phase: phase}}
 	}
 	for _, uid := range []types.UID{"running", "deleted", "finished", "unknown-state"} {
-		cache.Reserve("a", uid, 1000, 0, now)
+		pl.res.Reserve("a", uid, 1000, 0)
 	}
 	pl.podGone(placed("running", v1.PodRunning), false)
 	pl.podGone(placed("deleted", v1.PodRunning), true)
 	pl.podGone(placed("finished", v1.PodSucceeded), false)
 	pl.podGone(toolscache.DeletedFinalStateUnknown{Key: "default/unknown-state", Obj: placed("unknown-state", v1.PodRunning)}, true)
-	if _, cpu, _, _ := cache.GetWithReserved("a"); cpu != 1000 {
+	if cpu, _ := pl.res.Get("a"); cpu != 1000 {
 		t.Errorf("reserved CPU = %dm, want 1000m (the running pod's)", cpu)
 	}
 }

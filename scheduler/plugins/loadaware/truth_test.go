@@ -18,10 +18,6 @@ import (
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
 func filterOK(t *testing.T, pl *LoadAware, p *v1.Pod, node string) *fwk.Status {
 	t.Helper()
 	cs := framework.NewCycleState()
@@ -32,12 +28,12 @@ func filterOK(t *testing.T, pl *LoadAware, p *v1.Pod, node string) *fwk.Status {
 }
 
 // Defect 1: an agent 70 s behind the scheduler makes its node stale.
-func TestPreFixAgentBehind(t *testing.T) {
-	clk := &fakeClock{now}
-	cache := telemetry.NewCache()
+func TestAgentBehind(t *testing.T) {
+	cache := newCache()
+	t.Cleanup(func() { clock.Set(now) })
 	args := *configv1.DefaultLoadAwareArgs()
 	args.StaleTelemetryPolicy = config.StaleTelemetryReject
-	pl := New(args, cache, clk.now)
+	pl := New(args, cache)
 	cache.Set(telemetry.FromStatus("n", status(10, 10, 70*time.Second)))
 	if st := filterOK(t, pl, pod("1"), "n"); !st.IsSuccess() {
 		t.Errorf("a sample observed just now, from an agent 70s behind: Filter = %v, want success", st)
@@ -45,30 +41,30 @@ func TestPreFixAgentBehind(t *testing.T) {
 }
 
 // Defect 1: a sampleTime in the future keeps a node fresh after its agent dies.
-func TestPreFixFutureSampleTime(t *testing.T) {
-	clk := &fakeClock{now}
-	cache := telemetry.NewCache()
+func TestFutureSampleTime(t *testing.T) {
+	cache := newCache()
+	t.Cleanup(func() { clock.Set(now) })
 	args := *configv1.DefaultLoadAwareArgs()
 	args.StaleTelemetryPolicy = config.StaleTelemetryReject
-	pl := New(args, cache, clk.now)
+	pl := New(args, cache)
 	cache.Set(telemetry.FromStatus("n", status(10, 10, -time.Hour)))
-	clk.t = now.Add(5 * time.Minute)
+	clock.Set(now.Add(5 * time.Minute))
 	if st := filterOK(t, pl, pod("1"), "n"); st.IsSuccess() {
 		t.Errorf("no sample for 5m (the last one dated an hour ahead): Filter passed, want stale under Reject")
 	}
 }
 
 // Defect 1: an agent 15 s ahead retires reservations at once.
-func TestPreFixAgentAhead(t *testing.T) {
-	clk := &fakeClock{now}
-	cache := telemetry.NewCache()
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, clk.now)
+func TestAgentAhead(t *testing.T) {
+	cache := newCache()
+	t.Cleanup(func() { clock.Set(now) })
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
 	cs := framework.NewCycleState()
 	p := pod("3")
 	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
 	pl.Reserve(context.Background(), cs, p, "n")
-	clk.t = now.Add(time.Second)
+	clock.Set(now.Add(time.Second))
 	cache.Set(telemetry.FromStatus("n", status(60, 50, -15*time.Second))) // sampled 1 s later, by a clock 15 s ahead
 	q := pod("3")
 	q.UID = "q"
@@ -78,10 +74,10 @@ func TestPreFixAgentAhead(t *testing.T) {
 }
 
 // Defect 2: a pod rejected only by reservations is requeued when a sample retires them.
-func TestPreFixHintOnRetirement(t *testing.T) {
-	clk := &fakeClock{now}
-	cache := telemetry.NewCache()
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, clk.now)
+func TestHintOnRetirement(t *testing.T) {
+	cache := newCache()
+	t.Cleanup(func() { clock.Set(now) })
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	oldObj := unstructuredOf(t, "n", status(60, 50, 0))
 	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
 	cs := framework.NewCycleState()
@@ -93,7 +89,7 @@ func TestPreFixHintOnRetirement(t *testing.T) {
 	if st := filterOK(t, pl, q, "n"); st.IsSuccess() {
 		t.Fatal("q fit beside the reservation")
 	}
-	clk.t = now.Add(11 * time.Second)
+	clock.Set(now.Add(11 * time.Second))
 	newObj := unstructuredOf(t, "n", status(60, 50, -11*time.Second))
 	got, err := pl.hint(klog.Background(), q, oldObj, newObj)
 	if err != nil || got != fwk.Queue {
@@ -103,8 +99,8 @@ func TestPreFixHintOnRetirement(t *testing.T) {
 
 // Defect 2: the hint uses Filter's predicate: the pod's requests and the
 // node's lowered threshold.
-func TestPreFixHintMatchesFilter(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
+func TestHintMatchesFilter(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
 	// 95% -> 75%: measured under 80, but 75% + 4 CPUs of 16 = 100% > 80.
 	got, _ := pl.hint(klog.Background(), pod("4"), unstructuredOf(t, "n", status(95, 50, 0)), unstructuredOf(t, "n", status(75, 50, 0)))
 	if got != fwk.QueueSkip {
@@ -113,8 +109,8 @@ func TestPreFixHintMatchesFilter(t *testing.T) {
 }
 
 // Defect 2: deleting a pod whose reservation blocks another requeues it.
-func TestPreFixPodDeleteRequeues(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), func() time.Time { return now })
+func TestPodDeleteRequeues(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
 	evs, _ := pl.EventsToRegister(context.Background())
 	for _, e := range evs {
 		if e.Event.Resource == fwk.Pod && e.Event.ActionType&fwk.Delete != 0 {
@@ -127,28 +123,28 @@ func TestPreFixPodDeleteRequeues(t *testing.T) {
 // Defect 3: a reservation expires after 10 minutes even when no later
 // Reserve or sample comes (an agent that stopped): it stops holding up the
 // load bound that lets PreFilter skip.
-func TestPreFixReservationExpires(t *testing.T) {
-	clk := &fakeClock{now}
-	cache := telemetry.NewCache()
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, clk.now)
+func TestReservationExpires(t *testing.T) {
+	cache := newCache()
+	t.Cleanup(func() { clock.Set(now) })
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	pl.lowered = nodeset.New(pl.lowersThreshold)
 	cache.Set(telemetry.FromStatus("a", status(60, 50, 0)))
 	cs := framework.NewCycleState()
 	p := pod("3")
 	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
 	pl.Reserve(context.Background(), cs, p, "a")
-	clk.t = now.Add(11 * time.Minute)
+	clock.Set(now.Add(11 * time.Minute))
 	// a: 60% + 3 CPUs reserved + 2 CPUs = 91.25% > 80 while the reservation counts
 	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), pod("2"), nil); !st.IsSkip() {
-		t.Errorf("11 minutes after the reservation, PreFilter = %v, want Skip (bound %+v)", st, cache.LoadBound())
+		t.Errorf("11 minutes after the reservation, PreFilter = %v, want Skip (bound %+v)", st, pl.res.LoadBound())
 	}
 }
 
 // Defect 7: a node annotation may lower a threshold, never raise it.
-func TestPreFixAnnotationRaises(t *testing.T) {
-	cache := telemetry.NewCache()
+func TestAnnotationRaises(t *testing.T) {
+	cache := newCache()
 	cache.Set(telemetry.FromStatus("n", status(85, 50, 0)))
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache, func() time.Time { return now })
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 	cs := framework.NewCycleState()
 	p := pod("1")
 	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
@@ -159,8 +155,8 @@ func TestPreFixAnnotationRaises(t *testing.T) {
 }
 
 // Defect 7: a forged DaemonSet owner reference does not skip the filter.
-func TestPreFixForgedDaemonSetOwner(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), telemetry.NewCache(), time.Now)
+func TestForgedDaemonSetOwner(t *testing.T) {
+	pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
 	p := pod("2")
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "no-such-ds", UID: "forged", Controller: ptr.To(true)}}
 	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), p, nil); st.Code() == fwk.Skip && !st.IsSuccess() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -70,7 +71,9 @@ func TestTelemetryHint(t *testing.T) {
 		want     fwk.QueueingHint
 	}{
 		{name: "added, fresh, fits", pod: gpu4NUMA, new: fresh, want: fwk.Queue},
-		{name: "added, stale", pod: gpu4NUMA, new: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), want: fwk.QueueSkip},
+		// Freshness is the scheduler's: an object it sees now is fresh,
+		// whatever the agent's clock wrote into sampleTime.
+		{name: "added, sampleTime an hour old", pod: gpu4NUMA, new: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), want: fwk.Queue},
 		{name: "added, too few GPUs", pod: gpu4, new: telStatus(2, h100s(2, 1)), want: fwk.QueueSkip},
 		{name: "added, GPUs split over NUMA nodes", pod: gpu4NUMA, new: telStatus(2, h100s(6, 3)), want: fwk.QueueSkip},
 		{name: "became fresh", pod: gpu4NUMA, old: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), new: fresh, want: fwk.Queue},
@@ -94,12 +97,10 @@ func TestTelemetryHint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			logger, _ := ktesting.NewTestContext(t)
-			pl := newPlugin(config.StaleTelemetryReject)
-			var old any
-			if tc.old != nil {
-				old = object(t, tc.old)
-			}
-			got, err := pl.telemetryHint(logger, tc.pod, old, object(t, tc.new))
+			clk := plugintest.NewClock(now)
+			pl := newPluginOn(clk, config.StaleTelemetryReject)
+			old, cur := plugintest.HintObjects(t, pl.cache, clk, "n1", tc.old, tc.new)
+			got, err := pl.telemetryHint(logger, tc.pod, old, cur)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -95,7 +95,7 @@ var (
 // Nodes through the scheduler's Node informer (see WatchNodes).
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
-		pl := New(args, cache, time.Now)
+		pl := New(args, cache)
 		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
 			return nil, err
 		}
@@ -119,9 +119,9 @@ func (pl *TopologyFit) WatchNodes(informer toolscache.SharedIndexInformer) error
 	return nil
 }
 
-// New returns the plugin for valid args.
-func New(args config.TopologyFitArgs, cache *telemetry.Cache, now func() time.Time) *TopologyFit {
-	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, now: now}
+// New returns the plugin for valid args. Time is the cache's clock.
+func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
+	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, now: cache.Now}
 }
 
 // Name implements fwk.Plugin.

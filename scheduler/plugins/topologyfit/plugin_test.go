@@ -17,6 +17,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/fixtures"
@@ -126,13 +127,23 @@ func noGPUSource(st *telemetryv1alpha1.NodeTelemetryStatus) {
 func noNUMA(st *telemetryv1alpha1.NodeTelemetryStatus) { st.NUMA = nil }
 
 func newPlugin(policy config.StaleTelemetryPolicy, nodes ...*telemetry.Node) *TopologyFit {
+	return newPluginOn(plugintest.NewClock(now), policy, nodes...)
+}
+
+// newPluginOn returns the plugin on a cache on clk holding nodes, each
+// observed at its sampleTime (an agent in step with the scheduler).
+func newPluginOn(clk *plugintest.Clock, policy config.StaleTelemetryPolicy, nodes ...*telemetry.Node) *TopologyFit {
 	args := *configv1.DefaultTopologyFitArgs()
 	args.StaleTelemetryPolicy = policy
-	c := telemetry.NewCache()
+	c := plugintest.NewCache(clk)
 	for _, n := range nodes {
+		if !n.SampleTime.IsZero() {
+			clk.Set(n.SampleTime)
+		}
 		c.Set(n)
+		clk.Set(now)
 	}
-	return New(args, c, func() time.Time { return now })
+	return New(args, c)
 }
 
 // makePod returns a pod requesting gpus (requests and limits, as after API
@@ -278,7 +289,7 @@ func TestPreFilter(t *testing.T) {
 
 func TestNewFactory(t *testing.T) {
 	t.Parallel()
-	factory := NewFactory(telemetry.NewCache())
+	factory := NewFactory(newCache())
 	if _, err := factory(context.Background(), &config.LoadAwareArgs{}, nil); err == nil || !strings.Contains(err.Error(), "want args of type TopologyFitArgs") {
 		t.Errorf("wrong args type: err = %v", err)
 	}

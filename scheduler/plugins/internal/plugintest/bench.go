@@ -80,15 +80,15 @@ func BenchFilterScore(b *testing.B, pl Plugin, cs fwk.CycleState, pod *v1.Pod, n
 
 // BenchmarkCPUPod measures Filter+Score per node over 100, 1000 and 5000
 // nodes of FreshNodes for CPUPod, with the plugin build returns for a cache
-// and a clock (see BenchFilterScore). Filter is left out when PreFilter
-// skips it.
-func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, func() time.Time) Plugin) {
+// (whose clock stands still) and the nodes (see BenchFilterScore). Filter
+// is left out when PreFilter skips it.
+func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, []fwk.NodeInfo) Plugin) {
 	now := time.Now()
 	for _, nodes := range []int{100, 1000, 5000} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
-			cache := telemetry.NewCache()
+			cache := telemetry.NewCacheWithClock(func() time.Time { return now })
 			infos := FreshNodes(cache, nodes, now)
-			pl := build(cache, func() time.Time { return now })
+			pl := build(cache, infos)
 			pod := CPUPod()
 			cs := framework.NewCycleState()
 			_, st := pl.PreFilter(context.Background(), cs, pod, infos)
@@ -101,8 +101,8 @@ func BenchmarkCPUPod(b *testing.B, build func(*telemetry.Cache, func() time.Time
 }
 
 // FreshNodes fills cache with n nodes of fresh, cool, worst-case telemetry
-// (test/fixtures: 2 NUMA nodes, 8 GPUs; CPU 10-59%) and one reservation
-// each, and returns their NodeInfos.
+// (test/fixtures: 2 NUMA nodes, 8 GPUs; CPU 10-59%) and returns their
+// NodeInfos.
 func FreshNodes(cache *telemetry.Cache, n int, now time.Time) []fwk.NodeInfo {
 	infos := make([]fwk.NodeInfo, n)
 	for i := range n {
@@ -111,7 +111,6 @@ func FreshNodes(cache *telemetry.Cache, n int, now time.Time) []fwk.NodeInfo {
 		st.CPU.UtilizationPercent = int32(10 + i%50)
 		st.Thermal.Throttling, st.CPU.ThermalThrottle.Throttling = false, false
 		cache.Set(telemetry.FromStatus(name, &st))
-		cache.Reserve(name, "reserved", 500, 1<<30, now)
 		ni := framework.NewNodeInfo()
 		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		infos[i] = ni

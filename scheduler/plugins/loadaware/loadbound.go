@@ -1,11 +1,13 @@
-package telemetry
+package loadaware
 
-// EstimateBP is a node's estimated utilization in basis points (1% = 100):
+import "github.com/telesched/telesched/scheduler/telemetry"
+
+// estimateBP is a node's estimated utilization in basis points (1% = 100):
 // the measured percentage plus added (the pods placed since the sample, and
 // the pod being scheduled) as a share of capacity. With no capacity it is
 // the measurement alone. Basis points keep a small pod's share of a large
 // node from being rounded away.
-func EstimateBP(measuredPercent int32, added, capacity int64) int64 {
+func estimateBP(measuredPercent int32, added, capacity int64) int64 {
 	bp := int64(measuredPercent) * 100
 	if capacity > 0 && added > 0 {
 		bp += added * 10_000 / capacity
@@ -35,25 +37,25 @@ type nodeLoad struct {
 
 // loadOf is a node's estimated load with its reservations; zero without a
 // view (LoadAware does not reject a node without telemetry by its load).
-func loadOf(n *Node, reservedCPUMilli, reservedMemoryBytes int64) nodeLoad {
+func loadOf(n *telemetry.Node, reservedCPUMilli, reservedMemoryBytes int64) nodeLoad {
 	var l nodeLoad
 	if n == nil {
 		return l
 	}
 	if n.HasCPU {
 		l.cpuMilli = max(0, int64(n.LogicalCores)*1000)
-		l.cpuBP = EstimateBP(n.CPUPercent, reservedCPUMilli, l.cpuMilli)
+		l.cpuBP = estimateBP(n.CPUPercent, reservedCPUMilli, l.cpuMilli)
 	}
 	if n.HasMemory {
 		l.memoryBytes = max(0, n.MemoryTotalBytes)
-		l.memoryBP = EstimateBP(n.MemoryPercent, reservedMemoryBytes, l.memoryBytes)
+		l.memoryBP = estimateBP(n.MemoryPercent, reservedMemoryBytes, l.memoryBytes)
 	}
 	return l
 }
 
 // LoadBound returns the bound over every node's latest view.
-func (c *Cache) LoadBound() LoadBound {
-	return *c.bound.Load()
+func (r *Reservations) LoadBound() LoadBound {
+	return *r.bound.Load()
 }
 
 // setLoad records that a node's load changed and updates the bound: in
@@ -61,23 +63,27 @@ func (c *Cache) LoadBound() LoadBound {
 // loaded, or the smallest) and left it, when a pass over every node finds
 // the new extreme. Counting the nodes at each extreme keeps the pass rare:
 // pods spread evenly leave many nodes tied at the highest load, and
-// deleting them one by one would otherwise take a pass each. The caller
-// holds c.mu.
-func (c *Cache) setLoad(e *entry, l nodeLoad) {
-	old := e.load
-	e.load = l
-	if c.extremes.remove(old) {
-		c.extremes.add(l)
+// deleting them one by one would otherwise take a pass each. A zero load
+// (no view) is not kept. The caller holds r.mu.
+func (r *Reservations) setLoad(name string, l nodeLoad) {
+	old := r.loads[name]
+	if l == (nodeLoad{}) {
+		delete(r.loads, name)
 	} else {
-		c.loadPasses++
-		c.extremes = loadExtremes{}
-		for _, e := range *c.entries.Load() {
-			c.extremes.add(e.load)
+		r.loads[name] = l
+	}
+	if r.extremes.remove(old) {
+		r.extremes.add(l)
+	} else {
+		r.loadPasses++
+		r.extremes = loadExtremes{}
+		for _, l := range r.loads {
+			r.extremes.add(l)
 		}
 	}
-	b := c.extremes.bound()
-	if b != *c.bound.Load() {
-		c.bound.Store(&b)
+	b := r.extremes.bound()
+	if b != *r.bound.Load() {
+		r.bound.Store(&b)
 	}
 }
 

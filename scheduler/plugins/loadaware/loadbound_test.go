@@ -1,4 +1,4 @@
-package telemetry
+package loadaware
 
 import (
 	"fmt"
@@ -8,7 +8,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
+
+// deleteObject is the cache's informer delivering the deletion of a node's
+// NodeTelemetry, at resource version rv.
+func deleteObject(c *telemetry.Cache, name string, rv int) {
+	u := &unstructured.Unstructured{}
+	u.SetName(name)
+	u.SetResourceVersion(fmt.Sprint(rv))
+	telemetry.DeliverDelete(c, u)
+}
 
 func TestEstimateBP(t *testing.T) {
 	for _, tc := range []struct {
@@ -24,22 +35,19 @@ func TestEstimateBP(t *testing.T) {
 		{"small pod on a big node", 10, 100, 64000, 1015},
 		{"no capacity", 40, 2000, 0, 4000},
 	} {
-		if got := EstimateBP(tc.measured, tc.added, tc.capacity); got != tc.want {
-			t.Errorf("%s: EstimateBP = %d, want %d", tc.name, got, tc.want)
+		if got := estimateBP(tc.measured, tc.added, tc.capacity); got != tc.want {
+			t.Errorf("%s: estimateBP = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
 
 func TestLoadBound(t *testing.T) {
-	c := NewCache()
-	node := func(name string, cpuPercent, cores int32) *Node {
-		return &Node{Name: name, HasCPU: true, CPUPercent: cpuPercent, LogicalCores: cores,
+	clock := time.Unix(0, 0)
+	c := telemetry.NewCacheWithClock(func() time.Time { return clock })
+	r := NewReservations(c)
+	node := func(name string, cpuPercent, cores int32) *telemetry.Node {
+		return &telemetry.Node{Name: name, HasCPU: true, CPUPercent: cpuPercent, LogicalCores: cores,
 			HasMemory: true, MemoryPercent: 50, MemoryTotalBytes: 64 << 30}
-	}
-	obj := func(name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetName(name)
-		return u
 	}
 	for _, step := range []struct {
 		what string
@@ -52,22 +60,23 @@ func TestLoadBound(t *testing.T) {
 		{"a busier node of 64 cores", func() { c.Set(node("b", 60, 64)) },
 			LoadBound{CPUBP: 6000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
 		// a: 40% + 8000m of 16000m = 90%
-		{"a reservation raises a", func() { c.Reserve("a", "p1", 8000, 0, time.Unix(0, 0)) },
+		{"a reservation raises a", func() { r.Reserve("a", "p1", 8000, 0) },
 			LoadBound{CPUBP: 9000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
 		// a's sample 20 s later retires p1 and measures 10%: b's 60% is the most
 		{"a's next sample", func() {
 			n := node("a", 10, 16)
 			n.SampleTime = time.Unix(20, 0)
+			clock = time.Unix(20, 0)
 			c.Set(n)
 		}, LoadBound{CPUBP: 6000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
-		{"a node without a CPU section", func() { c.Set(&Node{Name: "c", HasMemory: true, MemoryPercent: 70, MemoryTotalBytes: 8 << 30}) },
+		{"a node without a CPU section", func() { c.Set(&telemetry.Node{Name: "c", HasMemory: true, MemoryPercent: 70, MemoryTotalBytes: 8 << 30}) },
 			LoadBound{CPUBP: 6000, MemoryBP: 7000, MinCPUMilli: 16_000, MinMemoryBytes: 8 << 30}},
-		{"the smallest node deleted", func() { c.remove(obj("a")) },
+		{"the smallest node deleted", func() { deleteObject(c, "a", 1) },
 			LoadBound{CPUBP: 6000, MemoryBP: 7000, MinCPUMilli: 64_000, MinMemoryBytes: 8 << 30}},
-		{"every node deleted", func() { c.remove(obj("b")); c.remove(obj("c")) }, LoadBound{}},
+		{"every node deleted", func() { deleteObject(c, "b", 1); deleteObject(c, "c", 1) }, LoadBound{}},
 	} {
 		step.do()
-		if got := c.LoadBound(); got != step.want {
+		if got := r.LoadBound(); got != step.want {
 			t.Errorf("after %s: LoadBound = %+v, want %+v", step.what, got, step.want)
 		}
 	}
@@ -77,30 +86,33 @@ func TestLoadBound(t *testing.T) {
 // samples, reservations and deletions, and checks it after each against
 // one computed over every node from scratch.
 func TestLoadBoundMatchesAFullPass(t *testing.T) {
-	c := NewCache()
-	rng := rand.New(rand.NewPCG(1, 2))
 	at := time.Unix(0, 0)
+	c := telemetry.NewCacheWithClock(func() time.Time { return at })
+	r := NewReservations(c)
+	rng := rand.New(rand.NewPCG(1, 2))
+	rv := 0
 	for i := range 5000 {
 		name := fmt.Sprintf("n%d", rng.IntN(20))
 		at = at.Add(time.Second)
+		rv++
 		switch op := rng.IntN(10); {
 		case op < 5:
-			c.Set(&Node{Name: name, SampleTime: at, Interval: 5 * time.Second,
+			c.Set(&telemetry.Node{Name: name, SampleTime: at, Interval: 5 * time.Second,
 				HasCPU: rng.IntN(8) > 0, CPUPercent: rng.Int32N(101), LogicalCores: []int32{0, 4, 16, 64}[rng.IntN(4)],
 				HasMemory: rng.IntN(8) > 0, MemoryPercent: rng.Int32N(101), MemoryTotalBytes: int64(rng.IntN(4)) << 30})
 		case op < 8:
-			c.Reserve(name, types.UID(fmt.Sprint(i)), rng.Int64N(4000), rng.Int64N(4<<30), at)
+			r.Reserve(name, types.UID(fmt.Sprint(i)), rng.Int64N(4000), rng.Int64N(4<<30))
 		case op < 9:
-			c.Unreserve(name, types.UID(fmt.Sprint(i-rng.IntN(50))))
+			r.Unreserve(name, types.UID(fmt.Sprint(i-rng.IntN(50))))
 		default:
-			u := &unstructured.Unstructured{}
-			u.SetName(name)
-			c.remove(u)
+			deleteObject(c, name, 0)
 		}
 		var want LoadBound
-		for name, e := range *c.entries.Load() {
-			cpu, mem := reserved(c, name)
-			l := loadOf(e.node.Load(), cpu, mem)
+		for j := range 20 {
+			name := fmt.Sprintf("n%d", j)
+			n, _ := c.Get(name)
+			cpu, mem := r.Get(name)
+			l := loadOf(n, cpu, mem)
 			want.CPUBP, want.MemoryBP = max(want.CPUBP, l.cpuBP), max(want.MemoryBP, l.memoryBP)
 			if l.cpuMilli > 0 && (want.MinCPUMilli == 0 || l.cpuMilli < want.MinCPUMilli) {
 				want.MinCPUMilli = l.cpuMilli
@@ -109,7 +121,7 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 				want.MinMemoryBytes = l.memoryBytes
 			}
 		}
-		if got := c.LoadBound(); got != want {
+		if got := r.LoadBound(); got != want {
 			t.Fatalf("step %d: LoadBound = %+v, a full pass gives %+v", i, got, want)
 		}
 	}
@@ -118,26 +130,26 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 // Deleting pods one by one from nodes tied at the highest load takes no
 // pass over every node until the last of them drops.
 func TestLoadBoundTies(t *testing.T) {
-	c := NewCache()
-	at := time.Unix(0, 0)
+	c := newCache()
+	r := NewReservations(c)
 	for i := range 100 {
 		name := fmt.Sprintf("n%d", i)
-		c.Set(&Node{Name: name, HasCPU: true, CPUPercent: 50, LogicalCores: 16})
-		c.Reserve(name, types.UID(name), 1600, 0, at) // 50% + 10% each
+		c.Set(&telemetry.Node{Name: name, HasCPU: true, CPUPercent: 50, LogicalCores: 16})
+		r.Reserve(name, types.UID(name), 1600, 0) // 50% + 10% each
 	}
-	passes := c.loadPasses
+	passes := r.loadPasses
 	for i := range 99 {
 		name := fmt.Sprintf("n%d", i)
-		c.Unreserve(name, types.UID(name))
+		r.Unreserve(name, types.UID(name))
 	}
-	if got := c.LoadBound().CPUBP; got != 6000 {
+	if got := r.LoadBound().CPUBP; got != 6000 {
 		t.Errorf("CPUBP = %d with one node still at 60%%, want 6000", got)
 	}
-	if c.loadPasses != passes {
-		t.Errorf("%d passes over every node for 99 deletions from tied nodes, want 0", c.loadPasses-passes)
+	if r.loadPasses != passes {
+		t.Errorf("%d passes over every node for 99 deletions from tied nodes, want 0", r.loadPasses-passes)
 	}
-	c.Unreserve("n99", "n99")
-	if got := c.LoadBound().CPUBP; got != 5000 || c.loadPasses != passes+1 {
-		t.Errorf("after the last: CPUBP = %d after %d passes, want 5000 after 1", got, c.loadPasses-passes)
+	r.Unreserve("n99", "n99")
+	if got := r.LoadBound().CPUBP; got != 5000 || r.loadPasses != passes+1 {
+		t.Errorf("after the last: CPUBP = %d after %d passes, want 5000 after 1", got, r.loadPasses-passes)
 	}
 }

@@ -1,0 +1,83 @@
+package plugintest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Clock is the scheduler's clock in a test: it stands still until Set.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock standing at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// NewCache returns a cache on clk.
+func NewCache(clk *Clock) *telemetry.Cache {
+	return telemetry.NewCacheWithClock(clk.Now)
+}
+
+// Observe stores st's view in c as the cache sees a sample from an agent
+// in step with the scheduler: at its sampleTime.
+func Observe(c *telemetry.Cache, clk *Clock, name string, st *telemetryv1alpha1.NodeTelemetryStatus) {
+	saved := clk.Now()
+	clk.Set(st.SampleTime.Time)
+	c.Set(telemetry.FromStatus(name, st))
+	clk.Set(saved)
+}
+
+// HintObjects returns the old and new objects of an update of node name's
+// NodeTelemetry from old (nil: an add) to cur, resource versions 1 and 2,
+// with the old one stored in c as the cache's informer stores it: when its
+// sample came, at its sampleTime.
+func HintObjects(t testing.TB, c *telemetry.Cache, clk *Clock, name string, old, cur *telemetryv1alpha1.NodeTelemetryStatus) (oldObj, newObj any) {
+	t.Helper()
+	if old != nil {
+		u := Object(t, name, 1, old)
+		saved := clk.Now()
+		clk.Set(old.SampleTime.Time)
+		if _, _, err := c.ObserveChange(nil, u); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set(saved)
+		oldObj = u
+	}
+	return oldObj, Object(t, name, 2, cur)
+}
+
+// Object is node name's NodeTelemetry with st at resource version rv.
+func Object(t testing.TB, name string, rv int, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: fmt.Sprint(rv)}, Status: *st,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
