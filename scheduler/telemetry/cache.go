@@ -65,14 +65,14 @@ type Cache struct {
 
 	entries atomic.Pointer[map[string]*entry] // read-only once published
 
-	mu         sync.Mutex            // serializes writers
-	len        int                   // entries with a view
-	skewed     int                   // views whose agent's clock is off
-	slab       []entry               // entries not yet handed out
-	counters   []*Counter            // kept current by set and remove
-	gpuNodes   *Counter              // views that list GPUs
-	watchers   []Watcher             // told of every stored change
-	tombstones map[string]tombstone  // deleted objects, by name
+	mu         sync.Mutex           // serializes writers
+	len        int                  // entries with a view
+	skewed     int                  // views whose agent's clock is off
+	slab       []entry              // entries not yet handed out
+	counters   []*Counter           // kept current by set and remove
+	gpuNodes   *Counter             // views that list GPUs
+	watchers   []Watcher            // told of every stored change
+	tombstones map[string]tombstone // deleted objects, by name
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load

@@ -52,8 +52,8 @@ func TestFromStatus(t *testing.T) {
 func TestSetKeepsTheNewerView(t *testing.T) {
 	c := NewCache()
 	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7})
-	c.Set(&Node{Name: "a", CPUPercent: 20, resourceVersion: 9})   // from a hint, first
-	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7})     // the cache's informer, late
+	c.Set(&Node{Name: "a", CPUPercent: 20, resourceVersion: 9}) // from a hint, first
+	c.Set(&Node{Name: "a", CPUPercent: 90, resourceVersion: 7}) // the cache's informer, late
 	if n, _ := c.Get("a"); n.CPUPercent != 20 {
 		t.Errorf("CPUPercent = %d, want 20 from resourceVersion 9", n.CPUPercent)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)

@@ -69,7 +69,9 @@ func TestLoadBound(t *testing.T) {
 			clock = time.Unix(20, 0)
 			c.Set(n)
 		}, LoadBound{CPUBP: 6000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
-		{"a node without a CPU section", func() { c.Set(&telemetry.Node{Name: "c", HasMemory: true, MemoryPercent: 70, MemoryTotalBytes: 8 << 30}) },
+		{"a node without a CPU section", func() {
+			c.Set(&telemetry.Node{Name: "c", HasMemory: true, MemoryPercent: 70, MemoryTotalBytes: 8 << 30})
+		},
 			LoadBound{CPUBP: 6000, MemoryBP: 7000, MinCPUMilli: 16_000, MinMemoryBytes: 8 << 30}},
 		{"the smallest node deleted", func() { deleteObject(c, "a", 1) },
 			LoadBound{CPUBP: 6000, MemoryBP: 7000, MinCPUMilli: 64_000, MinMemoryBytes: 8 << 30}},

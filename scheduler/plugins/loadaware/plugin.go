@@ -14,8 +14,8 @@ package loadaware
 import (
 	"context"
 	"fmt"
-	"time"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"

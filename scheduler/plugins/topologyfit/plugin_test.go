@@ -17,8 +17,8 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/fixtures"
 )
