@@ -8,6 +8,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -26,11 +30,32 @@ func main() {
 	}
 	// One telemetry cache for every plugin of every profile.
 	cache := telemetry.NewCache()
+	telemetry.RegisterMetrics()
 	cmd := app.NewSchedulerCommand(
 		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache)),
 		app.WithPlugin(topologyfit.Name, topologyfit.NewFactory(cache)),
 		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache)),
 	)
 	cmd.Use = "telesched-scheduler"
+	var skew time.Duration
+	fs := pflag.NewFlagSet("telesched", pflag.ContinueOnError)
+	fs.DurationVar(&skew, "telemetry-clock-skew-tolerance", telemetry.DefaultClockSkewTolerance,
+		"how far a node agent's sampleTime may be from this scheduler's clock, when the scheduler sees the sample, "+
+			"before the node counts as skewed (metric telesched_scheduler_telemetry_skewed_nodes, and a note in stale-telemetry rejections). "+
+			"Freshness is judged by the scheduler's own clock either way.")
+	cmd.Flags().AddFlagSet(fs)
+	help := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		help(c, args)
+		fmt.Fprintf(c.OutOrStdout(), "\nTelesched flags:\n\n%s", fs.FlagUsages())
+	})
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if skew <= 0 {
+			return fmt.Errorf("--telemetry-clock-skew-tolerance must be greater than 0, got %v", skew)
+		}
+		cache.SetClockSkewTolerance(skew)
+		return run(c, args)
+	}
 	os.Exit(cli.Run(cmd))
 }
