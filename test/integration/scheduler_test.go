@@ -434,22 +434,25 @@ func TestSchedulerGPUSingleNUMA(t *testing.T) {
 	}
 }
 
-// TestSchedulerStaleTelemetry: a node whose telemetry is 10 minutes old and
-// says it is hot is not rejected under the default policy (Ignore: stale
-// data is not trusted either way) and is rejected, with the age, under
-// Reject.
+// TestSchedulerStaleTelemetry: a node whose last sample, which says it is
+// hot, was written longer than telemetryMaxAge (5 s here) ago is not
+// rejected under the default policy (Ignore: stale data is not trusted
+// either way) and is rejected, with the age, under Reject. The age is the
+// scheduler's: since the API server wrote the sample, for a scheduler that
+// started after it.
 func TestSchedulerStaleTelemetry(t *testing.T) {
 	needControlPlane(t)
 	ctx := t.Context()
 	c := newClients(t)
 	node := schedNode(ctx, t, c, "stale-node")
-	st := nodeStatus(95, 99, 100)
-	st.SampleTime = metav1.NewTime(time.Now().Add(-10 * time.Minute))
-	if _, err := c.applyStatusCreating(ctx, node, st); err != nil {
+	if _, err := c.applyStatusCreating(ctx, node, nodeStatus(95, 99, 100)); err != nil {
 		t.Fatal(err)
 	}
+	written := time.Now()
+	base := strings.ReplaceAll(schedulerConfig(t, ""), "telemetryMaxAge: 60s", "telemetryMaxAge: 5s")
+	time.Sleep(time.Until(written.Add(7 * time.Second)))
 
-	cmd, _ := startScheduler(t, schedulerConfig(t, ""))
+	cmd, _ := startScheduler(t, base)
 	createPod(t, c, "stale-ignore", "telesched")
 	if got := waitScheduled(t, c, "stale-ignore", 60*time.Second); got != "stale-node" {
 		t.Errorf("stale-ignore went to %q", got)
@@ -457,12 +460,12 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 	_ = cmd.Process.Signal(os.Interrupt)
 	_ = cmd.Wait()
 
-	reject := strings.ReplaceAll(schedulerConfig(t, ""), "staleTelemetryPolicy: Ignore", "staleTelemetryPolicy: Reject")
+	reject := strings.ReplaceAll(base, "staleTelemetryPolicy: Ignore", "staleTelemetryPolicy: Reject")
 	startScheduler(t, reject)
 	createPod(t, c, "stale-reject", "telesched")
 	msg := waitFailedScheduling(t, c, "stale-reject", 30*time.Second)
 	t.Logf("FailedScheduling: %s", msg)
-	if !strings.Contains(msg, "old > telemetryMaxAge 1m0s (staleTelemetryPolicy Reject)") {
+	if !strings.Contains(msg, "old > telemetryMaxAge 5s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)") {
 		t.Errorf("FailedScheduling message does not give the age and policy: %s", msg)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -108,16 +109,55 @@ func TestHintMatchesFilter(t *testing.T) {
 	}
 }
 
-// Defect 2: deleting a pod whose reservation blocks another requeues it.
+// Defect 2: deleting a pod whose reservation blocks another requeues it,
+// whichever of the plugin's handlers sees the deletion first; a deletion
+// that does not make room, or of a pod a sample already measured, does not.
 func TestPodDeleteRequeues(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
-	evs, _ := pl.EventsToRegister(context.Background())
-	for _, e := range evs {
-		if e.Event.Resource == fwk.Pod && e.Event.ActionType&fwk.Delete != 0 {
-			return
-		}
+	cache := newCache()
+	observe(cache, "n", status(60, 50, 0))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+	placed := func(uid, cpu string) *v1.Pod {
+		p := pod(cpu)
+		p.Name, p.UID, p.Spec.NodeName = uid, types.UID(uid), "n"
+		pl.res.Reserve("n", p.UID, p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(), 0)
+		return p
 	}
-	t.Errorf("LoadAware registers no Pod Delete event: %+v", evs)
+	small, big := placed("small", "100m"), placed("big", "3")
+	q := pod("2") // 60% + 3.1 CPUs reserved + 2 CPUs = 91.9% > 80; without big 72.5%
+	if st := filterOK(t, pl, q, "n"); st.IsSuccess() {
+		t.Fatal("q fit beside the reservations")
+	}
+	hint := func(gone *v1.Pod) fwk.QueueingHint {
+		got, err := pl.podDeleteHint(klog.Background(), q, gone, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := hint(small); got != fwk.QueueSkip {
+		t.Errorf("deleting the 100m pod: %v, want QueueSkip (q still does not fit)", got)
+	}
+	pl.podGone(big, true) // the plugin's own Pod handler, first
+	if got := hint(big); got != fwk.Queue {
+		t.Errorf("deleting the 3-CPU pod: %v, want Queue", got)
+	}
+	if got := hint(placed("never", "1")); got != fwk.QueueSkip {
+		t.Errorf("deleting a pod whose removal leaves q fitting as before: %v, want QueueSkip", got)
+	}
+	if evs, _ := pl.EventsToRegister(context.Background()); len(evs) != 2 || evs[1].Event.Resource != fwk.Pod || evs[1].Event.ActionType != fwk.Delete {
+		t.Errorf("events = %+v, want NodeTelemetry Add|Update and Pod Delete", evs)
+	}
+}
+
+// A deleted Node's reservations go with it.
+func TestNodeGoneForgetsReservations(t *testing.T) {
+	cache := newCache()
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+	pl.res.Reserve("gone", "p", 1000, 0)
+	pl.nodeGone(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}})
+	if cpu, _ := pl.res.Get("gone"); cpu != 0 || pl.res.lookup("gone") != nil {
+		t.Errorf("after the Node's deletion: %dm reserved, entry %v", cpu, pl.res.lookup("gone"))
+	}
 }
 
 // Defect 3: a reservation expires after 10 minutes even when no later
