@@ -19,6 +19,7 @@ import (
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
+	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -35,6 +36,8 @@ type EnergyAware struct {
 	// gpuResource is the resource GPUs are counted by (gpuResourceName).
 	gpuResource v1.ResourceName
 	last        cyclestate.Last[*podState]
+	// requests remembers pending pods' requests for the hint.
+	requests *podmemo.Memo[[2]int64]
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
 }
@@ -67,6 +70,7 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 		limits:      limits,
 		cache:       cache,
 		gpuResource: v1.ResourceName(args.GPUResourceName),
+		requests:    podmemo.New[[2]int64](),
 		hot:         cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 	}
 }
@@ -86,9 +90,15 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
+	req := pl.cpuAndGPUs(pod)
+	return &podState{cpuMilli: req[0], gpus: req[1], now: pl.cache.Now()}
+}
+
+// cpuAndGPUs is the pod's CPU request (millicores) and GPUs.
+func (pl *EnergyAware) cpuAndGPUs(pod *v1.Pod) [2]int64 {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	gpus := req[pl.gpuResource]
-	return &podState{cpuMilli: req.Cpu().MilliValue(), gpus: gpus.Value(), now: pl.cache.Now()}
+	return [2]int64{req.Cpu().MilliValue(), gpus.Value()}
 }
 
 // PreFilter computes the pod's requests once. A pod that requests no GPU
@@ -191,7 +201,8 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	}
 	// A previous view that was never stored or is stale proves nothing
 	// about why the pod was rejected.
-	s := pl.podRequests(pod)
+	req := pl.requests.Get(pod, pl.cpuAndGPUs) // asked again and again for the same pending pods
+	s := &podState{cpuMilli: req[0], gpus: req[1], now: pl.cache.Now()}
 	if pl.fits(cur, s) != nil || (prev != nil && prev.Fresh(s.now, pl.args.TelemetryMaxAge) && pl.fits(prev, s) == nil) {
 		return fwk.QueueSkip, nil
 	}

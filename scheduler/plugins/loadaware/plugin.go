@@ -33,6 +33,7 @@ import (
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
+	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -55,6 +56,10 @@ type LoadAware struct {
 	// DaemonSet's.
 	nodes      corelisters.NodeLister
 	daemonSets appslisters.DaemonSetLister
+	// defaults are the requests counted for a container without any.
+	defaults v1.ResourceList
+	// requests remembers pending pods' scaled requests for the hints.
+	requests *podmemo.Memo[[2]int64]
 }
 
 var (
@@ -90,7 +95,10 @@ func New(args config.LoadAwareArgs, cache *telemetry.Cache) *LoadAware {
 
 // NewWith returns the plugin for valid args, sharing res.
 func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, res *Reservations) *LoadAware {
-	return &LoadAware{args: args, cache: cache, res: res}
+	return &LoadAware{args: args, cache: cache, res: res, requests: podmemo.New[[2]int64](), defaults: v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(args.DefaultPodCPUMilli, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(args.DefaultPodMemoryBytes, resource.BinarySI),
+	}}
 }
 
 // Name implements fwk.Plugin.
@@ -114,17 +122,25 @@ func (s *podState) Clone() fwk.StateData { return s }
 // requests (the kube-scheduler's non-zero defaults for containers without
 // any), scaled by the args.
 func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
-		NonMissingContainerRequests: v1.ResourceList{
-			v1.ResourceCPU:    *resource.NewMilliQuantity(pl.args.DefaultPodCPUMilli, resource.DecimalSI),
-			v1.ResourceMemory: *resource.NewQuantity(pl.args.DefaultPodMemoryBytes, resource.BinarySI),
-		},
-	})
-	return &podState{
-		cpuMilli:    req.Cpu().MilliValue() * int64(pl.args.PodCPUScalingPercent) / 100,
-		memoryBytes: req.Memory().Value() * int64(pl.args.PodMemoryScalingPercent) / 100,
-		now:         pl.cache.Now(),
+	req := pl.scaledRequests(pod)
+	return &podState{cpuMilli: req[0], memoryBytes: req[1], now: pl.cache.Now()}
+}
+
+// scaledRequests is the pod's CPU (millicores) and memory (bytes) as
+// podRequests counts them.
+func (pl *LoadAware) scaledRequests(pod *v1.Pod) [2]int64 {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: pl.defaults})
+	return [2]int64{
+		req.Cpu().MilliValue() * int64(pl.args.PodCPUScalingPercent) / 100,
+		req.Memory().Value() * int64(pl.args.PodMemoryScalingPercent) / 100,
 	}
+}
+
+// hintState is podState for a QueueingHint: the requests come from the
+// memo, as the scheduler asks about the same pending pods again and again.
+func (pl *LoadAware) hintState(pod *v1.Pod) *podState {
+	req := pl.requests.Get(pod, pl.scaledRequests)
+	return &podState{cpuMilli: req[0], memoryBytes: req[1], now: pl.cache.Now()}
 }
 
 func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
@@ -300,7 +316,7 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 	if cur == nil {
 		return fwk.QueueSkip, nil // deleted since
 	}
-	s := pl.podRequests(pod)
+	s := pl.hintState(pod)
 	node := pl.node(cur.Name)
 	cpu, mem := pl.res.Get(cur.Name)
 	if pl.fits(node, cur, cpu, mem, s) != nil {
@@ -338,7 +354,7 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	s := pl.podRequests(pod)
+	s := pl.hintState(pod)
 	node := pl.node(gone.Spec.NodeName)
 	cpu, mem := pl.res.Get(gone.Spec.NodeName)
 	if pl.fits(node, tel, cpu, mem, s) != nil || pl.fits(node, tel, cpu+freedCPU, mem+freedMem, s) == nil {

@@ -1,0 +1,49 @@
+// Package podmemo remembers what a plugin computed from a pod, so that a
+// QueueingHint, which the scheduler calls for every pending pod on every
+// event, does not compute a pending pod's requests again each time.
+package podmemo
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Slots is how many pods a Memo remembers at once; a pod whose slot another
+// pod took is computed again. 4096 covers a large backlog for 64 KiB.
+const Slots = 4096
+
+// Memo maps a pod (by UID and resource version) to a T. It is safe for
+// concurrent use and never grows.
+type Memo[T any] struct {
+	seed  maphash.Seed
+	slots [Slots]atomic.Pointer[entry[T]]
+}
+
+type entry[T any] struct {
+	uid             types.UID
+	resourceVersion string
+	v               T
+}
+
+// New returns an empty memo.
+func New[T any]() *Memo[T] {
+	return &Memo[T]{seed: maphash.MakeSeed()}
+}
+
+// Get returns f(pod), computed once per version of the pod while its slot
+// holds it. A pod without a UID is always computed.
+func (m *Memo[T]) Get(pod *v1.Pod, f func(*v1.Pod) T) T {
+	if pod.UID == "" {
+		return f(pod)
+	}
+	slot := &m.slots[maphash.String(m.seed, string(pod.UID))%Slots]
+	if e := slot.Load(); e != nil && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
+		return e.v
+	}
+	v := f(pod)
+	slot.Store(&entry[T]{uid: pod.UID, resourceVersion: pod.ResourceVersion, v: v})
+	return v
+}
