@@ -40,7 +40,7 @@ func (pl *TopologyFit) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
 	}
-	s, err := pl.podFacts(pod)
+	s, err := pl.hintFacts(pod)
 	if err != nil || !s.topology() {
 		// A malformed annotation is not fixed by telemetry, and a pod with
 		// nothing to check was not rejected by this plugin.
@@ -127,7 +127,7 @@ func (pl *TopologyFit) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if deleted == nil || (deleted.Spec.NodeName == "" && deleted.Status.NominatedNodeName == "") {
 		return fwk.QueueSkip, nil
 	}
-	s, err := pl.podFacts(pod)
+	s, err := pl.hintFacts(pod)
 	if err != nil || !s.topology() {
 		return fwk.QueueSkip, nil
 	}

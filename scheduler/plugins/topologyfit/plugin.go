@@ -60,6 +60,7 @@ import (
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
+	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -79,6 +80,24 @@ type TopologyFit struct {
 	// gpuAllocatable is the set of nodes whose allocatable has the GPU
 	// resource; nil until WatchNodes.
 	gpuAllocatable *nodeset.Set
+	// facts remembers pending pods' podFacts for the hints, which must
+	// not modify them.
+	facts *podmemo.Memo[podFactsResult]
+}
+
+type podFactsResult struct {
+	s   *podState
+	err error
+}
+
+// hintFacts is podFacts for a QueueingHint, from the memo: the scheduler
+// asks about the same pending pods again and again.
+func (pl *TopologyFit) hintFacts(pod *v1.Pod) (*podState, error) {
+	r := pl.facts.Get(pod, func(p *v1.Pod) podFactsResult {
+		s, err := pl.podFacts(p)
+		return podFactsResult{s, err}
+	})
+	return r.s, r.err
 }
 
 var (
@@ -121,7 +140,7 @@ func (pl *TopologyFit) WatchNodes(informer toolscache.SharedIndexInformer) error
 
 // New returns the plugin for valid args. Time is the cache's clock.
 func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
-	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, now: cache.Now}
+	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, now: cache.Now, facts: podmemo.New[podFactsResult]()}
 }
 
 // Name implements fwk.Plugin.
