@@ -60,8 +60,8 @@ import (
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
-	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
+	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
