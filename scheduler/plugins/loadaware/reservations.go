@@ -96,7 +96,9 @@ func (r *Reservations) observe(name string, _, cur *telemetry.Node) {
 	}
 	e := r.lookup(name)
 	if e == nil {
-		// No reservation yet: only the bound changes.
+		// A node's entry is made when its first view comes, so that
+		// Reserve, once per scheduled pod, never copies the map.
+		r.entry(name)
 		r.setLoad(name, loadOf(cur, 0, 0))
 		return
 	}
