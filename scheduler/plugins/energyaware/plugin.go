@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -36,8 +37,13 @@ type EnergyAware struct {
 	// gpuResource is the resource GPUs are counted by (gpuResourceName).
 	gpuResource v1.ResourceName
 	last        cyclestate.Last[*podState]
-	// requests remembers pending pods' requests for the hint.
+	// requests remembers pending pods' requests for the hint, affinity
+	// their required node affinity.
 	requests *podmemo.Memo[[2]int64]
+	affinity podmemo.Affinity
+	// nodes is the scheduler's Node lister, nil until set by NewFactory:
+	// the hint then cannot tell nodes the pod may not go to.
+	nodes corelisters.NodeLister
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
 }
@@ -52,8 +58,10 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs.
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs, _ fwk.Handle) (fwk.Plugin, error) {
-		return New(args, cache), nil
+	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+		pl := New(args, cache)
+		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+		return pl, nil
 	})
 }
 
@@ -71,6 +79,7 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 		cache:       cache,
 		gpuResource: v1.ResourceName(args.GPUResourceName),
 		requests:    podmemo.New[[2]int64](),
+		affinity:    podmemo.NewAffinity(),
 		hot:         cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 	}
 }
@@ -201,6 +210,11 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	}
 	// A previous view that was never stored or is stale proves nothing
 	// about why the pod was rejected.
+	if pl.nodes != nil {
+		if node, err := pl.nodes.Get(cur.Name); err == nil && !pl.affinity.Allows(pod, node) {
+			return fwk.QueueSkip, nil // the pod can never go there
+		}
+	}
 	req := pl.requests.Get(pod, pl.cpuAndGPUs) // asked again and again for the same pending pods
 	s := &podState{cpuMilli: req[0], gpus: req[1], now: pl.cache.Now()}
 	if pl.fits(cur, s) != nil || (prev != nil && prev.Fresh(s.now, pl.args.TelemetryMaxAge) && pl.fits(prev, s) == nil) {

@@ -58,8 +58,10 @@ type LoadAware struct {
 	daemonSets appslisters.DaemonSetLister
 	// defaults are the requests counted for a container without any.
 	defaults v1.ResourceList
-	// requests remembers pending pods' scaled requests for the hints.
+	// requests remembers pending pods' scaled requests for the hints,
+	// affinity their required node affinity.
 	requests *podmemo.Memo[[2]int64]
+	affinity podmemo.Affinity
 }
 
 var (
@@ -95,7 +97,7 @@ func New(args config.LoadAwareArgs, cache *telemetry.Cache) *LoadAware {
 
 // NewWith returns the plugin for valid args, sharing res.
 func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, res *Reservations) *LoadAware {
-	return &LoadAware{args: args, cache: cache, res: res, requests: podmemo.New[[2]int64](), defaults: v1.ResourceList{
+	return &LoadAware{args: args, cache: cache, res: res, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), defaults: v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(args.DefaultPodCPUMilli, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(args.DefaultPodMemoryBytes, resource.BinarySI),
 	}}
@@ -316,8 +318,11 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 	if cur == nil {
 		return fwk.QueueSkip, nil // deleted since
 	}
-	s := pl.hintState(pod)
 	node := pl.node(cur.Name)
+	if !pl.affinity.Allows(pod, node) {
+		return fwk.QueueSkip, nil // the pod can never go there
+	}
+	s := pl.hintState(pod)
 	cpu, mem := pl.res.Get(cur.Name)
 	if pl.fits(node, cur, cpu, mem, s) != nil {
 		return fwk.QueueSkip, nil
@@ -354,8 +359,11 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	s := pl.hintState(pod)
 	node := pl.node(gone.Spec.NodeName)
+	if !pl.affinity.Allows(pod, node) {
+		return fwk.QueueSkip, nil
+	}
+	s := pl.hintState(pod)
 	cpu, mem := pl.res.Get(gone.Spec.NodeName)
 	if pl.fits(node, tel, cpu, mem, s) != nil || pl.fits(node, tel, cpu+freedCPU, mem+freedMem, s) == nil {
 		return fwk.QueueSkip, nil

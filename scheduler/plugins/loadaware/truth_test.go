@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -16,6 +18,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -201,5 +204,27 @@ func TestForgedDaemonSetOwner(t *testing.T) {
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "no-such-ds", UID: "forged", Controller: ptr.To(true)}}
 	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), p, nil); st.Code() == fwk.Skip && !st.IsSuccess() {
 		t.Error("a pod naming a DaemonSet that does not exist skipped LoadAware")
+	}
+}
+
+// A hint does not requeue a pod for a node its required node affinity
+// excludes: no change there can let it in.
+func TestHintSkipsNodesThePodCannotUse(t *testing.T) {
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "normal"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool string
+		want fwk.QueueingHint
+	}{{"normal", fwk.Queue}, {"busy", fwk.QueueSkip}} {
+		pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
+		pl.nodes = corelisters.NewNodeLister(indexer)
+		p := pod("1")
+		p.Spec.NodeSelector = map[string]string{"pool": tc.pool}
+		oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", status(95, 50, 0), status(50, 50, 0))
+		if got, _ := pl.hint(klog.Background(), p, oldObj, newObj); got != tc.want {
+			t.Errorf("pod selecting pool %s, node in pool normal fell to 50%%: hint = %v, want %v", tc.pool, got, tc.want)
+		}
 	}
 }

@@ -3,9 +3,18 @@
 // telesched's, on one local API server with N nodes that all have
 // NodeTelemetry. In each round, M pods are scheduled by one profile and
 // deleted, then M pods by the other, the first profile alternating between
-// rounds; it prints pods/s of each, the ratio per round and the medians.
+// rounds; it prints pods/s and scheduler CPU per pod of each, the ratios per
+// round and the medians.
 //
-//	go run ./test/bench/scheduler -nodes 1000 -pods 1000 -rounds 3
+// -mode cluster (the default) runs where production lives: NodeTelemetry
+// updates flow during the run at the agents' rate (-writes-per-node-min),
+// the fleet has loaded, hot, flapping and GPU nodes so telesched's filters
+// run (see cluster.go), and each profile's run has a backlog of pods that
+// stay pending (-backlog) so QueueingHints run on every update. -mode
+// quiet is the earlier measurement: every node fresh and idle enough that
+// no telesched filter runs, no update during the run, no backlog.
+//
+//	go run ./test/bench/scheduler -nodes 1000 -pods 1000 -rounds 5
 package main
 
 import (
@@ -48,12 +57,24 @@ func main() {
 	nodes := flag.Int("nodes", 1000, "nodes, each with NodeTelemetry")
 	pods := flag.Int("pods", 1000, "pods per profile and round")
 	rounds := flag.Int("rounds", 3, "rounds; each schedules the pods once per profile, the first profile alternating")
+	flag.StringVar(&mode, "mode", "cluster", "cluster (telemetry flowing, busy/hot/GPU nodes, a backlog of pending pods) or quiet (no updates, no backlog, no filter runs)")
+	flag.IntVar(&backlogPods, "backlog", 1000, "cluster mode: pending pods kept in the queue during each profile's run")
+	flag.Float64Var(&writesPerNodeMin, "writes-per-node-min", 2, "cluster mode: NodeTelemetry writes per node per minute during the run (agents: a 30 s heartbeat plus changes)")
+	flag.StringVar(&markdown, "markdown", "", "if set, write the rounds as a Markdown table to this file")
 	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
 	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created")
 	flag.Parse()
 	if *nodes < 1 || *pods < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "schedbench: -nodes, -pods and -rounds must be at least 1")
+		os.Exit(2)
+	}
+	if mode != "cluster" && mode != "quiet" {
+		fmt.Fprintf(os.Stderr, "schedbench: -mode %q: want cluster or quiet\n", mode)
+		os.Exit(2)
+	}
+	if mode == "cluster" && (backlogPods < 0 || writesPerNodeMin <= 0) {
+		fmt.Fprintln(os.Stderr, "schedbench: -backlog must not be negative and -writes-per-node-min must be above 0")
 		os.Exit(2)
 	}
 	if err := run(*scheduler, *config, *nodes, *pods, *rounds); err != nil {
@@ -63,10 +84,14 @@ func main() {
 }
 
 var (
-	settle        time.Duration
-	cpuProfileDir string
-	cpuProfileFor time.Duration
-	pprofAddr     string // host:port of the scheduler's secure port when profiling
+	mode             string
+	backlogPods      int
+	writesPerNodeMin float64
+	markdown         string
+	settle           time.Duration
+	cpuProfileDir    string
+	cpuProfileFor    time.Duration
+	pprofAddr        string // host:port of the scheduler's secure port when profiling
 )
 
 func run(bin, configPath string, nodes, pods, rounds int) error {
@@ -90,10 +115,45 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	ctx := context.Background()
 
 	start := time.Now()
-	if err := parallel(nodes, 16, func(i int) error { return createNode(ctx, kube, dyn, fmt.Sprintf("node-%05d", i), i) }); err != nil {
+	var created atomic.Int64
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				fmt.Printf("  %d of %d nodes created\n", created.Load(), nodes)
+			}
+		}
+	}()
+	create := func(i int) error {
+		defer created.Add(1)
+		if mode == "cluster" {
+			return createClusterNode(ctx, kube, dyn, i)
+		}
+		return createNode(ctx, kube, dyn, nodeName(i), i)
+	}
+	err = parallel(nodes, 16, create)
+	close(stopProgress)
+	if err != nil {
 		return err
 	}
 	fmt.Printf("%d nodes with NodeTelemetry created in %v\n", nodes, time.Since(start).Round(time.Millisecond))
+	var w *writer
+	if mode == "cluster" {
+		c := composition(nodes)
+		fmt.Printf("fleet: %d GPU nodes (8 GPUs), %d loaded (CPU ~90%% > 80%%), %d hot (97 of 100 °C), %d flapping (75/85%% CPU), %d others (10-69%% CPU)\n",
+			c[kindGPU], c[kindLoaded], c[kindHot], c[kindFlapping], c[kindNormal])
+		fmt.Printf("telemetry: %.1f writes per node per minute (%.1f/s), backlog %d pending pods per profile's run\n",
+			writesPerNodeMin, writesPerNodeMin*float64(nodes)/60, backlogPods)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w = &writer{}
+		go w.run(wctx, dyn, nodes, writesPerNodeMin)
+	}
 
 	dir, err := os.MkdirTemp("", "schedbench-")
 	if err != nil {
@@ -109,7 +169,9 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	// (the default 50 QPS would cap both profiles alike); telemetry kept
 	// fresh for the run.
 	conf := strings.Replace(string(base), "  leaderElect: true", "  leaderElect: false", 1)
-	conf = strings.ReplaceAll(conf, "telemetryMaxAge: 60s", "telemetryMaxAge: 1h")
+	if mode == "quiet" {
+		conf = strings.ReplaceAll(conf, "telemetryMaxAge: 60s", "telemetryMaxAge: 1h")
+	}
 	conf = strings.Replace(conf, "profiles:\n", "profiles:\n- schedulerName: default-scheduler\n", 1)
 	conf += "clientConnection:\n  kubeconfig: " + kubeconfig + "\n  qps: 5000\n  burst: 5000\n"
 	confPath := filepath.Join(dir, "config.yaml")
@@ -144,21 +206,36 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	// Rounds alternate which profile goes first: the second run of a round
 	// meets an API server and etcd that hold the first run's deleted pods.
 	results := map[string][]float64{}
-	var ratios []float64
+	cpus := map[string][]float64{}
+	var ratios, cpuRatios, writeRates []float64
 	for round := 1; round <= rounds; round++ {
 		order := []string{"default-scheduler", "telesched"}
 		if round%2 == 0 {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, profile := range order {
-			// Every node reports a new sample before each run, as agents
-			// would: it retires the previous run's reservations, so each
-			// run starts from the same telemetry.
-			if err := parallel(nodes, 16, func(i int) error { return sample(ctx, dyn, fmt.Sprintf("node-%05d", i), i) }); err != nil {
-				return fmt.Errorf("re-sampling telemetry: %w", err)
+			var backlogNS string
+			if mode == "quiet" {
+				// Every node reports a new sample before each run, as agents
+				// would: it retires the previous run's reservations, so each
+				// run starts from the same telemetry.
+				if err := parallel(nodes, 16, func(i int) error { return sample(ctx, dyn, nodeName(i), i) }); err != nil {
+					return fmt.Errorf("re-sampling telemetry: %w", err)
+				}
+			} else if backlogPods > 0 {
+				t0 := time.Now()
+				if backlogNS, err = backlog(ctx, kube, profile, round, backlogPods); err != nil {
+					return fmt.Errorf("%s backlog: %w", profile, err)
+				}
+				fmt.Printf("round %d  %-18s backlog of %d pods pending (unschedulable) after %v\n", round, profile, backlogPods, time.Since(t0).Round(100*time.Millisecond))
 			}
 			time.Sleep(settle)
 			cpu0, cpuErr := cpuSeconds(cmd.Process.Pid)
+			var writes0 int64
+			if w != nil {
+				writes0 = w.writes.Load()
+			}
+			t0 := time.Now()
 			rate, err := measure(ctx, kube, profile, round, pods)
 			if err != nil {
 				data, _ := os.ReadFile(filepath.Join(dir, "scheduler.log"))
@@ -168,17 +245,65 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			// The scheduler's CPU time per pod, counted from this run's first
 			// pod to the end of its settle pause: less noisy than pods/s on a
 			// machine the API server and etcd share.
-			cpuPerPod := "n/a"
+			cpuMS := -1.0
 			if cpu1, err := cpuSeconds(cmd.Process.Pid); err == nil && cpuErr == nil {
-				cpuPerPod = fmt.Sprintf("%.2f ms", (cpu1-cpu0)*1000/float64(pods))
+				cpuMS = (cpu1 - cpu0) * 1000 / float64(pods)
 			}
-			fmt.Printf("round %d  %-18s %d pods on %d nodes: %.1f pods/s, scheduler CPU %s per pod\n", round, profile, pods, nodes, rate, cpuPerPod)
+			cpus[profile] = append(cpus[profile], cpuMS)
+			extra := ""
+			if w != nil {
+				wr := float64(w.writes.Load()-writes0) / time.Since(t0).Seconds()
+				writeRates = append(writeRates, wr)
+				extra = fmt.Sprintf(", telemetry %.1f writes/s (%.2f per node per minute)", wr, wr*60/float64(nodes))
+				if n := w.errors.Load(); n > 0 {
+					extra += fmt.Sprintf(", %d write errors (last: %v)", n, w.lastErr.Load())
+				}
+			}
+			if backlogNS != "" {
+				left, err := pendingIn(ctx, kube, backlogNS)
+				if err != nil {
+					return err
+				}
+				extra += fmt.Sprintf(", backlog still pending %d", left)
+				if err := deleteNamespace(ctx, kube, backlogNS); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("round %d  %-18s %d pods on %d nodes: %.1f pods/s, scheduler CPU %.2f ms per pod%s\n", round, profile, pods, nodes, rate, cpuMS, extra)
 		}
 		ratios = append(ratios, results["telesched"][round-1]/results["default-scheduler"][round-1])
-		fmt.Printf("round %d  ratio telesched/default: %.2f\n", round, ratios[round-1])
+		cpuRatios = append(cpuRatios, cpus["telesched"][round-1]/cpus["default-scheduler"][round-1])
+		fmt.Printf("round %d  ratio telesched/default: throughput %.2f, CPU per pod %.2f\n", round, ratios[round-1], cpuRatios[round-1])
 	}
-	fmt.Printf("median of %d rounds: default-scheduler %.1f pods/s, telesched %.1f pods/s, ratio %.2f (goal >= 0.95)\n",
-		rounds, median(results["default-scheduler"]), median(results["telesched"]), median(ratios))
+	fmt.Printf("median of %d rounds (%s mode, %d nodes): default-scheduler %.1f pods/s %.2f ms/pod, telesched %.1f pods/s %.2f ms/pod; throughput ratio %.2f (goal >= 0.95), CPU per pod ratio %.2f (goal <= 1.10)\n",
+		rounds, mode, nodes, median(results["default-scheduler"]), median(cpus["default-scheduler"]), median(results["telesched"]), median(cpus["telesched"]), median(ratios), median(cpuRatios))
+	if markdown != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "| round | default pods/s | telesched pods/s | ratio | default CPU ms/pod | telesched CPU ms/pod | CPU ratio |")
+		if len(writeRates) > 0 {
+			b.WriteString(" telemetry writes/s (1st / 2nd run) |")
+		}
+		b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- |")
+		if len(writeRates) > 0 {
+			b.WriteString(" --- |")
+		}
+		b.WriteString("\n")
+		for r := range rounds {
+			fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r])
+			if len(writeRates) > 0 {
+				fmt.Fprintf(&b, " %.0f / %.0f |", writeRates[2*r], writeRates[2*r+1])
+			}
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "| median | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** |", median(results["default-scheduler"]), median(results["telesched"]), median(ratios), median(cpus["default-scheduler"]), median(cpus["telesched"]), median(cpuRatios))
+		if len(writeRates) > 0 {
+			fmt.Fprintf(&b, " %.0f |", median(writeRates))
+		}
+		b.WriteString("\n")
+		if err := os.WriteFile(markdown, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -216,7 +341,7 @@ func median(v []float64) float64 {
 // measure creates pods for a profile and returns pods bound per second,
 // from the first create to the last binding; it deletes them afterwards.
 func measure(ctx context.Context, kube kubernetes.Interface, profile string, round, n int) (float64, error) {
-	ns := fmt.Sprintf("bench-%s-%d", strings.TrimSuffix(profile, "-scheduler"), round)
+	ns := fmt.Sprintf("bench-%s-%d", shortName(profile), round)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return 0, err
 	}

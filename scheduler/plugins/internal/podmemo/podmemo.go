@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // Slots is how many pods a Memo remembers at once; a pod whose slot another
@@ -46,4 +47,24 @@ func (m *Memo[T]) Get(pod *v1.Pod, f func(*v1.Pod) T) T {
 	v := f(pod)
 	slot.Store(&entry[T]{uid: pod.UID, resourceVersion: pod.ResourceVersion, v: v})
 	return v
+}
+
+// Affinity remembers pods' required node affinity (nodeSelector and
+// requiredDuringScheduling node affinity), for hints that skip nodes the
+// pod can never go to.
+type Affinity struct {
+	m *Memo[nodeaffinity.RequiredNodeAffinity]
+}
+
+// NewAffinity returns an empty Affinity.
+func NewAffinity() Affinity { return Affinity{m: New[nodeaffinity.RequiredNodeAffinity]()} }
+
+// Allows reports whether the pod's required node affinity admits node; a
+// nil node (not known) is admitted.
+func (a Affinity) Allows(pod *v1.Pod, node *v1.Node) bool {
+	if node == nil {
+		return true
+	}
+	ok, err := a.m.Get(pod, nodeaffinity.GetRequiredNodeAffinity).Match(node)
+	return err != nil || ok // a malformed term: let the scheduler say so
 }
