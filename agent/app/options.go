@@ -5,6 +5,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	HostRoot   string
 	NodeName   string
 	Kubeconfig string
+	// WrapTransport, if set, wraps the API client's transport; for
+	// programs that embed the agent (the fleet-scale benchmark times each
+	// write with it). Not a flag.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Interval is the longest a move past the deadbands waits to be
 	// published while it does not settle, and the readiness unit.
 	Interval time.Duration

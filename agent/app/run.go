@@ -155,7 +155,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	var pub *publishing
 	var events *nodeEvents
 	if o.Publish {
-		client, err := newClient(o.Kubeconfig)
+		client, err := newClient(o.Kubeconfig, o.WrapTransport)
 		if err != nil {
 			return err
 		}
@@ -354,7 +354,7 @@ func shutdownServer(srv *http.Server) {
 	_ = srv.Shutdown(ctx)
 }
 
-func newClient(kubeconfig string) (*kube.Client, error) {
+func newClient(kubeconfig string, wrap func(http.RoundTripper) http.RoundTripper) (*kube.Client, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -368,6 +368,9 @@ func newClient(kubeconfig string) (*kube.Client, error) {
 	cfg.UserAgent = "telesched-agent/" + version.Get()
 	// A hung connection must not hold the publisher forever.
 	cfg.Timeout = requestTimeout
+	if wrap != nil {
+		cfg.Wrap(wrap)
+	}
 	return kube.New(cfg)
 }
 

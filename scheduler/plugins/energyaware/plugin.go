@@ -200,6 +200,11 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 // before the update and does now: it cooled, its telemetry became fresh,
 // or enough of its GPUs came clear of slowdown or became healthy. Any
 // other change, such as a cool node getting a little warmer, skips.
+//
+// The scheduler calls it for every pending pod this plugin rejected, on
+// every NodeTelemetry update, so the node's own answers come first: a node
+// too hot now, or usable before with no more cool GPUs now, skips without
+// looking at the pod.
 func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
@@ -208,17 +213,25 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	if cur == nil {
 		return fwk.QueueSkip, nil // deleted since
 	}
+	now := pl.cache.Now()
+	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || tooHot(cur, pl.limits) != "" {
+		return fwk.QueueSkip, nil // Filter rejects it for any pod (or ignores staleness, as before)
+	}
 	// A previous view that was never stored or is stale proves nothing
 	// about why the pod was rejected.
+	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
+	if prevKnown && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
+		return fwk.QueueSkip, nil // usable before, and no GPU came clear
+	}
+	req := pl.requests.Get(pod, pl.cpuAndGPUs) // asked again and again for the same pending pods
+	s := &podState{cpuMilli: req[0], gpus: req[1], now: now}
+	if pl.fits(cur, s) != nil || (prevKnown && pl.fits(prev, s) == nil) {
+		return fwk.QueueSkip, nil
+	}
 	if pl.nodes != nil {
 		if node, err := pl.nodes.Get(cur.Name); err == nil && !pl.affinity.Allows(pod, node) {
 			return fwk.QueueSkip, nil // the pod can never go there
 		}
-	}
-	req := pl.requests.Get(pod, pl.cpuAndGPUs) // asked again and again for the same pending pods
-	s := &podState{cpuMilli: req[0], gpus: req[1], now: pl.cache.Now()}
-	if pl.fits(cur, s) != nil || (prev != nil && prev.Fresh(s.now, pl.args.TelemetryMaxAge) && pl.fits(prev, s) == nil) {
-		return fwk.QueueSkip, nil
 	}
 	logger.V(4).Info("node telemetry lets the pod in", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
 	return fwk.Queue, nil

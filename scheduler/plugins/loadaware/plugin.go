@@ -310,6 +310,10 @@ func (pl *LoadAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHi
 // before the update and does now: the load fell, the node's telemetry
 // became fresh, or the new sample retired reservations. Before is the
 // previous view with the reservations as they were until this sample.
+//
+// The scheduler calls it for every pending pod this plugin rejected, on
+// every NodeTelemetry update, so the common answers come first and cheap:
+// an update that raises no estimate skips without looking at the pod.
 func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
@@ -318,25 +322,36 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 	if cur == nil {
 		return fwk.QueueSkip, nil // deleted since
 	}
-	node := pl.node(cur.Name)
-	if !pl.affinity.Allows(pod, node) {
-		return fwk.QueueSkip, nil // the pod can never go there
+	now := pl.cache.Now()
+	// A previous view that was never stored or is stale proves nothing
+	// about why the pod was rejected.
+	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
+	beforeCPU, beforeMem := pl.res.Before(cur.Name, cur)
+	cpu, mem := pl.res.Get(cur.Name)
+	if prevKnown && cpu >= beforeCPU && mem >= beforeMem && noLighter(prev, cur) {
+		return fwk.QueueSkip, nil // nothing fits now that did not before
 	}
 	s := pl.hintState(pod)
-	cpu, mem := pl.res.Get(cur.Name)
+	node := pl.node(cur.Name)
 	if pl.fits(node, cur, cpu, mem, s) != nil {
 		return fwk.QueueSkip, nil
 	}
-	// A previous view that was never stored or is stale proves nothing
-	// about why the pod was rejected: queue.
-	if prev != nil && prev.Fresh(s.now, pl.args.TelemetryMaxAge) {
-		beforeCPU, beforeMem := pl.res.Before(cur.Name, cur)
-		if pl.fits(node, prev, beforeCPU, beforeMem, s) == nil {
-			return fwk.QueueSkip, nil // it fitted already: something else rejected it
-		}
+	if prevKnown && pl.fits(node, prev, beforeCPU, beforeMem, s) == nil {
+		return fwk.QueueSkip, nil // it fitted already: something else rejected it
+	}
+	if !pl.affinity.Allows(pod, node) {
+		return fwk.QueueSkip, nil // the pod can never go there
 	}
 	logger.V(4).Info("node telemetry makes the pod fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
 	return fwk.Queue, nil
+}
+
+// noLighter reports whether cur estimates no pod's load lower than prev:
+// the same sections and capacities, and CPU and memory no lower.
+func noLighter(prev, cur *telemetry.Node) bool {
+	return prev.HasCPU == cur.HasCPU && prev.HasMemory == cur.HasMemory &&
+		prev.LogicalCores == cur.LogicalCores && prev.MemoryTotalBytes == cur.MemoryTotalBytes &&
+		cur.CPUPercent >= prev.CPUPercent && cur.MemoryPercent >= prev.MemoryPercent
 }
 
 // podDeleteHint queues a pod when a pod deleted from a node takes its

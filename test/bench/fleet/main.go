@@ -1,0 +1,562 @@
+// Command fleetbench runs many real telesched agents in one process, each
+// on a simulated host tree (sandbox/hosttree), against one local API server
+// at the agent's defaults (sample every 1 s, publish a settled change at
+// once or within 5 s, heartbeat 30 s), and measures what the fleet costs
+// the control plane: API writes per second, kube-apiserver and etcd CPU,
+// the etcd database size, and the informer lag from a NodeTelemetry write
+// to its delivery by an informer like the scheduler's cache.
+//
+//	go run ./test/bench/fleet -agents 500 -duration 10m
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/telesched/telesched/agent/app"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/sandbox/hosttree"
+)
+
+func main() {
+	agents := flag.Int("agents", 500, "agents (and simulated nodes)")
+	duration := flag.Duration("duration", 10*time.Minute, "measured time, after every agent has started and written")
+	warmup := flag.Duration("warmup", time.Minute, "time after the last agent started before measuring")
+	changing := flag.Float64("changing", 0.1, "fraction of nodes whose CPU load moves between 20% and 70% every minute; the rest hold steady")
+	markdown := flag.String("markdown", "", "if set, write the summary as a Markdown table to this file")
+	logFile := flag.String("log", "", "agents' and control plane's log file (default: a file in the work directory)")
+	flag.Parse()
+	if *agents < 1 || *duration <= 0 || *changing < 0 || *changing > 1 {
+		fmt.Fprintln(os.Stderr, "fleetbench: -agents >= 1, -duration > 0 and -changing in [0, 1]")
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	if err := run(ctx, *agents, *duration, *warmup, *changing, *markdown, *logFile); err != nil {
+		fmt.Fprintln(os.Stderr, "fleetbench:", err)
+		os.Exit(1)
+	}
+}
+
+// The simulated hosts are small (8 CPUs, one package and NUMA node) so that
+// the agents' own sampling, which shares this machine, costs as little as
+// it can; what the control plane sees of an agent does not depend on the
+// host's size.
+var hostSpec = hosttree.Spec{CPUs: 8, NUMANodes: 1, Packages: 1, MemoryKiB: 32 << 20, IdleWatts: 60, FullLoadWatts: 200, CritMilliCelsius: 100_000}
+
+func run(ctx context.Context, n int, duration, warmup time.Duration, changing float64, markdown, logPath string) error {
+	base := os.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm" // the trees are rewritten every second: keep them in memory
+	}
+	dir, err := os.MkdirTemp(base, "fleetbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if logPath == "" {
+		logPath = filepath.Join(os.TempDir(), fmt.Sprintf("fleetbench-%d.log", os.Getpid()))
+	}
+	logOut, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logOut.Close()
+	klog.LogToStderr(false)
+	klog.SetOutput(logOut)
+	fmt.Printf("logs: %s\n", logPath)
+
+	fmt.Println("starting the local control plane")
+	cp, err := controlplane.Start(controlplane.Options{Output: logOut})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	cfg := *cp.Config
+	cfg.QPS, cfg.Burst = 1000, 1000
+	kube := kubernetes.NewForConfigOrDie(&cfg)
+	dyn := dynamic.NewForConfigOrDie(&cfg)
+	apiserverPID, etcdPID := childPID("kube-apiserver"), childPID("etcd")
+	if apiserverPID == 0 || etcdPID == 0 {
+		return fmt.Errorf("kube-apiserver (pid %d) or etcd (pid %d) not found among this process's children", apiserverPID, etcdPID)
+	}
+
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("fleet-%04d", i)
+	}
+	start := time.Now()
+	if err := parallel(n, 16, func(i int) error { return createNode(ctx, kube, names[i]) }); err != nil {
+		return err
+	}
+	fmt.Printf("%d nodes created in %v\n", n, time.Since(start).Round(time.Millisecond))
+
+	hosts := make([]*hosttree.Host, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		if hosts[i], err = hosttree.New(filepath.Join(dir, names[i]), hostSpec); err != nil {
+			return err
+		}
+		hosts[i].SetUtilization(0.1 + 0.5*rng.Float64())
+		hosts[i].SetTemperature(int64(45_000 + rng.IntN(20_000)))
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer stop()
+	// The trees advance every 250 ms, as the sandbox's do; a tenth of the
+	// nodes change load every minute.
+	background.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				for _, h := range hosts {
+					if err := h.Advance(); err != nil {
+						klog.ErrorS(err, "advancing a host tree")
+					}
+				}
+			}
+		}
+	})
+	background.Go(func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		high := false
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				high = !high
+				for i := range int(float64(n) * changing) {
+					u := 0.2
+					if high {
+						u = 0.7
+					}
+					hosts[i*n/max(1, int(float64(n)*changing))].SetUtilization(u)
+				}
+			}
+		}
+	})
+
+	rec := newRecorder()
+	informer, err := watchTelemetry(runCtx, dyn, rec)
+	if err != nil {
+		return err
+	}
+	_ = informer
+
+	fmt.Printf("starting %d agents at their defaults\n", n)
+	var agents sync.WaitGroup
+	defer agents.Wait()
+	for i := range n {
+		o := app.NewOptions()
+		o.NodeName, o.HostRoot, o.Kubeconfig = names[i], hosts[i].Dir, kubeconfig
+		o.MetricsAddress, o.NVML = "", false
+		o.WrapTransport = rec.wrap
+		o.Complete()
+		if err := o.Validate(); err != nil {
+			return fmt.Errorf("agent %s: %w", names[i], err)
+		}
+		agents.Go(func() {
+			logger := klog.NewKlogr().WithValues("node", o.NodeName)
+			if err := app.Run(klog.NewContext(runCtx, logger), o, io.Discard); err != nil && runCtx.Err() == nil {
+				logger.Error(err, "agent stopped")
+			}
+		})
+		// A DaemonSet's pods start over some seconds, not at once.
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("all agents started; warming up for %v\n", warmup)
+	if err := sleep(ctx, warmup); err != nil {
+		return err
+	}
+
+	before, err := snapshot(ctx, kube, apiserverPID, etcdPID)
+	if err != nil {
+		return err
+	}
+	rec.reset()
+	t0 := time.Now()
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for time.Since(t0) < duration {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		now, err := snapshot(ctx, kube, apiserverPID, etcdPID)
+		if err != nil {
+			return err
+		}
+		s := summarize(before, now, rec, n)
+		fmt.Printf("  %v: %.1f writes/s (%.2f per node per minute), kube-apiserver %.2f cores, etcd %.2f cores, lag p50 %v p99 %v\n",
+			time.Since(t0).Round(time.Second), s.writesPerSec, s.writesPerNodeMin, s.apiserverCores, s.etcdCores, s.lagP50, s.lagP99)
+	}
+	after, err := snapshot(ctx, kube, apiserverPID, etcdPID)
+	if err != nil {
+		return err
+	}
+	s := summarize(before, after, rec, n)
+	stop()
+	fmt.Printf("\n%d agents, %v measured:\n", n, after.at.Sub(before.at).Round(time.Second))
+	fmt.Printf("  NodeTelemetry writes: %.1f/s (%.2f per node per minute); API server counted %.1f/s\n", s.writesPerSec, s.writesPerNodeMin, s.serverWritesPerSec)
+	fmt.Printf("  kube-apiserver: %.2f cores, RSS %.0f MiB; etcd: %.2f cores, RSS %.0f MiB; agents (this process): %.2f cores\n",
+		s.apiserverCores, after.apiserverRSS, s.etcdCores, after.etcdRSS, s.selfCores)
+	fmt.Printf("  etcd database: %.1f MiB at start, %.1f MiB at end (apiserver_storage_size_bytes); %d NodeTelemetry objects, %.1f KiB each as written\n",
+		before.dbBytes/(1<<20), after.dbBytes/(1<<20), n, s.objectBytes/1024)
+	fmt.Printf("  informer lag, write sent -> delivered: p50 %v, p99 %v, max %v over %d writes (%d unmatched)\n", s.lagP50, s.lagP99, s.lagMax, s.lagCount, s.unmatched)
+	if markdown != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "| agents | measured | writes/s | writes/node/min | kube-apiserver cores | etcd cores | agents' cores | etcd DB start → end | lag p50 | lag p99 | lag max |\n")
+		fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		fmt.Fprintf(&b, "| %d | %v | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f → %.1f MiB | %v | %v | %v |\n",
+			n, after.at.Sub(before.at).Round(time.Second), s.writesPerSec, s.writesPerNodeMin, s.apiserverCores, s.etcdCores, s.selfCores,
+			before.dbBytes/(1<<20), after.dbBytes/(1<<20), s.lagP50, s.lagP99, s.lagMax)
+		if err := os.WriteFile(markdown, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createNode(ctx context.Context, kube kubernetes.Interface, name string) error {
+	node, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status = corev1.NodeStatus{Capacity: res, Allocatable: res}
+	_, err = kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return err
+}
+
+// recorder times every NodeTelemetry status write the agents send (by
+// wrapping their transport) and every update an informer delivers, and
+// pairs them by node and resource version.
+type recorder struct {
+	writes atomic.Int64
+
+	mu        sync.Mutex
+	sent      map[string]time.Time // node/rv -> request sent, awaiting delivery
+	delivered map[string]time.Time // node/rv -> delivered, awaiting the response
+	lags      []time.Duration
+	bytes     int64 // request bodies written
+	unmatched int
+}
+
+func newRecorder() *recorder {
+	return &recorder{sent: map[string]time.Time{}, delivered: map[string]time.Time{}}
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes.Store(0)
+	r.lags, r.bytes, r.unmatched = nil, 0, 0
+}
+
+func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		isWrite := req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/nodetelemetries/") && strings.HasSuffix(req.URL.Path, "/status")
+		sentAt := time.Now()
+		resp, err := rt.RoundTrip(req)
+		if !isWrite || err != nil || resp.StatusCode != http.StatusOK {
+			return resp, err
+		}
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if rerr != nil {
+			return resp, nil
+		}
+		var obj struct {
+			Metadata struct {
+				Name            string `json:"name"`
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(body, &obj) != nil {
+			return resp, nil
+		}
+		r.writes.Add(1)
+		key := obj.Metadata.Name + "/" + obj.Metadata.ResourceVersion
+		r.mu.Lock()
+		r.bytes += req.ContentLength
+		if at, ok := r.delivered[key]; ok {
+			delete(r.delivered, key)
+			r.lags = append(r.lags, at.Sub(sentAt))
+		} else {
+			r.sent[key] = sentAt
+		}
+		r.mu.Unlock()
+		return resp, nil
+	})
+}
+
+func (r *recorder) seen(u *unstructured.Unstructured) {
+	at := time.Now()
+	key := u.GetName() + "/" + u.GetResourceVersion()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sentAt, ok := r.sent[key]; ok {
+		delete(r.sent, key)
+		r.lags = append(r.lags, at.Sub(sentAt))
+		return
+	}
+	r.delivered[key] = at
+	// An update the agents did not write (the object's creation, a
+	// metadata apply) never matches; forget such entries after a while.
+	if len(r.delivered) > 100_000 {
+		r.unmatched += len(r.delivered)
+		clear(r.delivered)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// watchTelemetry runs an informer on NodeTelemetry as the scheduler's
+// cache does (managed fields dropped) and tells rec of every delivery.
+func watchTelemetry(ctx context.Context, dyn dynamic.Interface, rec *recorder) (toolscache.SharedIndexInformer, error) {
+	res := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetries"))
+	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	if err := informer.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { seenObj(rec, obj) },
+		UpdateFunc: func(_, obj any) { seenObj(rec, obj) },
+	}); err != nil {
+		return nil, err
+	}
+	go informer.RunWithContext(ctx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return nil, errors.New("NodeTelemetry informer did not sync")
+	}
+	return informer, nil
+}
+
+func seenObj(rec *recorder, obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		rec.seen(u)
+	}
+}
+
+// state is what the bench reads of the control plane at one moment.
+type state struct {
+	at                     time.Time
+	apiserverCPU, etcdCPU  float64 // seconds
+	selfCPU                float64
+	apiserverRSS, etcdRSS  float64 // MiB
+	dbBytes                float64
+	serverWrites           float64 // apiserver_request_total for nodetelemetries writes
+	apiserverErr, metricsE error
+}
+
+func snapshot(ctx context.Context, kube kubernetes.Interface, apiserverPID, etcdPID int) (state, error) {
+	s := state{at: time.Now()}
+	var err error
+	if s.apiserverCPU, s.apiserverRSS, err = procCPU(apiserverPID); err != nil {
+		return s, err
+	}
+	if s.etcdCPU, s.etcdRSS, err = procCPU(etcdPID); err != nil {
+		return s, err
+	}
+	if s.selfCPU, _, err = procCPU(os.Getpid()); err != nil {
+		return s, err
+	}
+	data, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return s, fmt.Errorf("kube-apiserver /metrics: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "apiserver_storage_size_bytes{"):
+			s.dbBytes = max(s.dbBytes, lastValue(line))
+		case strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="nodetelemetries"`) &&
+			strings.Contains(line, `subresource="status"`) && (strings.Contains(line, `verb="PATCH"`) || strings.Contains(line, `verb="APPLY"`)) &&
+			strings.Contains(line, `code="200"`):
+			s.serverWrites += lastValue(line)
+		}
+	}
+	return s, sc.Err()
+}
+
+func lastValue(line string) float64 {
+	f := strings.Fields(line)
+	v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+	return v
+}
+
+type summary struct {
+	writesPerSec, writesPerNodeMin, serverWritesPerSec float64
+	apiserverCores, etcdCores, selfCores               float64
+	objectBytes                                        float64
+	lagP50, lagP99, lagMax                             time.Duration
+	lagCount, unmatched                                int
+}
+
+func summarize(before, after state, rec *recorder, nodes int) summary {
+	secs := after.at.Sub(before.at).Seconds()
+	var s summary
+	w := float64(rec.writes.Load())
+	s.writesPerSec = w / secs
+	s.writesPerNodeMin = s.writesPerSec * 60 / float64(nodes)
+	s.serverWritesPerSec = (after.serverWrites - before.serverWrites) / secs
+	s.apiserverCores = (after.apiserverCPU - before.apiserverCPU) / secs
+	s.etcdCores = (after.etcdCPU - before.etcdCPU) / secs
+	s.selfCores = (after.selfCPU - before.selfCPU) / secs
+	rec.mu.Lock()
+	lags := slices.Clone(rec.lags)
+	if w > 0 {
+		s.objectBytes = float64(rec.bytes) / w
+	}
+	s.unmatched = rec.unmatched + len(rec.sent)
+	rec.mu.Unlock()
+	slices.Sort(lags)
+	s.lagCount = len(lags)
+	if len(lags) > 0 {
+		s.lagP50 = lags[len(lags)/2].Round(100 * time.Microsecond)
+		s.lagP99 = lags[len(lags)*99/100].Round(100 * time.Microsecond)
+		s.lagMax = lags[len(lags)-1].Round(100 * time.Microsecond)
+	}
+	return s
+}
+
+// procCPU is a process's user+system CPU seconds and resident MiB.
+func procCPU(pid int) (cpuSeconds, rssMiB float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 22 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	rss, err3 := strconv.ParseFloat(f[21], 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, err
+	}
+	const ticksPerSecond = 100 // USER_HZ
+	return (utime + stime) / ticksPerSecond, rss * float64(os.Getpagesize()) / (1 << 20), nil
+}
+
+// childPID finds the child process of this one named comm.
+func childPID(comm string) int {
+	entries, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if s[open+1:end] == comm && len(f) > 1 && f[1] == self {
+			return pid
+		}
+	}
+	return 0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the errors.
+func parallel(n, workers int, f func(int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs error
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
