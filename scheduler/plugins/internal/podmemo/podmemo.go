@@ -14,7 +14,9 @@ import (
 
 // Slots is how many pods a Memo remembers at once; a pod whose slot another
 // pod took is computed again. 4096 covers a large backlog for 64 KiB.
-const Slots = 4096
+const Slots = 1 << slotBits
+
+const slotBits = 12
 
 // Memo maps a pod (by UID and resource version) to a T. It is safe for
 // concurrent use and never grows.
@@ -47,7 +49,7 @@ func (m *Memo[T]) Get(pod *v1.Pod, f func(*v1.Pod) T) T {
 		return f(pod)
 	}
 	addr := uintptr(unsafe.Pointer(pod))
-	slot := &m.slots[(addr>>6)%Slots] // pods are far bigger than 64 bytes
+	slot := &m.slots[(uint64(addr)*0x9e3779b97f4a7c15)>>(64-slotBits)] // Fibonacci hashing of the address
 	if e := slot.Load(); e != nil && e.addr == addr && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
 		return e.v
 	}
