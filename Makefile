@@ -13,6 +13,11 @@ TOOLS   := hack/tools
 # when the pinned versions change and not on every run.
 CONTROL_PLANE := $(BIN)/etcd $(BIN)/kube-apiserver
 CONTROLLER_GEN := $(BIN)/controller-gen
+# staticcheck, pinned in the tools module, is part of make verify.
+STATICCHECK := $(BIN)/staticcheck
+# kustomize, pinned in the tools module: the integration tests render
+# deploy/ through a namespace overlay with it, as users install.
+KUSTOMIZE := $(BIN)/kustomize
 # promtool, from its own tools module, checks and unit-tests the alert rules.
 PROMTOOL     := $(BIN)/promtool
 PROMTOOL_MOD := hack/promtool
@@ -78,6 +83,12 @@ promtool: $(PROMTOOL) ## Build promtool (alert rule checks and unit tests) from 
 $(CONTROLLER_GEN): $(TOOLS)/go.mod $(TOOLS)/go.sum
 	$(GO) build -C $(TOOLS) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+$(STATICCHECK): $(TOOLS)/go.mod $(TOOLS)/go.sum
+	$(GO) build -C $(TOOLS) -o $@ honnef.co/go/tools/cmd/staticcheck
+
+$(KUSTOMIZE): $(TOOLS)/go.mod $(TOOLS)/go.sum
+	$(GO) build -C $(TOOLS) -o $@ sigs.k8s.io/kustomize/kustomize/v5
+
 ##@ Generate
 
 .PHONY: generate
@@ -91,7 +102,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD YAML into deploy/crds/.
 ##@ Verify
 
 .PHONY: verify
-verify: verify-fmt verify-vet verify-generated verify-mod ## Run every check: gofmt, go vet, generated files, go.mod tidiness.
+verify: verify-fmt verify-vet verify-staticcheck verify-generated verify-mod ## Run every check: gofmt, go vet, staticcheck, generated files, go.mod tidiness.
 
 .PHONY: verify-fmt
 verify-fmt: ## Fail if any Go file is not gofmt-formatted.
@@ -101,6 +112,10 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 .PHONY: verify-vet
 verify-vet: ## Run go vet.
 	$(GO) vet ./...
+
+.PHONY: verify-staticcheck
+verify-staticcheck: $(STATICCHECK) ## Run staticcheck (pinned in hack/tools) on every package.
+	$(STATICCHECK) ./...
 
 .PHONY: verify-generated
 verify-generated: $(CONTROLLER_GEN) ## Fail if generated code or CRD YAML is stale.
@@ -115,7 +130,7 @@ verify-mod: ## Fail if go.mod/go.sum (root or tools) are not tidy.
 ##@ Test
 
 .PHONY: test
-test: build $(PROMTOOL) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules).
+test: build $(PROMTOOL) $(KUSTOMIZE) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules).
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: test-unit

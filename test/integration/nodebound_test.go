@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/agent/app"
 	"github.com/telesched/telesched/agent/kube"
 	"github.com/telesched/telesched/agent/publisher"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -44,6 +46,7 @@ const (
 	agentNamespace      = "telesched-system"
 	agentServiceAccount = "telesched-agent"
 	nodeBoundPolicy     = "telesched-agent-node-bound-writes"
+	agentEventsPolicy   = "telesched-agent-events"
 	nodeNameExtra       = "authentication.kubernetes.io/node-name"
 )
 
@@ -63,6 +66,7 @@ func TestNodeBoundWrites(t *testing.T) {
 		filepath.Join(deployDir, "namespace.yaml"),
 		filepath.Join(deployDir, "agent", "rbac.yaml"),
 		filepath.Join(deployDir, "policy", "node-bound-writes.yaml"),
+		filepath.Join(deployDir, "policy", "agent-events.yaml"),
 	)
 
 	// Unique names: the control plane is shared by the package's tests and
@@ -121,6 +125,13 @@ func TestNodeBoundWrites(t *testing.T) {
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return isPolicyDenial(err)
 	})
+	waitFor(t, "the agent-events policy to deny an Event", 30*time.Second, func() bool {
+		_, err := unbound.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: "probe-", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeA},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return isPolicyDenial(err)
+	})
 
 	t.Run("agent code path with the real RBAC", func(t *testing.T) {
 		// The agent recreates a missing object: remove A's, as an admin.
@@ -158,10 +169,26 @@ func TestNodeBoundWrites(t *testing.T) {
 			t.Errorf("NodeTelemetry %s changed (resourceVersion %s -> %s)", nodeB, before, after)
 		}
 
-		// Events on its Node are allowed (the Role in default).
-		if err := kc.CreateEvent(ctx, kube.Event{Node: nodeA, Type: corev1.EventTypeNormal, Reason: "NodeBoundTest", Message: "test", Component: "telesched-agent"}, time.Now()); err != nil {
-			t.Errorf("agent creating an Event: %v", err)
+		// Events: the ones the agent records, on its own Node; nothing else.
+		event := func(node, reason string) kube.Event {
+			return kube.Event{Node: node, Type: corev1.EventTypeWarning, Reason: reason, Message: "test", Component: "telesched-agent"}
 		}
+		for _, reason := range []string{app.EventNodeOverheating, app.EventNodeTemperatureNormal, app.EventGPUThermalThrottling} {
+			if err := kc.CreateEvent(ctx, event(nodeA, reason), time.Now()); err != nil {
+				t.Errorf("agent on %s recording %s on its Node: %v", nodeA, reason, err)
+			}
+		}
+		wantPolicyDenial(t, kc.CreateEvent(ctx, event(nodeB, app.EventNodeOverheating), time.Now()),
+			fmt.Sprintf("telesched-agent on node %s may only record Events about Node %s, not Node %s", nodeA, nodeA, nodeB))
+		wantPolicyDenial(t, kc.CreateEvent(ctx, event(nodeA, "Killing"), time.Now()),
+			"telesched-agent records only NodeOverheating, NodeTemperatureNormal, GPUThermalThrottling Events, not Killing")
+		podEvent := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: "forged-", Namespace: agentNamespace},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: agentNamespace, Name: podB.Name},
+			Reason:         app.EventNodeOverheating, Message: "test", Type: corev1.EventTypeWarning,
+		}
+		_, err = agentA.kube.CoreV1().Events(agentNamespace).Create(ctx, podEvent, metav1.CreateOptions{})
+		wantPolicyDenial(t, err, fmt.Sprintf("may only record Events about Node %s, not Pod %s", nodeA, podB.Name))
 
 		// Least privilege: RBAC alone refuses what the agent never does,
 		// before the policy is consulted.
@@ -385,7 +412,8 @@ func newPublisher(t *testing.T, kc *kube.Client, node string) *publisher.Publish
 // isPolicyDenial reports whether err is the node-bound-writes policy's
 // denial, as opposed to RBAC's or any other.
 func isPolicyDenial(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodeBoundPolicy+"'")
+	return apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodeBoundPolicy+"'") ||
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+agentEventsPolicy+"'"))
 }
 
 func wantPolicyDenial(t *testing.T, err error, wantMessage string) {
@@ -429,6 +457,12 @@ func applyManifests(ctx context.Context, t *testing.T, admin clients, files ...s
 			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if err != nil {
 				t.Fatalf("%s: mapping %s: %v", file, gvk, err)
+			}
+			// kustomize sets a namespace overlay's namespace on kinds it does
+			// not know to be cluster-scoped (ValidatingAdmissionPolicy, in
+			// v5.8); kubectl ignores it there, and so does this.
+			if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+				obj.SetNamespace("")
 			}
 			_, err = admin.dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace()).
 				Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "telesched-integration", Force: true})
