@@ -1,7 +1,6 @@
 package topologyfit
 
 import (
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -11,9 +10,3 @@ import (
 var clock = plugintest.NewClock(now)
 
 func newCache() *telemetry.Cache { return plugintest.NewCache(clock) }
-
-// observe stores st's view as the cache sees a sample from an agent in step
-// with the scheduler: at its sampleTime.
-func observe(c *telemetry.Cache, name string, st *telemetryv1alpha1.NodeTelemetryStatus) {
-	plugintest.Observe(c, clock, name, st)
-}

@@ -7,9 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -22,19 +19,6 @@ import (
 
 // object is a NodeTelemetry as the scheduler's dynamic informer hands it to
 // QueueingHints.
-func object(t *testing.T, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
-	t.Helper()
-	nt := &telemetryv1alpha1.NodeTelemetry{
-		TypeMeta:   metav1.TypeMeta{APIVersion: telemetryv1alpha1.SchemeGroupVersion.String(), Kind: "NodeTelemetry"},
-		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Status:     *st,
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: m}
-}
 
 func TestEventsToRegister(t *testing.T) {
 	t.Parallel()

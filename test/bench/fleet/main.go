@@ -397,13 +397,12 @@ func seenObj(rec *recorder, obj any) {
 
 // state is what the bench reads of the control plane at one moment.
 type state struct {
-	at                     time.Time
-	apiserverCPU, etcdCPU  float64 // seconds
-	selfCPU                float64
-	apiserverRSS, etcdRSS  float64 // MiB
-	dbBytes                float64
-	serverWrites           float64 // apiserver_request_total for nodetelemetries writes
-	apiserverErr, metricsE error
+	at                    time.Time
+	apiserverCPU, etcdCPU float64 // seconds
+	selfCPU               float64
+	apiserverRSS, etcdRSS float64 // MiB
+	dbBytes               float64
+	serverWrites          float64 // apiserver_request_total for nodetelemetries writes
 }
 
 func snapshot(ctx context.Context, kube kubernetes.Interface, apiserverPID, etcdPID int) (state, error) {
