@@ -130,6 +130,14 @@ func (c *ControlPlane) StartAPIServer() error {
 	return c.env.ControlPlane.APIServer.Start()
 }
 
+// EtcdURL is etcd's client URL; etcd serves /metrics there.
+func (c *ControlPlane) EtcdURL() string {
+	if c.env == nil || c.env.ControlPlane.Etcd == nil || c.env.ControlPlane.Etcd.URL == nil {
+		return ""
+	}
+	return c.env.ControlPlane.Etcd.URL.String()
+}
+
 // WriteKubeconfig writes a kubeconfig for Config to path, for programs
 // (the agent, the scheduler, kubectl) that take one.
 func (c *ControlPlane) WriteKubeconfig(path string) error {

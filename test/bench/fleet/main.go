@@ -210,7 +210,8 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 		return err
 	}
 
-	before, err := snapshot(ctx, kube, apiserverPID, etcdPID)
+	etcdURL := cp.EtcdURL()
+	before, err := snapshot(ctx, kube, etcdURL, apiserverPID, etcdPID)
 	if err != nil {
 		return err
 	}
@@ -224,7 +225,7 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 			return ctx.Err()
 		case <-tick.C:
 		}
-		now, err := snapshot(ctx, kube, apiserverPID, etcdPID)
+		now, err := snapshot(ctx, kube, etcdURL, apiserverPID, etcdPID)
 		if err != nil {
 			return err
 		}
@@ -232,7 +233,7 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 		fmt.Printf("  %v: %.1f writes/s (%.2f per node per minute), kube-apiserver %.2f cores, etcd %.2f cores, lag p50 %v p99 %v\n",
 			time.Since(t0).Round(time.Second), s.writesPerSec, s.writesPerNodeMin, s.apiserverCores, s.etcdCores, s.lagP50, s.lagP99)
 	}
-	after, err := snapshot(ctx, kube, apiserverPID, etcdPID)
+	after, err := snapshot(ctx, kube, etcdURL, apiserverPID, etcdPID)
 	if err != nil {
 		return err
 	}
@@ -242,7 +243,7 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 	fmt.Printf("  NodeTelemetry writes: %.1f/s (%.2f per node per minute); API server counted %.1f/s\n", s.writesPerSec, s.writesPerNodeMin, s.serverWritesPerSec)
 	fmt.Printf("  kube-apiserver: %.2f cores, RSS %.0f MiB; etcd: %.2f cores, RSS %.0f MiB; agents (this process): %.2f cores\n",
 		s.apiserverCores, after.apiserverRSS, s.etcdCores, after.etcdRSS, s.selfCores)
-	fmt.Printf("  etcd database: %.1f MiB at start, %.1f MiB at end (apiserver_storage_size_bytes); %d NodeTelemetry objects, %.1f KiB each as written\n",
+	fmt.Printf("  etcd database: %.1f MiB at start, %.1f MiB at end (etcd_mvcc_db_total_size_in_bytes); %d NodeTelemetry objects, %.1f KiB each as written\n",
 		before.dbBytes/(1<<20), after.dbBytes/(1<<20), n, s.objectBytes/1024)
 	fmt.Printf("  informer lag, write sent -> delivered: p50 %v, p99 %v, max %v over %d writes (%d unmatched)\n", s.lagP50, s.lagP99, s.lagMax, s.lagCount, s.unmatched)
 	if markdown != "" {
@@ -405,7 +406,7 @@ type state struct {
 	serverWrites          float64 // apiserver_request_total for nodetelemetries writes
 }
 
-func snapshot(ctx context.Context, kube kubernetes.Interface, apiserverPID, etcdPID int) (state, error) {
+func snapshot(ctx context.Context, kube kubernetes.Interface, etcdURL string, apiserverPID, etcdPID int) (state, error) {
 	s := state{at: time.Now()}
 	var err error
 	if s.apiserverCPU, s.apiserverRSS, err = procCPU(apiserverPID); err != nil {
@@ -426,12 +427,31 @@ func snapshot(ctx context.Context, kube kubernetes.Interface, apiserverPID, etcd
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case strings.HasPrefix(line, "apiserver_storage_size_bytes{"):
-			s.dbBytes = max(s.dbBytes, lastValue(line))
 		case strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="nodetelemetries"`) &&
 			strings.Contains(line, `subresource="status"`) && (strings.Contains(line, `verb="PATCH"`) || strings.Contains(line, `verb="APPLY"`)) &&
 			strings.Contains(line, `code="200"`):
 			s.serverWrites += lastValue(line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return s, err
+	}
+	// etcd's own figure for its database file (apiserver_storage_size_bytes
+	// is refreshed only now and then).
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, etcdURL+"/metrics", nil)
+	if err != nil {
+		return s, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return s, fmt.Errorf("etcd /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc = bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "etcd_mvcc_db_total_size_in_bytes ") {
+			s.dbBytes = lastValue(line)
 		}
 	}
 	return s, sc.Err()
