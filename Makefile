@@ -140,7 +140,7 @@ test-unit: $(PROMTOOL) ## Run unit tests only (no control plane).
 ##@ Bench
 
 .PHONY: bench
-bench: bench-go bench-agent bench-scheduler ## Run every benchmark.
+bench: bench-go bench-agent bench-scheduler bench-fleet ## Run every benchmark.
 
 .PHONY: bench-go
 bench-go: ## Run Go benchmarks with memory statistics.
@@ -151,8 +151,12 @@ bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RS
 	$(GO) run ./test/bench/agent -agent $(BIN)/telesched-agent -node-exporter $(NODE_EXPORTER) $(BENCHFLAGS)
 
 .PHONY: bench-scheduler
-bench-scheduler: build ## Scheduling throughput, default vs telesched profile, same binary and API server (NODES=1000 PODS=1000 ROUNDS=3).
-	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000) -rounds $(or $(ROUNDS),3)
+bench-scheduler: build ## Scheduling throughput and CPU per pod, default vs telesched profile, with telemetry flowing and a backlog (NODES=1000 PODS=1000 ROUNDS=5; BENCHFLAGS=-mode=quiet for the old, kind regime).
+	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000) -rounds $(or $(ROUNDS),5) $(BENCHFLAGS)
+
+.PHONY: bench-fleet
+bench-fleet: build ## Many real agents in one process against one API server: writes/s, API server and etcd CPU, etcd size, informer lag (AGENTS=500 DURATION=10m).
+	$(GO) run ./test/bench/fleet -agents $(or $(AGENTS),500) -duration $(or $(DURATION),10m) $(BENCHFLAGS)
 
 ##@ Images
 
