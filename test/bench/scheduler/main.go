@@ -224,10 +224,15 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				}
 			} else if backlogPods > 0 {
 				t0 := time.Now()
-				if backlogNS, err = backlog(ctx, kube, profile, round, backlogPods); err != nil {
+				var placed int
+				if backlogNS, placed, err = backlog(ctx, kube, profile, round, backlogPods); err != nil {
 					return fmt.Errorf("%s backlog: %w", profile, err)
 				}
-				fmt.Printf("round %d  %-18s backlog of %d pods pending (unschedulable) after %v\n", round, profile, backlogPods, time.Since(t0).Round(100*time.Millisecond))
+				fmt.Printf("round %d  %-18s backlog of %d pods pending (unschedulable) after %v", round, profile, backlogPods-placed, time.Since(t0).Round(100*time.Millisecond))
+				if placed > 0 {
+					fmt.Printf("; %d more were placed, on busy nodes whose telemetry went stale", placed)
+				}
+				fmt.Println()
 			}
 			time.Sleep(settle)
 			cpu0, cpuErr := cpuSeconds(cmd.Process.Pid)
