@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +29,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/cowmap"
 )
 
 // Resource is the NodeTelemetry resource.
@@ -506,27 +506,7 @@ const entrySlab = 64
 // allocation each name came from; node maps change only when a node gets
 // its first view or loses its object.
 func (c *Cache) publishEntries(name string, e *entry) {
-	old := *c.entries.Load()
-	size := 0
-	for k := range old {
-		size += len(k)
-	}
-	m := make(map[string]*entry, len(old)+1)
-	var keys strings.Builder
-	keys.Grow(size + len(name))
-	add := func(k string, v *entry) {
-		start := keys.Len()
-		keys.WriteString(k)
-		m[keys.String()[start:]] = v // a view into the builder's buffer: Grow sized it for every key
-	}
-	for k, v := range old {
-		if k != name {
-			add(k, v)
-		}
-	}
-	if e != nil {
-		add(name, e)
-	}
+	m := cowmap.With(*c.entries.Load(), name, e, e == nil)
 	c.entries.Store(&m)
 }
 

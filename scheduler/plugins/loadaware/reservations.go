@@ -1,13 +1,13 @@
 package loadaware
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/telesched/telesched/internal/cowmap"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -263,29 +263,9 @@ func (r *Reservations) entry(name string) *resEntry {
 }
 
 // publishEntries publishes a copy of the map with name's entry set to e,
-// or removed when e is nil; as telemetry.Cache does, every key's bytes sit
-// in one allocation. The caller holds r.mu.
+// or removed when e is nil (cowmap, as telemetry.Cache does). The caller
+// holds r.mu.
 func (r *Reservations) publishEntries(name string, e *resEntry) {
-	old := *r.entries.Load()
-	size := 0
-	for k := range old {
-		size += len(k)
-	}
-	m := make(map[string]*resEntry, len(old)+1)
-	var keys strings.Builder
-	keys.Grow(size + len(name))
-	add := func(k string, v *resEntry) {
-		start := keys.Len()
-		keys.WriteString(k)
-		m[keys.String()[start:]] = v
-	}
-	for k, v := range old {
-		if k != name {
-			add(k, v)
-		}
-	}
-	if e != nil {
-		add(name, e)
-	}
+	m := cowmap.With(*r.entries.Load(), name, e, e == nil)
 	r.entries.Store(&m)
 }

@@ -45,6 +45,7 @@ import (
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/sandbox/hosttree"
+	"github.com/telesched/telesched/test/bench/internal/parallel"
 )
 
 func main() {
@@ -119,7 +120,7 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 		names[i] = fmt.Sprintf("fleet-%04d", i)
 	}
 	start := time.Now()
-	if err := parallel(n, 16, func(i int) error { return createNode(ctx, kube, names[i]) }); err != nil {
+	if err := parallel.Run(n, 16, func(i int) error { return createNode(ctx, kube, names[i]) }); err != nil {
 		return err
 	}
 	fmt.Printf("%d nodes created in %v\n", n, time.Since(start).Round(time.Millisecond))
@@ -552,30 +553,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the errors.
-func parallel(n, workers int, f func(int) error) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs error
-	var next atomic.Int64
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, err)
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/test/bench/internal/parallel"
 )
 
 // The cluster mode's fleet, by node index i:
@@ -217,7 +218,7 @@ func backlog(ctx context.Context, kube kubernetes.Interface, profile string, rou
 	if profile != "telesched" {
 		pool = "none"
 	}
-	if err := parallel(n, 16, func(i int) error {
+	if err := parallel.Run(n, 16, func(i int) error {
 		p := benchPod(fmt.Sprintf("b-%05d", i), profile)
 		p.Spec.NodeSelector = map[string]string{poolLabel: pool}
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})

@@ -49,6 +49,7 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/test/bench/internal/parallel"
 )
 
 func main() {
@@ -136,7 +137,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		}
 		return createNode(ctx, kube, dyn, nodeName(i), i)
 	}
-	err = parallel(nodes, 16, create)
+	err = parallel.Run(nodes, 16, create)
 	close(stopProgress)
 	if err != nil {
 		return err
@@ -219,7 +220,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				// Every node reports a new sample before each run, as agents
 				// would: it retires the previous run's reservations, so each
 				// run starts from the same telemetry.
-				if err := parallel(nodes, 16, func(i int) error { return sample(ctx, dyn, nodeName(i), i) }); err != nil {
+				if err := parallel.Run(nodes, 16, func(i int) error { return sample(ctx, dyn, nodeName(i), i) }); err != nil {
 					return fmt.Errorf("re-sampling telemetry: %w", err)
 				}
 			} else if backlogPods > 0 {
@@ -392,7 +393,7 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 		profiled <- nil
 	}
 	start := time.Now()
-	if err := parallel(n, 16, func(i int) error {
+	if err := parallel.Run(n, 16, func(i int) error {
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), profile), metav1.CreateOptions{})
 		return err
 	}); err != nil {
@@ -519,34 +520,6 @@ func sample(ctx context.Context, dyn dynamic.Interface, name string, i int) erro
 		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": name}, "status": data,
 	}}, metav1.ApplyOptions{FieldManager: "schedbench", Force: true})
 	return err
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(n, workers int, f func(int) error) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	next := atomic.Int64{}
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					first = errors.Join(first, err)
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 func lastLines(s string, n int) string {
