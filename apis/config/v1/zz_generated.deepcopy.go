@@ -37,6 +37,11 @@ func (in *EnergyAwareArgs) DeepCopyInto(out *EnergyAwareArgs) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.GPUResourceName != nil {
+		in, out := &in.GPUResourceName, &out.GPUResourceName
+		*out = new(string)
+		**out = **in
+	}
 	if in.PowerWeight != nil {
 		in, out := &in.PowerWeight, &out.PowerWeight
 		*out = new(int32)
