@@ -163,6 +163,7 @@ func TestLoadConfig(t *testing.T) {
 				AbsoluteLimitCelsius:     90,
 				RejectThrottling:         false,
 				GPUSlowdownMarginCelsius: 3,
+				GPUResourceName:          "nvidia.com/gpu",
 				PowerWeight:              0,
 				ThermalWeight:            100,
 			},
