@@ -275,6 +275,12 @@ func TestValidateEnergyAwareArgs(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", set: func(*config.EnergyAwareArgs) {}},
+		{name: "gpuResourceName amd.com/gpu", set: func(a *config.EnergyAwareArgs) { a.GPUResourceName = "amd.com/gpu" }},
+		{
+			name:    "gpuResourceName native resource",
+			set:     func(a *config.EnergyAwareArgs) { a.GPUResourceName = "cpu" },
+			wantErr: `gpuResourceName: Invalid value: "cpu": is not an extended resource name`,
+		},
 		{
 			name:    "thermalMarginCelsius -1",
 			set:     func(a *config.EnergyAwareArgs) { a.ThermalMarginCelsius = -1 },
