@@ -56,7 +56,7 @@ func (pl *TopologyFit) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 // helps says how the change from prev (nil: none) to cur can let the pod
 // in, or "" when it cannot.
 func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
-	now := pl.now()
+	now := pl.cache.Now()
 	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || !couldFit(cur, s) {
 		return ""
 	}

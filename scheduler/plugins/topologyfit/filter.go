@@ -23,7 +23,7 @@ func (pl *TopologyFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if !s.topology() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	s.now = pl.now()
+	s.now = pl.cache.Now()
 	logger := klog.FromContext(ctx)
 	s.verbose = logger.V(5).Enabled()
 	if logger.V(4).Enabled() {

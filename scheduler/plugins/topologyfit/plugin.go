@@ -75,7 +75,6 @@ type TopologyFit struct {
 	args        config.TopologyFitArgs
 	gpuResource v1.ResourceName
 	cache       *telemetry.Cache
-	now         func() time.Time
 	last        cyclestate.Last[*podState]
 	// gpuAllocatable is the set of nodes whose allocatable has the GPU
 	// resource; nil until WatchNodes.
@@ -140,7 +139,7 @@ func (pl *TopologyFit) WatchNodes(informer toolscache.SharedIndexInformer) error
 
 // New returns the plugin for valid args. Time is the cache's clock.
 func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
-	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, now: cache.Now, facts: podmemo.New[podFactsResult]()}
+	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, facts: podmemo.New[podFactsResult]()}
 }
 
 // Name implements fwk.Plugin.
@@ -227,7 +226,7 @@ func (pl *TopologyFit) state(cs fwk.CycleState, pod *v1.Pod) (*podState, error) 
 	if err != nil {
 		return nil, err
 	}
-	s.now = pl.now()
+	s.now = pl.cache.Now()
 	return s, nil
 }
 

@@ -277,7 +277,7 @@ func TestPreFilter(t *testing.T) {
 			want := tc.want
 			if want != nil {
 				w := *want
-				w.now = pl.now() // the cycle's time, read once in PreFilter
+				w.now = pl.cache.Now() // the cycle's time, read once in PreFilter
 				want = &w
 			}
 			if diff := cmp.Diff(want, got, cmp.AllowUnexported(podState{})); diff != "" {
