@@ -32,13 +32,13 @@ func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status 
 	msg := fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)",
 		n.Age(now).Round(time.Second), args.TelemetryMaxAge)
 	if n.Skewed {
-		msg += "; " + SkewNote(n)
+		msg += "; " + skewNote(n)
 	}
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
-// SkewNote says how far the node's agent's clock was from the scheduler's.
-func SkewNote(n *Node) string {
+// skewNote says how far the node's agent's clock was from the scheduler's.
+func skewNote(n *Node) string {
 	off := n.ClockOffset.Round(time.Second)
 	if off < 0 {
 		return fmt.Sprintf("its agent's clock was %s behind the scheduler's", -off)

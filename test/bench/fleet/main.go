@@ -34,17 +34,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/telesched/telesched/agent/app"
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/sandbox/hosttree"
+	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
 )
 
@@ -358,24 +356,11 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// watchTelemetry runs an informer on NodeTelemetry as the scheduler's
-// cache does (managed fields dropped) and tells rec of every delivery.
+// watchTelemetry runs the scheduler cache's informer on NodeTelemetry
+// (telemetry.NewInformer) and tells rec of every delivery.
 func watchTelemetry(ctx context.Context, dyn dynamic.Interface, rec *recorder) (toolscache.SharedIndexInformer, error) {
-	res := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetries"))
-	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return res.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
-		},
-	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	if err := informer.SetTransform(func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return obj, nil
-	}); err != nil {
+	informer, err := telemetry.NewInformer(dyn)
+	if err != nil {
 		return nil, err
 	}
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
