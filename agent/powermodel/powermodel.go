@@ -1,17 +1,35 @@
-// Package powermodel fits node power as a linear function of CPU
-// utilization, online, so the scheduler can estimate the marginal watts of
-// placing a pod: watts = idle + (full - idle) * utilization.
+// Package powermodel learns a node's power curve online: power (GPUs
+// excluded) as a monotone piecewise-linear function of CPU utilization, with
+// a measure of its uncertainty at every point, so the scheduler can estimate
+// the marginal watts of a pod as curve(load with it) − curve(load without).
 //
-// Samples are kept as running means in utilization bins, and the line is
-// fitted through the bins with equal weight, so the thousands of samples an
-// idle node produces at 2% cannot drown the few it takes at 70%. The model
-// says it is not ready, and carries no watts, until it has enough samples
-// over a wide enough utilization spread.
+// Samples are kept as exponentially weighted means in utilization bins (5 %
+// wide by default), so the thousands of samples an idle node produces at 2 %
+// cannot drown the few it takes at 70 %, and a machine whose curve drifts is
+// followed. The curve is read at 11 knots (0 %, 10 % … 100 %, the load
+// levels SPECpower_ssj2008 publishes):
+//
+//   - between the lowest and highest visited bins, it interpolates the bins'
+//     means after making them non-decreasing (pool-adjacent-violators, each
+//     bin weighed by its samples);
+//   - outside that range, it follows the shape of the prior (Prior, from the
+//     hardware's identity) joined to the nearest visited bin, or without a
+//     prior the slope of the two outermost bins;
+//   - a knot's uncertainty is the standard error of the bins it rests on
+//     plus, for a knot the samples do not reach, half the watts it was
+//     extrapolated by.
+//
+// The model is Fitted once it has MinSamples samples over MinSpreadPercent
+// of utilization; before that it is published as Prior when a prior exists
+// (the prior's shape anchored to whatever samples there are), and not at
+// all otherwise. Its bins are its whole state: State and Restore carry them
+// across agent restarts.
 package powermodel
 
 import (
 	"fmt"
 	"math"
+	"sort"
 )
 
 // Defaults for Config.
@@ -25,14 +43,17 @@ const (
 	DefaultBinMemory = 100
 )
 
+// Knots is how many points the published curve has: 0 %, 10 % … 100 %.
+const Knots = 11
+
 // Config sets the fit's thresholds.
 type Config struct {
 	// BinWidthPercent is the width of a utilization bin, 1 to 50.
 	BinWidthPercent int
-	// MinSamples is how many samples the model needs to be ready.
+	// MinSamples is how many samples the model needs to be Fitted.
 	MinSamples int
 	// MinSpreadPercent is the utilization range the model needs to be
-	// ready, measured between the mean utilization of the lowest and the
+	// Fitted, measured between the mean utilization of the lowest and the
 	// highest bin with samples (so one stray sample moves it little).
 	MinSpreadPercent int
 	// BinMemory caps the weight of a bin's past samples in its mean.
@@ -64,17 +85,69 @@ func (c Config) Validate() error {
 	return nil
 }
 
-type bin struct {
-	n     int     // samples, capped at BinMemory
-	util  float64 // mean utilization in [0, 1]
-	watts float64 // mean watts
+// Basis is what a curve rests on.
+type Basis string
+
+const (
+	// None: no samples over enough spread and no prior; no curve.
+	None Basis = ""
+	// Fitted: the samples cover enough of the utilization range.
+	Fitted Basis = "fitted"
+	// Prior: the prior's shape, anchored to the samples there are.
+	Prior Basis = "prior"
+)
+
+// PriorCurve is what the hardware's identity says of the node's power
+// before any sample: watts at the 11 knots, and how far off it may be, as
+// a fraction of the watts it moves by (0.5: the shape may be off by half).
+type PriorCurve struct {
+	Watts [Knots]float64
+	// Uncertainty is the fraction of a prior-based step that is uncertain.
+	Uncertainty float64
+	// Source says where it came from, for people.
+	Source string
+}
+
+// ShapePrior is a prior curve from idle and full-load watts with a
+// server's typical shape (see Shape).
+func ShapePrior(idle, full float64, source string) *PriorCurve {
+	p := &PriorCurve{Uncertainty: 0.5, Source: source}
+	for k := range Knots {
+		p.Watts[k] = idle + (full-idle)*Shape[k]
+	}
+	return p
+}
+
+// Shape is the normalized power curve, (watts − active idle) / (full −
+// active idle), at 0 %, 10 % … 100 % load, of the Dell PowerEdge R740's
+// SPECpower_ssj2008 result power_ssj2008-20170829-00780 (52.3, 129, 147,
+// 170, 195, 224, 255, 292, 344, 408, 457 W): idle well below the 10 % level
+// and a steeper climb above 70 %, as most current two-socket servers show.
+var Shape = func() [Knots]float64 {
+	w := [Knots]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}
+	var s [Knots]float64
+	for k := range w {
+		s[k] = (w[k] - w[0]) / (w[Knots-1] - w[0])
+	}
+	return s
+}()
+
+// Bin is one utilization bin's state.
+type Bin struct {
+	// Samples is the bin's weight, capped at BinMemory.
+	Samples int
+	// Utilization and Watts are the bin's means, utilization in [0, 1].
+	Utilization, Watts float64
+	// Variance is the exponentially weighted variance of its watts.
+	Variance float64
 }
 
 // Model is an online fit. It is not safe for concurrent use.
 type Model struct {
 	cfg     Config
-	bins    []bin
+	bins    []Bin
 	samples int
+	prior   *PriorCurve
 }
 
 // New returns an empty model; cfg must be valid.
@@ -82,8 +155,11 @@ func New(cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Model{cfg: cfg, bins: make([]bin, 100/cfg.BinWidthPercent+1)}, nil
+	return &Model{cfg: cfg, bins: make([]Bin, 100/cfg.BinWidthPercent+1)}, nil
 }
+
+// SetPrior sets (nil: clears) the prior.
+func (m *Model) SetPrior(p *PriorCurve) { m.prior = p }
 
 // Add records one sample: utilization in [0, 1] and the power drawn at it.
 // Non-finite or out-of-range values are ignored.
@@ -91,72 +167,292 @@ func (m *Model) Add(utilization, watts float64) {
 	if math.IsNaN(utilization) || math.IsNaN(watts) || math.IsInf(watts, 0) || utilization < 0 || utilization > 1 || watts < 0 {
 		return
 	}
-	b := &m.bins[int(utilization*100)/m.cfg.BinWidthPercent]
-	if b.n < m.cfg.BinMemory {
-		b.n++
+	b := &m.bins[m.binOf(utilization)]
+	if b.Samples < m.cfg.BinMemory {
+		b.Samples++
 	}
-	b.util += (utilization - b.util) / float64(b.n)
-	b.watts += (watts - b.watts) / float64(b.n)
+	n := float64(b.Samples)
+	b.Utilization += (utilization - b.Utilization) / n
+	d := watts - b.Watts
+	b.Watts += d / n
+	// West's weighted incremental variance with the same weights.
+	b.Variance += (d*(watts-b.Watts) - b.Variance) / n
 	m.samples++
+}
+
+func (m *Model) binOf(u float64) int {
+	return min(len(m.bins)-1, int(u*100)/m.cfg.BinWidthPercent)
+}
+
+// State is the model's bins with samples, by utilization, and how many
+// samples it has taken in all.
+func (m *Model) State() (bins []Bin, samples int) {
+	for _, b := range m.bins {
+		if b.Samples > 0 {
+			bins = append(bins, b)
+		}
+	}
+	return bins, m.samples
+}
+
+// Restore replaces the model's state with one State returned (by this
+// agent before a restart): each bin goes where its mean utilization falls,
+// bins that fall together are merged, and values out of range are dropped.
+func (m *Model) Restore(bins []Bin, samples int) {
+	for i := range m.bins {
+		m.bins[i] = Bin{}
+	}
+	m.samples = 0
+	for _, b := range bins {
+		if b.Samples <= 0 || b.Utilization < 0 || b.Utilization > 1 || b.Watts < 0 || math.IsNaN(b.Watts) || math.IsInf(b.Watts, 0) || b.Variance < 0 {
+			continue
+		}
+		dst := &m.bins[m.binOf(b.Utilization)]
+		n := min(dst.Samples+b.Samples, m.cfg.BinMemory)
+		if dst.Samples == 0 {
+			*dst = b
+			dst.Samples = n
+		} else {
+			w := float64(b.Samples) / float64(dst.Samples+b.Samples)
+			dst.Utilization += (b.Utilization - dst.Utilization) * w
+			dst.Watts += (b.Watts - dst.Watts) * w
+			dst.Variance += (b.Variance - dst.Variance) * w
+			dst.Samples = n
+		}
+		m.samples += b.Samples
+	}
+	m.samples = max(m.samples, samples)
+}
+
+// Point is the curve at one knot.
+type Point struct {
+	UtilizationPercent int
+	Watts              float64
+	// Uncertainty is how far off Watts may be, in watts.
+	Uncertainty float64
 }
 
 // Fit is the model's current state.
 type Fit struct {
-	Ready bool
+	Basis Basis
 	// Samples is how many samples were added.
 	Samples int
 	// SpreadPercent is the utilization range the samples cover.
 	SpreadPercent int
-	// IdleWatts and FullLoadWatts are the fitted power at 0% and 100% CPU,
-	// and R2 the coefficient of determination over the bins; all zero
-	// unless Ready.
-	IdleWatts, FullLoadWatts float64
-	R2                       float64
+	// Curve is the power at the 11 knots, non-decreasing; nil when Basis
+	// is None.
+	Curve []Point
+	// R2 is the coefficient of determination of the curve over the bins'
+	// means (1 when there is nothing to explain); 0 without samples.
+	R2 float64
+	// Prior is the prior in use, if any.
+	Prior *PriorCurve
 }
 
-// Fit returns the fitted line, or a Fit that is not Ready.
+// Ready reports whether the curve can be used.
+func (f Fit) Ready() bool { return f.Basis != None }
+
+// IdleWatts and FullLoadWatts are the curve's ends.
+func (f Fit) IdleWatts() float64     { return f.Curve[0].Watts }
+func (f Fit) FullLoadWatts() float64 { return f.Curve[Knots-1].Watts }
+
+// At is the curve at utilization u in [0, 1], interpolated between knots,
+// and its uncertainty there.
+func (f Fit) At(u float64) (watts, uncertainty float64) {
+	return Interpolate(f.Curve, u)
+}
+
+// Interpolate reads a curve of Knots points at u in [0, 1].
+func Interpolate(curve []Point, u float64) (watts, uncertainty float64) {
+	if len(curve) == 0 {
+		return 0, 0
+	}
+	x := math.Min(1, math.Max(0, u)) * float64(len(curve)-1)
+	i := min(int(x), len(curve)-2)
+	t := x - float64(i)
+	a, b := curve[i], curve[i+1]
+	return a.Watts + (b.Watts-a.Watts)*t, a.Uncertainty + (b.Uncertainty-a.Uncertainty)*t
+}
+
+// pooled is a run of bins merged by pool-adjacent-violators.
+type pooled struct {
+	weight, util, watts, se float64
+}
+
+// Fit returns the model's curve.
 func (m *Model) Fit() Fit {
-	f := Fit{Samples: m.samples}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	var n, sx, sy float64
+	f := Fit{Samples: m.samples, Prior: m.prior}
+	var pts []pooled
 	for _, b := range m.bins {
-		if b.n == 0 {
+		if b.Samples == 0 {
 			continue
 		}
-		lo, hi = math.Min(lo, b.util), math.Max(hi, b.util)
-		n++
-		sx += b.util
-		sy += b.watts
+		se := math.Sqrt(b.Variance / float64(b.Samples))
+		pts = append(pts, pooled{weight: float64(b.Samples), util: b.Utilization, watts: b.Watts, se: se})
 	}
-	if n < 2 {
+	if len(pts) >= 2 {
+		f.SpreadPercent = int(math.Round((pts[len(pts)-1].util - pts[0].util) * 100))
+	}
+	fitted := m.samples >= m.cfg.MinSamples && f.SpreadPercent >= m.cfg.MinSpreadPercent
+	switch {
+	case fitted:
+		f.Basis = Fitted
+	case m.prior != nil:
+		f.Basis = Prior
+	default:
 		return f
 	}
-	f.SpreadPercent = int(math.Round((hi - lo) * 100))
-	if m.samples < m.cfg.MinSamples || f.SpreadPercent < m.cfg.MinSpreadPercent {
-		return f
+	raw := append([]pooled(nil), pts...)
+	pts = monotone(pts)
+	f.Curve = make([]Point, Knots)
+	for k := range f.Curve {
+		u := float64(k) / float64(Knots-1)
+		w, unc := m.knot(pts, u)
+		f.Curve[k] = Point{UtilizationPercent: k * 100 / (Knots - 1), Watts: math.Max(0, w), Uncertainty: unc}
 	}
-	mx, my := sx/n, sy/n
-	var sxx, sxy, syy float64
-	for _, b := range m.bins {
-		if b.n == 0 {
-			continue
-		}
-		dx, dy := b.util-mx, b.watts-my
-		sxx += dx * dx
-		sxy += dx * dy
-		syy += dy * dy
+	for k := 1; k < Knots; k++ { // extrapolation may dip; keep it monotone
+		f.Curve[k].Watts = math.Max(f.Curve[k].Watts, f.Curve[k-1].Watts)
 	}
-	if sxx == 0 {
-		return f
-	}
-	slope := sxy / sxx
-	idle := my - slope*mx
-	f.Ready = true
-	f.IdleWatts = idle
-	f.FullLoadWatts = idle + slope
-	f.R2 = 1
-	if syy > 0 {
-		f.R2 = sxy * sxy / (sxx * syy)
-	}
+	f.R2 = r2(raw, f.Curve)
 	return f
+}
+
+// knot is the curve at u from the pooled bins (sorted by utilization),
+// with its uncertainty.
+func (m *Model) knot(pts []pooled, u float64) (float64, float64) {
+	if len(pts) == 0 {
+		return m.prior.Watts[int(math.Round(u*float64(Knots-1)))], m.prior.Uncertainty * m.prior.Watts[int(math.Round(u*float64(Knots-1)))]
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	switch {
+	case u < first.util:
+		return m.extrapolate(pts, first, u, false)
+	case u > last.util:
+		return m.extrapolate(pts, last, u, true)
+	}
+	i := sort.Search(len(pts), func(i int) bool { return pts[i].util >= u })
+	if pts[i].util == u || i == 0 {
+		return pts[i].watts, pts[i].se
+	}
+	a, b := pts[i-1], pts[i]
+	t := (u - a.util) / (b.util - a.util)
+	w := a.watts + (b.watts-a.watts)*t
+	unc := math.Max(a.se, b.se)
+	// A knot between two bin means may sit on a bend (SPECpower curves
+	// bend at their load levels): read it from the lines through the two
+	// bins on each side, extended to it, which a bend does not blur, kept
+	// between its neighbours; their disagreement adds to the uncertainty.
+	near := 2.5 * float64(m.cfg.BinWidthPercent) / 100
+	var sum float64
+	var lines []float64
+	if i >= 2 && a.util-pts[i-2].util <= near {
+		lines = append(lines, line(pts[i-2], a, u))
+	}
+	if i+1 < len(pts) && pts[i+1].util-b.util <= near {
+		lines = append(lines, line(b, pts[i+1], u))
+	}
+	if len(lines) > 0 {
+		for _, l := range lines {
+			sum += l
+		}
+		w = math.Min(b.watts, math.Max(a.watts, sum/float64(len(lines))))
+		unc *= 1.6 // a line read half a bin beyond its points
+		if len(lines) == 2 {
+			unc += math.Abs(lines[0]-lines[1]) / 2
+		}
+	}
+	// A gap of more than two bins between the samples: the curve may bend
+	// inside it, by up to half the step across it.
+	if gap := b.util - a.util; gap > 2*float64(m.cfg.BinWidthPercent)/100 {
+		unc += (b.watts - a.watts) * math.Min(t, 1-t)
+	}
+	return w, unc
+}
+
+// line is the line through a and b at u.
+func line(a, b pooled, u float64) float64 {
+	if b.util == a.util {
+		return (a.watts + b.watts) / 2
+	}
+	return a.watts + (b.watts-a.watts)*(u-a.util)/(b.util-a.util)
+}
+
+// extrapolate goes from the edge bin to u: along the prior's shape when
+// there is one, else along the slope of the two outermost bins.
+func (m *Model) extrapolate(pts []pooled, edge pooled, u float64, above bool) (float64, float64) {
+	var step float64
+	switch {
+	case m.prior != nil:
+		pu, _ := Interpolate(priorPoints(m.prior), u)
+		pe, _ := Interpolate(priorPoints(m.prior), edge.util)
+		step = pu - pe
+		return edge.watts + step, edge.se + m.prior.Uncertainty*math.Abs(step)
+	case len(pts) >= 2:
+		a, b := pts[0], pts[1]
+		if above {
+			a, b = pts[len(pts)-2], pts[len(pts)-1]
+		}
+		if b.util > a.util {
+			step = (b.watts - a.watts) / (b.util - a.util) * (u - edge.util)
+		}
+	}
+	// Within half a bin of the edge bin's mean the samples reach the knot.
+	far := math.Abs(u-edge.util) - float64(m.cfg.BinWidthPercent)/200
+	if far <= 0 {
+		return edge.watts + step, edge.se
+	}
+	return edge.watts + step, edge.se + 0.5*math.Abs(step)*far/math.Abs(u-edge.util)
+}
+
+func priorPoints(p *PriorCurve) []Point {
+	pts := make([]Point, Knots)
+	for k := range pts {
+		pts[k] = Point{UtilizationPercent: k * 10, Watts: p.Watts[k]}
+	}
+	return pts
+}
+
+// monotone pools adjacent bins until their watts never fall as
+// utilization rises (pool-adjacent-violators, weighted by samples).
+func monotone(pts []pooled) []pooled {
+	var out []pooled
+	for _, p := range pts {
+		out = append(out, p)
+		for len(out) >= 2 && out[len(out)-2].watts > out[len(out)-1].watts {
+			a, b := out[len(out)-2], out[len(out)-1]
+			w := a.weight + b.weight
+			merged := pooled{
+				weight: w,
+				util:   (a.util*a.weight + b.util*b.weight) / w,
+				watts:  (a.watts*a.weight + b.watts*b.weight) / w,
+				se:     math.Max(a.se, b.se),
+			}
+			out = append(out[:len(out)-2], merged)
+		}
+	}
+	return out
+}
+
+// r2 is the share of the bins' variance in watts the curve explains, each
+// bin weighed by its samples.
+func r2(bins []pooled, curve []Point) float64 {
+	if len(bins) == 0 {
+		return 0
+	}
+	var sw, mean float64
+	for _, b := range bins {
+		sw += b.weight
+		mean += b.weight * b.watts
+	}
+	mean /= sw
+	var res, tot float64
+	for _, b := range bins {
+		w, _ := Interpolate(curve, b.util)
+		res += b.weight * (b.watts - w) * (b.watts - w)
+		tot += b.weight * (b.watts - mean) * (b.watts - mean)
+	}
+	if tot == 0 {
+		return 1
+	}
+	return math.Max(0, 1-res/tot)
 }

@@ -68,16 +68,16 @@ func TestFit(t *testing.T) {
 			}
 			tc.samples(m.Add)
 			f := m.Fit()
-			if f.Ready != tc.wantReady || f.Samples != tc.wantSamples || f.SpreadPercent != tc.wantSpread {
+			if f.Ready() != tc.wantReady || f.Samples != tc.wantSamples || f.SpreadPercent != tc.wantSpread {
 				t.Fatalf("Fit = %+v, want ready=%v samples=%d spread=%d", f, tc.wantReady, tc.wantSamples, tc.wantSpread)
 			}
 			if !tc.wantReady {
-				if f.IdleWatts != 0 || f.FullLoadWatts != 0 {
-					t.Errorf("a model that is not ready carries watts: %+v", f)
+				if f.Curve != nil {
+					t.Errorf("a model that is not ready carries a curve: %+v", f)
 				}
 				return
 			}
-			if math.Abs(f.IdleWatts-tc.wantIdle) > 0.5 || math.Abs(f.FullLoadWatts-tc.wantFull) > 0.5 || f.R2 < tc.wantR2Above {
+			if f.Basis != Fitted || math.Abs(f.IdleWatts()-tc.wantIdle) > 0.5 || math.Abs(f.FullLoadWatts()-tc.wantFull) > 0.5 || f.R2 < tc.wantR2Above {
 				t.Errorf("Fit = %+v, want idle %.0f full %.0f R2 > %.3f", f, tc.wantIdle, tc.wantFull, tc.wantR2Above)
 			}
 		})

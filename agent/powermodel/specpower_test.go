@@ -1,0 +1,158 @@
+package powermodel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// specpower are published SPECpower_ssj2008 results: average active power
+// in watts at active idle and at 10 %, 20 % … 100 % target load, from
+// https://www.spec.org/power_ssj2008/results/ (result id, system). They are
+// the curves the model must learn: old machines with flat curves and a high
+// idle, current ones with a low idle, a jump to 10 % and a steep top.
+var specpower = []struct {
+	id, system string
+	watts      [Knots]float64
+}{
+	{"power_ssj2008-20170829-00780", "Dell PowerEdge R740", [Knots]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}},
+	{"power_ssj2008-20170829-00781", "Dell PowerEdge R640", [Knots]float64{55, 125, 151, 176, 202, 232, 261, 301, 357, 421, 469}},
+	{"power_ssj2008-20160705-00737", "Dell PowerEdge R830", [Knots]float64{86.4, 181, 215, 253, 287, 315, 340, 377, 421, 483, 562}},
+	{"power_ssj2008-20171010-00789", "Dell PowerEdge R940", [Knots]float64{106, 245, 292, 336, 383, 437, 502, 583, 694, 820, 915}},
+	{"power_ssj2008-20080116-00034", "Fujitsu Siemens PRIMERGY RX300 S4", [Knots]float64{166, 179, 191, 200, 212, 224, 235, 245, 252, 259, 265}},
+	{"power_ssj2008-20080115-00026", "SuperMicro 6025B-TR+ (Xeon E5345)", [Knots]float64{220, 235, 249, 261, 273, 286, 298, 309, 319, 327, 334}},
+}
+
+// published is a result's curve between its load levels, read linearly
+// (the result gives nothing between them).
+func published(w [Knots]float64, u float64) float64 {
+	pts := make([]Point, Knots)
+	for k := range pts {
+		pts[k] = Point{Watts: w[k]}
+	}
+	v, _ := Interpolate(pts, u)
+	return v
+}
+
+// TestFitSPECpower: once a node's samples have visited the whole
+// utilization range, the fitted curve is within 5 % of the published one at
+// every load level, with 2 % measurement noise on every sample.
+func TestFitSPECpower(t *testing.T) {
+	for _, r := range specpower {
+		t.Run(r.id, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			m, err := New(DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 4000 {
+				u := rng.Float64()
+				m.Add(u, published(r.watts, u)*(1+0.02*rng.NormFloat64()))
+			}
+			f := m.Fit()
+			if f.Basis != Fitted {
+				t.Fatalf("basis %q after 4000 samples over the whole range, want fitted", f.Basis)
+			}
+			for k, p := range f.Curve {
+				want := r.watts[k]
+				if e := math.Abs(p.Watts-want) / want; e > 0.05 {
+					t.Errorf("%s at %d%%: fitted %.1f W, published %.1f W: error %.1f%% > 5%%", r.system, p.UtilizationPercent, p.Watts, want, 100*e)
+				}
+				if p.Uncertainty > 0.05*want {
+					t.Errorf("%s at %d%%: uncertainty %.1f W above 5%% of %.1f W with the range visited", r.system, p.UtilizationPercent, p.Uncertainty, want)
+				}
+				if k > 0 && p.Watts < f.Curve[k-1].Watts {
+					t.Errorf("curve falls from %d%% to %d%%: %v", f.Curve[k-1].UtilizationPercent, p.UtilizationPercent, f.Curve)
+				}
+			}
+		})
+	}
+}
+
+// TestPriorUntilSpread: a node that has only run between 15 % and 30 % is
+// published on its prior's shape, joined to what it measured; the curve is
+// close where it has samples and says it is unsure where it has none.
+func TestPriorUntilSpread(t *testing.T) {
+	r := specpower[0]
+	m, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := m.Fit(); f.Basis != None || f.Curve != nil {
+		t.Fatalf("empty model without a prior: %+v, want no curve", f)
+	}
+	// A prior from the hardware's identity that is off: idle 40 W, full 600 W.
+	m.SetPrior(ShapePrior(40, 600, "test"))
+	if f := m.Fit(); f.Basis != Prior || f.Curve[10].Watts != 600 {
+		t.Fatalf("empty model with a prior: %+v, want the prior itself", f)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		u := 0.15 + 0.15*rng.Float64()
+		m.Add(u, published(r.watts, u))
+	}
+	f := m.Fit()
+	if f.Basis != Prior {
+		t.Fatalf("basis %q with a 15-point spread, want prior", f.Basis)
+	}
+	for _, k := range []int{2, 3} {
+		if e := math.Abs(f.Curve[k].Watts-r.watts[k]) / r.watts[k]; e > 0.05 {
+			t.Errorf("at %d%%, inside the samples: %.1f W vs %.1f W", k*10, f.Curve[k].Watts, r.watts[k])
+		}
+	}
+	if f.Curve[10].Uncertainty <= f.Curve[3].Uncertainty || f.Curve[10].Uncertainty < 50 {
+		t.Errorf("uncertainty at 100%% %.1f W (30%%: %.1f W): want it to grow away from the samples", f.Curve[10].Uncertainty, f.Curve[3].Uncertainty)
+	}
+	// The true full-load power lies within the stated uncertainty.
+	if d := math.Abs(f.Curve[10].Watts - r.watts[10]); d > f.Curve[10].Uncertainty {
+		t.Errorf("at 100%%: %.0f ± %.0f W does not cover the published %.0f W", f.Curve[10].Watts, f.Curve[10].Uncertainty, r.watts[10])
+	}
+}
+
+// TestMonotone: noisy bins that fall as load rises are pooled, so the
+// curve never says more load costs less power.
+func TestMonotone(t *testing.T) {
+	m, _ := New(DefaultConfig())
+	for range 100 {
+		m.Add(0.12, 150)
+		m.Add(0.22, 140) // a dip: measurement noise, or a fan slowing down
+		m.Add(0.52, 200)
+	}
+	f := m.Fit()
+	for k := 1; k < Knots; k++ {
+		if f.Curve[k].Watts < f.Curve[k-1].Watts {
+			t.Fatalf("curve falls at %d%%: %+v", k*10, f.Curve)
+		}
+	}
+	if w, _ := f.At(0.17); math.Abs(w-145) > 1 {
+		t.Errorf("pooled 12%%/22%% bins read %.1f W at 17%%, want their mean 145 W", w)
+	}
+}
+
+// TestRestore: the state round-trips, so a restarted agent's curve is the
+// one it had.
+func TestRestore(t *testing.T) {
+	m, _ := New(DefaultConfig())
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		u := rng.Float64()
+		m.Add(u, published(specpower[1].watts, u)*(1+0.01*rng.NormFloat64()))
+	}
+	bins, samples := m.State()
+	r, _ := New(DefaultConfig())
+	r.Restore(bins, samples)
+	a, b := m.Fit(), r.Fit()
+	if a.Basis != b.Basis || a.Samples != b.Samples {
+		t.Fatalf("restored %+v, want %+v", b, a)
+	}
+	for k := range a.Curve {
+		if math.Abs(a.Curve[k].Watts-b.Curve[k].Watts) > 1e-9 || math.Abs(a.Curve[k].Uncertainty-b.Curve[k].Uncertainty) > 1e-9 {
+			t.Errorf("at %d%%: restored %+v, want %+v", k*10, b.Curve[k], a.Curve[k])
+		}
+	}
+	// Garbage in a restored state is dropped, not trusted.
+	r.Restore([]Bin{{Samples: 5, Utilization: 2, Watts: 100}, {Samples: 5, Utilization: 0.5, Watts: math.NaN()}, {Samples: 3, Utilization: 0.5, Watts: 100}}, 0)
+	if bins, n := r.State(); len(bins) != 1 || n != 3 {
+		t.Errorf("restore of bad bins kept %v (%d samples), want the one good bin", bins, n)
+	}
+}

@@ -1,0 +1,239 @@
+// Package thermalmodel learns how a node's temperature answers its power:
+// a first-order thermal model, fitted online from the agent's samples,
+//
+//	dT/dt = (ambient + R·P − T) / τ
+//
+// with T the temperature of the sensor closest to its limit, P the node's
+// power without its GPUs, R the steady-state rise in °C per watt (what the
+// heatsink, fans and airflow make of a watt, leakage included) and τ the
+// time constant. Sampled every interval Δ it is the linear recurrence
+//
+//	T[k] = a·T[k−1] + b·P[k] + c,   a = e^(−Δ/τ), b = (1−a)·R, c = (1−a)·ambient
+//
+// which the model fits by exponentially weighted least squares (recent
+// samples count most, so a failed fan or a blocked filter is learned), and
+// turns back into ambient, R and τ. With it the scheduler predicts where a
+// node settles with a pod's extra watts: ambient + R·(P + ΔP).
+package thermalmodel
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultMinSamples         = 60
+	DefaultMinPowerStdDevWatt = 5
+	DefaultMemory             = 600
+)
+
+// Config sets the fit's thresholds.
+type Config struct {
+	// MinSamples is how many sample pairs the fit needs to be Ready.
+	MinSamples int
+	// MinPowerStdDevWatts is how much the power must have varied
+	// (standard deviation over the fit's memory) for R and τ to be told
+	// apart from the ambient: a node at constant power shows none of them.
+	MinPowerStdDevWatts float64
+	// Memory is the weight, in samples, of the fit's past: each new sample
+	// discounts the old ones by 1 − 1/Memory.
+	Memory int
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{MinSamples: DefaultMinSamples, MinPowerStdDevWatts: DefaultMinPowerStdDevWatt, Memory: DefaultMemory}
+}
+
+// Validate reports a Config that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.MinSamples < 4:
+		return fmt.Errorf("thermal model minimum samples %d must be at least 4", c.MinSamples)
+	case c.MinPowerStdDevWatts <= 0 || math.IsNaN(c.MinPowerStdDevWatts):
+		return fmt.Errorf("thermal model minimum power standard deviation %v W must be positive", c.MinPowerStdDevWatts)
+	case c.Memory < c.MinSamples:
+		return fmt.Errorf("thermal model memory %d must be at least its minimum samples %d", c.Memory, c.MinSamples)
+	}
+	return nil
+}
+
+// Params is a fitted (or restored) model.
+type Params struct {
+	// Sensor is the sensor whose temperature the model predicts.
+	Sensor string
+	// AmbientCelsius is where the sensor settles at 0 W.
+	AmbientCelsius float64
+	// CelsiusPerWatt is the steady-state rise per watt (R).
+	CelsiusPerWatt float64
+	// TimeConstant is τ.
+	TimeConstant time.Duration
+	// Samples is how many sample pairs the fit rests on.
+	Samples int
+	// ResidualCelsius is the root-mean-square one-step error of the fit.
+	ResidualCelsius float64
+}
+
+// Steady is where the sensor settles at watts.
+func (p Params) Steady(watts float64) float64 {
+	return p.AmbientCelsius + p.CelsiusPerWatt*watts
+}
+
+// Model is an online fit. It is not safe for concurrent use.
+type Model struct {
+	cfg Config
+	// sensor is the sensor the fit follows; a new one starts it afresh.
+	sensor string
+	// Weighted sums of x = (T[k−1], P[k], 1) and y = T[k].
+	xx   [3][3]float64
+	xy   [3]float64
+	yy       float64
+	pairs    int
+	interval time.Duration
+	// prev is the last sample, for the next pair; prevAt its time.
+	prevT  float64
+	prevAt time.Time
+	// restored is a model published before a restart, used until the fit
+	// is ready again.
+	restored *Params
+}
+
+// New returns an empty model; cfg must be valid.
+func New(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Model{cfg: cfg}, nil
+}
+
+// Restore takes a model this agent published before it restarted; Fit
+// returns it until the new samples are enough. An implausible one is
+// dropped.
+func (m *Model) Restore(p Params) {
+	if !plausible(p) || p.Sensor == "" {
+		return
+	}
+	m.restored = &p
+	if m.sensor == "" {
+		m.sensor = p.Sensor
+	}
+}
+
+// Add records a sample taken at now: the sensor's temperature and the
+// power over the interval that ended then. interval is the agent's sampling
+// interval; a pair of samples further apart than 1.5 intervals (a missed
+// sample) is not used, because the recurrence assumes a fixed step.
+func (m *Model) Add(now time.Time, interval time.Duration, sensor string, celsius, watts float64) {
+	if sensor == "" || math.IsNaN(celsius) || math.IsNaN(watts) || math.IsInf(celsius, 0) || math.IsInf(watts, 0) || watts < 0 {
+		return
+	}
+	if sensor != m.sensor {
+		*m = Model{cfg: m.cfg, sensor: sensor}
+	}
+	prevT, prevAt := m.prevT, m.prevAt
+	m.prevT, m.prevAt = celsius, now
+	if prevAt.IsZero() {
+		return
+	}
+	if gap := now.Sub(prevAt); gap <= 0 || gap > interval*3/2 {
+		return
+	}
+	keep := 1 - 1/float64(m.cfg.Memory)
+	x := [3]float64{prevT, watts, 1}
+	for i := range 3 {
+		for j := range 3 {
+			m.xx[i][j] = keep*m.xx[i][j] + x[i]*x[j]
+		}
+		m.xy[i] = keep*m.xy[i] + x[i]*celsius
+	}
+	m.yy = keep*m.yy + celsius*celsius
+	m.pairs++
+	m.interval = interval
+}
+
+// Fit returns the model and whether it can be used: the fit's own once it
+// has MinSamples pairs with enough power variation and plausible values,
+// else a restored one for the same sensor, else false.
+func (m *Model) Fit() (Params, bool) {
+	if p, ok := m.fit(); ok {
+		return p, true
+	}
+	if m.restored != nil && m.restored.Sensor == m.sensor {
+		return *m.restored, true
+	}
+	return Params{}, false
+}
+
+func (m *Model) fit() (Params, bool) {
+	if m.pairs < m.cfg.MinSamples || m.interval <= 0 {
+		return Params{}, false
+	}
+	w := m.xx[2][2] // the weights' sum
+	meanP := m.xx[1][2] / w
+	if v := m.xx[1][1]/w - meanP*meanP; v < m.cfg.MinPowerStdDevWatts*m.cfg.MinPowerStdDevWatts {
+		return Params{}, false
+	}
+	theta, ok := solve3(m.xx, m.xy)
+	if !ok {
+		return Params{}, false
+	}
+	a, b, c := theta[0], theta[1], theta[2]
+	if a <= 0 || a >= 1 {
+		return Params{}, false
+	}
+	sse := m.yy - (theta[0]*m.xy[0] + theta[1]*m.xy[1] + theta[2]*m.xy[2])
+	p := Params{
+		Sensor:          m.sensor,
+		AmbientCelsius:  c / (1 - a),
+		CelsiusPerWatt:  b / (1 - a),
+		TimeConstant:    time.Duration(-m.interval.Seconds() / math.Log(a) * float64(time.Second)),
+		Samples:         m.pairs,
+		ResidualCelsius: math.Sqrt(math.Max(0, sse) / w),
+	}
+	return p, plausible(p)
+}
+
+// plausible bounds a model to physics: a sensor that warms with power,
+// settles within a day, and an ambient a data centre can have.
+func plausible(p Params) bool {
+	return p.CelsiusPerWatt > 0 && p.CelsiusPerWatt <= 10 &&
+		p.TimeConstant > 0 && p.TimeConstant <= 24*time.Hour &&
+		p.AmbientCelsius >= -40 && p.AmbientCelsius <= 80 &&
+		!math.IsNaN(p.ResidualCelsius)
+}
+
+// solve3 solves the 3×3 system a·x = b by Gaussian elimination with
+// partial pivoting; false when it is singular.
+func solve3(a [3][3]float64, b [3]float64) ([3]float64, bool) {
+	for col := range 3 {
+		piv := col
+		for r := col + 1; r < 3; r++ {
+			if math.Abs(a[r][col]) > math.Abs(a[piv][col]) {
+				piv = r
+			}
+		}
+		if math.Abs(a[piv][col]) < 1e-12 {
+			return [3]float64{}, false
+		}
+		a[col], a[piv] = a[piv], a[col]
+		b[col], b[piv] = b[piv], b[col]
+		for r := col + 1; r < 3; r++ {
+			f := a[r][col] / a[col][col]
+			for c := col; c < 3; c++ {
+				a[r][c] -= f * a[col][c]
+			}
+			b[r] -= f * b[col]
+		}
+	}
+	var x [3]float64
+	for r := 2; r >= 0; r-- {
+		s := b[r]
+		for c := r + 1; c < 3; c++ {
+			s -= a[r][c] * x[c]
+		}
+		x[r] = s / a[r][r]
+	}
+	return x, true
+}

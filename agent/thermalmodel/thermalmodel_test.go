@@ -1,0 +1,108 @@
+package thermalmodel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// plant is a first-order thermal system, stepped exactly.
+type plant struct {
+	ambient, perWatt float64
+	tau              time.Duration
+	celsius          float64
+}
+
+func (p *plant) step(dt time.Duration, watts float64) {
+	target := p.ambient + p.perWatt*watts
+	p.celsius = target + (p.celsius-target)*math.Exp(-dt.Seconds()/p.tau.Seconds())
+}
+
+func TestFitRecoversPlant(t *testing.T) {
+	const interval = 5 * time.Second
+	for _, tc := range []struct {
+		name  string
+		plant plant
+	}{
+		{"server package", plant{ambient: 32, perWatt: 0.12, tau: 60 * time.Second}},
+		{"fast small node", plant{ambient: 25, perWatt: 0.35, tau: 12 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			m, _ := New(DefaultConfig())
+			p := tc.plant
+			p.celsius = p.ambient
+			now := time.Unix(1_700_000_000, 0)
+			watts := 150.0
+			for i := range 400 {
+				if i%12 == 0 { // the load changes every minute
+					watts = 100 + 200*rng.Float64()
+				}
+				p.step(interval, watts)
+				now = now.Add(interval)
+				m.Add(now, interval, "coretemp/Package id 0", p.celsius+0.1*rng.NormFloat64(), watts*(1+0.01*rng.NormFloat64()))
+			}
+			got, ok := m.Fit()
+			if !ok {
+				t.Fatalf("no model after 400 samples")
+			}
+			if e := math.Abs(got.CelsiusPerWatt-p.perWatt) / p.perWatt; e > 0.05 {
+				t.Errorf("R = %.4f °C/W, plant %.4f: error %.1f%%", got.CelsiusPerWatt, p.perWatt, 100*e)
+			}
+			if e := math.Abs(got.TimeConstant.Seconds()-p.tau.Seconds()) / p.tau.Seconds(); e > 0.10 {
+				t.Errorf("τ = %v, plant %v", got.TimeConstant, p.tau)
+			}
+			if d := math.Abs(got.Steady(250) - (p.ambient + p.perWatt*250)); d > 1 {
+				t.Errorf("steady temperature at 250 W: %.1f °C, plant %.1f °C", got.Steady(250), p.ambient+p.perWatt*250)
+			}
+		})
+	}
+}
+
+// TestNotReady: a node at constant power tells nothing of R or τ; a gap in
+// the samples is not a step of the recurrence; a new sensor starts afresh.
+func TestNotReady(t *testing.T) {
+	const interval = time.Second
+	m, _ := New(DefaultConfig())
+	p := plant{ambient: 30, perWatt: 0.2, tau: 5 * time.Second, celsius: 30}
+	now := time.Unix(0, 0)
+	for range 200 {
+		p.step(interval, 200)
+		now = now.Add(interval)
+		m.Add(now, interval, "s", p.celsius, 200)
+	}
+	if got, ok := m.Fit(); ok {
+		t.Errorf("constant power gave a model: %+v", got)
+	}
+	m, _ = New(DefaultConfig())
+	for i := range 200 {
+		p.step(3*interval, float64(100+100*(i%2)))
+		now = now.Add(3 * interval) // every sample missed two
+		m.Add(now, interval, "s", p.celsius, float64(100+100*(i%2)))
+	}
+	if got, ok := m.Fit(); ok {
+		t.Errorf("samples 3 intervals apart gave a model: %+v", got)
+	}
+	restored := Params{Sensor: "s", AmbientCelsius: 30, CelsiusPerWatt: 0.2, TimeConstant: 5 * time.Second, Samples: 500}
+	m.Restore(restored)
+	if got, ok := m.Fit(); !ok || got != restored {
+		t.Errorf("restored model not used: %+v, %v", got, ok)
+	}
+	m.Add(now.Add(interval), interval, "other", 40, 100)
+	if got, ok := m.Fit(); ok {
+		t.Errorf("a model of sensor s used for sensor other: %+v", got)
+	}
+	m.Restore(Params{Sensor: "s", CelsiusPerWatt: -1, TimeConstant: time.Second})
+	if m.restored != nil {
+		t.Errorf("implausible model restored")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{MinSamples: 3, MinPowerStdDevWatts: 5, Memory: 600}, {MinSamples: 60, MinPowerStdDevWatts: 0, Memory: 600}, {MinSamples: 60, MinPowerStdDevWatts: 5, Memory: 10}} {
+		if _, err := New(c); err == nil {
+			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+}
