@@ -15,6 +15,7 @@ import (
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/status"
+	"github.com/telesched/telesched/agent/thermalmodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
@@ -40,6 +41,8 @@ type Sampler struct {
 	interval     time.Duration
 	agentVersion string
 	model        *powermodel.Model
+	thermalModel *thermalmodel.Model
+	gpuPower     gpuPower
 	heat         *status.HeatTracker
 	heatCfg      status.HeatConfig
 	gpuThrottle  status.GPUThrottleTracker
@@ -54,6 +57,7 @@ type SamplerConfig struct {
 	Interval     time.Duration
 	AgentVersion string
 	PowerModel   powermodel.Config
+	ThermalModel thermalmodel.Config
 	Heat         status.HeatConfig
 }
 
@@ -66,11 +70,19 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ThermalModel == (thermalmodel.Config{}) {
+		cfg.ThermalModel = thermalmodel.DefaultConfig()
+	}
+	thermal, err := thermalmodel.New(cfg.ThermalModel)
+	if err != nil {
+		return nil, err
+	}
 	return &Sampler{
 		collectors:   cfg.Collectors,
 		interval:     cfg.Interval,
 		agentVersion: cfg.AgentVersion,
 		model:        model,
+		thermalModel: thermal,
 		heat:         status.NewHeatTracker(cfg.Heat),
 		heatCfg:      cfg.Heat,
 	}, nil
@@ -80,21 +92,34 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 	sample, results := collector.Run(ctx, s.collectors, now)
 
-	var fit *powermodel.Fit
+	thermal := status.Thermal(sample, s.heatCfg.AbsoluteLimitMilliCelsius)
+	var powerModel *telemetryv1alpha1.PowerModel
 	if p := sample.Power; p != nil {
-		if w, ok := cpuSideWatts(p); ok && sample.CPU != nil {
+		w, ok := cpuSideWatts(p)
+		if ok && sample.CPU != nil {
 			s.model.Add(sample.CPUBusy, w)
 		}
-		f := s.model.Fit()
-		fit = &f
+		if ok {
+			s.addThermal(now, thermal, w)
+		}
+		s.model.SetPrior(cpuPrior(p))
+		s.gpuPower.add(sample.GPUs)
+		bins, _ := s.model.State()
+		powerModel = status.PowerModel(s.model.Fit(), bins, s.gpuPower.model(sample.GPUs))
 	}
-	thermal := status.Thermal(sample, s.heatCfg.AbsoluteLimitMilliCelsius)
+	if thermal != nil {
+		if p, ok := s.thermalModel.Fit(); ok {
+			if limit, ok := sensorLimit(thermal, p.Sensor); ok {
+				thermal.Model = status.ThermalModel(p, limit)
+			}
+		}
+	}
 	heat := s.heat.Update(thermal, sample.CPU)
 	st := status.Build(status.Input{
 		Sample:             sample,
 		Interval:           s.interval,
 		AgentVersion:       s.agentVersion,
-		PowerFit:           fit,
+		PowerModel:         powerModel,
 		Heat:               heat,
 		Thermal:            thermal,
 		PreviousConditions: s.conditions,

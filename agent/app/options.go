@@ -13,6 +13,7 @@ import (
 
 	"github.com/telesched/telesched/agent/nvml"
 	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/thermalmodel"
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	"github.com/telesched/telesched/internal/heat"
@@ -62,7 +63,8 @@ type Options struct {
 
 	Publisher  publisher.Config
 	Heat       status.HeatConfig
-	PowerModel powermodel.Config
+	PowerModel   powermodel.Config
+	ThermalModel thermalmodel.Config
 
 	// Flag values in user units, converted by Complete.
 	hotHeadroomCelsius, coolHeadroomCelsius, absoluteLimitCelsius float64
@@ -92,6 +94,7 @@ func NewOptions() *Options {
 			Deadbands:      publisher.DefaultDeadbands(),
 		},
 		PowerModel:                 powermodel.DefaultConfig(),
+		ThermalModel:               thermalmodel.DefaultConfig(),
 		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
 		coolHeadroomCelsius:        float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
 		absoluteLimitCelsius:       float64(heat.DefaultAbsoluteLimitMilliCelsius) / 1000,
@@ -130,7 +133,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
-	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is ready.")
+	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is published as fitted (before then it is published as prior where RAPL gives package power limits).")
+	fs.IntVar(&o.ThermalModel.MinSamples, "thermal-model-min-samples", o.ThermalModel.MinSamples, "Consecutive sample pairs the thermal model needs before it is published.")
+	fs.Float64Var(&o.ThermalModel.MinPowerStdDevWatts, "thermal-model-min-power-stddev-watts", o.ThermalModel.MinPowerStdDevWatts, "How much the node's power must have varied (standard deviation, watts) before the thermal model can tell its °C per watt and time constant.")
+	fs.IntVar(&o.ThermalModel.Memory, "thermal-model-memory", o.ThermalModel.Memory, "Weight, in samples, of the thermal model's past: each sample discounts older ones by 1 - 1/memory, so a failed fan is learned.")
 }
 
 // Complete converts the flags in user units.
@@ -163,6 +169,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Heat.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius: %w", err))
+	}
+	if err := o.ThermalModel.Validate(); err != nil {
+		return err
 	}
 	if err := o.PowerModel.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--power-model-*: %w", err))

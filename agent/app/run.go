@@ -68,6 +68,34 @@ func sources(o *Options, root hostfs.Root) []collector.Collector {
 	)
 }
 
+// restoreModels reads the node's NodeTelemetry, if there is one, and
+// resumes the power and thermal models it carries (what this node's agent
+// learned before it restarted). Without it the agent starts afresh and
+// says why in its log; it never fails the start.
+func restoreModels(ctx context.Context, client *kube.Client, node string, sampler *agent.Sampler) {
+	logger := klog.FromContext(ctx)
+	path := "/apis/" + telemetryv1alpha1.GroupName + "/" + telemetryv1alpha1.SchemeGroupVersion.Version + "/nodetelemetries/" + node
+	raw, err := client.GetRaw(ctx, path)
+	if err != nil {
+		logger.Info("starting the power and thermal models afresh: could not read the previous NodeTelemetry", "err", err)
+		return
+	}
+	var nt telemetryv1alpha1.NodeTelemetry
+	if err := json.Unmarshal(raw, &nt); err != nil {
+		logger.Info("starting the power and thermal models afresh: the previous NodeTelemetry does not decode", "err", err)
+		return
+	}
+	sampler.Restore(&nt.Status)
+	var bins, thermal int
+	if p := nt.Status.Power; p != nil && p.Model != nil {
+		bins = len(p.Model.Bins)
+	}
+	if t := nt.Status.Thermal; t != nil && t.Model != nil {
+		thermal = int(t.Model.Samples)
+	}
+	logger.Info("resumed the models published before the restart", "powerModelBins", bins, "thermalModelSamples", thermal)
+}
+
 // closeCollectors releases what collectors hold (NVML, the kubelet socket).
 func closeCollectors(list []collector.Collector) {
 	for _, c := range list {
@@ -92,6 +120,7 @@ func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 		Interval:     window,
 		AgentVersion: version.Get(),
 		PowerModel:   o.PowerModel,
+		ThermalModel: o.ThermalModel,
 		Heat:         o.Heat,
 	})
 	if err != nil {
@@ -164,6 +193,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		}
 		events = newNodeEvents(ctx, client, o.NodeName)
 		defer events.shutdown()
+		restoreModels(ctx, client, o.NodeName, sampler)
 	}
 
 	var lastSample, lastPublish atomic.Int64 // unix nanos

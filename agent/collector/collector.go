@@ -129,6 +129,12 @@ type Power struct {
 	// EnergyJoules is the energy measured since the agent started.
 	EnergyJoules float64
 	Zones        []PowerZone
+	// PackageLimitWatts are the RAPL package zones' power limits (see
+	// raplLimitWatts), when RAPL is the node meter and every package has
+	// one: what the hardware's identity says full load may draw.
+	PackageLimitWatts []float64
+	// CPUModel is /proc/cpuinfo's first "model name", "" when it has none.
+	CPUModel string
 }
 
 // PowerZone is one power meter: a RAPL domain, an hwmon sensor, the ACPI

@@ -75,6 +75,7 @@ type PowerCollector struct {
 	acpi         []*meter
 	hwmon        []*meter
 	gpus         map[string]*meter // by GPU UUID
+	cpuModel     string
 
 	// last is Sample.Time of the previous call.
 	last time.Time
@@ -121,6 +122,10 @@ type meter struct {
 	// (max_energy_range_uj); 0 when unknown, and then a counter that goes
 	// back is taken as reset.
 	maxRange uint64
+	// limitWatts is a RAPL package zone's long-term power limit's maximum
+	// (constraint_0_max_power_uw, the package's TDP on Intel parts); 0
+	// when the zone has none, or for other meters.
+	limitWatts float64
 
 	have      bool      // a value has been read
 	at        time.Time // when it was read
@@ -258,6 +263,12 @@ func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
 		p.Watts = base.watts
 		p.Sources = append(p.Sources, baseSource)
 		joules = base.joules
+		if baseSource == telemetryv1alpha1.PowerSourceRAPL {
+			p.PackageLimitWatts = c.packageLimits()
+		}
+		if c.cpuModel != "" {
+			p.CPUModel = c.cpuModel
+		}
 	}
 	if haveGPU {
 		p.Zones = append(p.Zones, gpu.zones...)
@@ -273,6 +284,22 @@ func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
 	p.EnergyJoules = c.energyJoules
 	s.Power = p
 	return nil
+}
+
+// packageLimits are the RAPL package zones' power limits, nil unless every
+// package zone has one.
+func (c *PowerCollector) packageLimits() []float64 {
+	var out []float64
+	for _, m := range c.rapl {
+		if strings.HasPrefix(m.name, "dram") {
+			continue
+		}
+		if m.limitWatts <= 0 {
+			return nil
+		}
+		out = append(out, m.limitWatts)
+	}
+	return out
 }
 
 // meterFailure is a node meter that could not be read.
@@ -408,7 +435,7 @@ func (c *PowerCollector) discover(now time.Time) {
 	keep := func(ms []*meter) []*meter {
 		for i, m := range ms {
 			if o := old[m.path]; o != nil && o.counter == m.counter && o.name == m.name && o.source == m.source {
-				o.maxRange = m.maxRange
+				o.maxRange, o.limitWatts = m.maxRange, m.limitWatts
 				ms[i] = o
 			}
 		}
@@ -417,6 +444,7 @@ func (c *PowerCollector) discover(now time.Time) {
 	c.rapl = keep(discoverRAPL(c.root))
 	acpi, hw := discoverHwmonPower(c.root, discoverHwmon(c.root))
 	c.acpi, c.hwmon = keep(acpi), keep(hw)
+	c.cpuModel = readCPUModel(c.root)
 	c.discovered, c.discoveredAt = true, now
 }
 
@@ -529,9 +557,31 @@ func discoverRAPL(r hostfs.Root) []*meter {
 		if v, err := r.ReadUint(z.dir + "/max_energy_range_uj"); err == nil {
 			m.maxRange = v
 		}
+		if z.sub < 0 {
+			m.limitWatts = raplLimitWatts(r, z.dir)
+		}
 		meters = append(meters, m)
 	}
 	return meters
+}
+
+// maxRAPLLimitWatts bounds a plausible package power limit: firmware
+// that sets no limit reports one of thousands of watts (4090 W in
+// node_exporter's fixture), which is no limit at all.
+const maxRAPLLimitWatts = 1000
+
+// raplLimitWatts is a package zone's power limit from powercap (kernel
+// Documentation/power/powercap/powercap.rst): constraint_0 is the
+// long-term limit (PL1); its max_power_uw is the most it may be set to,
+// the part's TDP on Intel parts, else its power_limit_uw. 0 when neither
+// is there or plausible (AMD's powercap zones have no constraints).
+func raplLimitWatts(r hostfs.Root, dir string) float64 {
+	for _, f := range []string{"/constraint_0_max_power_uw", "/constraint_0_power_limit_uw"} {
+		if v, err := r.ReadUint(dir + f); err == nil && v > 0 && v <= maxRAPLLimitWatts*1_000_000 {
+			return float64(v) / 1e6
+		}
+	}
+	return 0
 }
 
 // discoverHwmonPower lists the power meters of hwmon chips: the ACPI power

@@ -585,6 +585,7 @@ func TestPowerRediscovery(t *testing.T) {
 			{Name: "package-0", Source: psRAPL, Watts: 20, EnergyJoules: 100}, // 100_000_000 µJ / 5 s: the baseline survived
 			{Name: "dram-0", Source: psRAPL, Watts: 2, EnergyJoules: 10},      // 10_000_000 µJ / 5 s
 		},
+		PackageLimitWatts: []float64{165}, // intel-rapl:0/constraint_0_max_power_uw
 	}
 	if diff := cmp.Diff(want, p, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("after removal (-want +got):\n%s", diff)
@@ -606,5 +607,22 @@ func BenchmarkPowerCollect(b *testing.B) {
 		if err := c.Collect(ctx, s); err != nil && !errors.Is(err, ErrWarmingUp) {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRAPLLimit reads the package power limit the prior is built from on
+// node_exporter's powercap fixture (a real Intel machine, see
+// agent/testdata/corpus/README.md): constraint_0_max_power_uw is 95000000
+// (the part's 95 W TDP) while constraint_0_power_limit_uw is 4090000000,
+// firmware's "no limit", which must not be taken for one.
+func TestRAPLLimit(t *testing.T) {
+	root := hostfs.New("../testdata/corpus/node-exporter-fixture/root")
+	if got := raplLimitWatts(root, "/sys/class/powercap/intel-rapl:0"); got != 95 {
+		t.Errorf("package limit = %v W, want 95 W (constraint_0_max_power_uw)", got)
+	}
+	// AMD's powercap zones have no constraint files: no limit.
+	amd := hostfs.New("../testdata/corpus/amd-epyc-7313-2socket-nps4/root")
+	if got := raplLimitWatts(amd, "/sys/class/powercap/intel-rapl:0"); got != 0 {
+		t.Errorf("AMD package limit = %v W, want none", got)
 	}
 }

@@ -173,6 +173,8 @@ func changedThermal(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadband
 		return fmt.Sprintf("hottest sensor without a limit %d -> %d m°C", *p.HottestUnlimitedMilliCelsius, *c.HottestUnlimitedMilliCelsius)
 	case p.Alarms != c.Alarms:
 		return fmt.Sprintf("sensor alarms %d -> %d", p.Alarms, c.Alarms)
+	case thermalModelMoved(p.Model, c.Model, d):
+		return "thermal model moved"
 	}
 	return ""
 }
@@ -197,11 +199,46 @@ func changedPower(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands)
 		switch {
 		case pm.Ready != cm.Ready:
 			return fmt.Sprintf("power model ready is now %v", cm.Ready)
-		case cm.Ready && (wattsMoved(*pm.IdleWatts, *cm.IdleWatts, d) || wattsMoved(*pm.FullLoadWatts, *cm.FullLoadWatts, d)):
+		case pm.Basis != cm.Basis:
+			return fmt.Sprintf("power model basis is now %q", cm.Basis)
+		case cm.Ready && curveMoved(pm.Curve, cm.Curve, d):
 			return "power model moved"
+		case (pm.GPU == nil) != (cm.GPU == nil):
+			return "GPU power model appeared or went away"
+		case cm.GPU != nil && (pm.GPU.Basis != cm.GPU.Basis || wattsMoved(pm.GPU.IdleWatts, cm.GPU.IdleWatts, d) || wattsMoved(pm.GPU.BusyWatts, cm.GPU.BusyWatts, d)):
+			return "GPU power model moved"
 		}
 	}
 	return ""
+}
+
+// curveMoved reports a power curve point that moved by the power
+// deadband. The model's bins change with every sample and are written
+// with the changes that matter, and at least every heartbeat.
+func curveMoved(prev, cur []telemetryv1alpha1.PowerCurvePoint, d Deadbands) bool {
+	if len(prev) != len(cur) {
+		return true
+	}
+	for i := range cur {
+		if wattsMoved(prev[i].Watts, cur[i].Watts, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// thermalModelMoved reports a thermal model that appeared, went away,
+// changed sensor, or whose prediction at 100 W above its ambient moved by
+// the temperature deadband.
+func thermalModelMoved(prev, cur *telemetryv1alpha1.ThermalModel, d Deadbands) bool {
+	if (prev == nil) != (cur == nil) {
+		return true
+	}
+	if cur == nil {
+		return false
+	}
+	return prev.Sensor != cur.Sensor || moved(prev.AmbientMilliCelsius, cur.AmbientMilliCelsius, d.TemperatureMilliCelsius) ||
+		moved(int64(prev.MilliCelsiusPerWatt)*100, int64(cur.MilliCelsiusPerWatt)*100, d.TemperatureMilliCelsius)
 }
 
 // wattsMoved reports a change of at least PowerPercent of the previous

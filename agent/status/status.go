@@ -17,6 +17,7 @@ import (
 
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/thermalmodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/text"
 )
@@ -38,8 +39,9 @@ type Input struct {
 	Sample       *collector.Sample
 	Interval     time.Duration
 	AgentVersion string
-	// PowerFit is the power model's state; nil when there is no power data.
-	PowerFit *powermodel.Fit
+	// PowerModel is the power model as published; nil when there is no
+	// power data (see PowerModel).
+	PowerModel *telemetryv1alpha1.PowerModel
 	// Heat is the node's heat state after this sample.
 	Heat HeatState
 	// Thermal is the sample's thermal status (Thermal), which the heat
@@ -60,7 +62,7 @@ func Build(in Input) telemetryv1alpha1.NodeTelemetryStatus {
 		CPU:             s.CPU,
 		Memory:          s.Memory,
 		Thermal:         in.Thermal,
-		Power:           power(s.Power, in.PowerFit),
+		Power:           power(s.Power, in.PowerModel),
 		NUMA:            s.NUMA,
 		GPUs:            s.GPUs,
 	}
@@ -187,7 +189,7 @@ func EffectiveLimit(s collector.TempSensor) (*int64, telemetryv1alpha1.ThermalLi
 	return nil, ""
 }
 
-func power(p *collector.Power, fit *powermodel.Fit) *telemetryv1alpha1.PowerStatus {
+func power(p *collector.Power, model *telemetryv1alpha1.PowerModel) *telemetryv1alpha1.PowerStatus {
 	if p == nil {
 		return nil
 	}
@@ -195,24 +197,102 @@ func power(p *collector.Power, fit *powermodel.Fit) *telemetryv1alpha1.PowerStat
 		Watts:        roundWatts(p.Watts),
 		Sources:      p.Sources,
 		EnergyJoules: int64(p.EnergyJoules),
+		Model:        model,
 	}
 	if p.GPUWatts != nil {
 		st.GPUWatts = ptr.To(roundWatts(*p.GPUWatts))
 	}
-	if fit != nil {
-		m := &telemetryv1alpha1.PowerModel{
-			Ready:                    fit.Ready,
-			Samples:                  int32(min(fit.Samples, math.MaxInt32)),
-			UtilizationSpreadPercent: int32(fit.SpreadPercent),
-		}
-		if fit.Ready {
-			m.IdleWatts = ptr.To(roundWatts(fit.IdleWatts))
-			m.FullLoadWatts = ptr.To(roundWatts(fit.FullLoadWatts))
+	return st
+}
+
+// PowerModel is the published form of a power model's fit, its bins and
+// the GPUs' model (nil: none).
+func PowerModel(fit powermodel.Fit, bins []powermodel.Bin, gpu *telemetryv1alpha1.GPUPowerModel) *telemetryv1alpha1.PowerModel {
+	m := &telemetryv1alpha1.PowerModel{
+		Ready:                    fit.Ready(),
+		Basis:                    telemetryv1alpha1.PowerModelBasis(fit.Basis),
+		Samples:                  int32(min(fit.Samples, math.MaxInt32)),
+		UtilizationSpreadPercent: int32(fit.SpreadPercent),
+		GPU:                      gpu,
+	}
+	if fit.Prior != nil {
+		m.Prior = truncate(fit.Prior.Source, 256)
+	}
+	if fit.Ready() {
+		m.IdleWatts = ptr.To(roundWatts(fit.IdleWatts()))
+		m.FullLoadWatts = ptr.To(roundWatts(fit.FullLoadWatts()))
+		if fit.Samples > 0 {
 			m.FitQualityBasisPoints = ptr.To(int32(math.Round(10000 * math.Max(0, math.Min(1, fit.R2)))))
 		}
-		st.Model = m
+		m.Curve = make([]telemetryv1alpha1.PowerCurvePoint, len(fit.Curve))
+		for i, p := range fit.Curve {
+			m.Curve[i] = telemetryv1alpha1.PowerCurvePoint{
+				UtilizationPercent: int32(p.UtilizationPercent),
+				Watts:              roundWatts(p.Watts),
+				UncertaintyWatts:   roundWatts(math.Ceil(p.Uncertainty)),
+			}
+		}
 	}
-	return st
+	for _, b := range bins {
+		m.Bins = append(m.Bins, telemetryv1alpha1.PowerModelBin{
+			UtilizationBasisPoints: int32(math.Round(b.Utilization * 10000)),
+			Milliwatts:             int64(math.Round(b.Watts * 1000)),
+			StdDevMilliwatts:       int64(math.Round(math.Sqrt(b.Variance) * 1000)),
+			Samples:                int32(min(b.Samples, math.MaxInt32)),
+		})
+	}
+	return m
+}
+
+// PowerBins reads a published model's bins back.
+func PowerBins(m *telemetryv1alpha1.PowerModel) ([]powermodel.Bin, int) {
+	if m == nil {
+		return nil, 0
+	}
+	bins := make([]powermodel.Bin, 0, len(m.Bins))
+	for _, b := range m.Bins {
+		sd := float64(b.StdDevMilliwatts) / 1000
+		bins = append(bins, powermodel.Bin{
+			Samples:     int(b.Samples),
+			Utilization: float64(b.UtilizationBasisPoints) / 10000,
+			Watts:       float64(b.Milliwatts) / 1000,
+			Variance:    sd * sd,
+		})
+	}
+	return bins, int(m.Samples)
+}
+
+// ThermalModel is the published form of a thermal model of a sensor
+// whose limit is limitMilli.
+func ThermalModel(p thermalmodel.Params, limitMilli int64) *telemetryv1alpha1.ThermalModel {
+	return &telemetryv1alpha1.ThermalModel{
+		Sensor:               p.Sensor,
+		LimitMilliCelsius:    limitMilli,
+		AmbientMilliCelsius:  int64(math.Round(p.AmbientCelsius * 1000)),
+		MilliCelsiusPerWatt:  int32(math.Round(min(p.CelsiusPerWatt, 10) * 1000)),
+		TimeConstantSeconds:  int32(max(1, min(86400, math.Round(p.TimeConstant.Seconds())))),
+		Samples:              int32(min(p.Samples, math.MaxInt32)),
+		ResidualMilliCelsius: int32(math.Round(min(p.ResidualCelsius, 1000) * 1000)),
+	}
+}
+
+// ThermalParams reads a published thermal model back.
+func ThermalParams(m *telemetryv1alpha1.ThermalModel) thermalmodel.Params {
+	return thermalmodel.Params{
+		Sensor:          m.Sensor,
+		AmbientCelsius:  float64(m.AmbientMilliCelsius) / 1000,
+		CelsiusPerWatt:  float64(m.MilliCelsiusPerWatt) / 1000,
+		TimeConstant:    time.Duration(m.TimeConstantSeconds) * time.Second,
+		Samples:         int(m.Samples),
+		ResidualCelsius: float64(m.ResidualMilliCelsius) / 1000,
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // roundWatts rounds to whole watts within the API's range.

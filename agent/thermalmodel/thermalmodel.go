@@ -87,8 +87,8 @@ type Model struct {
 	// sensor is the sensor the fit follows; a new one starts it afresh.
 	sensor string
 	// Weighted sums of x = (T[k−1], P[k], 1) and y = T[k].
-	xx   [3][3]float64
-	xy   [3]float64
+	xx       [3][3]float64
+	xy       [3]float64
 	yy       float64
 	pairs    int
 	interval time.Duration

@@ -414,6 +414,11 @@ type ThermalStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	Sensors []ThermalSensor `json:"sensors,omitempty"`
+	// model is how the temperature of the sensor closest to its limit
+	// answers the node's power, once the agent has learned it. Absent
+	// before then, and on nodes without power telemetry.
+	// +optional
+	Model *ThermalModel `json:"model,omitempty"`
 }
 
 // ThermalSensor is one temperature reading.
@@ -481,25 +486,44 @@ type PowerStatus struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	EnergyJoules int64 `json:"energyJoules"`
-	// model is a linear model of the node's power, GPU power excluded,
-	// against CPU utilization, fitted online by the agent, for estimating
-	// the marginal power of a pod's CPU use.
+	// model is the node's power curve (GPU power excluded) against CPU
+	// utilization, learned online by the agent, and what its GPUs draw busy
+	// and idle, for estimating the marginal power of a pod.
 	// +optional
 	Model *PowerModel `json:"model,omitempty"`
 }
 
-// PowerModel is node power (GPU power excluded) as a linear function of CPU
-// utilization: watts = idleWatts + (fullLoadWatts - idleWatts) * utilization.
-// The agent fits it through per-utilization bins, so many idle samples do
-// not outweigh a few busy ones.
+// PowerModelBasis is what a power model rests on.
+// +kubebuilder:validation:Enum=fitted;prior
+type PowerModelBasis string
+
+const (
+	// PowerModelFitted: the node's own samples, over enough of the
+	// utilization range.
+	PowerModelFitted PowerModelBasis = "fitted"
+	// PowerModelPrior: the hardware's identity (RAPL power limits, the
+	// GPUs' enforced power limits), joined to the samples there are.
+	PowerModelPrior PowerModelBasis = "prior"
+)
+
+// PowerModel is node power (GPU power excluded) as a monotone
+// piecewise-linear function of CPU utilization: curve gives it at 0 %, 10 %
+// … 100 %, each point with its uncertainty. The agent learns it from
+// per-utilization bins, so many idle samples do not outweigh a few busy
+// ones, and publishes the bins so that it resumes from them after a
+// restart.
 //
-// +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts))",message="a ready model needs idleWatts and fullLoadWatts"
+// +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts) && has(self.curve) && size(self.curve) == 11 && has(self.basis))",message="a ready model needs basis, idleWatts, fullLoadWatts and an 11-point curve"
 type PowerModel struct {
-	// ready is true once the fit rests on enough samples over a wide enough
-	// utilization spread to be used. A model that is not ready carries no
-	// watts.
+	// ready is true when the curve can be used: fitted from enough samples
+	// over a wide enough utilization spread, or from a prior. A model that
+	// is not ready carries no curve.
 	// +required
 	Ready bool `json:"ready"`
+	// basis is what the curve rests on: fitted or prior. Consumers should
+	// weigh a prior less.
+	// +optional
+	Basis PowerModelBasis `json:"basis,omitempty"`
 	// samples is how many samples the fit rests on.
 	// +required
 	// +kubebuilder:validation:Minimum=0
@@ -510,22 +534,155 @@ type PowerModel struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	UtilizationSpreadPercent int32 `json:"utilizationSpreadPercent"`
-	// idleWatts is the fitted power at 0% CPU.
+	// idleWatts is the curve at 0% CPU.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	IdleWatts *int32 `json:"idleWatts,omitempty"`
-	// fullLoadWatts is the fitted power at 100% CPU.
+	// fullLoadWatts is the curve at 100% CPU.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	FullLoadWatts *int32 `json:"fullLoadWatts,omitempty"`
-	// fitQualityBasisPoints is the fit's coefficient of determination (R²)
-	// in basis points, 0 to 10000.
+	// fitQualityBasisPoints is the coefficient of determination (R²) of
+	// the curve over the bins' means, in basis points, 0 to 10000.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	FitQualityBasisPoints *int32 `json:"fitQualityBasisPoints,omitempty"`
+	// curve is the power at 0%, 10% … 100% CPU, non-decreasing.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=11
+	Curve []PowerCurvePoint `json:"curve,omitempty"`
+	// prior says where the prior came from, when the agent has one, e.g.
+	// "RAPL package limits 2 x 150W; Intel(R) Xeon(R) Gold 6248".
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Prior string `json:"prior,omitempty"`
+	// bins are the fit's state: the mean utilization and watts of every
+	// utilization bin with samples. The agent reads them back when it
+	// restarts; they are not meant for other readers.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=101
+	Bins []PowerModelBin `json:"bins,omitempty"`
+	// gpu is what one of the node's GPUs draws idle and busy. Absent on
+	// nodes without GPUs.
+	// +optional
+	GPU *GPUPowerModel `json:"gpu,omitempty"`
+}
+
+// PowerCurvePoint is the power curve at one utilization.
+type PowerCurvePoint struct {
+	// utilizationPercent is the CPU utilization, 0 to 100.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	UtilizationPercent int32 `json:"utilizationPercent"`
+	// watts is the node's power there.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	Watts int32 `json:"watts"`
+	// uncertaintyWatts is how far off watts may be: the standard error of
+	// the samples it rests on, plus half of any step taken beyond them.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	UncertaintyWatts int32 `json:"uncertaintyWatts"`
+}
+
+// PowerModelBin is one utilization bin of the power model's fit.
+type PowerModelBin struct {
+	// utilizationBasisPoints is the bin's mean CPU utilization, 0 to 10000.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	UtilizationBasisPoints int32 `json:"utilizationBasisPoints"`
+	// milliwatts is the bin's mean power.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Milliwatts int64 `json:"milliwatts"`
+	// stdDevMilliwatts is the standard deviation of its samples' power.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	StdDevMilliwatts int64 `json:"stdDevMilliwatts"`
+	// samples is the bin's weight (its samples, capped).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Samples int32 `json:"samples"`
+}
+
+// GPUPowerModel is what one GPU of the node draws idle and busy, from NVML:
+// the mean over GPUs seen idle (utilization at most 5%) and over GPUs seen
+// busy (at least 80%), or the GPUs' enforced power limit for busy before a
+// busy GPU was seen (basis prior).
+type GPUPowerModel struct {
+	// basis is fitted once both idle and busy GPUs were seen, else prior.
+	// +required
+	Basis PowerModelBasis `json:"basis"`
+	// idleWatts is one idle GPU's power.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	IdleWatts int32 `json:"idleWatts"`
+	// busyWatts is one busy GPU's power.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	BusyWatts int32 `json:"busyWatts"`
+	// idleSamples and busySamples are how many GPU readings each mean
+	// rests on (capped).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	IdleSamples int32 `json:"idleSamples,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BusySamples int32 `json:"busySamples,omitempty"`
+}
+
+// ThermalModel is how the temperature of one sensor answers the node's
+// power (GPU power excluded), fitted online by the agent as a first-order
+// system: the sensor settles at ambientMilliCelsius +
+// milliCelsiusPerWatt × watts, with time constant timeConstantSeconds.
+type ThermalModel struct {
+	// sensor is the sensor modelled: the one closest to its limit
+	// (headroomSensor) when the fit began.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Sensor string `json:"sensor"`
+	// limitMilliCelsius is the sensor's effective limit (as in
+	// sensors[].limitMilliCelsius).
+	// +required
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	LimitMilliCelsius int64 `json:"limitMilliCelsius"`
+	// ambientMilliCelsius is where the sensor would settle at 0 W.
+	// +required
+	// +kubebuilder:validation:Minimum=-273150
+	// +kubebuilder:validation:Maximum=1000000
+	AmbientMilliCelsius int64 `json:"ambientMilliCelsius"`
+	// milliCelsiusPerWatt is the steady-state rise per watt.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	MilliCelsiusPerWatt int32 `json:"milliCelsiusPerWatt"`
+	// timeConstantSeconds is the time the sensor takes to get 63% of the
+	// way to a new steady temperature.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	TimeConstantSeconds int32 `json:"timeConstantSeconds"`
+	// samples is how many samples the fit rests on.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Samples int32 `json:"samples"`
+	// residualMilliCelsius is the fit's root-mean-square one-step error.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ResidualMilliCelsius int32 `json:"residualMilliCelsius,omitempty"`
 }
 
 // NUMANodeStatus is one NUMA node.
