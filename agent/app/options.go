@@ -13,9 +13,9 @@ import (
 
 	"github.com/telesched/telesched/agent/nvml"
 	"github.com/telesched/telesched/agent/powermodel"
-	"github.com/telesched/telesched/agent/thermalmodel"
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
+	"github.com/telesched/telesched/agent/thermalmodel"
 	"github.com/telesched/telesched/internal/heat"
 )
 
@@ -61,8 +61,8 @@ type Options struct {
 	// GPUs this way. It is not a flag.
 	NVMLLibrary nvml.Library
 
-	Publisher  publisher.Config
-	Heat       status.HeatConfig
+	Publisher    publisher.Config
+	Heat         status.HeatConfig
 	PowerModel   powermodel.Config
 	ThermalModel thermalmodel.Config
 

@@ -31,10 +31,13 @@ func main() {
 	// One telemetry cache for every plugin of every profile.
 	cache := telemetry.NewCache()
 	telemetry.RegisterMetrics()
+	// The pods placed on each node since its sample: LoadAware keeps them,
+	// EnergyAware counts them in its estimated load.
+	reservations := loadaware.NewReservations(cache)
 	cmd := app.NewSchedulerCommand(
-		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache)),
+		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache, reservations)),
 		app.WithPlugin(topologyfit.Name, topologyfit.NewFactory(cache)),
-		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache)),
+		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache, reservations)),
 	)
 	cmd.Use = "telesched-scheduler"
 	var skew time.Duration

@@ -68,13 +68,16 @@ type Node struct {
 	HeadroomSensorMilli int64
 	UnlimitedSensor     string
 	NUMA                []NUMANode
+	// Models are the node's learned power and thermal models; nil when
+	// its agent published none.
+	Models *Models
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64
 	// written is when the API server last wrote the object, by its clock,
 	// to the second; zero when unknown.
 	written time.Time
-	_       [16]byte // to a multiple of a cache line (TestNodeLayout)
+	_       [8]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.
@@ -171,6 +174,7 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 			n.ModelReady, n.IdleWatts, n.FullLoadWatts = true, *m.IdleWatts, *m.FullLoadWatts
 		}
 	}
+	n.Models = modelsFrom(st)
 	for _, s := range st.Sources {
 		if s.Name == telemetryv1alpha1.SourceGPU && s.State == telemetryv1alpha1.SourceAvailable {
 			n.HasGPUSource = true

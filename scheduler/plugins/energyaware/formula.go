@@ -2,6 +2,7 @@ package energyaware
 
 import (
 	"fmt"
+	"math"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -56,20 +57,79 @@ func coolGPUs(n *telemetry.Node, marginMilli int64) int {
 	return cool
 }
 
-// marginalMilliwatts estimates the power a pod adds to a node: its CPU
-// share of the node times the power model's span from idle to full load,
-// plus, for GPU pods, the node's average GPU power per GPU. False when the
-// node has no ready power model.
-func marginalMilliwatts(n *telemetry.Node, podCPUMilli int64, podGPUs int64) (int64, bool) {
-	if !n.HasPower || !n.ModelReady || !n.HasCPU || n.LogicalCores <= 0 {
-		return 0, false
+// estimate is what a pod would do to a node, by the node's models.
+type estimate struct {
+	// mw is the marginal power of the pod, milliwatts: the power curve at
+	// the node's estimated load with the pod minus without it (the
+	// estimated load is its measured utilization plus the pods placed
+	// since the sample), plus, for GPU pods, a busy GPU's power minus an
+	// idle one's per GPU. upperMW adds the uncertainty the step adds to the
+	// curve's (a prior's shape is unsure far from the samples).
+	mw, upperMW int64
+	hasPower    bool
+	// Thermal prediction: steadyMilli is where the modelled sensor settles
+	// with the pod, from watts (the node's power without GPUs now, plus the
+	// reserved pods' and this pod's, upper estimate). Valid when predicted.
+	predicted             bool
+	steadyMilli, limMilli int64
+	watts, nowWatts       float64
+	reservedWatts, podW   float64
+}
+
+// estimatePod estimates a pod of podCPUMilli and podGPUs on node n, which
+// has reservedCPUMilli of pods placed since its sample.
+func estimatePod(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int64) estimate {
+	var e estimate
+	if !n.HasPower || !n.HasCPU || n.LogicalCores <= 0 {
+		return e
 	}
-	span := int64(max(0, n.FullLoadWatts-n.IdleWatts)) // watts from 0% to 100% CPU
-	mw := span * 1000 * podCPUMilli / (int64(n.LogicalCores) * 1000)
+	m := n.Models
+	capacity := float64(n.LogicalCores) * 1000
+	uNow := float64(n.CPUPercent) / 100
+	u0 := uNow + float64(reservedCPUMilli)/capacity
+	u1 := u0 + float64(podCPUMilli)/capacity
+	wNow, _, okCurve := m.CurveAt(uNow)
+	if !okCurve {
+		return e
+	}
+	w0, unc0, _ := m.CurveAt(u0)
+	w1, unc1, _ := m.CurveAt(u1)
+	cpu := w1 - w0
+	upper := cpu + max(0, unc1-unc0)
 	if podGPUs > 0 && len(n.GPUs) > 0 {
-		mw += int64(n.GPUWatts) * 1000 / int64(len(n.GPUs)) * podGPUs
+		var perGPU float64
+		if m.GPUBasis != telemetry.BasisNone {
+			perGPU = max(0, m.GPUBusyWatts-m.GPUIdleWatts)
+		} else {
+			perGPU = float64(n.GPUWatts) / float64(len(n.GPUs)) // an agent without a GPU model: the average
+		}
+		cpu += perGPU * float64(podGPUs)
+		upper += perGPU * float64(podGPUs)
 	}
-	return mw, true
+	e.hasPower = true
+	e.mw, e.upperMW = int64(math.Round(cpu*1000)), int64(math.Round(upper*1000))
+	if m.HasThermal {
+		t := &m.Thermal
+		e.nowWatts = float64(max(0, n.Watts-n.GPUWatts))
+		e.reservedWatts = w0 - wNow
+		e.podW = w1 - w0 + max(0, unc1-unc0)
+		e.watts = e.nowWatts + e.reservedWatts + e.podW
+		e.predicted, e.steadyMilli, e.limMilli = true, t.Steady(e.watts), t.LimitMilli
+	}
+	return e
+}
+
+// tooHotPredicted says why the pod would take the node's modelled sensor
+// past its limit − margin once it settles, or "" when it would not (or the
+// node has no thermal model).
+func tooHotPredicted(n *telemetry.Node, e estimate, marginMilli int64) string {
+	if !e.predicted || e.steadyMilli < e.limMilli-marginMilli {
+		return ""
+	}
+	t := &n.Models.Thermal
+	return fmt.Sprintf("predicted steady temperature of %s with the pod %s >= limit %s - margin %s: %s + %.3f°C/W x %.0fW (now %.0fW, +%.0fW reserved, +%.0fW this pod); time constant %ds, %d samples",
+		t.Sensor, celsius(e.steadyMilli), celsius(e.limMilli), celsius(marginMilli), celsius(t.AmbientMilli), float64(t.MilliPerWatt)/1000,
+		e.watts, e.nowWatts, e.reservedWatts, e.podW, t.Tau, t.Samples)
 }
 
 // powerScore is 100 for the lowest marginal power among the candidates
@@ -81,12 +141,16 @@ func powerScore(mw, minMW, maxMW int64) int64 {
 	return fwk.MaxScore * (maxMW - mw) / (maxMW - minMW)
 }
 
-// thermalScore grows with the effective headroom (package heat), full at
+// thermalScore grows with the effective headroom (package heat), or the
+// predicted steady headroom with the pod where that is smaller, full at
 // 40°C.
-func thermalScore(n *telemetry.Node, absoluteMilli int64) int64 {
+func thermalScore(n *telemetry.Node, absoluteMilli int64, e estimate) int64 {
 	h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, absoluteMilli)
 	if !n.HasThermal || !ok {
 		return 0
+	}
+	if e.predicted {
+		h = min(h, e.limMilli-e.steadyMilli)
 	}
 	return max(fwk.MinScore, min(fwk.MaxScore, fwk.MaxScore*h/headroomForFullScore))
 }

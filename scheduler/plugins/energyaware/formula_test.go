@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -55,20 +57,66 @@ func TestCoolGPUs(t *testing.T) {
 	}
 }
 
-func TestMarginalMilliwatts(t *testing.T) {
-	n := &telemetry.Node{HasCPU: true, LogicalCores: 32, HasPower: true, ModelReady: true, IdleWatts: 100, FullLoadWatts: 420,
-		GPUWatts: 1200, GPUs: make([]telemetry.GPU, 4)}
-	// CPU: (420-100) W * 4000m / 32000m = 40 W
-	if mw, ok := marginalMilliwatts(n, 4000, 0); !ok || mw != 40_000 {
-		t.Errorf("CPU pod: %d mW, %v; want 40000", mw, ok)
+// r740 is the SPECpower_ssj2008 curve of result power_ssj2008-20170829-00780
+// (Dell PowerEdge R740): watts at 0 %, 10 % … 100 % load.
+var r740 = []int32{52, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}
+
+// curveNode is a 100-CPU node at 20 % CPU drawing 300 W, 100 of them its
+// GPUs', with the R740 curve (uncertainty per knot from unc), two GPUs
+// idle at 60 W and busy at 650 W, and a thermal model: 30°C + 0.2°C/W,
+// limit 100°C.
+func curveNode(basis telemetryv1alpha1.PowerModelBasis, unc func(k int) int32) *telemetry.Node {
+	curve := make([]telemetryv1alpha1.PowerCurvePoint, len(r740))
+	for k, w := range r740 {
+		curve[k] = telemetryv1alpha1.PowerCurvePoint{UtilizationPercent: int32(k * 10), Watts: w, UncertaintyWatts: unc(k)}
 	}
-	// + 2 GPUs x 1200/4 W = 600 W -> 640 W
-	if mw, _ := marginalMilliwatts(n, 4000, 2); mw != 640_000 {
-		t.Errorf("GPU pod: %d mW, want 640000", mw)
+	return telemetry.FromStatus("n", &telemetryv1alpha1.NodeTelemetryStatus{
+		CPU: &telemetryv1alpha1.CPUStatus{LogicalCores: 100, OnlineCores: 100, UtilizationPercent: 20},
+		Power: &telemetryv1alpha1.PowerStatus{Watts: 300, GPUWatts: ptr.To[int32](100), Sources: []telemetryv1alpha1.PowerSource{"rapl", "nvml"},
+			Model: &telemetryv1alpha1.PowerModel{Ready: true, Basis: basis, IdleWatts: ptr.To[int32](52), FullLoadWatts: ptr.To[int32](457), Curve: curve,
+				GPU: &telemetryv1alpha1.GPUPowerModel{Basis: telemetryv1alpha1.PowerModelFitted, IdleWatts: 60, BusyWatts: 650}}},
+		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "pkg", HottestMilliCelsius: 70_000,
+			Model: &telemetryv1alpha1.ThermalModel{Sensor: "pkg", LimitMilliCelsius: 100_000, AmbientMilliCelsius: 30_000, MilliCelsiusPerWatt: 200, TimeConstantSeconds: 40, Samples: 300}},
+		GPUs: []telemetryv1alpha1.GPUStatus{{Index: 0, UUID: "a"}, {Index: 1, UUID: "b"}},
+	})
+}
+
+func TestEstimatePod(t *testing.T) {
+	fitted := curveNode(telemetryv1alpha1.PowerModelFitted, func(int) int32 { return 2 })
+	// 20 % measured + 10 CPUs reserved = 30 % (170 W); + a 20-CPU pod = 50 %
+	// (224 W): 54 W, on the curve's bend, not the straight line's 81 W.
+	e := estimatePod(fitted, 20_000, 0, 10_000)
+	if !e.hasPower || e.mw != 54_000 || e.upperMW != 54_000 {
+		t.Errorf("CPU pod: %+v, want 54000 mW", e)
 	}
-	n.ModelReady = false
-	if _, ok := marginalMilliwatts(n, 4000, 0); ok {
-		t.Error("a node without a ready model gave an estimate")
+	// The node's power without GPUs (200 W) + the reserved pods' 23 W + the
+	// pod's 54 W = 277 W: 30 + 0.2 x 277 = 85.4°C.
+	if !e.predicted || e.steadyMilli != 85_400 || e.limMilli != 100_000 {
+		t.Errorf("prediction: %+v, want 85400 m°C of 100000", e)
+	}
+	if why := tooHotPredicted(fitted, e, 5_000); why != "" {
+		t.Errorf("85.4°C against 100 - 5°C rejected: %s", why)
+	}
+	want := "predicted steady temperature of pkg with the pod 85.4°C >= limit 100.0°C - margin 15.0°C: 30.0°C + 0.200°C/W x 277W (now 200W, +23W reserved, +54W this pod); time constant 40s, 300 samples"
+	if why := tooHotPredicted(fitted, e, 15_000); why != want {
+		t.Errorf("reason:\n got %s\nwant %s", why, want)
+	}
+	// Two GPUs: + 2 x (650 - 60) W.
+	if e := estimatePod(fitted, 20_000, 2, 10_000); e.mw != 54_000+1_180_000 {
+		t.Errorf("GPU pod: %d mW, want 1234000", e.mw)
+	}
+	// A prior whose uncertainty grows 10 W a knot: the upper estimate adds
+	// the 20 W it grows from 30 % to 50 %.
+	prior := curveNode(telemetryv1alpha1.PowerModelPrior, func(k int) int32 { return int32(10 * k) })
+	if e := estimatePod(prior, 20_000, 0, 10_000); e.mw != 54_000 || e.upperMW != 74_000 {
+		t.Errorf("prior: %+v, want 54000 mW, upper 74000", e)
+	}
+	// Past 100 %: the curve ends there.
+	if e := estimatePod(fitted, 200_000, 0, 0); e.mw != (457-147)*1000 {
+		t.Errorf("overfull: %d mW, want 310000", e.mw)
+	}
+	if e := estimatePod(&telemetry.Node{HasCPU: true, LogicalCores: 8, HasPower: true}, 1000, 0, 0); e.hasPower {
+		t.Errorf("a node without a model gave an estimate: %+v", e)
 	}
 }
 
@@ -82,12 +130,14 @@ func TestScoreParts(t *testing.T) {
 		{"a quarter up", powerScore(20_000, 10_000, 50_000), 75}, // 100*(50-20)/(50-10)
 		{"all equal", powerScore(10_000, 10_000, 10_000), 100},
 		// headroom 20°C of 40 -> 50
-		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000), 50},
+		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000, estimate{}), 50},
 		// no limit: 90 - 70 = 20°C -> 50
-		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000), 50},
+		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000, estimate{}), 50},
 		// the smaller of 40°C (limited) and 90 - 80 = 10°C -> 25
-		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000), 25},
-		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000), 0},
+		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000, estimate{}), 25},
+		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000, estimate{}), 0},
+		// predicted: 100 - 80 = 20°C below 40°C now -> 50
+		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, estimate{predicted: true, steadyMilli: 80_000, limMilli: 100_000}), 50},
 		// (75*70 + 50*30)/100 = 67
 		{"combined 70/30", combine(75, 50, 70, 30), 67},
 	} {

@@ -46,6 +46,17 @@ type EnergyAware struct {
 	nodes corelisters.NodeLister
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
+	// reserved is the CPU of the pods placed on a node since its sample
+	// (LoadAware's reservations); nil counts none.
+	reserved Reserved
+	// predicting counts the nodes with a thermal model.
+	predicting *telemetry.Counter
+}
+
+// Reserved tells the CPU and memory of the pods placed on a node since its
+// last sample: loadaware.Reservations.
+type Reserved interface {
+	Get(node string) (cpuMilli, memoryBytes int64)
 }
 
 var (
@@ -56,10 +67,12 @@ var (
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
-// cache, which the first instance starts and syncs.
-func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
+// cache, which the first instance starts and syncs, and reads the pods
+// placed since each node's sample from reserved.
+func NewFactory(cache *telemetry.Cache, reserved Reserved) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := New(args, cache)
+		pl.reserved = reserved
 		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 		return pl, nil
 	})
@@ -81,6 +94,7 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 		requests:    podmemo.New[[2]int64](),
 		affinity:    podmemo.NewAffinity(),
 		hot:         cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
+		predicting:  cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
 	}
 }
 
@@ -116,7 +130,7 @@ func (pl *EnergyAware) cpuAndGPUs(pod *v1.Pod) [2]int64 {
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	s := pl.podRequests(pod)
 	pl.last.Write(cs, stateKey, s)
-	if s.gpus == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 {
+	if s.gpus == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 && pl.predicting.Count() == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -151,6 +165,9 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
 	if why := tooHot(tel, pl.limits); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
+	if why := tooHotPredicted(tel, pl.estimate(tel, s), pl.limits.marginMilli); why != "" {
+		return fwk.NewStatus(fwk.Unschedulable, why)
+	}
 	if s.gpus > 0 && tel.HasGPUSource {
 		if cool := coolGPUs(tel, pl.limits.gpuSlowdownMargin); int64(cool) < s.gpus {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy GPUs more than %d°C below slowdown, pod needs %d",
@@ -170,8 +187,18 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.NoTelemetry, nil
 	}
-	mw, hasPower := marginalMilliwatts(tel, s.cpuMilli, s.gpus)
-	return packScore(mw, hasPower, thermalScore(tel, pl.limits.absoluteMilli)), nil
+	e := pl.estimate(tel, s)
+	return packScore(e.upperMW, e.hasPower, thermalScore(tel, pl.limits.absoluteMilli, e)), nil
+}
+
+// estimate is the pod's estimate on a node, with the pods placed there
+// since its sample.
+func (pl *EnergyAware) estimate(tel *telemetry.Node, s *podState) estimate {
+	var reserved int64
+	if pl.reserved != nil {
+		reserved, _ = pl.reserved.Get(tel.Name)
+	}
+	return estimatePod(tel, s.cpuMilli, s.gpus, reserved)
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
@@ -198,6 +225,7 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 
 // hint queues a pod when, by Filter's predicate, the node did not take it
 // before the update and does now: it cooled, its telemetry became fresh,
+// its predicted steady temperature with the pod fell below limit − margin,
 // or enough of its GPUs came clear of slowdown or became healthy. Any
 // other change, such as a cool node getting a little warmer, skips.
 //
@@ -220,7 +248,8 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	// A previous view that was never stored or is stale proves nothing
 	// about why the pod was rejected.
 	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
-	if prevKnown && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
+	predicts := cur.Models != nil && cur.Models.HasThermal
+	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
 		return fwk.QueueSkip, nil // usable before, and no GPU came clear
 	}
 	req := pl.requests.Get(pod, pl.cpuAndGPUs) // asked again and again for the same pending pods

@@ -66,6 +66,24 @@ func gpuPod(gpus string) *v1.Pod {
 	}}}}
 }
 
+// modelled gives st a straight-line power model (100 W idle, 420 W at full
+// load over its 16 CPUs), a measured node power of watts, and a thermal
+// model of its "cpu" sensor: 30°C + 0.2°C/W, limit 100°C.
+func modelled(st *telemetryv1alpha1.NodeTelemetryStatus, watts int32) *telemetryv1alpha1.NodeTelemetryStatus {
+	st.Power = &telemetryv1alpha1.PowerStatus{Watts: watts, Sources: []telemetryv1alpha1.PowerSource{"rapl"}, Model: &telemetryv1alpha1.PowerModel{
+		Ready: true, IdleWatts: ptr.To[int32](100), FullLoadWatts: ptr.To[int32](420)}}
+	st.Thermal.Model = &telemetryv1alpha1.ThermalModel{Sensor: "cpu", LimitMilliCelsius: 100_000, AmbientMilliCelsius: 30_000,
+		MilliCelsiusPerWatt: 200, TimeConstantSeconds: 60, Samples: 120}
+	return st
+}
+
+func cpuPod(cpus string) *v1.Pod {
+	p := gpuPod("")
+	req := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpus)}
+	p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: req}
+	return p
+}
+
 func TestFilter(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -87,6 +105,14 @@ func TestFilter(t *testing.T) {
 		{"enough cool GPUs", status(60, 60, 88, 70), gpuPod("2"), ""},
 		{"too few cool GPUs", status(60, 60, 88, 70), gpuPod("3"), "node has 2 healthy GPUs more than 3°C below slowdown, pod needs 3"},
 		{"CPU pod ignores GPU heat", status(60, 89, 89), gpuPod(""), ""},
+		// Cool now (60°C), but an 8-CPU pod adds (420-100) W x 8/16 = 160 W:
+		// 30 + 0.2 x (170 + 160) = 96°C >= 100 - 5.
+		{"predicted too hot", modelled(status(60), 170), cpuPod("8"),
+			"predicted steady temperature of cpu with the pod 96.0°C >= limit 100.0°C - margin 5.0°C: 30.0°C + 0.200°C/W x 330W (now 170W, +0W reserved, +160W this pod)"},
+		// 30 + 0.2 x (164 + 160) = 94.8°C
+		{"predicted just below", modelled(status(60), 164), cpuPod("8"), ""},
+		// A 1-CPU pod adds 20 W: 30 + 0.2 x 190 = 68°C.
+		{"small pod fits the same node", modelled(status(60), 170), cpuPod("1"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := newCache()
@@ -123,6 +149,10 @@ func TestHint(t *testing.T) {
 		{"cooled, but no GPU for a GPU pod", gpuPod("1"), status(97), status(80), fwk.QueueSkip},
 		{"one GPU cooled, the pod needs two", gpuPod("2"), status(60, 89, 89), status(60, 89, 70), fwk.QueueSkip},
 		{"added, cool", gpuPod(""), nil, status(60), fwk.Queue},
+		// The prediction with the pod falls below limit - margin as the
+		// node's power falls: 96°C, then 30 + 0.2 x (150 + 160) = 92°C.
+		{"predicted steady temperature fell", cpuPod("8"), modelled(status(60), 170), modelled(status(61), 150), fwk.Queue},
+		{"predicted steady temperature still too high", cpuPod("8"), modelled(status(60), 180), modelled(status(59), 170), fwk.QueueSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())

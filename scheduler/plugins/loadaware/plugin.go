@@ -77,9 +77,8 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs, and one set of
 // Reservations. Each instance follows Nodes, Pods and DaemonSets through
-// the scheduler's informers (see Watch).
-func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	res := NewReservations(cache)
+// the scheduler's informers (see Watch). EnergyAware reads res too.
+func NewFactory(cache *telemetry.Cache, res *Reservations) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := NewWith(args, cache, res)
 		if err := pl.Watch(h.SharedInformerFactory()); err != nil {

@@ -1,0 +1,120 @@
+package telemetry
+
+import (
+	"math"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+// CurveKnots is how many points a power curve has: 0 %, 10 % … 100 %.
+const CurveKnots = 11
+
+// Basis is what a model rests on.
+type Basis uint8
+
+const (
+	// BasisNone: no model.
+	BasisNone Basis = iota
+	// BasisPrior: the hardware's identity, joined to few samples.
+	BasisPrior
+	// BasisFitted: the node's own samples.
+	BasisFitted
+)
+
+func (b Basis) String() string {
+	switch b {
+	case BasisPrior:
+		return "prior"
+	case BasisFitted:
+		return "fitted"
+	}
+	return "none"
+}
+
+// Models are a node's learned models, as its agent published them.
+type Models struct {
+	// CurveBasis is BasisNone when there is no power curve; Watts and
+	// Uncertainty are the curve at 0 %, 10 % … 100 % CPU.
+	CurveBasis  Basis
+	Watts       [CurveKnots]float64
+	Uncertainty [CurveKnots]float64
+	// GPUBasis is BasisNone when there is no GPU power model; GPUIdleWatts
+	// and GPUBusyWatts are one GPU's power idle and busy.
+	GPUBasis                   Basis
+	GPUIdleWatts, GPUBusyWatts float64
+	// Thermal is the thermal model; HasThermal false when there is none.
+	HasThermal bool
+	Thermal    ThermalModel
+}
+
+// ThermalModel is a sensor's first-order thermal response: it settles at
+// AmbientMilli + MilliPerWatt × watts.
+type ThermalModel struct {
+	Sensor       string
+	LimitMilli   int64
+	AmbientMilli int64
+	MilliPerWatt int64
+	Tau          int32 // seconds
+	Samples      int32
+}
+
+// Steady is where the sensor settles at watts, milli-°C.
+func (t *ThermalModel) Steady(watts float64) int64 {
+	return t.AmbientMilli + int64(math.Round(float64(t.MilliPerWatt)*watts))
+}
+
+// CurveAt is the power curve at utilization u in [0, 1], and its
+// uncertainty there; ok false without a curve.
+func (m *Models) CurveAt(u float64) (watts, uncertainty float64, ok bool) {
+	if m == nil || m.CurveBasis == BasisNone {
+		return 0, 0, false
+	}
+	x := math.Min(1, math.Max(0, u)) * (CurveKnots - 1)
+	i := min(int(x), CurveKnots-2)
+	t := x - float64(i)
+	return m.Watts[i] + (m.Watts[i+1]-m.Watts[i])*t, m.Uncertainty[i] + (m.Uncertainty[i+1]-m.Uncertainty[i])*t, true
+}
+
+// modelsFrom reads a status's models; nil when it has none. A ready power
+// model without a curve (an agent older than curves) reads as the straight
+// line between its idle and full-load watts, fitted.
+func modelsFrom(st *telemetryv1alpha1.NodeTelemetryStatus) *Models {
+	m := &Models{}
+	if p := st.Power; p != nil && p.Model != nil && p.Model.Ready {
+		pm := p.Model
+		switch {
+		case len(pm.Curve) == CurveKnots:
+			m.CurveBasis = BasisFitted
+			if pm.Basis == telemetryv1alpha1.PowerModelPrior {
+				m.CurveBasis = BasisPrior
+			}
+			for k, pt := range pm.Curve {
+				m.Watts[k], m.Uncertainty[k] = float64(pt.Watts), float64(pt.UncertaintyWatts)
+			}
+		case pm.IdleWatts != nil && pm.FullLoadWatts != nil:
+			m.CurveBasis = BasisFitted
+			for k := range m.Watts {
+				m.Watts[k] = float64(*pm.IdleWatts) + float64(*pm.FullLoadWatts-*pm.IdleWatts)*float64(k)/(CurveKnots-1)
+			}
+		}
+		if g := pm.GPU; g != nil {
+			m.GPUBasis = BasisFitted
+			if g.Basis == telemetryv1alpha1.PowerModelPrior {
+				m.GPUBasis = BasisPrior
+			}
+			m.GPUIdleWatts, m.GPUBusyWatts = float64(g.IdleWatts), float64(g.BusyWatts)
+		}
+	}
+	if t := st.Thermal; t != nil && t.Model != nil {
+		tm := t.Model
+		m.HasThermal = true
+		m.Thermal = ThermalModel{
+			Sensor: tm.Sensor, LimitMilli: tm.LimitMilliCelsius, AmbientMilli: tm.AmbientMilliCelsius,
+			MilliPerWatt: int64(tm.MilliCelsiusPerWatt), Tau: tm.TimeConstantSeconds, Samples: tm.Samples,
+		}
+	}
+	if m.CurveBasis == BasisNone && m.GPUBasis == BasisNone && !m.HasThermal {
+		return nil
+	}
+	return m
+}
