@@ -1,37 +1,263 @@
 package sandbox
 
 import (
+	_ "embed"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
 
 	"github.com/telesched/telesched/sandbox/hosttree"
 	"github.com/telesched/telesched/sandbox/sim"
 )
 
-// HeaterNode is the simulated node whose fan fails mid-scenario.
-const HeaterNode = "cpu-heater"
+// DefaultFleetYAML is the sandbox's own fleet (fleets/default.yaml).
+//
+//go:embed fleets/default.yaml
+var DefaultFleetYAML []byte
 
-// Fleet is the simulated part of the sandbox's cluster: a mix of CPU and
-// GPU nodes with different power curves.
+// FleetFile is a simulated fleet, as `telesched-sandbox --fleet FILE`
+// reads it (YAML or JSON; unknown fields are refused).
+type FleetFile struct {
+	// Nodes are the node kinds; Count of each.
+	Nodes []FleetNode `json:"nodes"`
+}
+
+// FleetNode is one kind of simulated node.
+type FleetNode struct {
+	// Name is the node's name, or with Count > 1 the prefix of name-0,
+	// name-1 ….
+	Name  string `json:"name"`
+	Count int    `json:"count,omitempty"`
+	// Role says what the node is for, in the output.
+	Role      string `json:"role,omitempty"`
+	CPUs      int    `json:"cpus"`
+	Memory    string `json:"memory"`
+	NUMANodes int    `json:"numaNodes,omitempty"`
+	Packages  int    `json:"packages,omitempty"`
+	// PowerCurve is the CPU-side power, watts, at 0 %, 10 % … 100 % load:
+	// 11 non-decreasing values, as SPECpower_ssj2008 results publish them.
+	PowerCurve       []float64 `json:"powerCurve"`
+	PowerCurveSource string    `json:"powerCurveSource,omitempty"`
+	// PackageLimitWatts, when set, is each package's RAPL power limit, from
+	// which the agent builds a prior curve before it has samples.
+	PackageLimitWatts float64 `json:"packageLimitWatts,omitempty"`
+	CPUModel          string  `json:"cpuModel,omitempty"`
+	// BaseUtilizationPercent is load the scheduler does not see.
+	BaseUtilizationPercent float64 `json:"baseUtilizationPercent,omitempty"`
+	// Thermal is the node's thermal response; zero values take the
+	// defaults (see sandbox/sim).
+	Thermal FleetThermal `json:"thermal,omitempty"`
+	// FanFault: this node's fan fails during the heat phase and is
+	// repaired after. At most one node.
+	FanFault bool       `json:"fanFault,omitempty"`
+	GPUs     *FleetGPUs `json:"gpus,omitempty"`
+}
+
+// FleetThermal is a node's thermal response.
+type FleetThermal struct {
+	AmbientCelsius         float64 `json:"ambientCelsius,omitempty"`
+	CelsiusPerWatt         float64 `json:"celsiusPerWatt,omitempty"`
+	TimeConstant           string  `json:"timeConstant,omitempty"`
+	LeakageWattsPerCelsius float64 `json:"leakageWattsPerCelsius,omitempty"`
+	// CriticalCelsius is the package's critical limit; 100 by default.
+	CriticalCelsius float64 `json:"criticalCelsius,omitempty"`
+}
+
+// FleetGPUs are a node's GPUs.
+type FleetGPUs struct {
+	// Type is a100 or h100.
+	Type  string `json:"type"`
+	Count int    `json:"count"`
+	// PerNUMA GPUs sit on each NUMA node in turn.
+	PerNUMA int `json:"perNUMA"`
+}
+
+// gpuTypes are the GPU types a fleet file can name.
+var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "h100": h100}
+
+// ReadFleet reads a fleet file.
+func ReadFleet(path string) ([]sim.NodeSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := ParseFleet(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return specs, nil
+}
+
+// ParseFleet parses and checks a fleet; its errors name the field.
+func ParseFleet(data []byte) ([]sim.NodeSpec, error) {
+	var f FleetFile
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, err
+	}
+	if len(f.Nodes) == 0 {
+		return nil, errors.New("nodes: at least one node is required")
+	}
+	var specs []sim.NodeSpec
+	names := map[string]bool{}
+	faults := 0
+	for i, n := range f.Nodes {
+		at := fmt.Sprintf("nodes[%d]", i)
+		ns, err := n.specs(at)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ns {
+			if names[s.Name] {
+				return nil, fmt.Errorf("%s.name: node %q is named twice", at, s.Name)
+			}
+			names[s.Name] = true
+		}
+		if n.FanFault {
+			faults += len(ns)
+		}
+		specs = append(specs, ns...)
+	}
+	if faults > 1 {
+		return nil, fmt.Errorf("nodes[].fanFault: %d nodes have a fan fault; the scenario fails one fan at most", faults)
+	}
+	if !anyGPUNode(specs, 4) {
+		return nil, errors.New("nodes: the scenario's GPU pod needs a node with 4 GPUs on one NUMA node")
+	}
+	return specs, nil
+}
+
+func anyGPUNode(specs []sim.NodeSpec, want int) bool {
+	for _, s := range specs {
+		per := map[int]int{}
+		for _, g := range s.GPUs {
+			per[g.NUMANode]++
+			if per[g.NUMANode] >= want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
+	if errs := validation.IsDNS1123Label(n.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("%s.name: %q: %s", at, n.Name, strings.Join(errs, "; "))
+	}
+	count := n.Count
+	switch {
+	case count == 0:
+		count = 1
+	case count < 0 || count > 100:
+		return nil, fmt.Errorf("%s.count: %d must be within 1-100", at, n.Count)
+	}
+	numa, pkgs := max(n.NUMANodes, 1), n.Packages
+	if pkgs == 0 {
+		pkgs = numa
+	}
+	if n.CPUs < 1 || n.CPUs > 1024 || n.CPUs%numa != 0 || n.CPUs%pkgs != 0 {
+		return nil, fmt.Errorf("%s.cpus: %d must be within 1-1024 and split evenly over %d NUMA nodes and %d packages", at, n.CPUs, numa, pkgs)
+	}
+	mem, err := resource.ParseQuantity(n.Memory)
+	if err != nil || mem.Value() < 1<<30 {
+		return nil, fmt.Errorf("%s.memory: %q must be a quantity of at least 1Gi", at, n.Memory)
+	}
+	if len(n.PowerCurve) != 11 {
+		return nil, fmt.Errorf("%s.powerCurve: %d values, want 11 (watts at 0%%, 10%% ... 100%% load)", at, len(n.PowerCurve))
+	}
+	var curve [11]float64
+	for k, w := range n.PowerCurve {
+		if w < 0 || w > 100_000 || (k > 0 && w < n.PowerCurve[k-1]) {
+			return nil, fmt.Errorf("%s.powerCurve[%d]: %v W must be within 0-100000 and not below the point before it", at, k, w)
+		}
+		curve[k] = w
+	}
+	if n.BaseUtilizationPercent < 0 || n.BaseUtilizationPercent > 100 {
+		return nil, fmt.Errorf("%s.baseUtilizationPercent: %v must be within 0-100", at, n.BaseUtilizationPercent)
+	}
+	if n.PackageLimitWatts < 0 || n.PackageLimitWatts > 1000 {
+		return nil, fmt.Errorf("%s.packageLimitWatts: %v must be within 0-1000", at, n.PackageLimitWatts)
+	}
+	t := n.Thermal
+	var tau time.Duration
+	if t.TimeConstant != "" {
+		if tau, err = time.ParseDuration(t.TimeConstant); err != nil || tau <= 0 || tau > time.Hour {
+			return nil, fmt.Errorf("%s.thermal.timeConstant: %q must be a duration within 0-1h", at, t.TimeConstant)
+		}
+	}
+	switch {
+	case t.AmbientCelsius < 0 || t.AmbientCelsius > 60:
+		return nil, fmt.Errorf("%s.thermal.ambientCelsius: %v must be within 0-60", at, t.AmbientCelsius)
+	case t.CelsiusPerWatt < 0 || t.CelsiusPerWatt > 5:
+		return nil, fmt.Errorf("%s.thermal.celsiusPerWatt: %v must be within 0-5", at, t.CelsiusPerWatt)
+	case t.LeakageWattsPerCelsius < 0 || t.LeakageWattsPerCelsius*max(t.CelsiusPerWatt, sim.DefaultCelsiusPerWatt) >= 0.5:
+		return nil, fmt.Errorf("%s.thermal.leakageWattsPerCelsius: %v must be positive and below 0.5 / celsiusPerWatt (heat and leakage would run away)", at, t.LeakageWattsPerCelsius)
+	case t.CriticalCelsius != 0 && (t.CriticalCelsius < 50 || t.CriticalCelsius > 150):
+		return nil, fmt.Errorf("%s.thermal.criticalCelsius: %v must be within 50-150", at, t.CriticalCelsius)
+	}
+	crit := int64(100_000)
+	if t.CriticalCelsius != 0 {
+		crit = int64(t.CriticalCelsius * 1000)
+	}
+	var gpus []sim.GPUSpec
+	if g := n.GPUs; g != nil {
+		model, ok := gpuTypes[g.Type]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, h100", at, g.Type)
+		case g.Count < 1 || g.Count > 16:
+			return nil, fmt.Errorf("%s.gpus.count: %d must be within 1-16", at, g.Count)
+		case g.PerNUMA < 1 || g.Count%g.PerNUMA != 0 || g.Count/g.PerNUMA > numa:
+			return nil, fmt.Errorf("%s.gpus.perNUMA: %d must divide count %d into at most %d NUMA nodes", at, g.PerNUMA, g.Count, numa)
+		}
+		gpus = gpuList(g.Count, g.PerNUMA, model)
+	}
+	role := n.Role
+	if n.PowerCurveSource != "" {
+		role += fmt.Sprintf(" [%s: %.0f-%.0f W]", n.PowerCurveSource, curve[0], curve[10])
+	}
+	var out []sim.NodeSpec
+	for i := range count {
+		name := n.Name
+		if count > 1 {
+			name = fmt.Sprintf("%s-%d", n.Name, i)
+		}
+		out = append(out, sim.NodeSpec{
+			Name: name, Role: strings.TrimSpace(role), BaseUtilization: n.BaseUtilizationPercent / 100, GPUs: gpus,
+			Curve: curve, CurveSource: n.PowerCurveSource, FanFault: n.FanFault,
+			AmbientCelsius: t.AmbientCelsius, CelsiusPerWatt: t.CelsiusPerWatt, ThermalTimeConstant: tau, LeakageWattsPerCelsius: t.LeakageWattsPerCelsius,
+			Host: hosttree.Spec{
+				CPUs: n.CPUs, NUMANodes: numa, Packages: pkgs, MemoryKiB: mem.Value() >> 10,
+				IdleWatts: curve[0], FullLoadWatts: curve[10], CritMilliCelsius: crit,
+				PackageLimitWatts: n.PackageLimitWatts, CPUModel: n.CPUModel,
+			},
+		})
+	}
+	return out, nil
+}
+
+// Fleet is the sandbox's default fleet (fleets/default.yaml).
 func Fleet() []sim.NodeSpec {
-	cpu := func(name, role string, idle, full, base float64) sim.NodeSpec {
-		return sim.NodeSpec{Name: name, Role: role, BaseUtilization: base, Host: hosttree.Spec{
-			CPUs: 32, NUMANodes: 1, Packages: 1, MemoryKiB: 128 << 20, IdleWatts: idle, FullLoadWatts: full, CritMilliCelsius: 100_000,
-		}}
+	specs, err := ParseFleet(DefaultFleetYAML)
+	if err != nil {
+		panic("sandbox/fleets/default.yaml: " + err.Error())
 	}
-	big := func(name, role string, idle, full, base float64, gpus []sim.GPUSpec) sim.NodeSpec {
-		return sim.NodeSpec{Name: name, Role: role, BaseUtilization: base, GPUs: gpus, Host: hosttree.Spec{
-			CPUs: 64, NUMANodes: 2, Packages: 2, MemoryKiB: 512 << 20, IdleWatts: idle, FullLoadWatts: full, CritMilliCelsius: 100_000,
-		}}
+	return specs
+}
+
+// heaterOf is the node whose fan fails, "" when none has a fan fault.
+func heaterOf(specs []sim.NodeSpec) string {
+	for _, s := range specs {
+		if s.FanFault {
+			return s.Name
+		}
 	}
-	return []sim.NodeSpec{
-		cpu("cpu-efficient", "cool CPU node, efficient (70-230 W)", 70, 230, 0.10),
-		cpu("cpu-legacy", "cool CPU node, older and power-hungry (150-450 W)", 150, 450, 0.12),
-		cpu("cpu-busy", "busy: 86% CPU from work the scheduler does not see", 90, 300, 0.86),
-		cpu(HeaterNode, "efficient (80-260 W); its fan fails mid-run, later repaired", 80, 260, 0.15),
-		big("cpu-numa2", "2-NUMA CPU node (120-420 W)", 120, 420, 0.20, nil),
-		big("gpu-a100x8", "8 x A100, 4 per NUMA node", 200, 600, 0.10, gpus(8, 4, a100)),
-		big("gpu-h100x4", "4 x H100, 2 per NUMA node", 180, 560, 0.10, gpus(4, 2, h100)),
-	}
+	return ""
 }
 
 var a100 = sim.GPUSpec{
@@ -46,8 +272,8 @@ var h100 = sim.GPUSpec{
 	ComputeCapMajor: 9, ComputeCapMinor: 0, MemoryUsedIdle: 600 << 20, MemoryUsedLoaded: 60 << 30,
 }
 
-// gpus returns n GPUs of a model, perNUMA on each NUMA node in turn.
-func gpus(n, perNUMA int, model sim.GPUSpec) []sim.GPUSpec {
+// gpuList returns n GPUs of a model, perNUMA on each NUMA node in turn.
+func gpuList(n, perNUMA int, model sim.GPUSpec) []sim.GPUSpec {
 	out := make([]sim.GPUSpec, n)
 	for i := range out {
 		g := model

@@ -52,6 +52,8 @@ type Options struct {
 	Interval time.Duration
 	// Out receives the progress and the report.
 	Out io.Writer
+	// Fleet is the simulated fleet; nil runs the default (Fleet).
+	Fleet []sim.NodeSpec
 }
 
 // Placement is where a pod went.
@@ -64,6 +66,9 @@ type Placement struct {
 	// NUMA node.
 	GPUs        []int
 	GPUsAligned bool
+	// SteadyCelsius is where the node settles with its pods, this one
+	// included, by the simulation's physics (telesched's placements only).
+	SteadyCelsius float64
 }
 
 // Result is what a run found; tests assert on it.
@@ -76,18 +81,42 @@ type Result struct {
 	// HotPlacements are pods bound to a node while its latest telemetry
 	// had it at or over its thermal limit (EnergyAware's definition).
 	HotPlacements []string
-	// HeaterPeakCelsius is the heater's hottest published temperature.
+	// HeaterPeakCelsius is the heater's hottest published temperature;
+	// Heater is the node whose fan fails ("" when none does).
 	HeaterPeakCelsius float64
+	Heater            string
+	// PeakCelsius is each node's hottest published temperature.
+	PeakCelsius map[string]float64
+	// PredictedHotPlacements are pods placed where the node, with its pods,
+	// settles at or past its limit − EnergyAware's margin (the simulation's
+	// physics); PredictionRejections counts FailedScheduling messages that
+	// rejected a node on its predicted steady temperature.
+	PredictedHotPlacements []string
+	PredictionRejections   int
 	// ProbeScheduledAfterCooling: the pod pinned to the heater was
 	// rejected while it was hot and bound once it cooled.
 	ProbeScheduledAfterCooling bool
-	// Fleet watts estimated by the load model for each placement.
+	// Fleet watts estimated by the load model for each placement, the
+	// fleet's watts without the workload, and the workload's share split
+	// into its CPU pods and its GPU pods.
 	TeleschedWatts, DefaultWatts float64
+	IdleWatts                    float64
+	TeleschedWork, DefaultWork   Work
 	// Tables are the NodeTelemetry tables printed, as kubectl prints them.
 	Tables []string
 	// Kubeconfig is the cluster's kubeconfig (kept with Keep).
 	Kubeconfig string
 }
+
+// Work is a placement's workload watts: the fleet's watts running it
+// minus its watts without it, split into the CPU pods' share and what the
+// GPU pods add on top.
+type Work struct {
+	CPU, GPU float64
+}
+
+// Total is the workload's watts.
+func (w Work) Total() float64 { return w.CPU + w.GPU }
 
 // Run starts the sandbox, runs the scenario and reports. With Keep it then
 // waits for ctx to end before tearing down.
@@ -100,6 +129,9 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	if opts.Out == nil {
 		opts.Out = io.Discard
+	}
+	if opts.Fleet == nil {
+		opts.Fleet = Fleet()
 	}
 	if opts.Interval < 100*time.Millisecond {
 		return nil, fmt.Errorf("interval %v: must be at least 100ms", opts.Interval)
@@ -131,7 +163,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}}}
+	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heater: heaterOf(opts.Fleet)}}
 	defer s.stop()
 	if err := s.run(runCtx, binDir, schedulerBin); err != nil {
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
@@ -178,7 +210,7 @@ func (s *sandbox) stop() {
 }
 
 func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
-	s.printf("telesched sandbox: a local control plane, the real host and %d simulated nodes, each read by the real agent,\nscheduled by the real telesched-scheduler. Work directory: %s\n\n", len(Fleet()), s.dir)
+	s.printf("telesched sandbox: a local control plane, the real host and %d simulated nodes, each read by the real agent,\nscheduled by the real telesched-scheduler. Work directory: %s\n\n", len(s.opts.Fleet), s.dir)
 
 	s.progress(1, "starting etcd and kube-apiserver from %s", binDir)
 	cp, err := controlplane.Start(controlplane.Options{BinDir: binDir, Output: s.logs.controlPlane})
@@ -196,7 +228,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	cfg.QPS, cfg.Burst = 200, 400
 	s.kube = kubernetes.NewForConfigOrDie(&cfg)
 
-	s.progress(2, "registering the real host and %d simulated nodes", len(Fleet()))
+	s.progress(2, "registering the real host and %d simulated nodes", len(s.opts.Fleet))
 	if err := s.registerNodes(ctx); err != nil {
 		return err
 	}
@@ -204,7 +236,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	// otherwise wait for them.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	s.stops = append(s.stops, stopWatching)
-	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res)
+	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res.Heater, s.res)
 	if err != nil {
 		return err
 	}
@@ -248,7 +280,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 // none) and the simulated fleet.
 func (s *sandbox) registerNodes(ctx context.Context) error {
 	s.nodes = map[string]*sim.Node{}
-	for _, spec := range Fleet() {
+	for _, spec := range s.opts.Fleet {
 		n, err := sim.NewNode(filepath.Join(s.dir, "nodes", spec.Name), spec)
 		if err != nil {
 			return err
@@ -340,6 +372,8 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second
 		o.PowerModel.MinSamples = 8
+		// The sweep gives 10 samples of changing power; learn from them.
+		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 8, 60
 		configure(o)
 		o.Complete()
 		if err := o.Validate(); err != nil {

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
-	"github.com/telesched/telesched/sandbox/sim"
 )
 
 // phaseLabel names the scenario phase a pod belongs to.
@@ -26,9 +25,6 @@ const (
 	phaseHeat  = "during-heat"
 	phaseProbe = "probe"
 )
-
-// faultCelsius is where the heater's failed fan takes its package.
-const faultCelsius = 102.0
 
 // probePod is pinned to the heater: rejected while it is hot, scheduled
 // once it cools.
@@ -188,26 +184,45 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	}
 	s.printPlacements(phaseGPU)
 
-	heater := s.nodes[HeaterNode]
-	s.printf("\n  heat: %s's fan fails (the model adds heat until the package reaches %.0f°C, past its 100°C critical limit)\n", HeaterNode, faultCelsius)
-	heater.SetFaultHeat(faultCelsius - (sim.AmbientCelsius + sim.LoadCelsius*heater.Utilization()))
+	if s.res.Heater == "" {
+		s.printf("\n  heat: no node in this fleet has a fan fault; %d pods of 2 CPUs\n", len(w[phaseHeat]))
+		if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseHeat], 0); err != nil {
+			return err
+		}
+		if err := s.waitBound(ctx, demoNamespace, w[phaseHeat]); err != nil {
+			return err
+		}
+		s.printPlacements(phaseHeat)
+		return nil
+	}
+	return s.heatPhase(ctx, w[phaseHeat])
+}
+
+// heatPhase fails the heater's fan, places the heat phase's pods and a pod
+// pinned to the heater, repairs the fan and waits for the pinned pod.
+func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
+	name := s.res.Heater
+	heater := s.nodes[name]
+	crit := float64(heater.Spec.Host.CritMilliCelsius) / 1000
+	s.printf("\n  heat: %s's fan fails (the model adds heat until the package reaches %.0f°C, past its %.0f°C critical limit)\n", name, crit+2, crit)
+	heater.SetFaultHeat(heater.FaultHeatFor(crit + 2))
 	var hotAt time.Time
-	if err := s.watch.waitFor(ctx, HeaterNode+" to report it is past its thermal limit", func(v *view) bool {
-		if t := v.telemetry[HeaterNode]; hot(t) && hotAt.IsZero() {
+	if err := s.watch.waitFor(ctx, name+" to report it is past its thermal limit", func(v *view) bool {
+		if t := v.telemetry[name]; hot(t) && hotAt.IsZero() {
 			hotAt = time.Now()
 		}
-		t := v.telemetry[HeaterNode]
+		t := v.telemetry[name]
 		return t != nil && t.HasLimit && t.HottestMilli >= t.LimitMilli
 	}); err != nil {
 		return err
 	}
-	s.read(func(v *view) { s.printf("    %s reports %s\n", HeaterNode, describe(v.telemetry[HeaterNode])) })
-	probe := podSpec{name: probePod, phase: phaseProbe, cpu: "500m", memory: "512Mi", nodeName: HeaterNode}
-	s.printf("    now %d pods of 2 CPUs, and %s (nodeSelector: %s)\n", len(w[phaseHeat]), probePod, HeaterNode)
-	if err := s.createPods(ctx, demoNamespace, "telesched", append(w[phaseHeat], probe), 0); err != nil {
+	s.read(func(v *view) { s.printf("    %s reports %s\n", name, describe(v.telemetry[name])) })
+	probe := podSpec{name: probePod, phase: phaseProbe, cpu: "500m", memory: "512Mi", nodeName: name}
+	s.printf("    now %d pods of 2 CPUs, and %s (nodeSelector: %s)\n", len(pods), probePod, name)
+	if err := s.createPods(ctx, demoNamespace, "telesched", append(pods, probe), 0); err != nil {
 		return err
 	}
-	if err := s.waitBound(ctx, demoNamespace, w[phaseHeat]); err != nil {
+	if err := s.waitBound(ctx, demoNamespace, pods); err != nil {
 		return err
 	}
 	s.printPlacements(phaseHeat)
@@ -221,11 +236,11 @@ func (s *sandbox) scenario(ctx context.Context) error {
 		}
 	})
 
-	s.printf("\n  cool: %s's fan is repaired\n", HeaterNode)
+	s.printf("\n  cool: %s's fan is repaired\n", name)
 	heater.SetFaultHeat(0)
 	var coolAt time.Time
-	if err := s.watch.waitFor(ctx, HeaterNode+" to cool below its limit", func(v *view) bool {
-		if t := v.telemetry[HeaterNode]; t != nil && !hot(t) {
+	if err := s.watch.waitFor(ctx, name+" to cool below its limit", func(v *view) bool {
+		if t := v.telemetry[name]; t != nil && !hot(t) {
 			coolAt = time.Now()
 			return true
 		}
@@ -238,9 +253,9 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	}
 	s.read(func(v *view) {
 		p := v.bound[demoNamespace+"/"+probePod]
-		s.res.ProbeScheduledAfterCooling = p.Node == HeaterNode && p.At.After(hotAt)
+		s.res.ProbeScheduledAfterCooling = p.Node == name && p.At.After(hotAt)
 		s.printf("    %s reported cool %.1fs after the repair began; %s scheduled on %s %.1fs later (%s), requeued by the telemetry update\n",
-			HeaterNode, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
+			name, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
 	})
 	return nil
 }
@@ -282,9 +297,10 @@ func alignment(ok bool) string {
 	return "NOT on one NUMA node"
 }
 
-// fleetWatts estimates the simulated fleet's power running a placement's
-// workload pods, from each node's power curve (see sandbox/sim).
-func (s *sandbox) fleetWatts(ps []Placement) float64 {
+// fleetWatts estimates the simulated fleet's steady power running a
+// placement's workload pods (cpuOnly: its CPU pods only), from each node's
+// power curve and thermal response (see sandbox/sim).
+func (s *sandbox) fleetWatts(ps []Placement, cpuOnly bool) float64 {
 	w := workload()
 	spec := map[string]podSpec{}
 	for _, ph := range phases {
@@ -296,8 +312,8 @@ func (s *sandbox) fleetWatts(ps []Placement) float64 {
 	gpus := map[string]int{}
 	for _, p := range ps {
 		ps, ok := spec[p.Pod]
-		if !ok {
-			continue // the probe
+		if !ok || (cpuOnly && ps.gpus > 0) {
+			continue // the probe, or a GPU pod
 		}
 		q := resource.MustParse(ps.cpu)
 		cpu[p.Node] += float64(q.MilliValue())
@@ -311,10 +327,19 @@ func (s *sandbox) fleetWatts(ps []Placement) float64 {
 	return total
 }
 
+// work splits a placement's workload watts into its CPU pods' and what its
+// GPU pods add.
+func (s *sandbox) work(ps []Placement) Work {
+	cpu := s.fleetWatts(ps, true)
+	return Work{CPU: cpu - s.res.IdleWatts, GPU: s.fleetWatts(ps, false) - cpu}
+}
+
 func (s *sandbox) summary() {
 	s.read(func(v *view) {
 		res := s.res
-		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements), s.fleetWatts(res.Baseline)
+		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements, false), s.fleetWatts(res.Baseline, false)
+		res.IdleWatts = s.fleetWatts(nil, false)
+		res.TeleschedWork, res.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
 		count := func(ps []Placement, node string) int {
 			n := 0
 			for _, p := range ps {
@@ -330,20 +355,26 @@ func (s *sandbox) summary() {
 		}
 		sort.Strings(names)
 		tw := newTable(s.opts.Out)
-		fmt.Fprintf(tw, "  NODE\tPODS (telesched)\tPODS (default profile)\tTELEMETRY NOW\n")
+		fmt.Fprintf(tw, "  NODE\tPODS (telesched)\tPODS (default profile)\tPEAK TEMP\tTELEMETRY NOW\n")
 		for _, name := range names {
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\n", name, count(res.Placements, name), count(res.Baseline, name), describe(v.telemetry[name]))
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.0f°C\t%s\n", name, count(res.Placements, name), count(res.Baseline, name), res.PeakCelsius[name], describe(v.telemetry[name]))
 		}
 		_ = tw.Flush()
 
-		s.printf("\n  Hot nodes avoided: %s peaked at %.0f°C; pods placed on a node while its telemetry had it at its limit: %d",
-			HeaterNode, res.HeaterPeakCelsius, len(res.HotPlacements))
-		if len(res.HotPlacements) > 0 {
-			s.printf(" (%s)", strings.Join(res.HotPlacements, "; "))
+		if res.Heater != "" {
+			s.printf("\n  Hot nodes avoided: %s peaked at %.0f°C; pods placed on a node while its telemetry had it at its limit: %d",
+				res.Heater, res.HeaterPeakCelsius, len(res.HotPlacements))
+			if len(res.HotPlacements) > 0 {
+				s.printf(" (%s)", strings.Join(res.HotPlacements, "; "))
+			}
+			s.printf(".\n  %s was rejected while the node was hot and scheduled after it cooled: %v.\n", probePod, res.ProbeScheduledAfterCooling)
 		}
-		s.printf(".\n  %s was rejected while the node was hot and scheduled after it cooled: %v.\n", probePod, res.ProbeScheduledAfterCooling)
-		s.printf("  Busy node: cpu-busy got %d pods from telesched, %d from the default profile.\n",
-			count(res.Placements, "cpu-busy"), count(res.Baseline, "cpu-busy"))
+		s.printf("  Heat ahead: pods placed where the node, with its pods, settles at or past its limit - %d°C: %d",
+			thermalMarginMilli/1000, len(res.PredictedHotPlacements))
+		if len(res.PredictedHotPlacements) > 0 {
+			s.printf(" (%s)", strings.Join(res.PredictedHotPlacements, "; "))
+		}
+		s.printf("; nodes refused on their predicted steady temperature: %d times.\n", res.PredictionRejections)
 		for _, p := range res.Placements {
 			if p.Phase == phaseGPU {
 				s.printf("  GPU pod: telesched put train-0 on %s, GPUs %v, %s.", p.Node, p.GPUs, alignment(p.GPUsAligned))
@@ -354,17 +385,24 @@ func (s *sandbox) summary() {
 				s.printf(" The default profile chose %s (%s).\n", p.Node, alignment(p.GPUsAligned))
 			}
 		}
-		diff := res.DefaultWatts - res.TeleschedWatts
-		s.printf("  Estimated fleet power running this workload (the simulated nodes' power curves): telesched %.0f W, default profile %.0f W: %.0f W (%.1f%%) %s.\n",
-			res.TeleschedWatts, res.DefaultWatts, abs(diff), 100*abs(diff)/res.DefaultWatts, map[bool]string{true: "less", false: "more"}[diff >= 0])
+		t, d := res.TeleschedWork, res.DefaultWork
+		s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' curves):\n", res.IdleWatts)
+		tw = newTable(s.opts.Out)
+		fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\n")
+		fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU))
+		fmt.Fprintf(tw, "    GPU pod (on top)\t%.0f W\t%.0f W\t%s\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU))
+		fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()))
+		_ = tw.Flush()
+		s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W.\n", res.TeleschedWatts, res.DefaultWatts)
 	})
 }
 
-func abs(f float64) float64 {
-	if f < 0 {
-		return -f
+// ratio is a / b to two places, "-" when b is not positive.
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "-"
 	}
-	return f
+	return fmt.Sprintf("%.2f", a/b)
 }
 
 // PlacementOf is where the telesched profile put a pod.

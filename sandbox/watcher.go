@@ -58,16 +58,17 @@ func hot(n *telemetry.Node) bool {
 // watcher follows NodeTelemetry, pods and scheduling events, runs bound
 // demo pods on their simulated nodes and records placements.
 type watcher struct {
-	nodes map[string]*sim.Node
-	res   *Result
+	nodes  map[string]*sim.Node
+	res    *Result
+	heater string
 
 	mu      sync.Mutex
 	v       view
 	changed chan struct{}
 }
 
-func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, res *Result) (*watcher, error) {
-	w := &watcher{nodes: nodes, res: res, changed: make(chan struct{}),
+func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, res *Result) (*watcher, error) {
+	w := &watcher{nodes: nodes, res: res, heater: heater, changed: make(chan struct{}),
 		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}}}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -89,8 +90,12 @@ func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.N
 			if n, err := telemetry.Decode(u); err == nil {
 				w.update(func(v *view) {
 					v.telemetry[n.Name] = n
-					if n.Name == HeaterNode && n.HasThermal {
-						w.res.HeaterPeakCelsius = max(w.res.HeaterPeakCelsius, float64(n.HottestMilli)/1000)
+					if n.HasThermal {
+						c := float64(n.HottestMilli) / 1000
+						w.res.PeakCelsius[n.Name] = max(w.res.PeakCelsius[n.Name], c)
+						if n.Name == w.heater {
+							w.res.HeaterPeakCelsius = max(w.res.HeaterPeakCelsius, c)
+						}
 					}
 				})
 			}
@@ -186,6 +191,14 @@ func (w *watcher) onPod(obj any) {
 				cpu, gpus := podRequests(pod)
 				p.GPUs = n.AddPod(pod.UID, cpu, int(gpus))
 				p.GPUsAligned = aligned(n.Spec, p.GPUs)
+				// Where the node settles with every pod it now runs, by
+				// the simulation's own physics (not the agent's model).
+				p.SteadyCelsius, _ = n.Spec.Steady(n.Utilization(), n.Fault())
+				limit := float64(n.Spec.Host.CritMilliCelsius)/1000 - float64(thermalMarginMilli)/1000
+				if p.SteadyCelsius >= limit {
+					w.res.PredictedHotPlacements = append(w.res.PredictedHotPlacements,
+						fmt.Sprintf("%s on %s: settles at %.1f°C >= %.0f°C", pod.Name, p.Node, p.SteadyCelsius, limit))
+				}
 			}
 			w.res.Placements = append(w.res.Placements, *p)
 		} else {
@@ -228,6 +241,9 @@ func (w *watcher) onEvent(obj any) {
 			}
 		}
 		w.res.Rejections[ev.InvolvedObject.Name] = append(w.res.Rejections[ev.InvolvedObject.Name], ev.Message)
+		if strings.Contains(ev.Message, "predicted steady temperature") {
+			w.res.PredictionRejections++
+		}
 	})
 }
 

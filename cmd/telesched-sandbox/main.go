@@ -25,9 +25,11 @@ func main() {
 	fs.BoolVar(&opts.Keep, "keep", false, "Leave the cluster up after the scenario and print a kubectl command to try; Ctrl-C stops it.")
 	fs.DurationVar(&opts.Timeout, "timeout", sandbox.DefaultTimeout, "Give up if the run (start and scenario) takes longer.")
 	fs.DurationVar(&opts.Interval, "interval", sandbox.DefaultInterval, "Every agent's sampling interval.")
+	var fleet string
+	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-sandbox starts a local control plane, registers this machine and
-%d simulated nodes (each read by the real telesched agent), runs the real
+%d simulated nodes (or the fleet of --fleet), each read by the real telesched agent, runs the real
 telesched-scheduler and a scenario: web pods, a burst, a GPU training pod that
 needs one NUMA node, and a node that overheats and recovers. It prints the
 NodeTelemetry table, where every pod went and why, and a summary.
@@ -43,6 +45,14 @@ Flags:
 			os.Exit(0)
 		}
 		os.Exit(2)
+	}
+	if fleet != "" {
+		specs, err := sandbox.ReadFleet(fleet)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "telesched-sandbox: --fleet: %v\n", err)
+			os.Exit(2)
+		}
+		opts.Fleet = specs
 	}
 	opts.Out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -24,6 +24,12 @@ type Spec struct {
 	// IdleWatts and FullLoadWatts are the CPU-side power curve, split over
 	// the packages (DRAM gets a tenth).
 	IdleWatts, FullLoadWatts float64
+	// PackageLimitWatts, when set, is each package's RAPL long-term power
+	// limit (constraint_0_max_power_uw), from which the agent builds its
+	// prior power curve.
+	PackageLimitWatts float64
+	// CPUModel, when set, is /proc/cpuinfo's model name.
+	CPUModel string
 	// CritMilliCelsius is the coretemp critical limit.
 	CritMilliCelsius int64
 	// PCIDevices are PCI functions to list in /sys/bus/pci/devices (GPUs,
@@ -52,6 +58,8 @@ type Host struct {
 	last        time.Time
 	utilization float64 // 0..1
 	tempMilli   int64
+	watts       float64 // CPU-side power when set by SetWatts (haveWatts)
+	haveWatts   bool
 	userTicks   []float64
 	idleTicks   []float64
 	energyUJ    []float64 // per package, then per DRAM zone
@@ -109,6 +117,13 @@ func New(dir string, spec Spec) (*Host, error) {
 			files[fmt.Sprintf("%s/cpu%d/topology/physical_package_id", base, cpu)] = fmt.Sprintf("%d\n", cpu/perPkg)
 		}
 	}
+	if spec.CPUModel != "" {
+		var b strings.Builder
+		for cpu := range spec.CPUs {
+			fmt.Fprintf(&b, "processor\t: %d\nmodel name\t: %s\n\n", cpu, spec.CPUModel)
+		}
+		files["/proc/cpuinfo"] = b.String()
+	}
 	for p := 0; p < spec.Packages; p++ {
 		hw := fmt.Sprintf("/sys/class/hwmon/hwmon%d", p)
 		files[hw+"/name"] = "coretemp\n"
@@ -123,6 +138,10 @@ func New(dir string, spec Spec) (*Host, error) {
 		zone := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d", p)
 		files[zone+"/name"] = fmt.Sprintf("package-%d\n", p)
 		files[zone+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
+		if spec.PackageLimitWatts > 0 {
+			files[zone+"/constraint_0_name"] = "long_term\n"
+			files[zone+"/constraint_0_max_power_uw"] = fmt.Sprintf("%d\n", int64(spec.PackageLimitWatts*1e6))
+		}
 		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/name"] = "dram\n"
 		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
 	}
@@ -157,6 +176,14 @@ func (h *Host) SetUtilization(u float64) {
 	h.mu.Unlock()
 }
 
+// SetWatts sets the CPU-side power from now on, in place of the spec's
+// straight line between IdleWatts and FullLoadWatts.
+func (h *Host) SetWatts(w float64) {
+	h.mu.Lock()
+	h.watts, h.haveWatts = max(0, w), true
+	h.mu.Unlock()
+}
+
 // SetTemperature sets the package temperature, in millidegrees Celsius.
 func (h *Host) SetTemperature(milli int64) {
 	h.mu.Lock()
@@ -182,6 +209,9 @@ func (h *Host) Advance() error {
 	}
 	stat.WriteString("intr 123456\nctxt 654321\nbtime 1700000000\nprocesses 4242\nprocs_running 3\nprocs_blocked 0\n")
 	watts := spec.IdleWatts + (spec.FullLoadWatts-spec.IdleWatts)*u
+	if h.haveWatts {
+		watts = h.watts
+	}
 	for p := 0; p < spec.Packages; p++ {
 		h.energyUJ[p] += dt * 1e6 * watts * 0.9 / float64(spec.Packages)
 		h.energyUJ[spec.Packages+p] += dt * 1e6 * watts * 0.1 / float64(spec.Packages)

@@ -7,12 +7,18 @@
 //
 //	utilization = base + Σ CPU requests of its pods / its CPUs   (0..1; during the
 //	              calibration sweep, the sweep's value instead)
-//	CPU watts   = idle + (full load − idle) × utilization                          (hosttree's RAPL counters)
-//	target °C   = 35 + 45 × utilization + fault heat
-//	temperature → target with a time constant of 4 s
+//	CPU watts   = curve(utilization) + leakage × max(0, °C − 40)              (hosttree's RAPL counters)
+//	target °C   = ambient + R × CPU watts + fault heat
+//	temperature → target with the node's time constant
 //	GPU busy    = allocated to a pod: 95 % utilization, else 0 %
 //	GPU watts   = idle + (TDP − idle) × GPU utilization
 //	GPU °C      = 32 + 40 × GPU utilization
+//
+// curve is the node's 11-point power curve (0 %, 10 % … 100 %), read
+// linearly between its points: the sandbox's fleets take them from
+// published SPECpower_ssj2008 results. The leakage term is the power a hot
+// package and its fans add (transistor leakage grows with temperature,
+// fans spin up), so heat and power feed each other as on real machines.
 //
 // Pods run at their CPU requests; a GPU pod's GPUs are taken on one NUMA
 // node when one has enough free, as the kubelet's topology manager would.
@@ -30,14 +36,19 @@ import (
 	"github.com/telesched/telesched/sandbox/hosttree"
 )
 
-// Model constants; see the package comment.
+// Model defaults; see the package comment. A NodeSpec's zero thermal
+// values take these.
 const (
-	AmbientCelsius      = 35.0
-	LoadCelsius         = 45.0
-	ThermalTimeConstant = 4 * time.Second
-	GPUBusyUtilization  = 0.95
-	GPUIdleCelsius      = 32.0
-	GPULoadCelsius      = 40.0
+	DefaultAmbientCelsius      = 30.0
+	DefaultCelsiusPerWatt      = 0.15
+	DefaultThermalTimeConstant = 4 * time.Second
+	// DefaultLeakageWattsPerCelsius is the power added per °C above
+	// LeakageFromCelsius.
+	DefaultLeakageWattsPerCelsius = 0.4
+	LeakageFromCelsius            = 40.0
+	GPUBusyUtilization            = 0.95
+	GPUIdleCelsius                = 32.0
+	GPULoadCelsius                = 40.0
 )
 
 // GPUSpec is one simulated GPU.
@@ -67,6 +78,72 @@ type NodeSpec struct {
 	Host            hosttree.Spec
 	BaseUtilization float64
 	GPUs            []GPUSpec
+	// Curve is the CPU-side power at 0 %, 10 % … 100 % utilization; all
+	// zero takes the straight line between Host.IdleWatts and
+	// Host.FullLoadWatts. CurveSource names where it comes from.
+	Curve       [11]float64
+	CurveSource string
+	// FanFault: the scenario fails this node's fan.
+	FanFault bool
+	// Thermal response: where the package settles is AmbientCelsius +
+	// CelsiusPerWatt × CPU watts, approached with ThermalTimeConstant;
+	// LeakageWattsPerCelsius is the leakage and fan term. Zero takes the
+	// defaults.
+	AmbientCelsius         float64
+	CelsiusPerWatt         float64
+	ThermalTimeConstant    time.Duration
+	LeakageWattsPerCelsius float64
+}
+
+// WithDefaults fills the zero thermal values and the curve.
+func (spec NodeSpec) WithDefaults() NodeSpec {
+	if spec.AmbientCelsius == 0 {
+		spec.AmbientCelsius = DefaultAmbientCelsius
+	}
+	if spec.CelsiusPerWatt == 0 {
+		spec.CelsiusPerWatt = DefaultCelsiusPerWatt
+	}
+	if spec.ThermalTimeConstant == 0 {
+		spec.ThermalTimeConstant = DefaultThermalTimeConstant
+	}
+	if spec.LeakageWattsPerCelsius == 0 {
+		spec.LeakageWattsPerCelsius = DefaultLeakageWattsPerCelsius
+	}
+	if spec.Curve == [11]float64{} {
+		for k := range spec.Curve {
+			spec.Curve[k] = spec.Host.IdleWatts + (spec.Host.FullLoadWatts-spec.Host.IdleWatts)*float64(k)/10
+		}
+	}
+	return spec
+}
+
+// CurveWatts is the curve at utilization u, 0..1.
+func (spec NodeSpec) CurveWatts(u float64) float64 {
+	x := math.Min(1, math.Max(0, u)) * 10
+	i := min(int(x), 9)
+	return spec.Curve[i] + (spec.Curve[i+1]-spec.Curve[i])*(x-float64(i))
+}
+
+// cpuWatts is the CPU-side power at utilization u and package temperature
+// celsius.
+func (spec NodeSpec) cpuWatts(u, celsius float64) float64 {
+	return spec.CurveWatts(u) + spec.LeakageWattsPerCelsius*math.Max(0, celsius-LeakageFromCelsius)
+}
+
+// Steady is where the node settles at utilization u with fault heat: its
+// package temperature and CPU-side power (heat and leakage solved
+// together).
+func (spec NodeSpec) Steady(u, fault float64) (celsius, watts float64) {
+	celsius = spec.AmbientCelsius
+	for range 100 {
+		watts = spec.cpuWatts(u, celsius)
+		next := spec.AmbientCelsius + spec.CelsiusPerWatt*watts + fault
+		if math.Abs(next-celsius) < 1e-6 {
+			return next, watts
+		}
+		celsius = next
+	}
+	return celsius, watts
 }
 
 // Node is a running simulated node.
@@ -102,9 +179,11 @@ func NewNode(dir string, spec NodeSpec) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
+	spec = spec.WithDefaults()
+	celsius, _ := spec.Steady(spec.BaseUtilization, 0)
 	n := &Node{
 		Spec: spec, Dir: dir, host: host, pods: map[types.UID]podLoad{},
-		celsius: AmbientCelsius + LoadCelsius*spec.BaseUtilization,
+		celsius: celsius,
 		gpuBusy: make([]bool, len(spec.GPUs)), gpuEnergy: make([]float64, len(spec.GPUs)),
 		last: time.Now(),
 	}
@@ -214,6 +293,29 @@ func (n *Node) utilization() float64 {
 	return math.Min(1, math.Max(0, u))
 }
 
+// FaultHeatFor is the fault heat that takes the node, at its load now, to
+// settle at celsius.
+func (n *Node) FaultHeatFor(celsius float64) float64 {
+	u := n.Utilization()
+	lo, hi := -100.0, 200.0
+	for range 60 { // Steady rises with the fault heat: bisect
+		mid := (lo + hi) / 2
+		if c, _ := n.Spec.Steady(u, mid); c < celsius {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// Fault is the fault heat now, °C.
+func (n *Node) Fault() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.faultHeat
+}
+
 // Celsius is the node's package temperature now.
 func (n *Node) Celsius() float64 {
 	n.mu.Lock()
@@ -229,14 +331,16 @@ func (n *Node) Step() error {
 	dt := now.Sub(n.last)
 	n.last = now
 	u := n.utilization()
-	target := AmbientCelsius + LoadCelsius*u + n.faultHeat
-	n.celsius += (target - n.celsius) * (1 - math.Exp(-dt.Seconds()/ThermalTimeConstant.Seconds()))
+	watts := n.Spec.cpuWatts(u, n.celsius)
+	target := n.Spec.AmbientCelsius + n.Spec.CelsiusPerWatt*watts + n.faultHeat
+	n.celsius += (target - n.celsius) * (1 - math.Exp(-dt.Seconds()/n.Spec.ThermalTimeConstant.Seconds()))
 	for i, g := range n.Spec.GPUs {
 		n.gpuEnergy[i] += gpuWatts(g, n.gpuBusy[i]) * dt.Seconds() * 1000
 	}
 	celsius := n.celsius
 	n.mu.Unlock()
 	n.host.SetUtilization(u)
+	n.host.SetWatts(watts)
 	n.host.SetTemperature(int64(celsius * 1000))
 	return n.host.Advance()
 }
@@ -279,11 +383,12 @@ func (n *Node) gpu(i int) gpu {
 	}
 }
 
-// EstimatedWatts is the model's node power, CPU and GPUs, for a utilization
-// and a number of busy GPUs: what the node would draw running that load.
+// EstimatedWatts is the model's steady node power, CPU (leakage included)
+// and GPUs, for a utilization and a number of busy GPUs: what the node
+// would draw running that load.
 func (spec NodeSpec) EstimatedWatts(utilization float64, busyGPUs int) float64 {
-	u := math.Min(1, math.Max(0, utilization))
-	w := spec.Host.IdleWatts + (spec.Host.FullLoadWatts-spec.Host.IdleWatts)*u
+	spec = spec.WithDefaults()
+	_, w := spec.Steady(math.Min(1, math.Max(0, utilization)), 0)
 	for i, g := range spec.GPUs {
 		w += gpuWatts(g, i < busyGPUs)
 	}
