@@ -32,18 +32,33 @@ func (s *Sampler) Restore(st *telemetryv1alpha1.NodeTelemetryStatus) {
 }
 
 // addThermal feeds the thermal model the sensor closest to its limit and
-// the node's power without its GPUs.
+// the node's power without its GPUs. The model keeps its sensor while that
+// sensor stays within stickyHeadroom of the closest one, so two sensors
+// that take turns (the packages of a two-socket node) do not restart it.
 func (s *Sampler) addThermal(now time.Time, th *telemetryv1alpha1.ThermalStatus, watts float64) {
-	if th == nil || th.HeadroomSensor == "" {
+	if th == nil || th.HeadroomSensor == "" || th.HeadroomMilliCelsius == nil {
 		return
 	}
+	name := th.HeadroomSensor
+	if cur := s.thermalModel.Sensor(); cur != "" && cur != name {
+		for _, sensor := range th.Sensors {
+			if sensor.Name == cur && sensor.LimitMilliCelsius != nil &&
+				*sensor.LimitMilliCelsius-sensor.MilliCelsius <= *th.HeadroomMilliCelsius+stickyHeadroomMilli {
+				name = cur
+			}
+		}
+	}
 	for _, sensor := range th.Sensors {
-		if sensor.Name == th.HeadroomSensor {
+		if sensor.Name == name {
 			s.thermalModel.Add(now, s.interval, sensor.Name, float64(sensor.MilliCelsius)/1000, watts)
 			return
 		}
 	}
 }
+
+// stickyHeadroomMilli is how much less close to its limit the modelled
+// sensor may be than the closest before the model moves to that one.
+const stickyHeadroomMilli = 3000
 
 // sensorLimit is a listed sensor's effective limit.
 func sensorLimit(th *telemetryv1alpha1.ThermalStatus, name string) (int64, bool) {

@@ -195,7 +195,7 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 		return nil, fmt.Errorf("%s.thermal.ambientCelsius: %v must be within 0-60", at, t.AmbientCelsius)
 	case t.CelsiusPerWatt < 0 || t.CelsiusPerWatt > 5:
 		return nil, fmt.Errorf("%s.thermal.celsiusPerWatt: %v must be within 0-5", at, t.CelsiusPerWatt)
-	case t.LeakageWattsPerCelsius < 0 || t.LeakageWattsPerCelsius*max(t.CelsiusPerWatt, sim.DefaultCelsiusPerWatt) >= 0.5:
+	case t.LeakageWattsPerCelsius < 0 || t.LeakageWattsPerCelsius*t.CelsiusPerWatt >= 0.5:
 		return nil, fmt.Errorf("%s.thermal.leakageWattsPerCelsius: %v must be positive and below 0.5 / celsiusPerWatt (heat and leakage would run away)", at, t.LeakageWattsPerCelsius)
 	case t.CriticalCelsius != 0 && (t.CriticalCelsius < 50 || t.CriticalCelsius > 150):
 		return nil, fmt.Errorf("%s.thermal.criticalCelsius: %v must be within 50-150", at, t.CriticalCelsius)

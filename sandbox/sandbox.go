@@ -372,8 +372,8 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second
 		o.PowerModel.MinSamples = 8
-		// The sweep gives 10 samples of changing power; learn from them.
-		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 8, 60
+		// The sweep gives 20 samples of changing power; learn from them.
+		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 12, 60
 		configure(o)
 		o.Complete()
 		if err := o.Validate(); err != nil {
@@ -415,12 +415,14 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 // telemetry (and the simulated nodes' power models).
 func (s *sandbox) calibrate(ctx context.Context) error {
 	s.printf("      sweeping the simulated nodes' load so each agent fits its power model; waiting for every node's telemetry\n")
+	// Each level is held two intervals, so samples see it and not only
+	// the moves between levels.
 	steps := []float64{0.05, 0.2, 0.4, 0.6, 0.8, 0.6, 0.3, 0.1, 0.5, 0.7}
 	for _, u := range steps {
 		for _, n := range s.nodes {
 			n.Sweep(u)
 		}
-		if err := sleep(ctx, s.opts.Interval); err != nil {
+		if err := sleep(ctx, 2*s.opts.Interval); err != nil {
 			return err
 		}
 	}
@@ -432,7 +434,7 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	waitCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
 	var missing []string
-	err := s.watch.waitFor(waitCtx, "every node's NodeTelemetry, with a ready power model on the simulated nodes", func(v *view) bool {
+	err := s.watch.waitFor(waitCtx, "every node's NodeTelemetry, with power and thermal models on the simulated nodes", func(v *view) bool {
 		missing = missing[:0]
 		if _, ok := v.telemetry[s.res.RealHost]; !ok {
 			missing = append(missing, s.res.RealHost+" (no NodeTelemetry)")
@@ -443,6 +445,8 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 				missing = append(missing, n.Spec.Name+" (no NodeTelemetry)")
 			case !t.ModelReady:
 				missing = append(missing, n.Spec.Name+" (power model not ready)")
+			case t.Models == nil || !t.Models.HasThermal:
+				missing = append(missing, n.Spec.Name+" (thermal model not ready)")
 			case t.SampleTime.Before(settled):
 				missing = append(missing, n.Spec.Name+" (no sample since the sweep)")
 			}

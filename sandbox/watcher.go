@@ -301,8 +301,14 @@ func describe(n *telemetry.Node) string {
 	}
 	if n.HasPower {
 		p := fmt.Sprintf("%dW", n.Watts)
-		if n.ModelReady && n.LogicalCores > 0 {
-			p += fmt.Sprintf(", +%.1fW per busy core", float64(n.FullLoadWatts-n.IdleWatts)/float64(n.LogicalCores))
+		if n.HasCPU && n.LogicalCores > 0 {
+			// The curve's slope at the node's load: what one more busy
+			// core costs there.
+			u := float64(n.CPUPercent) / 100
+			if w0, _, ok := n.Models.CurveAt(u); ok {
+				w1, _, _ := n.Models.CurveAt(u + 1/float64(n.LogicalCores))
+				p += fmt.Sprintf(", +%.1fW per busy core (%s)", w1-w0, n.Models.CurveBasis)
+			}
 		}
 		parts = append(parts, p)
 	}

@@ -108,6 +108,9 @@ func New(cfg Config) (*Model, error) {
 	return &Model{cfg: cfg}, nil
 }
 
+// Sensor is the sensor the model follows, "" before the first sample.
+func (m *Model) Sensor() string { return m.sensor }
+
 // Restore takes a model this agent published before it restarted; Fit
 // returns it until the new samples are enough. An implausible one is
 // dropped.

@@ -142,8 +142,11 @@ func New(dir string, spec Spec) (*Host, error) {
 			files[zone+"/constraint_0_name"] = "long_term\n"
 			files[zone+"/constraint_0_max_power_uw"] = fmt.Sprintf("%d\n", int64(spec.PackageLimitWatts*1e6))
 		}
-		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/name"] = "dram\n"
-		files[zone+fmt.Sprintf("/intel-rapl:%d:0", p)+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
+		// The DRAM subzone, listed in /sys/class/powercap beside its
+		// package as the kernel lists every zone there.
+		dram := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d:0", p)
+		files[dram+"/name"] = "dram\n"
+		files[dram+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
 	}
 	for _, d := range spec.PCIDevices {
 		dir := "/sys/bus/pci/devices/" + d.Address
@@ -238,7 +241,7 @@ func (h *Host) Advance() error {
 		}
 		zone := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d", p)
 		files[zone+"/energy_uj"] = fmt.Sprintf("%d\n", uint64(energy[p])%raplRange)
-		files[zone+fmt.Sprintf("/intel-rapl:%d:0/energy_uj", p)] = fmt.Sprintf("%d\n", uint64(energy[spec.Packages+p])%raplRange)
+		files[fmt.Sprintf("/sys/class/powercap/intel-rapl:%d:0/energy_uj", p)] = fmt.Sprintf("%d\n", uint64(energy[spec.Packages+p])%raplRange)
 	}
 	for z := 0; z < 2; z++ {
 		// The zones read a little below the package sensor, as on real

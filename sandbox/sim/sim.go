@@ -39,8 +39,10 @@ import (
 // Model defaults; see the package comment. A NodeSpec's zero thermal
 // values take these.
 const (
-	DefaultAmbientCelsius      = 30.0
-	DefaultCelsiusPerWatt      = 0.15
+	DefaultAmbientCelsius = 30.0
+	// SizedForCelsius: a node without its own celsiusPerWatt is cooled so
+	// that full load settles here at the default ambient.
+	SizedForCelsius            = 88.0
 	DefaultThermalTimeConstant = 4 * time.Second
 	// DefaultLeakageWattsPerCelsius is the power added per °C above
 	// LeakageFromCelsius.
@@ -100,9 +102,6 @@ func (spec NodeSpec) WithDefaults() NodeSpec {
 	if spec.AmbientCelsius == 0 {
 		spec.AmbientCelsius = DefaultAmbientCelsius
 	}
-	if spec.CelsiusPerWatt == 0 {
-		spec.CelsiusPerWatt = DefaultCelsiusPerWatt
-	}
 	if spec.ThermalTimeConstant == 0 {
 		spec.ThermalTimeConstant = DefaultThermalTimeConstant
 	}
@@ -113,6 +112,12 @@ func (spec NodeSpec) WithDefaults() NodeSpec {
 		for k := range spec.Curve {
 			spec.Curve[k] = spec.Host.IdleWatts + (spec.Host.FullLoadWatts-spec.Host.IdleWatts)*float64(k)/10
 		}
+	}
+	if spec.CelsiusPerWatt == 0 {
+		// Cooling sized for the node: full load settles at
+		// SizedForCelsius in a 30°C room.
+		full := spec.Curve[10] + spec.LeakageWattsPerCelsius*(SizedForCelsius-LeakageFromCelsius)
+		spec.CelsiusPerWatt = (SizedForCelsius - DefaultAmbientCelsius) / math.Max(full, 1)
 	}
 	return spec
 }

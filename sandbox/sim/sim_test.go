@@ -16,7 +16,8 @@ func testNode(t *testing.T) *Node {
 	}
 	n, err := NewNode(t.TempDir(), NodeSpec{
 		Name: "n", BaseUtilization: 0.1,
-		Host: hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
+		Host:           hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
+		CelsiusPerWatt: 0.15,
 		// GPUs 0 and 2 on NUMA 0, 1 and 3 on NUMA 1.
 		GPUs: []GPUSpec{gpu(0), gpu(1), gpu(0), gpu(1)},
 	})

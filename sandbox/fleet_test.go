@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// TestFleets: the built-in fleet and the example parse, every node on an
+// 11-point curve with its SPECpower result named, and exactly one fan
+// fault each.
+func TestFleets(t *testing.T) {
+	example, err := ReadFleet("fleets/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, specs := range map[string]int{"default": len(Fleet()), "example": len(example)} {
+		if specs < 5 {
+			t.Errorf("%s fleet has %d nodes", name, specs)
+		}
+	}
+	if len(example) != 9 {
+		t.Errorf("example fleet: %d nodes, want 9 (web x3, batch-old x2, big, edge-rack, gpu-a100, gpu-h100)", len(example))
+	}
+	for _, fleet := range [][]string{names(Fleet()), names(example)} {
+		if !strings.Contains(strings.Join(fleet, ","), "gpu-") {
+			t.Errorf("fleet %v has no GPU node", fleet)
+		}
+	}
+	for _, s := range append(Fleet(), example...) {
+		if !strings.HasPrefix(s.CurveSource, "power_ssj2008-") || s.Curve[10] <= s.Curve[0] {
+			t.Errorf("%s: curve %v from %q, want a SPECpower_ssj2008 result", s.Name, s.Curve, s.CurveSource)
+		}
+	}
+	if heaterOf(Fleet()) != "cpu-heater" || heaterOf(example) != "edge-rack" {
+		t.Errorf("heaters: %q, %q", heaterOf(Fleet()), heaterOf(example))
+	}
+}
+
+func names(specs []sim.NodeSpec) []string {
+	var out []string
+	for _, s := range specs {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// TestFleetErrors: a bad fleet file is refused with the field that is
+// wrong.
+func TestFleetErrors(t *testing.T) {
+	const node = `- name: nd
+  cpus: 32
+  memory: 64Gi
+  powerCurve: [50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150]
+`
+	const gpu = `- name: g
+  cpus: 64
+  memory: 256Gi
+  numaNodes: 2
+  powerCurve: [50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150]
+  gpus: {type: a100, count: 8, perNUMA: 4}
+`
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "nodes:\n" + node + "  colour: red\n" + gpu, `unknown field "colour"`},
+		{"no nodes", "nodes: []\n", "nodes: at least one node"},
+		{"short curve", "nodes:\n" + strings.Replace(node, "140, 150]", "140]", 1) + gpu, "nodes[0].powerCurve: 10 values, want 11"},
+		{"falling curve", "nodes:\n" + strings.Replace(node, "[50, 60", "[50, 40", 1) + gpu, "nodes[0].powerCurve[1]"},
+		{"bad name", "nodes:\n" + strings.Replace(node, "name: nd", "name: N_1", 1) + gpu, "nodes[0].name"},
+		{"cpus over NUMA", "nodes:\n" + strings.Replace(node, "cpus: 32", "cpus: 33\n  numaNodes: 2", 1) + gpu, "nodes[0].cpus"},
+		{"bad memory", "nodes:\n" + strings.Replace(node, "64Gi", "lots", 1) + gpu, "nodes[0].memory"},
+		{"base load", "nodes:\n" + node + "  baseUtilizationPercent: 120\n" + gpu, "nodes[0].baseUtilizationPercent"},
+		{"GPU type", "nodes:\n" + node + strings.Replace(gpu, "a100", "v100", 1), `nodes[1].gpus.type: "v100"`},
+		{"GPUs over NUMA", "nodes:\n" + node + strings.Replace(gpu, "perNUMA: 4", "perNUMA: 2", 1), "nodes[1].gpus.perNUMA"},
+		{"no GPU node for the GPU pod", "nodes:\n" + node, "GPU pod needs a node with 4 GPUs"},
+		{"two fan faults", "nodes:\n" + node + "  fanFault: true\n  count: 2\n" + gpu, "2 nodes have a fan fault"},
+		{"duplicate name", "nodes:\n" + node + node + gpu, `node "nd" is named twice`},
+		{"time constant", "nodes:\n" + node + "  thermal: {timeConstant: soon}\n" + gpu, "nodes[0].thermal.timeConstant"},
+		{"runaway leakage", "nodes:\n" + node + "  thermal: {celsiusPerWatt: 1, leakageWattsPerCelsius: 0.6}\n" + gpu, "nodes[0].thermal.leakageWattsPerCelsius"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseFleet([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseFleet = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseFleet([]byte("nodes:\n" + node + gpu)); err != nil {
+		t.Errorf("a good fleet was refused: %v", err)
+	}
+	if _, err := ReadFleet("fleets/missing.yaml"); err == nil || !os.IsNotExist(err) && !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+}
