@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/telesched/telesched/agent/app"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/sandbox/hosttree"
+	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/test/fixtures"
+)
+
+// TestAgentRestartKeepsModels: an agent learns the node's power curve and
+// thermal response, is stopped, and a new agent on the same node publishes
+// a usable model (fitted power curve, thermal model) in its very first
+// sample, read back from its NodeTelemetry, where a fresh agent would have
+// to learn it again.
+func TestAgentRestartKeepsModels(t *testing.T) {
+	needControlPlane(t)
+	const interval = time.Second
+	c := newClients(t)
+	ctx := t.Context()
+	node, err := c.kube.CoreV1().Nodes().Create(ctx, fixtures.Node("restart-node"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	// A simulated 32-CPU node on the Dell PowerEdge R740's SPECpower_ssj2008
+	// curve (power_ssj2008-20170829-00780), read through its RAPL counters
+	// and coretemp sensors.
+	host, err := sim.NewNode(t.TempDir(), sim.NodeSpec{
+		Name: node.Name, BaseUtilization: 0.2,
+		Curve: [11]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457},
+		Host:  hosttree.Spec{CPUs: 32, NUMANodes: 1, Packages: 1, MemoryKiB: 64 << 20, CritMilliCelsius: 100_000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostCtx, stopHost := context.WithCancel(ctx)
+	defer stopHost()
+	go func() {
+		tick := time.NewTicker(interval / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hostCtx.Done():
+				return
+			case <-tick.C:
+				if err := host.Step(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+
+	start := func() (stop func()) {
+		opts := app.NewOptions()
+		opts.HostRoot, opts.NodeName, opts.Kubeconfig, opts.Interval = host.Dir, node.Name, kubeconfig, interval
+		opts.MetricsAddress, opts.NVML, opts.PodResources = "", false, ""
+		opts.Publisher.RateLimitQPS, opts.Publisher.RateLimitBurst = 10, 10
+		opts.PowerModel.MinSamples = 8
+		opts.ThermalModel.MinSamples, opts.ThermalModel.Memory = 8, 60
+		opts.Complete()
+		if err := opts.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		agentCtx, cancel := context.WithCancel(klog.NewContext(ctx, ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))))
+		done := make(chan error, 1)
+		go func() { done <- app.Run(agentCtx, opts, io.Discard) }()
+		return func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("agent stopped with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("agent did not stop")
+			}
+		}
+	}
+	get := func() *telemetryv1alpha1.NodeTelemetryStatus {
+		u, err := c.dyn.Resource(ntResource).Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return decodeStatus(t, u)
+	}
+
+	// The first agent learns while the node's load sweeps 5 % to 80 %.
+	stop := start()
+	for _, u := range []float64{0.05, 0.2, 0.4, 0.6, 0.8, 0.6, 0.3, 0.1, 0.5, 0.7, 0.2, 0.45} {
+		host.Sweep(u)
+		time.Sleep(2 * interval)
+	}
+	host.EndSweep()
+	var learned *telemetryv1alpha1.NodeTelemetryStatus
+	waitFor(t, "a fitted power curve and a thermal model", 30*time.Second, func() bool {
+		learned = get()
+		return learned != nil && learned.Power != nil && learned.Power.Model != nil && learned.Power.Model.Basis == telemetryv1alpha1.PowerModelFitted &&
+			learned.Thermal != nil && learned.Thermal.Model != nil
+	})
+	stop()
+	t.Logf("learned: power model %d samples over %d%%, curve %v; thermal model %+v",
+		learned.Power.Model.Samples, learned.Power.Model.UtilizationSpreadPercent, learned.Power.Model.Curve, *learned.Thermal.Model)
+
+	// The node's NodeTelemetry now holds the last sample of the first
+	// agent. Watch for the second agent's first write.
+	w, err := c.dyn.Resource(ntResource).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: resourceVersion(t, c, node.Name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	restartedAt := time.Now()
+	stop = start()
+	defer stop()
+	var first *telemetryv1alpha1.NodeTelemetryStatus
+	timeout := time.After(30 * time.Second)
+	for first == nil {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != watch.Modified {
+				continue
+			}
+			st := decodeStatus(t, ev.Object.(*unstructured.Unstructured))
+			if st.SampleTime.After(restartedAt) {
+				first = st
+			}
+		case <-timeout:
+			t.Fatal("the restarted agent wrote no sample in 30s")
+		}
+	}
+	t.Logf("restarted agent's first sample published %v after its start", time.Since(restartedAt).Round(time.Millisecond))
+	m := first.Power.Model
+	if m == nil || !m.Ready || m.Basis != telemetryv1alpha1.PowerModelFitted || m.Samples < learned.Power.Model.Samples || len(m.Curve) != 11 {
+		t.Fatalf("restarted agent's first sample: power model %+v, want the fitted curve of %d+ samples", m, learned.Power.Model.Samples)
+	}
+	for k, p := range m.Curve {
+		if d := p.Watts - learned.Power.Model.Curve[k].Watts; d < -5 || d > 5 {
+			t.Errorf("at %d%%: %d W after the restart, %d W before", p.UtilizationPercent, p.Watts, learned.Power.Model.Curve[k].Watts)
+		}
+	}
+	if tm := first.Thermal.Model; tm == nil || tm.Sensor != learned.Thermal.Model.Sensor || tm.MilliCelsiusPerWatt == 0 {
+		t.Errorf("restarted agent's first sample: thermal model %+v, want the one learned (%+v)", tm, *learned.Thermal.Model)
+	}
+}
+
+func decodeStatus(t *testing.T, u *unstructured.Unstructured) *telemetryv1alpha1.NodeTelemetryStatus {
+	t.Helper()
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nt telemetryv1alpha1.NodeTelemetry
+	if err := json.Unmarshal(data, &nt); err != nil {
+		t.Fatal(err)
+	}
+	return &nt.Status
+}
+
+func resourceVersion(t *testing.T, c clients, name string) string {
+	t.Helper()
+	u, err := c.dyn.Resource(ntResource).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.GetResourceVersion()
+}
