@@ -42,7 +42,6 @@ type Sampler struct {
 	agentVersion string
 	model        *powermodel.Model
 	thermalModel *thermalmodel.Model
-	gpuPower     gpuPower
 	heat         *status.HeatTracker
 	heatCfg      status.HeatConfig
 	gpuThrottle  status.GPUThrottleTracker
@@ -103,9 +102,7 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 			s.addThermal(now, thermal, w)
 		}
 		s.model.SetPrior(cpuPrior(p))
-		s.gpuPower.add(sample.GPUs)
-		bins, _ := s.model.State()
-		powerModel = status.PowerModel(s.model.Fit(), bins, s.gpuPower.model(sample.GPUs))
+		powerModel = status.PowerModel(s.model.Fit())
 	}
 	if thermal != nil {
 		if p, ok := s.thermalModel.Fit(); ok {

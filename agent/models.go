@@ -8,22 +8,58 @@ import (
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/status"
+	"github.com/telesched/telesched/agent/thermalmodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
-// Restore takes the models this node's agent published before it
-// restarted (its NodeTelemetry's status), so the new agent publishes a
-// usable model from its first sample and goes on learning from where the
-// old one stopped.
+// State is what the agent keeps on the node between restarts
+// (--state-file): the power model's bins and the thermal model.
+type State struct {
+	// Version is stateVersion; a file of another version is not read.
+	Version     int                  `json:"version"`
+	Node        string               `json:"node"`
+	PowerBins   []powermodel.Bin     `json:"powerBins,omitempty"`
+	PowerTaken  int                  `json:"powerSamples,omitempty"`
+	Thermal     *thermalmodel.Params `json:"thermal,omitempty"`
+	Interval    time.Duration        `json:"interval"`
+	WrittenUnix int64                `json:"writtenUnix"`
+}
+
+const stateVersion = 1
+
+// State returns the models' state of node, to save.
+func (s *Sampler) State(node string, now time.Time) State {
+	st := State{Version: stateVersion, Node: node, Interval: s.interval, WrittenUnix: now.Unix()}
+	st.PowerBins, st.PowerTaken = s.model.State()
+	if p, ok := s.thermalModel.Fit(); ok {
+		st.Thermal = &p
+	}
+	return st
+}
+
+// RestoreState resumes node's models from a saved State; false when it is
+// of another version or another node.
+func (s *Sampler) RestoreState(node string, st State) bool {
+	if st.Version != stateVersion || st.Node != node {
+		return false
+	}
+	s.model.Restore(st.PowerBins, st.PowerTaken)
+	if st.Thermal != nil {
+		s.thermalModel.Restore(*st.Thermal)
+	}
+	return true
+}
+
+// Restore resumes the models from what this node's agent last published
+// (its NodeTelemetry's status), when the state file is lost: the fitted
+// curve's points become bins, and the thermal model is taken as it was.
 func (s *Sampler) Restore(st *telemetryv1alpha1.NodeTelemetryStatus) {
 	if st == nil {
 		return
 	}
-	if p := st.Power; p != nil && p.Model != nil {
-		bins, samples := status.PowerBins(p.Model)
-		s.model.Restore(bins, samples)
-		if g := p.Model.GPU; g != nil {
-			s.gpuPower.restore(g)
+	if p := st.Power; p != nil {
+		if bins, samples := status.SeedBins(p.Model); len(bins) > 0 {
+			s.model.Restore(bins, samples)
 		}
 	}
 	if t := st.Thermal; t != nil && t.Model != nil {
@@ -96,83 +132,3 @@ func cpuPrior(p *collector.Power) *powermodel.PriorCurve {
 	}
 	return powermodel.ShapePrior(priorIdleShare*full, full, src)
 }
-
-// GPU utilization bounds: a GPU at most idleGPUPercent busy counts as idle,
-// one at least busyGPUPercent busy as busy.
-const (
-	idleGPUPercent = 5
-	busyGPUPercent = 80
-	// gpuMemory is the weight, in readings, of a GPU mean's past.
-	gpuMemory = 200
-)
-
-// gpuPower learns what one of the node's GPUs draws idle and busy.
-type gpuPower struct {
-	idle, busy   float64
-	idleN, busyN int
-}
-
-func (g *gpuPower) add(gpus []telemetryv1alpha1.GPUStatus) {
-	for _, gpu := range gpus {
-		if gpu.PowerWatts == nil || gpu.UtilizationPercent == nil {
-			continue
-		}
-		w, u := float64(*gpu.PowerWatts), *gpu.UtilizationPercent
-		switch {
-		case u <= idleGPUPercent:
-			g.idleN = min(g.idleN+1, gpuMemory)
-			g.idle += (w - g.idle) / float64(g.idleN)
-		case u >= busyGPUPercent:
-			g.busyN = min(g.busyN+1, gpuMemory)
-			g.busy += (w - g.busy) / float64(g.busyN)
-		}
-	}
-}
-
-func (g *gpuPower) restore(m *telemetryv1alpha1.GPUPowerModel) {
-	if m.IdleSamples > 0 {
-		g.idle, g.idleN = float64(m.IdleWatts), min(int(m.IdleSamples), gpuMemory)
-	}
-	if m.BusySamples > 0 {
-		g.busy, g.busyN = float64(m.BusyWatts), min(int(m.BusySamples), gpuMemory)
-	}
-}
-
-// model is the GPUs' model: fitted once idle and busy GPUs were seen;
-// before that, prior, with the GPUs' enforced power limit for busy and a
-// tenth of it for idle where they were not seen. Nil without GPUs, or
-// without readings and limits to say anything.
-func (g *gpuPower) model(gpus []telemetryv1alpha1.GPUStatus) *telemetryv1alpha1.GPUPowerModel {
-	if len(gpus) == 0 {
-		return nil
-	}
-	m := &telemetryv1alpha1.GPUPowerModel{Basis: telemetryv1alpha1.PowerModelFitted, IdleSamples: int32(g.idleN), BusySamples: int32(g.busyN)}
-	var limit float64
-	var n int
-	for _, gpu := range gpus {
-		if gpu.PowerLimitWatts != nil {
-			limit += float64(*gpu.PowerLimitWatts)
-			n++
-		}
-	}
-	if n > 0 {
-		limit /= float64(n)
-	}
-	idle, busy := g.idle, g.busy
-	if g.busyN == 0 {
-		if n == 0 {
-			return nil
-		}
-		busy, m.Basis = limit, telemetryv1alpha1.PowerModelPrior
-	}
-	if g.idleN == 0 {
-		if n == 0 {
-			return nil
-		}
-		idle, m.Basis = limit/10, telemetryv1alpha1.PowerModelPrior
-	}
-	m.IdleWatts, m.BusyWatts = roundWatts(idle), roundWatts(max(busy, idle))
-	return m
-}
-
-func roundWatts(w float64) int32 { return int32(min(100000, max(0, w+0.5))) }

@@ -30,6 +30,7 @@ const (
 	DefaultMetricsAddress     = ":9102"
 	DefaultOnceWindow         = time.Second
 	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultStateEvery         = 30 * time.Second
 )
 
 // Options are the agent's flags.
@@ -61,8 +62,12 @@ type Options struct {
 	// GPUs this way. It is not a flag.
 	NVMLLibrary nvml.Library
 
-	Publisher    publisher.Config
-	Heat         status.HeatConfig
+	Publisher publisher.Config
+	Heat      status.HeatConfig
+	// StateFile keeps the models' state on the node between restarts;
+	// "" keeps none. StateEvery is how often it is written.
+	StateFile    string
+	StateEvery   time.Duration
 	PowerModel   powermodel.Config
 	ThermalModel thermalmodel.Config
 
@@ -93,6 +98,7 @@ func NewOptions() *Options {
 			BackoffMax:     publisher.DefaultBackoffMax,
 			Deadbands:      publisher.DefaultDeadbands(),
 		},
+		StateEvery:                 DefaultStateEvery,
 		PowerModel:                 powermodel.DefaultConfig(),
 		ThermalModel:               thermalmodel.DefaultConfig(),
 		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
@@ -134,6 +140,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
 	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is published as fitted (before then it is published as prior where RAPL gives package power limits).")
+	fs.StringVar(&o.StateFile, "state-file", o.StateFile, "File where the agent keeps its power and thermal models between restarts (the DaemonSet sets /var/lib/telesched-agent/models.json on a volume that outlives the container). Without it a restarted agent resumes from the curve and thermal model in its NodeTelemetry. Empty (the default) keeps no file.")
+	fs.DurationVar(&o.StateEvery, "state-every", o.StateEvery, "How often the models' state is written to --state-file (and once when the agent stops).")
 	fs.IntVar(&o.ThermalModel.MinSamples, "thermal-model-min-samples", o.ThermalModel.MinSamples, "Consecutive sample pairs the thermal model needs before it is published.")
 	fs.Float64Var(&o.ThermalModel.MinPowerStdDevWatts, "thermal-model-min-power-stddev-watts", o.ThermalModel.MinPowerStdDevWatts, "How much the node's power must have varied (standard deviation, watts) before the thermal model can tell its °C per watt and time constant.")
 	fs.IntVar(&o.ThermalModel.Memory, "thermal-model-memory", o.ThermalModel.Memory, "Weight, in samples, of the thermal model's past: each sample discounts older ones by 1 - 1/memory, so a failed fan is learned.")
@@ -169,6 +177,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Heat.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius: %w", err))
+	}
+	if o.StateEvery < time.Second {
+		return fmt.Errorf("--state-every %v must be at least 1s", o.StateEvery)
 	}
 	if err := o.ThermalModel.Validate(); err != nil {
 		return err

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -68,16 +70,33 @@ func sources(o *Options, root hostfs.Root) []collector.Collector {
 	)
 }
 
-// restoreModels reads the node's NodeTelemetry, if there is one, and
-// resumes the power and thermal models it carries (what this node's agent
-// learned before it restarted). Without it the agent starts afresh and
-// says why in its log; it never fails the start.
-func restoreModels(ctx context.Context, client *kube.Client, node string, sampler *agent.Sampler) {
+// resumeModels resumes the power and thermal models this node's agent
+// learned before it restarted: from the state file (--state-file) when it
+// can be read, else from the node's NodeTelemetry (client nil: none), whose
+// fitted curve and thermal model are a coarser start. Without either the
+// models start afresh; the log says which. It never fails the start.
+func resumeModels(ctx context.Context, o *Options, client *kube.Client, sampler *agent.Sampler) {
 	logger := klog.FromContext(ctx)
-	path := "/apis/" + telemetryv1alpha1.GroupName + "/" + telemetryv1alpha1.SchemeGroupVersion.Version + "/nodetelemetries/" + node
+	if o.StateFile != "" {
+		st, err := readState(o.StateFile)
+		switch {
+		case err == nil && sampler.RestoreState(o.NodeName, st):
+			logger.Info("resumed the power and thermal models from the state file", "path", o.StateFile,
+				"powerModelBins", len(st.PowerBins), "thermalModel", st.Thermal != nil, "savedAt", time.Unix(st.WrittenUnix, 0))
+			return
+		case err == nil:
+			logger.Info("ignoring a state file of another version or node", "path", o.StateFile, "version", st.Version, "node", st.Node)
+		case !errors.Is(err, fs.ErrNotExist):
+			logger.Info("could not read the state file", "path", o.StateFile, "err", err)
+		}
+	}
+	if client == nil {
+		return
+	}
+	path := "/apis/" + telemetryv1alpha1.GroupName + "/" + telemetryv1alpha1.SchemeGroupVersion.Version + "/nodetelemetries/" + o.NodeName
 	raw, err := client.GetRaw(ctx, path)
 	if err != nil {
-		logger.Info("starting the power and thermal models afresh: could not read the previous NodeTelemetry", "err", err)
+		logger.Info("starting the power and thermal models afresh: no state file and no previous NodeTelemetry", "err", err)
 		return
 	}
 	var nt telemetryv1alpha1.NodeTelemetry
@@ -86,14 +105,37 @@ func restoreModels(ctx context.Context, client *kube.Client, node string, sample
 		return
 	}
 	sampler.Restore(&nt.Status)
-	var bins, thermal int
-	if p := nt.Status.Power; p != nil && p.Model != nil {
-		bins = len(p.Model.Bins)
+	logger.Info("resumed the power and thermal models from the previous NodeTelemetry (no state file)")
+}
+
+// readState reads a state file.
+func readState(path string) (agent.State, error) {
+	var st agent.State
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return st, err
 	}
-	if t := nt.Status.Thermal; t != nil && t.Model != nil {
-		thermal = int(t.Model.Samples)
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", path, err)
 	}
-	logger.Info("resumed the models published before the restart", "powerModelBins", bins, "thermalModelSamples", thermal)
+	return st, nil
+}
+
+// writeState saves the models' state, replacing the file by rename so a
+// crash never leaves half a file.
+func writeState(path string, st agent.State) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // closeCollectors releases what collectors hold (NVML, the kubelet socket).
@@ -193,8 +235,21 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		}
 		events = newNodeEvents(ctx, client, o.NodeName)
 		defer events.shutdown()
-		restoreModels(ctx, client, o.NodeName, sampler)
+		resumeModels(ctx, o, client, sampler)
+	} else {
+		resumeModels(ctx, o, nil, sampler)
 	}
+	var savedState time.Time
+	saveState := func(now time.Time) {
+		if o.StateFile == "" {
+			return
+		}
+		if err := writeState(o.StateFile, sampler.State(o.NodeName, now)); err != nil {
+			logger.Error(err, "saving the models' state failed", "path", o.StateFile)
+		}
+		savedState = now
+	}
+	defer func() { saveState(time.Now()) }()
 
 	var lastSample, lastPublish atomic.Int64 // unix nanos
 	if o.MetricsAddress != "" {
@@ -273,6 +328,9 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			}
 			if pub != nil {
 				offerLatest(latest, &obs.Status)
+			}
+			if now.Sub(savedState) >= o.StateEvery {
+				saveState(now)
 			}
 		}
 	}

@@ -201,26 +201,22 @@ func changedPower(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands)
 			return fmt.Sprintf("power model ready is now %v", cm.Ready)
 		case pm.Basis != cm.Basis:
 			return fmt.Sprintf("power model basis is now %q", cm.Basis)
-		case cm.Ready && curveMoved(pm.Curve, cm.Curve, d):
+		case cm.Ready && curveMoved(pm.CurveWatts, cm.CurveWatts, d):
 			return "power model moved"
-		case (pm.GPU == nil) != (cm.GPU == nil):
-			return "GPU power model appeared or went away"
-		case cm.GPU != nil && (pm.GPU.Basis != cm.GPU.Basis || wattsMoved(pm.GPU.IdleWatts, cm.GPU.IdleWatts, d) || wattsMoved(pm.GPU.BusyWatts, cm.GPU.BusyWatts, d)):
-			return "GPU power model moved"
 		}
 	}
 	return ""
 }
 
 // curveMoved reports a power curve point that moved by the power
-// deadband. The model's bins change with every sample and are written
-// with the changes that matter, and at least every heartbeat.
-func curveMoved(prev, cur []telemetryv1alpha1.PowerCurvePoint, d Deadbands) bool {
+// deadband; a curve that moves less is written with the next change that
+// matters, or the heartbeat.
+func curveMoved(prev, cur []int32, d Deadbands) bool {
 	if len(prev) != len(cur) {
 		return true
 	}
 	for i := range cur {
-		if wattsMoved(prev[i].Watts, cur[i].Watts, d) {
+		if wattsMoved(prev[i], cur[i], d) {
 			return true
 		}
 	}

@@ -205,18 +205,16 @@ func power(p *collector.Power, model *telemetryv1alpha1.PowerModel) *telemetryv1
 	return st
 }
 
-// PowerModel is the published form of a power model's fit, its bins and
-// the GPUs' model (nil: none).
-func PowerModel(fit powermodel.Fit, bins []powermodel.Bin, gpu *telemetryv1alpha1.GPUPowerModel) *telemetryv1alpha1.PowerModel {
+// PowerModel is the published form of a power model's fit.
+func PowerModel(fit powermodel.Fit) *telemetryv1alpha1.PowerModel {
 	m := &telemetryv1alpha1.PowerModel{
 		Ready:                    fit.Ready(),
 		Basis:                    telemetryv1alpha1.PowerModelBasis(fit.Basis),
 		Samples:                  int32(min(fit.Samples, math.MaxInt32)),
 		UtilizationSpreadPercent: int32(fit.SpreadPercent),
-		GPU:                      gpu,
 	}
 	if fit.Prior != nil {
-		m.Prior = truncate(fit.Prior.Source, 256)
+		m.Prior = truncate(fit.Prior.Source, 128)
 	}
 	if fit.Ready() {
 		m.IdleWatts = ptr.To(roundWatts(fit.IdleWatts()))
@@ -224,40 +222,47 @@ func PowerModel(fit powermodel.Fit, bins []powermodel.Bin, gpu *telemetryv1alpha
 		if fit.Samples > 0 {
 			m.FitQualityBasisPoints = ptr.To(int32(math.Round(10000 * math.Max(0, math.Min(1, fit.R2)))))
 		}
-		m.Curve = make([]telemetryv1alpha1.PowerCurvePoint, len(fit.Curve))
+		m.CurveWatts = make([]int32, len(fit.Curve))
+		m.CurveUncertaintyWatts = make([]int32, len(fit.Curve))
 		for i, p := range fit.Curve {
-			m.Curve[i] = telemetryv1alpha1.PowerCurvePoint{
-				UtilizationPercent: int32(p.UtilizationPercent),
-				Watts:              roundWatts(p.Watts),
-				UncertaintyWatts:   roundWatts(math.Ceil(p.Uncertainty)),
-			}
+			m.CurveWatts[i] = roundWatts(p.Watts)
+			m.CurveUncertaintyWatts[i] = roundWatts(math.Ceil(p.Uncertainty))
 		}
-	}
-	for _, b := range bins {
-		m.Bins = append(m.Bins, telemetryv1alpha1.PowerModelBin{
-			UtilizationBasisPoints: int32(math.Round(b.Utilization * 10000)),
-			Milliwatts:             int64(math.Round(b.Watts * 1000)),
-			StdDevMilliwatts:       int64(math.Round(math.Sqrt(b.Variance) * 1000)),
-			Samples:                int32(min(b.Samples, math.MaxInt32)),
-		})
 	}
 	return m
 }
 
-// PowerBins reads a published model's bins back.
-func PowerBins(m *telemetryv1alpha1.PowerModel) ([]powermodel.Bin, int) {
-	if m == nil {
+// seedMaxUncertaintyWatts: a point this sure was reached by samples.
+const seedMaxUncertaintyWatts = 5
+
+// SeedBins turns a published curve into bins to resume from when the
+// agent's own state is lost (a new pod on a reimaged node): a bin at every
+// point, those the samples reached (uncertainty within 5% of the watts, or
+// 5 W) each weighing an equal share of the published samples, the others
+// (extrapolated) one sample, each with the point's uncertainty as its
+// standard error. Nil without a fitted curve.
+func SeedBins(m *telemetryv1alpha1.PowerModel) ([]powermodel.Bin, int) {
+	if m == nil || m.Basis != telemetryv1alpha1.PowerModelFitted || len(m.CurveWatts) != powermodel.Knots || len(m.CurveUncertaintyWatts) != powermodel.Knots {
 		return nil, 0
 	}
-	bins := make([]powermodel.Bin, 0, len(m.Bins))
-	for _, b := range m.Bins {
-		sd := float64(b.StdDevMilliwatts) / 1000
-		bins = append(bins, powermodel.Bin{
-			Samples:     int(b.Samples),
-			Utilization: float64(b.UtilizationBasisPoints) / 10000,
-			Watts:       float64(b.Milliwatts) / 1000,
-			Variance:    sd * sd,
-		})
+	reached := 0
+	for k, w := range m.CurveWatts {
+		if u := float64(m.CurveUncertaintyWatts[k]); u <= 0.05*float64(w) || u <= seedMaxUncertaintyWatts {
+			reached++
+		}
+	}
+	if reached < 2 {
+		return nil, 0
+	}
+	per := max(1, int(m.Samples)/reached)
+	bins := make([]powermodel.Bin, 0, powermodel.Knots)
+	for k, w := range m.CurveWatts {
+		u := float64(m.CurveUncertaintyWatts[k])
+		n := 1
+		if u <= 0.05*float64(w) || u <= seedMaxUncertaintyWatts {
+			n = per
+		}
+		bins = append(bins, powermodel.Bin{Samples: n, Utilization: float64(k) / (powermodel.Knots - 1), Watts: float64(w), Variance: u * u * float64(n)})
 	}
 	return bins, int(m.Samples)
 }

@@ -114,10 +114,9 @@ func TestBuild(t *testing.T) {
 		curve[k] = powermodel.Point{UtilizationPercent: k * 10, Watts: 98.4 + 20.31*float64(k), Uncertainty: 1.2}
 	}
 	fit := powermodel.Fit{Basis: powermodel.Fitted, Samples: 600, SpreadPercent: 62, Curve: curve, R2: 0.98765}
-	bins := []powermodel.Bin{{Samples: 100, Utilization: 0.12345, Watts: 123.4567, Variance: 4}}
 	tracker := NewHeatTracker(DefaultHeatConfig())
 	th := Thermal(s, heat.DefaultAbsoluteLimitMilliCelsius)
-	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerModel: PowerModel(fit, bins, nil), Thermal: th, Heat: tracker.Update(th, s.CPU)})
+	st := Build(Input{Sample: s, Interval: 5 * time.Second, AgentVersion: "v1.2.3", PowerModel: PowerModel(fit), Thermal: th, Heat: tracker.Update(th, s.CPU)})
 
 	wantPower := &telemetryv1alpha1.PowerStatus{
 		Watts:        413, // 412.6 rounded
@@ -128,15 +127,8 @@ func TestBuild(t *testing.T) {
 			Ready: true, Basis: telemetryv1alpha1.PowerModelFitted, Samples: 600, UtilizationSpreadPercent: 62,
 			IdleWatts: ptr.To[int32](98), FullLoadWatts: ptr.To[int32](302), // 98.4 and 301.5 rounded
 			FitQualityBasisPoints: ptr.To[int32](9877), // 0.98765 -> 9876.5 -> 9877
-			Curve: []telemetryv1alpha1.PowerCurvePoint{
-				{UtilizationPercent: 0, Watts: 98, UncertaintyWatts: 2}, {UtilizationPercent: 10, Watts: 119, UncertaintyWatts: 2},
-				{UtilizationPercent: 20, Watts: 139, UncertaintyWatts: 2}, {UtilizationPercent: 30, Watts: 159, UncertaintyWatts: 2},
-				{UtilizationPercent: 40, Watts: 180, UncertaintyWatts: 2}, {UtilizationPercent: 50, Watts: 200, UncertaintyWatts: 2},
-				{UtilizationPercent: 60, Watts: 220, UncertaintyWatts: 2}, {UtilizationPercent: 70, Watts: 241, UncertaintyWatts: 2},
-				{UtilizationPercent: 80, Watts: 261, UncertaintyWatts: 2}, {UtilizationPercent: 90, Watts: 281, UncertaintyWatts: 2},
-				{UtilizationPercent: 100, Watts: 302, UncertaintyWatts: 2}, // uncertainty rounded up
-			},
-			Bins: []telemetryv1alpha1.PowerModelBin{{UtilizationBasisPoints: 1235, Milliwatts: 123457, StdDevMilliwatts: 2000, Samples: 100}},
+			CurveWatts:            []int32{98, 119, 139, 159, 180, 200, 220, 241, 261, 281, 302},
+			CurveUncertaintyWatts: []int32{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, // 1.2 rounded up
 		},
 	}
 	if diff := cmp.Diff(wantPower, st.Power); diff != "" {

@@ -75,6 +75,56 @@ func (m *Models) CurveAt(u float64) (watts, uncertainty float64, ok bool) {
 	return m.Watts[i] + (m.Watts[i+1]-m.Watts[i])*t, m.Uncertainty[i] + (m.Uncertainty[i+1]-m.Uncertainty[i])*t, true
 }
 
+// GPU utilization bounds: a GPU at most IdleGPUPercent busy counts as idle,
+// one at least BusyGPUPercent busy as busy.
+const (
+	IdleGPUPercent = 5
+	BusyGPUPercent = 80
+)
+
+// gpuPower is what one of the node's GPUs draws idle and busy, from what
+// NVML shows of them in this sample: the mean power of its idle GPUs and of
+// its busy GPUs (fitted when it has both); for busy without a busy GPU, the
+// mean enforced power limit, and for idle without an idle GPU a tenth of it
+// (prior). BasisNone without GPU power readings or limits to go on.
+func gpuPower(gpus []telemetryv1alpha1.GPUStatus) (Basis, float64, float64) {
+	var idle, busy, limit float64
+	var nIdle, nBusy, nLimit int
+	for _, g := range gpus {
+		if g.PowerLimitWatts != nil {
+			limit += float64(*g.PowerLimitWatts)
+			nLimit++
+		}
+		if g.PowerWatts == nil || g.UtilizationPercent == nil {
+			continue
+		}
+		switch u := *g.UtilizationPercent; {
+		case u <= IdleGPUPercent:
+			idle += float64(*g.PowerWatts)
+			nIdle++
+		case u >= BusyGPUPercent:
+			busy += float64(*g.PowerWatts)
+			nBusy++
+		}
+	}
+	basis := BasisFitted
+	if nBusy > 0 {
+		busy /= float64(nBusy)
+	} else if nLimit > 0 {
+		busy, basis = limit/float64(nLimit), BasisPrior
+	} else {
+		return BasisNone, 0, 0
+	}
+	if nIdle > 0 {
+		idle /= float64(nIdle)
+	} else if nLimit > 0 {
+		idle, basis = limit/float64(nLimit)/10, BasisPrior
+	} else {
+		return BasisNone, 0, 0
+	}
+	return basis, idle, max(idle, busy)
+}
+
 // modelsFrom reads a status's models; nil when it has none. A ready power
 // model without a curve (an agent older than curves) reads as the straight
 // line between its idle and full-load watts, fitted.
@@ -83,13 +133,13 @@ func modelsFrom(st *telemetryv1alpha1.NodeTelemetryStatus) *Models {
 	if p := st.Power; p != nil && p.Model != nil && p.Model.Ready {
 		pm := p.Model
 		switch {
-		case len(pm.Curve) == CurveKnots:
+		case len(pm.CurveWatts) == CurveKnots && len(pm.CurveUncertaintyWatts) == CurveKnots:
 			m.CurveBasis = BasisFitted
 			if pm.Basis == telemetryv1alpha1.PowerModelPrior {
 				m.CurveBasis = BasisPrior
 			}
-			for k, pt := range pm.Curve {
-				m.Watts[k], m.Uncertainty[k] = float64(pt.Watts), float64(pt.UncertaintyWatts)
+			for k := range CurveKnots {
+				m.Watts[k], m.Uncertainty[k] = float64(pm.CurveWatts[k]), float64(pm.CurveUncertaintyWatts[k])
 			}
 		case pm.IdleWatts != nil && pm.FullLoadWatts != nil:
 			m.CurveBasis = BasisFitted
@@ -97,14 +147,8 @@ func modelsFrom(st *telemetryv1alpha1.NodeTelemetryStatus) *Models {
 				m.Watts[k] = float64(*pm.IdleWatts) + float64(*pm.FullLoadWatts-*pm.IdleWatts)*float64(k)/(CurveKnots-1)
 			}
 		}
-		if g := pm.GPU; g != nil {
-			m.GPUBasis = BasisFitted
-			if g.Basis == telemetryv1alpha1.PowerModelPrior {
-				m.GPUBasis = BasisPrior
-			}
-			m.GPUIdleWatts, m.GPUBusyWatts = float64(g.IdleWatts), float64(g.BusyWatts)
-		}
 	}
+	m.GPUBasis, m.GPUIdleWatts, m.GPUBusyWatts = gpuPower(st.GPUs)
 	if t := st.Thermal; t != nil && t.Model != nil {
 		tm := t.Model
 		m.HasThermal = true

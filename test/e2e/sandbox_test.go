@@ -58,8 +58,21 @@ func TestSandboxScenario(t *testing.T) {
 	if len(res.Placements) != 42 || len(res.Baseline) != 41 {
 		t.Errorf("%d telesched and %d baseline placements, want 42 (41 + the pinned pod) and 41", len(res.Placements), len(res.Baseline))
 	}
-	if res.TeleschedWatts <= 0 || res.DefaultWatts <= 0 || !strings.Contains(out.String(), "Estimated fleet power") {
-		t.Errorf("no watts comparison: telesched %.0f W, default %.0f W", res.TeleschedWatts, res.DefaultWatts)
+	if res.TeleschedWatts <= 0 || res.DefaultWatts <= 0 || res.TeleschedWork.Total() <= 0 || res.DefaultWork.Total() <= 0 ||
+		res.TeleschedWork.GPU <= 0 || !strings.Contains(out.String(), "Workload watts") {
+		t.Errorf("no workload watts comparison: telesched %+v, default %+v", res.TeleschedWork, res.DefaultWork)
+	}
+
+	// No pod went where the node, with its pods, settles within the margin
+	// of its limit: counted on the simulation's own physics, not the
+	// agent's model.
+	if len(res.PredictedHotPlacements) > 0 {
+		t.Errorf("pods placed where the node settles past its limit - margin: %v", res.PredictedHotPlacements)
+	}
+	for name := range map[string]bool{"cpu-efficient": true, "gpu-a100x8": true, res.Heater: true} {
+		if res.PeakCelsius[name] <= 0 {
+			t.Errorf("no peak temperature for %s: %v", name, res.PeakCelsius)
+		}
 	}
 
 	// The table as kubectl prints it: simulated rows with temperatures,

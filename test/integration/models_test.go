@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,10 +23,10 @@ import (
 )
 
 // TestAgentRestartKeepsModels: an agent learns the node's power curve and
-// thermal response, is stopped, and a new agent on the same node publishes
+// thermal response and is stopped; a new agent on the same node publishes
 // a usable model (fitted power curve, thermal model) in its very first
-// sample, read back from its NodeTelemetry, where a fresh agent would have
-// to learn it again.
+// sample, where a fresh agent would have to learn it again: from its state
+// file, and, with the file gone (a new pod), from its NodeTelemetry.
 func TestAgentRestartKeepsModels(t *testing.T) {
 	needControlPlane(t)
 	const interval = time.Second
@@ -68,8 +69,10 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 		}
 	}()
 
+	stateFile := filepath.Join(t.TempDir(), "models.json")
 	start := func() (stop func()) {
 		opts := app.NewOptions()
+		opts.StateFile, opts.StateEvery = stateFile, 2*time.Second
 		opts.HostRoot, opts.NodeName, opts.Kubeconfig, opts.Interval = host.Dir, node.Name, kubeconfig, interval
 		opts.MetricsAddress, opts.NVML, opts.PodResources = "", false, ""
 		opts.Publisher.RateLimitQPS, opts.Publisher.RateLimitBurst = 10, 10
@@ -116,48 +119,61 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 			learned.Thermal != nil && learned.Thermal.Model != nil
 	})
 	stop()
-	t.Logf("learned: power model %d samples over %d%%, curve %v; thermal model %+v",
-		learned.Power.Model.Samples, learned.Power.Model.UtilizationSpreadPercent, learned.Power.Model.Curve, *learned.Thermal.Model)
+	t.Logf("learned: power model %d samples over %d%%, curve %v ± %v; thermal model %+v",
+		learned.Power.Model.Samples, learned.Power.Model.UtilizationSpreadPercent, learned.Power.Model.CurveWatts, learned.Power.Model.CurveUncertaintyWatts, *learned.Thermal.Model)
 
-	// The node's NodeTelemetry now holds the last sample of the first
-	// agent. Watch for the second agent's first write.
-	w, err := c.dyn.Resource(ntResource).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: resourceVersion(t, c, node.Name)})
-	if err != nil {
+	restart := func(what string) *telemetryv1alpha1.NodeTelemetryStatus {
+		t.Helper()
+		// The node's NodeTelemetry now holds the last sample of the
+		// previous agent. Watch for the new agent's first write.
+		w, err := c.dyn.Resource(ntResource).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: resourceVersion(t, c, node.Name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		restartedAt := time.Now()
+		stop = start()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if ev.Type != watch.Modified {
+					continue
+				}
+				if st := decodeStatus(t, ev.Object.(*unstructured.Unstructured)); st.SampleTime.After(restartedAt) {
+					t.Logf("%s: the first sample published %v after the agent's start", what, time.Since(restartedAt).Round(time.Millisecond))
+					return st
+				}
+			case <-timeout:
+				t.Fatalf("%s: no sample in 30s", what)
+			}
+		}
+	}
+	check := func(what string, first *telemetryv1alpha1.NodeTelemetryStatus, minSamples int32) {
+		t.Helper()
+		m := first.Power.Model
+		if m == nil || !m.Ready || m.Basis != telemetryv1alpha1.PowerModelFitted || m.Samples < minSamples || len(m.CurveWatts) != 11 {
+			t.Fatalf("%s: first sample's power model %+v, want a fitted curve of %d+ samples", what, m, minSamples)
+		}
+		for k, w := range m.CurveWatts {
+			if want := learned.Power.Model.CurveWatts[k]; w < want-5 || w > want+5 {
+				t.Errorf("%s: at %d%%: %d W, %d W before the restart", what, k*10, w, want)
+			}
+		}
+		if tm := first.Thermal.Model; tm == nil || tm.Sensor != learned.Thermal.Model.Sensor || tm.MilliCelsiusPerWatt == 0 {
+			t.Errorf("%s: first sample's thermal model %+v, want the one learned (%+v)", what, tm, *learned.Thermal.Model)
+		}
+	}
+
+	// Restarted with its state file: the bins themselves.
+	check("from the state file", restart("from the state file"), learned.Power.Model.Samples)
+	stop()
+	// A new pod on the node: no state file, the NodeTelemetry's curve.
+	if err := os.Remove(stateFile); err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
-	restartedAt := time.Now()
-	stop = start()
-	defer stop()
-	var first *telemetryv1alpha1.NodeTelemetryStatus
-	timeout := time.After(30 * time.Second)
-	for first == nil {
-		select {
-		case ev := <-w.ResultChan():
-			if ev.Type != watch.Modified {
-				continue
-			}
-			st := decodeStatus(t, ev.Object.(*unstructured.Unstructured))
-			if st.SampleTime.After(restartedAt) {
-				first = st
-			}
-		case <-timeout:
-			t.Fatal("the restarted agent wrote no sample in 30s")
-		}
-	}
-	t.Logf("restarted agent's first sample published %v after its start", time.Since(restartedAt).Round(time.Millisecond))
-	m := first.Power.Model
-	if m == nil || !m.Ready || m.Basis != telemetryv1alpha1.PowerModelFitted || m.Samples < learned.Power.Model.Samples || len(m.Curve) != 11 {
-		t.Fatalf("restarted agent's first sample: power model %+v, want the fitted curve of %d+ samples", m, learned.Power.Model.Samples)
-	}
-	for k, p := range m.Curve {
-		if d := p.Watts - learned.Power.Model.Curve[k].Watts; d < -5 || d > 5 {
-			t.Errorf("at %d%%: %d W after the restart, %d W before", p.UtilizationPercent, p.Watts, learned.Power.Model.Curve[k].Watts)
-		}
-	}
-	if tm := first.Thermal.Model; tm == nil || tm.Sensor != learned.Thermal.Model.Sensor || tm.MilliCelsiusPerWatt == 0 {
-		t.Errorf("restarted agent's first sample: thermal model %+v, want the one learned (%+v)", tm, *learned.Thermal.Model)
-	}
+	check("from the NodeTelemetry", restart("from the NodeTelemetry"), 1)
+	stop()
 }
 
 func decodeStatus(t *testing.T, u *unstructured.Unstructured) *telemetryv1alpha1.NodeTelemetryStatus {

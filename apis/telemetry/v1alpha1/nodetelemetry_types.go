@@ -507,13 +507,13 @@ const (
 )
 
 // PowerModel is node power (GPU power excluded) as a monotone
-// piecewise-linear function of CPU utilization: curve gives it at 0 %, 10 %
-// … 100 %, each point with its uncertainty. The agent learns it from
-// per-utilization bins, so many idle samples do not outweigh a few busy
-// ones, and publishes the bins so that it resumes from them after a
-// restart.
+// piecewise-linear function of CPU utilization: curveWatts gives it at 0%,
+// 10% … 100%, curveUncertaintyWatts how far off each point may be. The
+// agent learns it from per-utilization bins, so many idle samples do not
+// outweigh a few busy ones; it keeps the bins on the node (--state-file) and
+// resumes from them, or from this curve, after a restart.
 //
-// +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts) && has(self.curve) && size(self.curve) == 11 && has(self.basis))",message="a ready model needs basis, idleWatts, fullLoadWatts and an 11-point curve"
+// +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts) && has(self.basis) && has(self.curveWatts) && size(self.curveWatts) == 11 && has(self.curveUncertaintyWatts) && size(self.curveUncertaintyWatts) == 11)",message="a ready model needs basis, idleWatts, fullLoadWatts and 11-point curveWatts and curveUncertaintyWatts"
 type PowerModel struct {
 	// ready is true when the curve can be used: fitted from enough samples
 	// over a wide enough utilization spread, or from a prior. A model that
@@ -550,96 +550,29 @@ type PowerModel struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	FitQualityBasisPoints *int32 `json:"fitQualityBasisPoints,omitempty"`
-	// curve is the power at 0%, 10% … 100% CPU, non-decreasing.
+	// curveWatts is the power at 0%, 10% … 100% CPU (11 values),
+	// non-decreasing.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=11
-	Curve []PowerCurvePoint `json:"curve,omitempty"`
-	// prior says where the prior came from, when the agent has one, e.g.
-	// "RAPL package limits 2 x 150W; Intel(R) Xeon(R) Gold 6248".
-	// +optional
-	// +kubebuilder:validation:MaxLength=256
-	Prior string `json:"prior,omitempty"`
-	// bins are the fit's state: the mean utilization and watts of every
-	// utilization bin with samples. The agent reads them back when it
-	// restarts; they are not meant for other readers.
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=1000000
+	CurveWatts []int32 `json:"curveWatts,omitempty"`
+	// curveUncertaintyWatts is how far off each point of curveWatts may
+	// be: the standard error of the samples it rests on, plus half of any
+	// step taken beyond them (along the prior's shape, or the outermost
+	// samples' slope).
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=101
-	Bins []PowerModelBin `json:"bins,omitempty"`
-	// gpu is what one of the node's GPUs draws idle and busy. Absent on
-	// nodes without GPUs.
+	// +kubebuilder:validation:MaxItems=11
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=1000000
+	CurveUncertaintyWatts []int32 `json:"curveUncertaintyWatts,omitempty"`
+	// prior says where the prior came from, when the agent has one, e.g.
+	// "RAPL package limits 150W+150W; Intel(R) Xeon(R) Gold 6248".
 	// +optional
-	GPU *GPUPowerModel `json:"gpu,omitempty"`
-}
-
-// PowerCurvePoint is the power curve at one utilization.
-type PowerCurvePoint struct {
-	// utilizationPercent is the CPU utilization, 0 to 100.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=100
-	UtilizationPercent int32 `json:"utilizationPercent"`
-	// watts is the node's power there.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=1000000
-	Watts int32 `json:"watts"`
-	// uncertaintyWatts is how far off watts may be: the standard error of
-	// the samples it rests on, plus half of any step taken beyond them.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=1000000
-	UncertaintyWatts int32 `json:"uncertaintyWatts"`
-}
-
-// PowerModelBin is one utilization bin of the power model's fit.
-type PowerModelBin struct {
-	// utilizationBasisPoints is the bin's mean CPU utilization, 0 to 10000.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=10000
-	UtilizationBasisPoints int32 `json:"utilizationBasisPoints"`
-	// milliwatts is the bin's mean power.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	Milliwatts int64 `json:"milliwatts"`
-	// stdDevMilliwatts is the standard deviation of its samples' power.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	StdDevMilliwatts int64 `json:"stdDevMilliwatts"`
-	// samples is the bin's weight (its samples, capped).
-	// +required
-	// +kubebuilder:validation:Minimum=1
-	Samples int32 `json:"samples"`
-}
-
-// GPUPowerModel is what one GPU of the node draws idle and busy, from NVML:
-// the mean over GPUs seen idle (utilization at most 5%) and over GPUs seen
-// busy (at least 80%), or the GPUs' enforced power limit for busy before a
-// busy GPU was seen (basis prior).
-type GPUPowerModel struct {
-	// basis is fitted once both idle and busy GPUs were seen, else prior.
-	// +required
-	Basis PowerModelBasis `json:"basis"`
-	// idleWatts is one idle GPU's power.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=100000
-	IdleWatts int32 `json:"idleWatts"`
-	// busyWatts is one busy GPU's power.
-	// +required
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=100000
-	BusyWatts int32 `json:"busyWatts"`
-	// idleSamples and busySamples are how many GPU readings each mean
-	// rests on (capped).
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	IdleSamples int32 `json:"idleSamples,omitempty"`
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	BusySamples int32 `json:"busySamples,omitempty"`
+	// +kubebuilder:validation:MaxLength=128
+	Prior string `json:"prior,omitempty"`
 }
 
 // ThermalModel is how the temperature of one sensor answers the node's

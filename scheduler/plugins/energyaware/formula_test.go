@@ -62,22 +62,28 @@ func TestCoolGPUs(t *testing.T) {
 var r740 = []int32{52, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}
 
 // curveNode is a 100-CPU node at 20 % CPU drawing 300 W, 100 of them its
-// GPUs', with the R740 curve (uncertainty per knot from unc), two GPUs
-// idle at 60 W and busy at 650 W, and a thermal model: 30°C + 0.2°C/W,
+// GPUs', with the R740 curve (uncertainty per knot from unc), one GPU busy
+// at 650 W and two idle at 60 W, and a thermal model: 30°C + 0.2°C/W,
 // limit 100°C.
 func curveNode(basis telemetryv1alpha1.PowerModelBasis, unc func(k int) int32) *telemetry.Node {
-	curve := make([]telemetryv1alpha1.PowerCurvePoint, len(r740))
-	for k, w := range r740 {
-		curve[k] = telemetryv1alpha1.PowerCurvePoint{UtilizationPercent: int32(k * 10), Watts: w, UncertaintyWatts: unc(k)}
+	uncs := make([]int32, len(r740))
+	for k := range uncs {
+		uncs[k] = unc(k)
+	}
+	busy, idle := func(i int32) telemetryv1alpha1.GPUStatus {
+		return telemetryv1alpha1.GPUStatus{Index: i, UUID: string(rune('a' + i)), PowerWatts: ptr.To[int32](650), UtilizationPercent: ptr.To[int32](97), PowerLimitWatts: ptr.To[int32](700)}
+	}, func(i int32) telemetryv1alpha1.GPUStatus {
+		return telemetryv1alpha1.GPUStatus{Index: i, UUID: string(rune('a' + i)), PowerWatts: ptr.To[int32](60), UtilizationPercent: ptr.To[int32](0), PowerLimitWatts: ptr.To[int32](700)}
 	}
 	return telemetry.FromStatus("n", &telemetryv1alpha1.NodeTelemetryStatus{
 		CPU: &telemetryv1alpha1.CPUStatus{LogicalCores: 100, OnlineCores: 100, UtilizationPercent: 20},
 		Power: &telemetryv1alpha1.PowerStatus{Watts: 300, GPUWatts: ptr.To[int32](100), Sources: []telemetryv1alpha1.PowerSource{"rapl", "nvml"},
-			Model: &telemetryv1alpha1.PowerModel{Ready: true, Basis: basis, IdleWatts: ptr.To[int32](52), FullLoadWatts: ptr.To[int32](457), Curve: curve,
-				GPU: &telemetryv1alpha1.GPUPowerModel{Basis: telemetryv1alpha1.PowerModelFitted, IdleWatts: 60, BusyWatts: 650}}},
+			Model: &telemetryv1alpha1.PowerModel{Ready: true, Basis: basis, IdleWatts: ptr.To[int32](52), FullLoadWatts: ptr.To[int32](457),
+				CurveWatts: r740, CurveUncertaintyWatts: uncs}},
 		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "pkg", HottestMilliCelsius: 70_000,
 			Model: &telemetryv1alpha1.ThermalModel{Sensor: "pkg", LimitMilliCelsius: 100_000, AmbientMilliCelsius: 30_000, MilliCelsiusPerWatt: 200, TimeConstantSeconds: 40, Samples: 300}},
-		GPUs: []telemetryv1alpha1.GPUStatus{{Index: 0, UUID: "a"}, {Index: 1, UUID: "b"}},
+		// One GPU busy at 650 W, two idle at 60 W.
+		GPUs: []telemetryv1alpha1.GPUStatus{busy(0), idle(1), idle(2)},
 	})
 }
 
@@ -101,7 +107,8 @@ func TestEstimatePod(t *testing.T) {
 	if why := tooHotPredicted(fitted, e, 15_000); why != want {
 		t.Errorf("reason:\n got %s\nwant %s", why, want)
 	}
-	// Two GPUs: + 2 x (650 - 60) W.
+	// Two GPUs: + 2 x (650 - 60) W, a busy GPU's power minus an idle one's
+	// on this node, not the average of all three.
 	if e := estimatePod(fitted, 20_000, 2, 10_000); e.mw != 54_000+1_180_000 {
 		t.Errorf("GPU pod: %d mW, want 1234000", e.mw)
 	}
