@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/status"
 	"github.com/telesched/telesched/agent/thermalmodel"
 )
 
@@ -12,7 +13,7 @@ import (
 // node, and is refused by another node or another version.
 func TestStateRoundTrip(t *testing.T) {
 	newSampler := func() *Sampler {
-		s, err := NewSampler(SamplerConfig{Interval: time.Second, PowerModel: powermodel.DefaultConfig(), ThermalModel: thermalmodel.DefaultConfig()})
+		s, err := NewSampler(SamplerConfig{Interval: time.Second, PowerModel: powermodel.DefaultConfig(), ThermalModel: thermalmodel.DefaultConfig(), Heat: status.DefaultHeatConfig()})
 		if err != nil {
 			t.Fatal(err)
 		}
