@@ -372,7 +372,7 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second
 		o.PowerModel.MinSamples = 8
-		// The sweep gives 20 samples of changing power; learn from them.
+		// The sweep gives 30 samples of changing power; learn from them.
 		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 12, 60
 		configure(o)
 		o.Complete()
@@ -415,14 +415,14 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 // telemetry (and the simulated nodes' power models).
 func (s *sandbox) calibrate(ctx context.Context) error {
 	s.printf("      sweeping the simulated nodes' load so each agent fits its power model; waiting for every node's telemetry\n")
-	// Each level is held two intervals, so samples see it and not only
-	// the moves between levels.
+	// Each level is held three intervals, so samples see it settled and
+	// not only the moves between levels.
 	steps := []float64{0.05, 0.2, 0.4, 0.6, 0.8, 0.6, 0.3, 0.1, 0.5, 0.7}
 	for _, u := range steps {
 		for _, n := range s.nodes {
 			n.Sweep(u)
 		}
-		if err := sleep(ctx, 2*s.opts.Interval); err != nil {
+		if err := sleep(ctx, 3*s.opts.Interval); err != nil {
 			return err
 		}
 	}
@@ -456,6 +456,9 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w; still missing: %s (see %s)", err, strings.Join(missing, ", "), s.logs.agents.Name())
 	}
+	// Peak temperatures count from here: the sweep's heat is not the
+	// scheduler's doing.
+	s.watch.update(func(*view) { clear(s.res.PeakCelsius) })
 	return nil
 }
 

@@ -43,10 +43,10 @@ const (
 	// SizedForCelsius: a node without its own celsiusPerWatt is cooled so
 	// that full load settles here at the default ambient.
 	SizedForCelsius            = 88.0
-	DefaultThermalTimeConstant = 4 * time.Second
+	DefaultThermalTimeConstant = 2 * time.Second
 	// DefaultLeakageWattsPerCelsius is the power added per °C above
 	// LeakageFromCelsius.
-	DefaultLeakageWattsPerCelsius = 0.4
+	DefaultLeakageWattsPerCelsius = 0.2
 	LeakageFromCelsius            = 40.0
 	GPUBusyUtilization            = 0.95
 	GPUIdleCelsius                = 32.0

@@ -58,17 +58,17 @@ func TestUtilizationAndWatts(t *testing.T) {
 		t.Errorf("utilization while sweeping = %v, want 0.9", got)
 	}
 	n.EndSweep()
-	// CPU: the line 100 + 200 × 0.5 = 200 W plus leakage 0.4 W/°C above
-	// 40°C, at T = 30 + 0.15 × P: T = (30 + 0.15 × (200 − 16)) / (1 −
-	// 0.06) = 61.28°C, P = 208.51 W. GPUs: one busy 50 + 350 × 0.95 =
+	// CPU: the line 100 + 200 × 0.5 = 200 W plus leakage 0.2 W/°C above
+	// 40°C, at T = 30 + 0.15 × P: T = (30 + 0.15 × (200 − 8)) / (1 −
+	// 0.03). GPUs: one busy 50 + 350 × 0.95 =
 	// 382.5, three idle 3 × 50 = 150.
-	wantT := (30 + 0.15*(200-0.4*40)) / (1 - 0.15*0.4)
-	wantP := 200 + 0.4*(wantT-40)
+	wantT := (30 + 0.15*(200-0.2*40)) / (1 - 0.15*0.2)
+	wantP := 200 + 0.2*(wantT-40)
 	if got := n.Spec.EstimatedWatts(0.5, 1); math.Abs(got-(wantP+382.5+150)) > 1e-3 {
 		t.Errorf("EstimatedWatts(0.5, 1) = %v, want %v", got, wantP+532.5)
 	}
-	if c, w := n.Spec.Steady(0.5, 10); math.Abs(c-(wantT+10/0.94)) > 1e-3 || w <= wantP {
-		t.Errorf("Steady with 10°C of fault heat = %.2f°C %.1f W, want %.2f°C and more power", c, w, wantT+10/0.94)
+	if c, w := n.Spec.Steady(0.5, 10); math.Abs(c-(wantT+10/0.97)) > 1e-3 || w <= wantP {
+		t.Errorf("Steady with 10°C of fault heat = %.2f°C %.1f W, want %.2f°C and more power", c, w, wantT+10/0.97)
 	}
 }
 
