@@ -99,14 +99,14 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 			s.model.Add(sample.CPUBusy, w)
 		}
 		if ok {
-			s.addThermal(now, thermal, w)
+			s.addThermal(now, sample.Thermal, thermal, w)
 		}
 		s.model.SetPrior(cpuPrior(p))
 		powerModel = status.PowerModel(s.model.Fit())
 	}
 	if thermal != nil {
 		if p, ok := s.thermalModel.Fit(); ok {
-			if limit, ok := sensorLimit(thermal, p.Sensor); ok {
+			if limit, ok := sensorLimit(sample.Thermal, p.Sensor); ok {
 				thermal.Model = status.ThermalModel(p, limit)
 			}
 		}

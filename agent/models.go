@@ -69,42 +69,52 @@ func (s *Sampler) Restore(st *telemetryv1alpha1.NodeTelemetryStatus) {
 
 // addThermal feeds the thermal model the sensor closest to its limit and
 // the node's power without its GPUs. The model keeps its sensor while that
-// sensor stays within stickyHeadroom of the closest one, so two sensors
-// that take turns (the packages of a two-socket node) do not restart it.
-func (s *Sampler) addThermal(now time.Time, th *telemetryv1alpha1.ThermalStatus, watts float64) {
-	if th == nil || th.HeadroomSensor == "" || th.HeadroomMilliCelsius == nil {
+// sensor stays within stickyHeadroom of the closest, so sensors that take
+// turns (the packages of a multi-socket node) do not restart it. It reads
+// every sensor of the sample, not only the few the status lists.
+func (s *Sampler) addThermal(now time.Time, sample *collector.Thermal, th *telemetryv1alpha1.ThermalStatus, watts float64) {
+	if sample == nil || th == nil || th.HeadroomSensor == "" || th.HeadroomMilliCelsius == nil {
 		return
 	}
 	name := th.HeadroomSensor
 	if cur := s.thermalModel.Sensor(); cur != "" && cur != name {
-		for _, sensor := range th.Sensors {
-			if sensor.Name == cur && sensor.LimitMilliCelsius != nil &&
-				*sensor.LimitMilliCelsius-sensor.MilliCelsius <= *th.HeadroomMilliCelsius+stickyHeadroomMilli {
+		if sn, ok := findSensor(sample, cur); ok {
+			if limit, _ := status.EffectiveLimit(sn); limit != nil && *limit-sn.MilliCelsius <= *th.HeadroomMilliCelsius+stickyHeadroomMilli {
 				name = cur
 			}
 		}
 	}
-	for _, sensor := range th.Sensors {
-		if sensor.Name == name {
-			s.thermalModel.Add(now, s.interval, sensor.Name, float64(sensor.MilliCelsius)/1000, watts)
-			return
+	if sn, ok := findSensor(sample, name); ok {
+		s.thermalModel.Add(now, s.interval, sn.Name, float64(sn.MilliCelsius)/1000, watts)
+	}
+}
+
+// findSensor is the sample's sensor of that name.
+func findSensor(t *collector.Thermal, name string) (collector.TempSensor, bool) {
+	if t == nil {
+		return collector.TempSensor{}, false
+	}
+	for _, sn := range t.Sensors {
+		if sn.Name == name {
+			return sn, true
 		}
 	}
+	return collector.TempSensor{}, false
+}
+
+// sensorLimit is the sample's sensor's effective limit.
+func sensorLimit(t *collector.Thermal, name string) (int64, bool) {
+	if sn, ok := findSensor(t, name); ok {
+		if limit, _ := status.EffectiveLimit(sn); limit != nil {
+			return *limit, true
+		}
+	}
+	return 0, false
 }
 
 // stickyHeadroomMilli is how much less close to its limit the modelled
 // sensor may be than the closest before the model moves to that one.
 const stickyHeadroomMilli = 3000
-
-// sensorLimit is a listed sensor's effective limit.
-func sensorLimit(th *telemetryv1alpha1.ThermalStatus, name string) (int64, bool) {
-	for _, sensor := range th.Sensors {
-		if sensor.Name == name && sensor.LimitMilliCelsius != nil {
-			return *sensor.LimitMilliCelsius, true
-		}
-	}
-	return 0, false
-}
 
 // priorIdleShare is the share of the RAPL limits the prior takes as idle
 // power. Once the node has samples only the prior's shape beyond them is
