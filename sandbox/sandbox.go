@@ -458,7 +458,14 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	}
 	// Peak temperatures count from here: the sweep's heat is not the
 	// scheduler's doing.
-	s.watch.update(func(*view) { clear(s.res.PeakCelsius) })
+	s.watch.update(func(v *view) {
+		clear(s.res.PeakCelsius)
+		for name, t := range v.telemetry {
+			if t.HasThermal {
+				s.res.PeakCelsius[name] = float64(t.HottestMilli) / 1000
+			}
+		}
+	})
 	return nil
 }
 
