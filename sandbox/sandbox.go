@@ -93,6 +93,10 @@ type Result struct {
 	// rejected a node on its predicted steady temperature.
 	PredictedHotPlacements []string
 	PredictionRejections   int
+	// AheadRefused: the heat-ahead pod, which would take a cool node past
+	// its limit - margin once it settles, was refused on its predicted
+	// temperature (false also when the fleet has no such node).
+	AheadRefused bool
 	// ProbeScheduledAfterCooling: the pod pinned to the heater was
 	// rejected while it was hot and bound once it cooled.
 	ProbeScheduledAfterCooling bool

@@ -24,6 +24,7 @@ const (
 	phaseGPU   = "gpu"
 	phaseHeat  = "during-heat"
 	phaseProbe = "probe"
+	phaseAhead = "heat-ahead"
 )
 
 // probePod is pinned to the heater: rejected while it is hot, scheduled
@@ -184,6 +185,10 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	}
 	s.printPlacements(phaseGPU)
 
+	if err := s.aheadPhase(ctx); err != nil {
+		return err
+	}
+
 	if s.res.Heater == "" {
 		s.printf("\n  heat: no node in this fleet has a fan fault; %d pods of 2 CPUs\n", len(w[phaseHeat]))
 		if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseHeat], 0); err != nil {
@@ -257,6 +262,92 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 		s.printf("    %s reported cool %.1fs after the repair began; %s scheduled on %s %.1fs later (%s), requeued by the telemetry update\n",
 			name, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
 	})
+	return nil
+}
+
+// aheadPod asks for enough CPUs to take a node past its limit - margin
+// once it settles, though the node is cool now and the pod fits its CPUs
+// and LoadAware's threshold.
+const aheadPod = "too-hot-later"
+
+// aheadMaxUtilization keeps the heat-ahead pod under LoadAware's 80 %
+// threshold, so only the thermal prediction can refuse it.
+const aheadMaxUtilization = 0.77
+
+// aheadTarget picks the CPU node (no GPUs, no fan fault) that a pod of the
+// fewest whole CPUs would take, by the simulation's physics, 3°C past its
+// limit - margin once it settles, within aheadMaxUtilization. False when
+// no node can be.
+func (s *sandbox) aheadTarget() (string, int, float64, bool) {
+	best, bestCPUs, bestC := "", 0, 0.0
+	for _, n := range s.sortedNodes() {
+		if len(n.Spec.GPUs) > 0 || n.Spec.Name == s.res.Heater {
+			continue
+		}
+		capacity := float64(n.Spec.Host.CPUs)
+		limit := float64(n.Spec.Host.CritMilliCelsius)/1000 - float64(thermalMarginMilli)/1000
+		u0 := n.Utilization()
+		for c := 1; (u0+float64(c)/capacity) <= aheadMaxUtilization; c++ {
+			if t, _ := n.Spec.Steady(u0+float64(c)/capacity, 0); t >= limit+3 {
+				if best == "" || c < bestCPUs {
+					best, bestCPUs, bestC = n.Spec.Name, c, t
+				}
+				break
+			}
+		}
+	}
+	return best, bestCPUs, bestC, best != ""
+}
+
+// aheadPhase places a pod, pinned to a cool node, that would take the node
+// past its limit - margin once it settles: EnergyAware's thermal model
+// must refuse it. The pod is then deleted.
+func (s *sandbox) aheadPhase(ctx context.Context) error {
+	name, cpus, settles, ok := s.aheadTarget()
+	if !ok {
+		s.printf("\n  heat ahead: no CPU node in this fleet would settle past its limit - %d°C under a pod within %.0f%% CPU; skipped\n",
+			thermalMarginMilli/1000, 100*aheadMaxUtilization)
+		return nil
+	}
+	s.read(func(v *view) {
+		s.printf("\n  heat ahead: %s asks for %d CPUs on %s (nodeSelector), cool now (%s);\n    with it the node would settle at %.1f°C (the simulation's physics)\n",
+			aheadPod, cpus, name, describe(v.telemetry[name]), settles)
+	})
+	pod := podSpec{name: aheadPod, phase: phaseAhead, cpu: fmt.Sprint(cpus), memory: "1Gi", nodeName: name}
+	if err := s.createPods(ctx, demoNamespace, "telesched", []podSpec{pod}, 0); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := s.watch.waitFor(waitCtx, aheadPod+" to be refused on its predicted temperature, or placed", func(v *view) bool {
+		if _, bound := v.bound[demoNamespace+"/"+aheadPod]; bound {
+			return true
+		}
+		for _, m := range s.res.Rejections[aheadPod] {
+			if strings.Contains(m, "predicted steady temperature") {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	s.read(func(v *view) {
+		if p, bound := v.bound[demoNamespace+"/"+aheadPod]; bound {
+			s.printf("    %s was placed on %s (%s)\n", aheadPod, p.Node, p.Why)
+			return
+		}
+		s.res.AheadRefused = len(s.res.Rejections[aheadPod]) > 0
+		s.printf("    %s refused:\n", aheadPod)
+		for _, m := range s.res.Rejections[aheadPod] {
+			s.printf("      %s\n", m)
+		}
+	})
+	zero := int64(0)
+	if err := s.kube.CoreV1().Pods(demoNamespace).Delete(ctx, aheadPod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return fmt.Errorf("deleting %s: %w", aheadPod, err)
+	}
 	return nil
 }
 
@@ -343,7 +434,7 @@ func (s *sandbox) summary() {
 		count := func(ps []Placement, node string) int {
 			n := 0
 			for _, p := range ps {
-				if p.Node == node && p.Phase != phaseProbe {
+				if p.Node == node && p.Phase != phaseProbe && p.Phase != phaseAhead {
 					n++
 				}
 			}
@@ -374,7 +465,7 @@ func (s *sandbox) summary() {
 		if len(res.PredictedHotPlacements) > 0 {
 			s.printf(" (%s)", strings.Join(res.PredictedHotPlacements, "; "))
 		}
-		s.printf("; nodes refused on their predicted steady temperature: %d times.\n", res.PredictionRejections)
+		s.printf("; nodes refused on their predicted steady temperature: %d times; %s refused: %v.\n", res.PredictionRejections, aheadPod, res.AheadRefused)
 		for _, p := range res.Placements {
 			if p.Phase == phaseGPU {
 				s.printf("  GPU pod: telesched put train-0 on %s, GPUs %v, %s.", p.Node, p.GPUs, alignment(p.GPUsAligned))

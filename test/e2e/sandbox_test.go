@@ -63,6 +63,12 @@ func TestSandboxScenario(t *testing.T) {
 		t.Errorf("no workload watts comparison: telesched %+v, default %+v", res.TeleschedWork, res.DefaultWork)
 	}
 
+	// The pod that would take the cool cpu-efficient past its limit - margin
+	// once it settles was refused with the prediction's numbers.
+	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); !res.AheadRefused || !strings.Contains(msgs, "predicted steady temperature of coretemp/Package id 0 with the pod") || !strings.Contains(msgs, "°C/W") {
+		t.Errorf("the heat-ahead pod was not refused on its predicted temperature: %q", msgs)
+	}
+
 	// No pod went where the node, with its pods, settles within the margin
 	// of its limit: counted on the simulation's own physics, not the
 	// agent's model.
