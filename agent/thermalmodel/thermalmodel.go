@@ -98,7 +98,21 @@ type Model struct {
 	// restored is a model published before a restart, used until the fit
 	// is ready again.
 	restored *Params
+	// misses counts consecutive samples the model mispredicted (see
+	// missCelsius); MaxMisses of them in a row withdraw it.
+	misses int
 }
+
+// A model that mispredicts the next sample by more than missCelsius (or
+// missResiduals times its own residual) MaxMisses times in a row no longer
+// describes the node (a fan failed or was repaired, a filter clogged): it
+// is dropped and learned afresh, and the node is judged on its temperature
+// until then.
+const (
+	missCelsius   = 1.5
+	missResiduals = 4
+	MaxMisses     = 5
+)
 
 // New returns an empty model; cfg must be valid.
 func New(cfg Config) (*Model, error) {
@@ -143,6 +157,16 @@ func (m *Model) Add(now time.Time, interval time.Duration, sensor string, celsiu
 	if gap := now.Sub(prevAt); gap <= 0 || gap > interval*3/2 {
 		return
 	}
+	if p, ok := m.Fit(); ok {
+		switch miss, drop := m.mispredicts(p, prevT, celsius, watts); {
+		case drop:
+			// Start afresh from this sample.
+			*m = Model{cfg: m.cfg, sensor: sensor, prevT: celsius, prevAt: now}
+			return
+		case miss:
+			return // held out: a model is not bent toward a change it does not describe
+		}
+	}
 	keep := 1 - 1/float64(m.cfg.Memory)
 	x := [3]float64{prevT, watts, 1}
 	for i := range 3 {
@@ -154,6 +178,22 @@ func (m *Model) Add(now time.Time, interval time.Duration, sensor string, celsiu
 	m.yy = keep*m.yy + celsius*celsius
 	m.pairs++
 	m.interval = interval
+}
+
+// mispredicts reports whether the model p predicted this sample badly
+// from the one before (miss), and whether MaxMisses came in a row (drop).
+func (m *Model) mispredicts(p Params, prevT, celsius, watts float64) (miss, drop bool) {
+	if m.interval <= 0 || p.TimeConstant <= 0 {
+		return false, false
+	}
+	a := math.Exp(-m.interval.Seconds() / p.TimeConstant.Seconds())
+	predicted := a*prevT + (1-a)*p.Steady(watts)
+	if math.Abs(celsius-predicted) <= math.Max(missCelsius, missResiduals*p.ResidualCelsius) {
+		m.misses = 0
+		return false, false
+	}
+	m.misses++
+	return true, m.misses >= MaxMisses
 }
 
 // Fit returns the model and whether it can be used: the fit's own once it

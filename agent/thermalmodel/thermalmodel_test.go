@@ -106,3 +106,48 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestFanFailure: when the node's cooling changes (a fan fails: +25°C at
+// the same power), the model stops predicting, is withdrawn after MaxMisses
+// samples, and is learned again with the new ambient.
+func TestFanFailure(t *testing.T) {
+	const interval = time.Second
+	cfg := DefaultConfig()
+	cfg.MinSamples, cfg.Memory = 20, 60
+	m, _ := New(cfg)
+	p := plant{ambient: 30, perWatt: 0.2, tau: 4 * time.Second, celsius: 30}
+	now := time.Unix(0, 0)
+	rng := rand.New(rand.NewPCG(9, 10))
+	step := func(watts float64) {
+		p.step(interval, watts)
+		now = now.Add(interval)
+		m.Add(now, interval, "pkg", p.celsius, watts)
+	}
+	watts := 150.0
+	for i := range 120 {
+		if i%5 == 0 {
+			watts = 100 + 200*rng.Float64()
+		}
+		step(watts)
+	}
+	if got, ok := m.Fit(); !ok || math.Abs(got.AmbientCelsius-30) > 0.5 {
+		t.Fatalf("before the failure: %+v, %v", got, ok)
+	}
+	p.ambient = 55 // the fan fails
+	withdrawn := -1
+	for i := range 120 {
+		if i%5 == 0 {
+			watts = 100 + 200*rng.Float64()
+		}
+		step(watts)
+		if _, ok := m.Fit(); !ok && withdrawn < 0 {
+			withdrawn = i + 1
+		}
+	}
+	if withdrawn < 0 || withdrawn > 2*MaxMisses {
+		t.Errorf("model withdrawn after %d samples of the failure, want within %d", withdrawn, 2*MaxMisses)
+	}
+	if got, ok := m.Fit(); !ok || math.Abs(got.AmbientCelsius-55) > 1 || math.Abs(got.CelsiusPerWatt-0.2) > 0.01 {
+		t.Errorf("after the failure: %+v, %v; want ambient 55°C, 0.2°C/W", got, ok)
+	}
+}

@@ -248,7 +248,9 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	// A previous view that was never stored or is stale proves nothing
 	// about why the pod was rejected.
 	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
-	predicts := cur.Models != nil && cur.Models.HasThermal
+	// A thermal model, now or before, may be why the pod was rejected, or
+	// its going may let it in: no shortcut then.
+	predicts := (cur.Models != nil && cur.Models.HasThermal) || (prev != nil && prev.Models != nil && prev.Models.HasThermal)
 	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
 		return fwk.QueueSkip, nil // usable before, and no GPU came clear
 	}

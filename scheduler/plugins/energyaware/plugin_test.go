@@ -153,6 +153,9 @@ func TestHint(t *testing.T) {
 		// node's power falls: 96°C, then 30 + 0.2 x (150 + 160) = 92°C.
 		{"predicted steady temperature fell", cpuPod("8"), modelled(status(60), 170), modelled(status(61), 150), fwk.Queue},
 		{"predicted steady temperature still too high", cpuPod("8"), modelled(status(60), 180), modelled(status(59), 170), fwk.QueueSkip},
+		// The agent withdrew a thermal model that stopped predicting (a fan
+		// was repaired): the node is judged on its temperature now.
+		{"thermal model withdrawn", cpuPod("8"), modelled(status(60), 170), status(61), fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
