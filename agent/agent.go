@@ -48,6 +48,9 @@ type Sampler struct {
 	conditions   []metav1.Condition
 	// adjusted is what Fit last changed, logged when it changes.
 	adjusted string
+	// hadThermalModel is whether the last sample published a thermal
+	// model; its coming and going are logged.
+	hadThermalModel bool
 }
 
 // SamplerConfig configures a Sampler.
@@ -110,6 +113,16 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 				thermal.Model = status.ThermalModel(p, limit)
 			}
 		}
+	}
+	if has := thermal != nil && thermal.Model != nil; has != s.hadThermalModel {
+		if has {
+			m := thermal.Model
+			klog.FromContext(ctx).Info("thermal model published", "sensor", m.Sensor, "ambientMilliCelsius", m.AmbientMilliCelsius,
+				"milliCelsiusPerWatt", m.MilliCelsiusPerWatt, "timeConstantSeconds", m.TimeConstantSeconds, "samples", m.Samples)
+		} else {
+			klog.FromContext(ctx).Info("thermal model withdrawn: it stopped predicting the sensor (or the sensor went away); relearning")
+		}
+		s.hadThermalModel = has
 	}
 	heat := s.heat.Update(thermal, sample.CPU)
 	st := status.Build(status.Input{

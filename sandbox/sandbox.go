@@ -376,7 +376,7 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second
 		o.PowerModel.MinSamples = 8
-		// The sweep gives 50 samples of changing power; learn from them.
+		// The ramp gives 48 samples of changing power; learn from them.
 		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 12, 60
 		configure(o)
 		o.Complete()
@@ -419,14 +419,14 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 // telemetry (and the simulated nodes' power models).
 func (s *sandbox) calibrate(ctx context.Context) error {
 	s.printf("      sweeping the simulated nodes' load so each agent fits its power model; waiting for every node's telemetry\n")
-	// Each level is held five intervals, so most samples see it settled
-	// and not the moves between levels: the simulated trees advance in
-	// quarter-interval steps, so a single sample's watts are off by up to a
-	// quarter, and a few per level would leave the curve's bins noisy.
-	steps := []float64{0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.6, 0.4, 0.2, 0.1}
-	for _, u := range steps {
+	// A ramp from 5 % to 80 % in 5-point steps, each held three
+	// intervals: the simulated trees advance in quarter-interval steps, so
+	// a sample's watts are off by up to a quarter of a step, and a sample
+	// that straddles two levels mixes neighbours on the curve, not far-off
+	// points. (A node that runs for days gives its agent far more.)
+	for i := 1; i <= calibrationLevels; i++ {
 		for _, n := range s.nodes {
-			n.Sweep(u)
+			n.Sweep(0.05 * float64(i))
 		}
 		if err := sleep(ctx, calibrationHold*s.opts.Interval); err != nil {
 			return err
@@ -475,8 +475,12 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	return nil
 }
 
-// calibrationHold is how many sampling intervals each sweep level is held.
-const calibrationHold = 5
+// The calibration ramp: calibrationLevels levels of 5 points each, held
+// calibrationHold sampling intervals.
+const (
+	calibrationLevels = 16
+	calibrationHold   = 3
+)
 
 // calibrationTimeout bounds the wait for every node's first telemetry.
 const calibrationTimeout = 90 * time.Second
