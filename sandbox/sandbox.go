@@ -418,7 +418,7 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 // range of utilization and becomes ready; then it waits for every node's
 // telemetry (and the simulated nodes' power models).
 func (s *sandbox) calibrate(ctx context.Context) error {
-	s.printf("      sweeping the simulated nodes' load so each agent fits its power model; waiting for every node's telemetry\n")
+	s.printf("      ramping the simulated nodes' load 5%% to 80%% (48 samples) so each agent learns its power curve and thermal model; waiting for every node's telemetry\n")
 	// A ramp from 5 % to 80 % in 5-point steps, each held three
 	// intervals: the simulated trees advance in quarter-interval steps, so
 	// a sample's watts are off by up to a quarter of a step, and a sample
