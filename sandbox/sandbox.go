@@ -376,8 +376,9 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second
 		o.PowerModel.MinSamples = 8
-		// The ramp gives 48 samples of changing power; learn from them.
-		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 12, 60
+		// The ramp gives 48 samples of changing power; learn from most
+		// of them.
+		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 30, 60
 		configure(o)
 		o.Complete()
 		if err := o.Validate(); err != nil {

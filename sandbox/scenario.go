@@ -270,6 +270,9 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 // and LoadAware's threshold.
 const aheadPod = "too-hot-later"
 
+// aheadModelWait bounds the wait for the target node's thermal model.
+const aheadModelWait = 60 * time.Second
+
 // aheadMaxUtilization keeps the heat-ahead pod under LoadAware's 80 %
 // threshold, so only the thermal prediction can refuse it.
 const aheadMaxUtilization = 0.77
@@ -307,6 +310,20 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 	if !ok {
 		s.printf("\n  heat ahead: no CPU node in this fleet would settle past its limit - %d°C under a pod within %.0f%% CPU; skipped\n",
 			thermalMarginMilli/1000, 100*aheadMaxUtilization)
+		return nil
+	}
+	// The phase is about the prediction: wait for the node's thermal model
+	// (an agent withdraws one that stopped predicting, and relearns it).
+	modelCtx, cancelModel := context.WithTimeout(ctx, aheadModelWait)
+	defer cancelModel()
+	if err := s.watch.waitFor(modelCtx, name+"'s thermal model", func(v *view) bool {
+		t := v.telemetry[name]
+		return t != nil && t.Models != nil && t.Models.HasThermal
+	}); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		s.printf("\n  heat ahead: %s published no thermal model within %v; skipped\n", name, aheadModelWait)
 		return nil
 	}
 	s.read(func(v *view) {

@@ -109,8 +109,8 @@ type Model struct {
 // is dropped and learned afresh, and the node is judged on its temperature
 // until then.
 const (
-	missCelsius   = 1.5
-	missResiduals = 4
+	missCelsius   = 2
+	missResiduals = 5
 	MaxMisses     = 5
 )
 
@@ -238,10 +238,15 @@ func (m *Model) fit() (Params, bool) {
 	return p, plausible(p)
 }
 
+// minCelsiusPerWatt is the least steady-state rise a modelled sensor can
+// have: 10 m°C per watt, 20°C at 2 kW. A fit below it found no link
+// between the node's power and the sensor.
+const minCelsiusPerWatt = 0.01
+
 // plausible bounds a model to physics: a sensor that warms with power,
 // settles within a day, and an ambient a data centre can have.
 func plausible(p Params) bool {
-	return p.CelsiusPerWatt > 0 && p.CelsiusPerWatt <= 10 &&
+	return p.CelsiusPerWatt >= minCelsiusPerWatt && p.CelsiusPerWatt <= 10 &&
 		p.TimeConstant > 0 && p.TimeConstant <= 24*time.Hour &&
 		p.AmbientCelsius >= -40 && p.AmbientCelsius <= 80 &&
 		!math.IsNaN(p.ResidualCelsius)
