@@ -104,13 +104,15 @@ type Model struct {
 }
 
 // A model that mispredicts the next sample by more than missCelsius (or
-// missResiduals times its own residual) MaxMisses times in a row no longer
+// missResiduals times its own residual, or missShareOfMove of the move it
+// predicted) MaxMisses times in a row no longer
 // describes the node (a fan failed or was repaired, a filter clogged): it
 // is dropped and learned afresh, and the node is judged on its temperature
 // until then.
 const (
-	missCelsius   = 2
-	missResiduals = 5
+	missCelsius     = 2
+	missResiduals   = 5
+	missShareOfMove = 0.5
 	MaxMisses     = 5
 )
 
@@ -188,7 +190,11 @@ func (m *Model) mispredicts(p Params, prevT, celsius, watts float64) (miss, drop
 	}
 	a := math.Exp(-m.interval.Seconds() / p.TimeConstant.Seconds())
 	predicted := a*prevT + (1-a)*p.Steady(watts)
-	if math.Abs(celsius-predicted) <= math.Max(missCelsius, missResiduals*p.ResidualCelsius) {
+	// Half the predicted move is tolerated too: while the sensor moves
+	// fast, a sample a little early or late is off by a share of the move,
+	// not because the model is wrong.
+	tolerance := max(missCelsius, missResiduals*p.ResidualCelsius, missShareOfMove*math.Abs(predicted-prevT))
+	if math.Abs(celsius-predicted) <= tolerance {
 		m.misses = 0
 		return false, false
 	}
