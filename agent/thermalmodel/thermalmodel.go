@@ -113,7 +113,7 @@ const (
 	missCelsius     = 2
 	missResiduals   = 5
 	missShareOfMove = 0.5
-	MaxMisses     = 5
+	MaxMisses       = 5
 )
 
 // New returns an empty model; cfg must be valid.
