@@ -93,10 +93,10 @@ type Result struct {
 	// rejected a node on its predicted steady temperature.
 	PredictedHotPlacements []string
 	PredictionRejections   int
-	// AheadRefused: the heat-ahead pod, which would take a cool node past
-	// its limit - margin once it settles, was refused on its predicted
-	// temperature (false also when the fleet has no such node).
-	AheadRefused bool
+	// AheadRan: the heat-ahead pod, which would take a cool node past its
+	// limit - margin once it settles, was created (its node had a thermal
+	// model); AheadRefused: it was refused on its predicted temperature.
+	AheadRan, AheadRefused bool
 	// ProbeScheduledAfterCooling: the pod pinned to the heater was
 	// rejected while it was hot and bound once it cooled.
 	ProbeScheduledAfterCooling bool
@@ -441,7 +441,7 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	waitCtx, cancel := context.WithTimeout(ctx, calibrationTimeout)
 	defer cancel()
 	var missing []string
-	err := s.watch.waitFor(waitCtx, "every node's NodeTelemetry, with power and thermal models on the simulated nodes", func(v *view) bool {
+	err := s.watch.waitFor(waitCtx, "every node's NodeTelemetry, with power models on the simulated nodes", func(v *view) bool {
 		missing = missing[:0]
 		if _, ok := v.telemetry[s.res.RealHost]; !ok {
 			missing = append(missing, s.res.RealHost+" (no NodeTelemetry)")
@@ -452,8 +452,6 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 				missing = append(missing, n.Spec.Name+" (no NodeTelemetry)")
 			case !t.ModelReady:
 				missing = append(missing, n.Spec.Name+" (power model not ready)")
-			case t.Models == nil || !t.Models.HasThermal:
-				missing = append(missing, n.Spec.Name+" (thermal model not ready)")
 			case t.SampleTime.Before(settled):
 				missing = append(missing, n.Spec.Name+" (no sample since the sweep)")
 			}
@@ -462,6 +460,25 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("%w; still missing: %s (see %s)", err, strings.Join(missing, ", "), s.logs.agents.Name())
+	}
+	// Thermal models: a node without one is judged on its temperature now,
+	// so the scenario goes on without it, and says so.
+	thermalCtx, cancelThermal := context.WithTimeout(ctx, thermalModelWait)
+	defer cancelThermal()
+	var noModel []string
+	if err := s.watch.waitFor(thermalCtx, "the simulated nodes' thermal models", func(v *view) bool {
+		noModel = noModel[:0]
+		for _, n := range s.sortedNodes() {
+			if t := v.telemetry[n.Spec.Name]; t == nil || t.Models == nil || !t.Models.HasThermal {
+				noModel = append(noModel, n.Spec.Name)
+			}
+		}
+		return len(noModel) == 0
+	}); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		s.printf("      no thermal model yet on %s: judged on their temperature now until their agents learn one\n", strings.Join(noModel, ", "))
 	}
 	// Peak temperatures count from here: the sweep's heat is not the
 	// scheduler's doing.
@@ -482,6 +499,10 @@ const (
 	calibrationLevels = 16
 	calibrationHold   = 3
 )
+
+// thermalModelWait bounds the wait for the simulated nodes' thermal
+// models after calibration.
+const thermalModelWait = 20 * time.Second
 
 // calibrationTimeout bounds the wait for every node's first telemetry.
 const calibrationTimeout = 90 * time.Second

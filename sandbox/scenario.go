@@ -331,6 +331,7 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 			aheadPod, cpus, name, describe(v.telemetry[name]), settles)
 	})
 	pod := podSpec{name: aheadPod, phase: phaseAhead, cpu: fmt.Sprint(cpus), memory: "1Gi", nodeName: name}
+	s.res.AheadRan = true
 	if err := s.createPods(ctx, demoNamespace, "telesched", []podSpec{pod}, 0); err != nil {
 		return err
 	}

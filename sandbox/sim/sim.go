@@ -43,7 +43,7 @@ const (
 	// SizedForCelsius: a node without its own celsiusPerWatt is cooled so
 	// that full load settles here at the default ambient.
 	SizedForCelsius            = 88.0
-	DefaultThermalTimeConstant = 2 * time.Second
+	DefaultThermalTimeConstant = 6 * time.Second
 	// DefaultLeakageWattsPerCelsius is the power added per °C above
 	// LeakageFromCelsius.
 	DefaultLeakageWattsPerCelsius = 0.2

