@@ -290,7 +290,7 @@ func (s *sandbox) aheadTarget() (string, int, float64, bool) {
 		capacity := float64(n.Spec.Host.CPUs)
 		limit := float64(n.Spec.Host.CritMilliCelsius)/1000 - float64(thermalMarginMilli)/1000
 		u0 := n.Utilization()
-		for c := 1; (u0+float64(c)/capacity) <= aheadMaxUtilization; c++ {
+		for c := 1; (u0 + float64(c)/capacity) <= aheadMaxUtilization; c++ {
 			if t, _ := n.Spec.Steady(u0+float64(c)/capacity, 0); t >= limit+3 {
 				if best == "" || c < bestCPUs {
 					best, bestCPUs, bestC = n.Spec.Name, c, t
