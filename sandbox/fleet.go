@@ -134,12 +134,8 @@ func ParseFleet(data []byte) ([]sim.NodeSpec, error) {
 
 func anyGPUNode(specs []sim.NodeSpec, want int) bool {
 	for _, s := range specs {
-		per := map[int]int{}
-		for _, g := range s.GPUs {
-			per[g.NUMANode]++
-			if per[g.NUMANode] >= want {
-				return true
-			}
+		if alignable(s, want) {
+			return true
 		}
 	}
 	return false
