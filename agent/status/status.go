@@ -214,7 +214,7 @@ func PowerModel(fit powermodel.Fit) *telemetryv1alpha1.PowerModel {
 		UtilizationSpreadPercent: int32(fit.SpreadPercent),
 	}
 	if fit.Prior != nil {
-		m.Prior = truncate(fit.Prior.Source, 128)
+		m.Prior = text.Truncate(fit.Prior.Source, 128)
 	}
 	if fit.Ready() {
 		m.IdleWatts = ptr.To(roundWatts(fit.IdleWatts()))
@@ -291,13 +291,6 @@ func ThermalParams(m *telemetryv1alpha1.ThermalModel) thermalmodel.Params {
 		Samples:         int(m.Samples),
 		ResidualCelsius: float64(m.ResidualMilliCelsius) / 1000,
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // roundWatts rounds to whole watts within the API's range.
