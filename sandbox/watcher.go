@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +43,34 @@ var (
 type view struct {
 	telemetry map[string]*telemetry.Node
 	bound     map[string]*Placement // namespace/pod
+	// baselineGPUs counts, per node and NUMA node, the GPUs the baseline's
+	// pods would hold, for their alignment (the baseline runs no pod).
+	baselineGPUs map[string]map[int]int
+	// samples are each node's latest NodeTelemetry versions, oldest
+	// first, and unjudged the demo pods bound while the watcher may not yet
+	// have seen every sample the scheduler had (see judgeBound).
+	samples  map[string][]sample
+	unjudged []boundPod
 }
+
+// sample is one NodeTelemetry version as the watcher saw it.
+type sample struct {
+	rv  int64 // the object's resourceVersion
+	hot bool
+	why string // describe()
+}
+
+// boundPod is a demo pod's binding, to be judged against the sample the
+// scheduler had when it bound it.
+type boundPod struct {
+	key, node string
+	rv        int64 // the pod's resourceVersion with spec.nodeName set
+	placement int   // index in Result.Placements
+}
+
+// samplesKept bounds the versions kept per node: a binding is judged once
+// a later version arrives, a few intervals at most.
+const samplesKept = 32
 
 // hot reports whether a node's telemetry has it too hot, by package heat's
 // definition with EnergyAware's default margin and absolute limit: its CPUs
@@ -69,7 +97,7 @@ type watcher struct {
 
 func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, res *Result) (*watcher, error) {
 	w := &watcher{nodes: nodes, res: res, heater: heater, changed: make(chan struct{}),
-		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}}}
+		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}, baselineGPUs: map[string]map[int]int{}, samples: map[string][]sample{}}}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -90,6 +118,11 @@ func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.N
 			if n, err := telemetry.Decode(u); err == nil {
 				w.update(func(v *view) {
 					v.telemetry[n.Name] = n
+					if rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64); err == nil {
+						h := append(v.samples[n.Name], sample{rv: rv, hot: hot(n), why: describe(n)})
+						v.samples[n.Name] = h[max(0, len(h)-samplesKept):]
+						w.judgeBound(v, false)
+					}
 					if n.HasThermal {
 						c := float64(n.HottestMilli) / 1000
 						w.res.PeakCelsius[n.Name] = max(w.res.PeakCelsius[n.Name], c)
@@ -183,8 +216,11 @@ func (w *watcher) onPod(obj any) {
 		p := &Placement{Pod: pod.Name, Phase: pod.Labels[phaseLabel], Node: pod.Spec.NodeName, At: time.Now()}
 		tel := v.telemetry[p.Node]
 		p.Why = describe(tel)
+		v.bound[key] = p
 		if pod.Namespace == demoNamespace {
-			if hot(tel) {
+			if rv, err := strconv.ParseInt(pod.ResourceVersion, 10, 64); err == nil {
+				v.unjudged = append(v.unjudged, boundPod{key: key, node: p.Node, rv: rv, placement: len(w.res.Placements)})
+			} else if hot(tel) {
 				w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
 			}
 			if n := w.nodes[p.Node]; n != nil {
@@ -201,18 +237,60 @@ func (w *watcher) onPod(obj any) {
 				}
 			}
 			w.res.Placements = append(w.res.Placements, *p)
+			w.judgeBound(v, false)
 		} else {
-			// The baseline does not run its pods; its GPU pod counts as
-			// aligned when its node has enough GPUs on one NUMA node.
+			// The baseline does not run its pods; a GPU pod counts as
+			// aligned when its node has enough GPUs left on one NUMA node
+			// after the baseline's earlier GPU pods there, taken as the
+			// simulation takes them.
 			if _, gpus := podRequests(pod); gpus > 0 {
 				if n := w.nodes[p.Node]; n != nil {
-					p.GPUsAligned = alignable(n.Spec, int(gpus))
+					if v.baselineGPUs[p.Node] == nil {
+						v.baselineGPUs[p.Node] = map[int]int{}
+					}
+					p.GPUsAligned = takeAligned(n.Spec, v.baselineGPUs[p.Node], int(gpus))
 				}
 			}
 			w.res.Baseline = append(w.res.Baseline, *p)
 		}
-		v.bound[key] = p
 	})
+}
+
+// judgeBound judges each demo pod's binding against the node's sample the
+// scheduler had when it bound it: the newest NodeTelemetry version written
+// before the binding (resourceVersions of one etcd are ordered). The
+// watcher's two informers can deliver a binding before the sample that
+// allowed it, so a binding waits until a later version of its node's
+// object has arrived, or until final (the summary), when the newest seen
+// counts. A pod bound while that sample had its node hot counts in
+// HotPlacements; its Why becomes that sample's.
+func (w *watcher) judgeBound(v *view, final bool) {
+	kept := v.unjudged[:0]
+	for _, b := range v.unjudged {
+		h := v.samples[b.node]
+		if !final && (len(h) == 0 || h[len(h)-1].rv < b.rv) {
+			kept = append(kept, b)
+			continue
+		}
+		var had *sample
+		for i := range h {
+			if h[i].rv < b.rv {
+				had = &h[i]
+			}
+		}
+		if had == nil {
+			continue // no telemetry before the binding: not a hot placement
+		}
+		p := &w.res.Placements[b.placement]
+		p.Why = had.why
+		if bp := v.bound[b.key]; bp != nil {
+			bp.Why = had.why
+		}
+		if had.hot {
+			w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
+		}
+	}
+	v.unjudged = kept
 }
 
 func (w *watcher) onPodDelete(obj any) {
@@ -271,16 +349,44 @@ func aligned(spec sim.NodeSpec, gpus []int) bool {
 	return true
 }
 
-// alignable reports whether a node has count GPUs on one NUMA node.
-func alignable(spec sim.NodeSpec, count int) bool {
-	per := map[int]int{}
-	for _, g := range spec.GPUs {
-		per[g.NUMANode]++
-		if per[g.NUMANode] >= count {
+// alignedSlots is how many pods of count GPUs each a node can hold with
+// every pod's GPUs on one NUMA node.
+func alignedSlots(spec sim.NodeSpec, count int) int {
+	if count <= 0 {
+		return 0
+	}
+	slots := 0
+	for _, n := range gpusPerNUMA(spec) {
+		slots += n / count
+	}
+	return slots
+}
+
+// takeAligned takes count GPUs on the lowest NUMA node that has that many
+// free (taken counts the GPUs held per NUMA node) and reports whether one
+// had; when none has, it takes nothing.
+func takeAligned(spec sim.NodeSpec, taken map[int]int, count int) bool {
+	per := gpusPerNUMA(spec)
+	numas := make([]int, 0, len(per))
+	for numa := range per {
+		numas = append(numas, numa)
+	}
+	sort.Ints(numas)
+	for _, numa := range numas {
+		if per[numa]-taken[numa] >= count {
+			taken[numa] += count
 			return true
 		}
 	}
 	return false
+}
+
+func gpusPerNUMA(spec sim.NodeSpec) map[int]int {
+	per := map[int]int{}
+	for _, g := range spec.GPUs {
+		per[g.NUMANode]++
+	}
+	return per
 }
 
 // describe is a node's telemetry in a few words.
