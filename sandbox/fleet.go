@@ -126,19 +126,14 @@ func ParseFleet(data []byte) ([]sim.NodeSpec, error) {
 	if faults > 1 {
 		return nil, fmt.Errorf("nodes[].fanFault: %d nodes have a fan fault; the scenario fails one fan at most", faults)
 	}
-	if !anyGPUNode(specs, 4) {
-		return nil, errors.New("nodes: the scenario's GPU pod needs a node with 4 GPUs on one NUMA node")
+	slots := 0
+	for _, s := range specs {
+		slots += alignedSlots(s, trainingGPUs)
+	}
+	if slots < trainingPods {
+		return nil, fmt.Errorf("nodes: the scenario's %d GPU pods need %d GPUs each on one NUMA node; the fleet has room for %d", trainingPods, trainingGPUs, slots)
 	}
 	return specs, nil
-}
-
-func anyGPUNode(specs []sim.NodeSpec, want int) bool {
-	for _, s := range specs {
-		if alignable(s, want) {
-			return true
-		}
-	}
-	return false
 }
 
 func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {

@@ -75,7 +75,9 @@ func TestFleetErrors(t *testing.T) {
 		{"base load", "nodes:\n" + node + "  baseUtilizationPercent: 120\n" + gpu, "nodes[0].baseUtilizationPercent"},
 		{"GPU type", "nodes:\n" + node + strings.Replace(gpu, "a100", "v100", 1), `nodes[1].gpus.type: "v100"`},
 		{"GPUs over NUMA", "nodes:\n" + node + strings.Replace(gpu, "perNUMA: 4", "perNUMA: 2", 1), "nodes[1].gpus.perNUMA"},
-		{"no GPU node for the GPU pod", "nodes:\n" + node, "GPU pod needs a node with 4 GPUs"},
+		{"no GPU node for the GPU pods", "nodes:\n" + node, "the fleet has room for 0"},
+		// 4 GPUs, 4 per NUMA node: one training pod fits, the second not.
+		{"room for one GPU pod", "nodes:\n" + node + strings.Replace(gpu, "count: 8", "count: 4", 1), "the fleet has room for 1"},
 		{"two fan faults", "nodes:\n" + node + "  fanFault: true\n  count: 2\n" + gpu, "2 nodes have a fan fault"},
 		{"duplicate name", "nodes:\n" + node + node + gpu, `node "nd" is named twice`},
 		{"time constant", "nodes:\n" + node + "  thermal: {timeConstant: soon}\n" + gpu, "nodes[0].thermal.timeConstant"},
@@ -93,5 +95,39 @@ func TestFleetErrors(t *testing.T) {
 	}
 	if _, err := ReadFleet("fleets/missing.yaml"); err == nil || !os.IsNotExist(err) && !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestTakeAligned: the baseline's GPU pods take GPUs on the lowest NUMA
+// node with enough free, as the simulation does, so a second pod on a node
+// is aligned only where the first left a whole NUMA node's worth.
+func TestTakeAligned(t *testing.T) {
+	eight, err := ParseFleet([]byte(`nodes:
+- name: g
+  cpus: 64
+  memory: 256Gi
+  numaNodes: 2
+  powerCurve: [50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150]
+  gpus: {type: a100, count: 8, perNUMA: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := eight[0]
+	if got := alignedSlots(spec, 4); got != 2 {
+		t.Errorf("alignedSlots(8 GPUs, 4 per NUMA node; pods of 4) = %d, want 2", got)
+	}
+	if got := alignedSlots(spec, 3); got != 2 { // 4/3 + 4/3 = 1 + 1
+		t.Errorf("alignedSlots(pods of 3) = %d, want 2", got)
+	}
+	taken := map[int]int{}
+	// 4 on NUMA 0, 4 on NUMA 1, then nothing left: the third is not aligned.
+	for i, want := range []bool{true, true, false} {
+		if got := takeAligned(spec, taken, 4); got != want {
+			t.Errorf("pod %d of 4 GPUs: aligned %v, want %v (taken %v)", i, got, want, taken)
+		}
+	}
+	if want := map[int]int{0: 4, 1: 4}; taken[0] != want[0] || taken[1] != want[1] || len(taken) != 2 {
+		t.Errorf("taken = %v, want %v", taken, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/scheduler/plugins/loadaware"
 )
 
 // phaseLabel names the scenario phase a pod belongs to.
@@ -49,12 +50,22 @@ func workload() map[string][]podSpec {
 	for i := range 24 {
 		w[phaseBurst] = append(w[phaseBurst], podSpec{name: fmt.Sprintf("burst-%02d", i), phase: phaseBurst, cpu: "1", memory: "1Gi"})
 	}
-	w[phaseGPU] = []podSpec{{name: "train-0", phase: phaseGPU, cpu: "16", memory: "64Gi", gpus: 4, singleNUMA: true}}
+	for i := range trainingPods {
+		w[phaseGPU] = append(w[phaseGPU], podSpec{name: fmt.Sprintf("train-%d", i), phase: phaseGPU, cpu: "16", memory: "64Gi", gpus: trainingGPUs, singleNUMA: true})
+	}
 	for i := range 8 {
 		w[phaseHeat] = append(w[phaseHeat], podSpec{name: fmt.Sprintf("api-%d", i), phase: phaseHeat, cpu: "2", memory: "2Gi"})
 	}
 	return w
 }
+
+// The GPU phase: trainingPods jobs of trainingGPUs GPUs each, each on one
+// NUMA node. Two jobs give a fleet with two kinds of GPU node a choice the
+// default profile makes by CPU and memory alone.
+const (
+	trainingPods = 2
+	trainingGPUs = 4
+)
 
 var phases = []string{phaseWeb, phaseBurst, phaseGPU, phaseHeat}
 
@@ -176,7 +187,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	}
 	s.printf("    telesched: %s\n    default:   %s\n", distribution(s.res.Placements, phaseBurst), distribution(s.res.Baseline, phaseBurst))
 
-	s.printf("\n  gpu: train-0 asks for 4 GPUs, 16 CPUs, 64Gi and %s: %s\n", config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
+	s.printf("\n  gpu: %d training pods, each asking for %d GPUs, 16 CPUs, 64Gi and %s: %s\n", len(w[phaseGPU]), trainingGPUs, config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
 	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseGPU], 0); err != nil {
 		return err
 	}
@@ -256,6 +267,18 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 	if err := s.waitBound(ctx, demoNamespace, []podSpec{probe}); err != nil {
 		return err
 	}
+	// Its binding is judged against the sample the scheduler had once the
+	// next sample of the node arrives (an interval).
+	if err := s.watch.waitFor(ctx, probePod+"'s binding to be judged", func(v *view) bool {
+		for _, b := range v.unjudged {
+			if b.key == demoNamespace+"/"+probePod {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return err
+	}
 	s.read(func(v *view) {
 		p := v.bound[demoNamespace+"/"+probePod]
 		s.res.ProbeScheduledAfterCooling = p.Node == name && p.At.After(hotAt)
@@ -263,6 +286,13 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 			name, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
 	})
 	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // aheadPod asks for enough CPUs to take a node past its limit - margin
@@ -326,6 +356,25 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 		s.printf("\n  heat ahead: %s published no thermal model within %v; skipped\n", name, aheadModelWait)
 		return nil
 	}
+	// The pod is sized to the node's load by the simulation; the scheduler
+	// also counts the pods placed there until a sample at least
+	// max(2 intervals, loadaware.MinReservationHold) after them retires
+	// them. Wait for that, so only the thermal prediction can refuse it.
+	var retiredBy time.Time
+	s.read(func(v *view) {
+		for _, p := range v.bound {
+			if p.Node == name {
+				retiredBy = maxTime(retiredBy, p.At)
+			}
+		}
+	})
+	retiredBy = retiredBy.Add(max(2*s.opts.Interval, loadaware.MinReservationHold) + s.opts.Interval)
+	if err := s.watch.waitFor(ctx, name+"'s reservations to retire", func(v *view) bool {
+		t := v.telemetry[name]
+		return t != nil && t.SampleTime.After(retiredBy)
+	}); err != nil {
+		return err
+	}
 	s.read(func(v *view) {
 		s.printf("\n  heat ahead: %s asks for %d CPUs on %s (nodeSelector), cool now (%s);\n    with it the node would settle at %.1f°C (the simulation's physics)\n",
 			aheadPod, cpus, name, describe(v.telemetry[name]), settles)
@@ -356,8 +405,14 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 			s.printf("    %s was placed on %s (%s)\n", aheadPod, p.Node, p.Why)
 			return
 		}
-		s.res.AheadRefused = len(s.res.Rejections[aheadPod]) > 0
-		s.printf("    %s refused:\n", aheadPod)
+		for _, m := range s.res.Rejections[aheadPod] {
+			s.res.AheadRefused = s.res.AheadRefused || strings.Contains(m, "predicted steady temperature")
+		}
+		if s.res.AheadRefused {
+			s.printf("    %s refused on its predicted temperature:\n", aheadPod)
+		} else {
+			s.printf("    %s NOT refused on its predicted temperature:\n", aheadPod)
+		}
 		for _, m := range s.res.Rejections[aheadPod] {
 			s.printf("      %s\n", m)
 		}
@@ -444,6 +499,7 @@ func (s *sandbox) work(ps []Placement) Work {
 }
 
 func (s *sandbox) summary() {
+	s.watch.update(func(v *view) { s.watch.judgeBound(v, true) })
 	s.read(func(v *view) {
 		res := s.res
 		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements, false), s.fleetWatts(res.Baseline, false)
@@ -483,27 +539,33 @@ func (s *sandbox) summary() {
 		if len(res.PredictedHotPlacements) > 0 {
 			s.printf(" (%s)", strings.Join(res.PredictedHotPlacements, "; "))
 		}
-		s.printf("; nodes refused on their predicted steady temperature: %d times; %s refused: %v.\n", res.PredictionRejections, aheadPod, res.AheadRefused)
-		for _, p := range res.Placements {
-			if p.Phase == phaseGPU {
-				s.printf("  GPU pod: telesched put train-0 on %s, GPUs %v, %s.", p.Node, p.GPUs, alignment(p.GPUsAligned))
-			}
-		}
-		for _, p := range res.Baseline {
-			if p.Phase == phaseGPU {
-				s.printf(" The default profile chose %s (%s).\n", p.Node, alignment(p.GPUsAligned))
-			}
-		}
+		s.printf("; nodes refused on their predicted steady temperature: %d times; %s refused on its prediction: %v.\n", res.PredictionRejections, aheadPod, res.AheadRefused)
+		s.printf("  GPU pods: telesched put %s; the default profile %s.\n", gpuPlacements(res.Placements), gpuPlacements(res.Baseline))
 		t, d := res.TeleschedWork, res.DefaultWork
 		s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' curves):\n", res.IdleWatts)
 		tw = newTable(s.opts.Out)
 		fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\n")
 		fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU))
-		fmt.Fprintf(tw, "    GPU pod (on top)\t%.0f W\t%.0f W\t%s\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU))
+		fmt.Fprintf(tw, "    GPU pods (on top)\t%.0f W\t%.0f W\t%s\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU))
 		fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()))
 		_ = tw.Flush()
 		s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W.\n", res.TeleschedWatts, res.DefaultWatts)
 	})
+}
+
+// gpuPlacements says where a placement put the GPU pods and whether each
+// got its GPUs on one NUMA node.
+func gpuPlacements(ps []Placement) string {
+	var out []string
+	for _, p := range ps {
+		if p.Phase == phaseGPU {
+			out = append(out, fmt.Sprintf("%s on %s (%s)", p.Pod, p.Node, alignment(p.GPUsAligned)))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // ratio is a / b to two places, "-" when b is not positive.

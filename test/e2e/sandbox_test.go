@@ -41,7 +41,7 @@ func TestSandboxScenario(t *testing.T) {
 		t.Errorf("the pinned pod's FailedScheduling events do not give the thermal numbers: %q", msgs)
 	}
 
-	// The busy node (86% CPU, threshold 80%) got no pod; the GPU pod got
+	// The busy node (86% CPU, threshold 80%) got no pod; each GPU pod got
 	// four GPUs on one NUMA node.
 	for _, p := range res.Placements {
 		if p.Node == "cpu-busy" {
@@ -51,12 +51,14 @@ func TestSandboxScenario(t *testing.T) {
 			t.Errorf("%s placed on the real host, which is tainted", p.Pod)
 		}
 	}
-	gpu, ok := res.PlacementOf("train-0")
-	if !ok || !gpu.GPUsAligned || len(gpu.GPUs) != 4 {
-		t.Errorf("train-0 = %+v, want 4 GPUs on one NUMA node", gpu)
+	for _, pod := range []string{"train-0", "train-1"} {
+		gpu, ok := res.PlacementOf(pod)
+		if !ok || !gpu.GPUsAligned || len(gpu.GPUs) != 4 {
+			t.Errorf("%s = %+v, want 4 GPUs on one NUMA node", pod, gpu)
+		}
 	}
-	if len(res.Placements) != 42 || len(res.Baseline) != 41 {
-		t.Errorf("%d telesched and %d baseline placements, want 42 (41 + the pinned pod) and 41", len(res.Placements), len(res.Baseline))
+	if len(res.Placements) != 43 || len(res.Baseline) != 42 {
+		t.Errorf("%d telesched and %d baseline placements, want 43 (42 + the pinned pod) and 42", len(res.Placements), len(res.Baseline))
 	}
 	if res.TeleschedWatts <= 0 || res.DefaultWatts <= 0 || res.TeleschedWork.Total() <= 0 || res.DefaultWork.Total() <= 0 ||
 		res.TeleschedWork.GPU <= 0 || !strings.Contains(out.String(), "Workload watts") {
@@ -97,7 +99,7 @@ func TestSandboxScenario(t *testing.T) {
 		f := strings.Fields(line)
 		rows[f[0]] = f
 	}
-	for node, gpus := range map[string]string{"gpu-a100x8": "8/8", "gpu-h100x4": "4/4", "cpu-efficient": "n/a"} {
+	for node, gpus := range map[string]string{"gpu-a100x8": "8/8", "gpu-h100x8": "8/8", "cpu-efficient": "n/a"} {
 		r := rows[node]
 		if len(r) != 7 || !strings.HasSuffix(r[3], "°C") || !strings.HasSuffix(r[4], "W") || r[5] != gpus {
 			t.Errorf("row %s = %v, want a temperature, watts and GPUS %s", node, r, gpus)

@@ -11,9 +11,9 @@ import (
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// minReservationHold is the shortest time a reservation counts toward its
+// MinReservationHold is the shortest time a reservation counts toward its
 // node, however short the node's sampling interval.
-const minReservationHold = 10 * time.Second
+const MinReservationHold = 10 * time.Second
 
 // maxReservationAge bounds a reservation's life when no new sample comes to
 // retire it (an agent that stopped): its pod is running or gone by then,
@@ -102,7 +102,7 @@ func (r *Reservations) observe(name string, _, cur *telemetry.Node) {
 		r.setLoad(name, loadOf(cur, 0, 0))
 		return
 	}
-	hold := max(2*cur.Interval, minReservationHold)
+	hold := max(2*cur.Interval, MinReservationHold)
 	cpu, mem := e.cpuMilli.Load(), e.memoryBytes.Load()
 	retired := false
 	for uid, res := range r.pods[name] {
