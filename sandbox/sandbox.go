@@ -351,10 +351,10 @@ func (s *sandbox) createNode(ctx context.Context, name string, labels map[string
 func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 	agentCtx, cancel := context.WithCancel(ctx)
 	s.stops = append(s.stops, func() { cancel(); s.agents.Wait() })
-	// The simulated trees advance on their own clock, simSteps times per
-	// sampling interval.
+	// The simulated trees advance on their own clock,
+	// sim.StepsPerInterval times per sampling interval.
 	go func() {
-		t := time.NewTicker(s.opts.Interval / simSteps)
+		t := time.NewTicker(s.opts.Interval / sim.StepsPerInterval)
 		defer t.Stop()
 		for {
 			select {
@@ -422,8 +422,8 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 func (s *sandbox) calibrate(ctx context.Context) error {
 	s.printf("      ramping the simulated nodes' load 5%% to 80%% (48 samples) so each agent learns its power curve and thermal model; waiting for every node's telemetry\n")
 	// A ramp from 5 % to 80 % in 5-point steps, each held three
-	// intervals: the simulated trees advance in simSteps steps an
-	// interval, so a sample's watts are off by up to a step's, and a sample
+	// intervals: the simulated trees advance in sim.StepsPerInterval
+	// steps an interval, so a sample's watts are off by up to a step's, and a sample
 	// that straddles two levels mixes neighbours on the curve, not far-off
 	// points. (A node that runs for days gives its agent far more.)
 	for i := 1; i <= calibrationLevels; i++ {
@@ -493,16 +493,6 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 	})
 	return nil
 }
-
-// simSteps is how many times per sampling interval the simulated trees
-// advance. An agent divides a RAPL counter's change by the time between
-// its reads, as it must on hardware, whose counters move every
-// millisecond; a simulated counter moves only at a step, so a sample's
-// watts are off by up to one step's energy at each end of its window: a
-// quarter of the watts at 4 steps (samples of a node at steady load read
-// 144 to 191 W then, and the curves learned from them were off by tens of
-// watts), a twentieth at 20.
-const simSteps = 20
 
 // The calibration ramp: calibrationLevels levels of 5 points each, held
 // calibrationHold sampling intervals.

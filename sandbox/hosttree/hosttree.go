@@ -197,9 +197,11 @@ func (h *Host) SetTemperature(milli int64) {
 // Advance moves every counter forward by the time since the last call and
 // rewrites the files that change: /proc/stat, meminfo, NUMA meminfo,
 // temperatures and RAPL energy.
-func (h *Host) Advance() error {
+func (h *Host) Advance() error { return h.AdvanceTo(time.Now()) }
+
+// AdvanceTo is Advance with the time given: to now from the last call.
+func (h *Host) AdvanceTo(now time.Time) error {
 	h.mu.Lock()
-	now := time.Now()
 	dt := now.Sub(h.last).Seconds()
 	h.last = now
 	u, temp, spec := h.utilization, h.tempMilli, h.spec
