@@ -30,9 +30,10 @@ func main() {
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-sandbox starts a local control plane, registers this machine and
 %d simulated nodes (or the fleet of --fleet), each read by the real telesched agent, runs the real
-telesched-scheduler and a scenario: web pods, a burst, a GPU training pod that
-needs one NUMA node, and a node that overheats and recovers. It prints the
-NodeTelemetry table, where every pod went and why, and a summary.
+telesched-scheduler and a scenario: web pods, a burst, two 4-GPU training pods
+that each need one NUMA node, a pod that would overheat a cool node once it
+settled, and a node that overheats and recovers. It prints the NodeTelemetry
+table, where every pod went and why, and a summary of each profile's watts.
 
 Usage:
   telesched-sandbox [flags]
