@@ -329,7 +329,7 @@ func TestNodeTelemetryValidation(t *testing.T) {
 		{
 			name:    "ready power model without watts",
 			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Model.IdleWatts = nil },
-			wantErr: []string{"status.power.model", "a ready model needs idleWatts and fullLoadWatts"},
+			wantErr: []string{"status.power.model", "a ready model needs basis, idleWatts, fullLoadWatts and 11-point curveWatts"},
 		},
 		{
 			name:    "interval of 0 seconds",
@@ -401,7 +401,7 @@ func TestNodeTelemetryExplain(t *testing.T) {
 		{field: "status.sampleTime", want: "sampleTime is when the agent took this sample"},
 		{field: "status.thermal.hottestMilliCelsius", want: "hottestMilliCelsius is the hottest sensor's temperature"},
 		{field: "status.power.sources", want: "sources are where watts came from"},
-		{field: "status.power.model.idleWatts", want: "idleWatts is the fitted power at 0% CPU"},
+		{field: "status.power.model.idleWatts", want: "idleWatts is the curve at 0% CPU"},
 		{field: "status.gpus.health.healthy", want: "healthy is false when the GPU should not be given new work"},
 		{field: "status.numa.distances", want: "distances are the ACPI SLIT distances"},
 	} {
