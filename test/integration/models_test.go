@@ -54,7 +54,7 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 	hostCtx, stopHost := context.WithCancel(ctx)
 	defer stopHost()
 	go func() {
-		tick := time.NewTicker(interval / 4)
+		tick := time.NewTicker(interval / sim.StepsPerInterval)
 		defer tick.Stop()
 		for {
 			select {
