@@ -422,10 +422,10 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 func (s *sandbox) calibrate(ctx context.Context) error {
 	s.printf("      ramping the simulated nodes' load 5%% to 80%% (48 samples) so each agent learns its power curve and thermal model; waiting for every node's telemetry\n")
 	// A ramp from 5 % to 80 % in 5-point steps, each held three
-	// intervals: the simulated trees advance in sim.StepsPerInterval
-	// steps an interval, so a sample's watts are off by up to a step's, and a sample
-	// that straddles two levels mixes neighbours on the curve, not far-off
-	// points. (A node that runs for days gives its agent far more.)
+	// intervals: the simulated trees advance sim.StepsPerInterval times
+	// an interval, so a sample's watts are off by up to a step's, and a
+	// sample that straddles two levels mixes neighbours on the curve, not
+	// far-off points. (A node that runs for days gives its agent far more.)
 	for i := 1; i <= calibrationLevels; i++ {
 		for _, n := range s.nodes {
 			n.Sweep(0.05 * float64(i))

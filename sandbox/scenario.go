@@ -288,13 +288,6 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 	return nil
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // aheadPod asks for enough CPUs to take a node past its limit - margin
 // once it settles, though the node is cool now and the pod fits its CPUs
 // and LoadAware's threshold.
@@ -363,8 +356,8 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 	var retiredBy time.Time
 	s.read(func(v *view) {
 		for _, p := range v.bound {
-			if p.Node == name {
-				retiredBy = maxTime(retiredBy, p.At)
+			if p.Node == name && p.At.After(retiredBy) {
+				retiredBy = p.At
 			}
 		}
 	})
