@@ -43,9 +43,9 @@ var (
 type view struct {
 	telemetry map[string]*telemetry.Node
 	bound     map[string]*Placement // namespace/pod
-	// baselineGPUs counts, per node and NUMA node, the GPUs the baseline's
-	// pods would hold, for their alignment (the baseline runs no pod).
-	baselineGPUs map[string]map[int]int
+	// baselineGPUs marks, per node, the GPUs the baseline's pods would
+	// hold, for their alignment (the baseline runs no pod).
+	baselineGPUs map[string][]bool
 	// samples are each node's latest NodeTelemetry versions, oldest
 	// first, and unjudged the demo pods bound while the watcher may not yet
 	// have seen every sample the scheduler had (see judgeBound).
@@ -97,7 +97,7 @@ type watcher struct {
 
 func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, res *Result) (*watcher, error) {
 	w := &watcher{nodes: nodes, res: res, heater: heater, changed: make(chan struct{}),
-		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}, baselineGPUs: map[string]map[int]int{}, samples: map[string][]sample{}}}
+		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}, baselineGPUs: map[string][]bool{}, samples: map[string][]sample{}}}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -239,16 +239,15 @@ func (w *watcher) onPod(obj any) {
 			w.res.Placements = append(w.res.Placements, *p)
 			w.judgeBound(v, false)
 		} else {
-			// The baseline does not run its pods; a GPU pod counts as
-			// aligned when its node has enough GPUs left on one NUMA node
-			// after the baseline's earlier GPU pods there, taken as the
-			// simulation takes them.
+			// The baseline does not run its pods; its GPU pods take the
+			// GPUs the simulation would give them, after the baseline's
+			// earlier GPU pods on the node.
 			if _, gpus := podRequests(pod); gpus > 0 {
 				if n := w.nodes[p.Node]; n != nil {
 					if v.baselineGPUs[p.Node] == nil {
-						v.baselineGPUs[p.Node] = map[int]int{}
+						v.baselineGPUs[p.Node] = make([]bool, len(n.Spec.GPUs))
 					}
-					p.GPUsAligned = takeAligned(n.Spec, v.baselineGPUs[p.Node], int(gpus))
+					p.GPUsAligned = aligned(n.Spec, sim.TakeGPUs(n.Spec, v.baselineGPUs[p.Node], int(gpus)))
 				}
 			}
 			w.res.Baseline = append(w.res.Baseline, *p)
@@ -360,25 +359,6 @@ func alignedSlots(spec sim.NodeSpec, count int) int {
 		slots += n / count
 	}
 	return slots
-}
-
-// takeAligned takes count GPUs on the lowest NUMA node that has that many
-// free (taken counts the GPUs held per NUMA node) and reports whether one
-// had; when none has, it takes nothing.
-func takeAligned(spec sim.NodeSpec, taken map[int]int, count int) bool {
-	per := gpusPerNUMA(spec)
-	numas := make([]int, 0, len(per))
-	for numa := range per {
-		numas = append(numas, numa)
-	}
-	sort.Ints(numas)
-	for _, numa := range numas {
-		if per[numa]-taken[numa] >= count {
-			taken[numa] += count
-			return true
-		}
-	}
-	return false
 }
 
 func gpusPerNUMA(spec sim.NodeSpec) map[int]int {

@@ -242,14 +242,20 @@ func (n *Node) RemovePod(uid types.UID) {
 }
 
 // takeGPUs picks free GPUs, all on one NUMA node when one has enough.
-func (n *Node) takeGPUs(count int) []int {
+func (n *Node) takeGPUs(count int) []int { return TakeGPUs(n.Spec, n.gpuBusy, count) }
+
+// TakeGPUs picks count of a node's GPUs not marked in busy (indexed like
+// spec.GPUs), all on the lowest NUMA node that has enough free, else the
+// lowest free ones, as the kubelet's topology manager would; it marks them
+// busy and returns them.
+func TakeGPUs(spec NodeSpec, busy []bool, count int) []int {
 	if count <= 0 {
 		return nil
 	}
 	free := map[int][]int{}
 	var numaIDs []int
-	for i, g := range n.Spec.GPUs {
-		if !n.gpuBusy[i] {
+	for i, g := range spec.GPUs {
+		if !busy[i] {
 			if _, ok := free[g.NUMANode]; !ok {
 				numaIDs = append(numaIDs, g.NUMANode)
 			}
@@ -274,7 +280,7 @@ func (n *Node) takeGPUs(count int) []int {
 		}
 	}
 	for _, g := range taken {
-		n.gpuBusy[g] = true
+		busy[g] = true
 	}
 	return taken
 }
@@ -334,8 +340,8 @@ func (n *Node) Celsius() float64 {
 // every millisecond; a simulated counter moves only at a step, so a
 // sample's watts can be off by one step's energy: by a quarter at 4 steps
 // an interval (a node at steady load read 144 to 191 W, and the curves its
-// agent learned carried 50-95 W of uncertainty), by a twentieth at 20
-// (TestSampledWattsAtAnyPhase).
+// agent learned carried 13-128 W of uncertainty at 20-80 %), by a
+// twentieth at 20 (TestSampledWattsAtAnyPhase).
 const StepsPerInterval = 20
 
 // Step advances the model by the time since the last step and rewrites the
