@@ -352,8 +352,11 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 	agentCtx, cancel := context.WithCancel(ctx)
 	s.stops = append(s.stops, func() { cancel(); s.agents.Wait() })
 	// The simulated trees advance on their own clock,
-	// sim.StepsPerInterval times per sampling interval.
+	// sim.StepsPerInterval times per sampling interval. The stop waits
+	// for this goroutine too: the trees are removed after it.
+	s.agents.Add(1)
 	go func() {
+		defer s.agents.Done()
 		t := time.NewTicker(s.opts.Interval / sim.StepsPerInterval)
 		defer t.Stop()
 		for {

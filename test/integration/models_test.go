@@ -51,9 +51,14 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stepping goroutine writes into the host tree: it must be gone
+	// before t.TempDir's cleanup removes the tree (a write racing the
+	// removal leaves "directory not empty").
 	hostCtx, stopHost := context.WithCancel(ctx)
-	defer stopHost()
+	stepped := make(chan struct{})
+	defer func() { stopHost(); <-stepped }()
 	go func() {
+		defer close(stepped)
 		tick := time.NewTicker(interval / sim.StepsPerInterval)
 		defer tick.Stop()
 		for {
