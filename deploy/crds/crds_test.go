@@ -20,7 +20,7 @@ func TestLoad(t *testing.T) {
 	for _, d := range defs {
 		names = append(names, d.Name)
 	}
-	if got, want := strings.Join(names, ","), "nodetelemetries.telemetry.telesched.io"; got != want {
+	if got, want := strings.Join(names, ","), "nodetelemetries.telemetry.telesched.io,powerbudgets.telemetry.telesched.io"; got != want {
 		t.Errorf("embedded CRDs = %q, want %q", got, want)
 	}
 }

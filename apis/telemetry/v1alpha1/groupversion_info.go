@@ -31,7 +31,7 @@ func Resource(resource string) schema.GroupResource {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &NodeTelemetry{}, &NodeTelemetryList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &NodeTelemetry{}, &NodeTelemetryList{}, &PowerBudget{}, &PowerBudgetList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }
