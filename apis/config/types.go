@@ -138,3 +138,20 @@ type EnergyAwareArgs struct {
 	// not zero together with PowerWeight.
 	ThermalWeight int32
 }
+
+// PowerBudgetArgs are the arguments of the PowerBudget plugin, which keeps
+// every power domain (a PowerBudget: a rack, a PDU) under its watt budget
+// and scores nodes by their domains' headroom.
+//
+// +kubebuilder:object:root=true
+type PowerBudgetArgs struct {
+	metav1.TypeMeta
+
+	// TelemetryMaxAge: a node whose telemetry the scheduler saw longer ago
+	// than this has no power telemetry, and counts by its budget's
+	// unmeteredNodeWatts. Greater than zero.
+	TelemetryMaxAge time.Duration
+	// GPUResourceName is the extended resource that counts a pod's GPUs,
+	// for their marginal power; keep it equal to TopologyFit's.
+	GPUResourceName string
+}

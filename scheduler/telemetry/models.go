@@ -75,6 +75,39 @@ func (m *Models) CurveAt(u float64) (watts, uncertainty float64, ok bool) {
 	return m.Watts[i] + (m.Watts[i+1]-m.Watts[i])*t, m.Uncertainty[i] + (m.Uncertainty[i+1]-m.Uncertainty[i])*t, true
 }
 
+// MarginalWatts is the power pods of cpuMilli add to the node, on which
+// pods of reservedCPUMilli were placed since its sample: its power curve at
+// the estimated load (measured utilization plus the reserved pods) with
+// them, minus without. upper adds the uncertainty the step adds to the
+// curve's. ok is false when the node has no watts, no CPU count or no
+// curve.
+func (n *Node) MarginalWatts(cpuMilli, reservedCPUMilli int64) (mean, upper float64, ok bool) {
+	if !n.HasPower || !n.HasCPU || n.LogicalCores <= 0 {
+		return 0, 0, false
+	}
+	capacity := float64(n.LogicalCores) * 1000
+	u0 := float64(n.CPUPercent)/100 + float64(reservedCPUMilli)/capacity
+	w0, unc0, ok := n.Models.CurveAt(u0)
+	if !ok {
+		return 0, 0, false
+	}
+	w1, unc1, _ := n.Models.CurveAt(u0 + float64(cpuMilli)/capacity)
+	return w1 - w0, w1 - w0 + max(0, unc1-unc0), true
+}
+
+// GPUMarginalWatts is what gpus busy GPUs add to the node: a busy GPU's
+// power less an idle one's each, by its GPU model, or the node's mean GPU
+// watts without one; 0 on a node without GPUs.
+func (n *Node) GPUMarginalWatts(gpus int64) float64 {
+	if gpus <= 0 || len(n.GPUs) == 0 {
+		return 0
+	}
+	if m := n.Models; m != nil && m.GPUBasis != BasisNone {
+		return max(0, m.GPUBusyWatts-m.GPUIdleWatts) * float64(gpus)
+	}
+	return float64(n.GPUWatts) / float64(len(n.GPUs)) * float64(gpus)
+}
+
 // GPU utilization bounds: a GPU at most IdleGPUPercent busy counts as idle,
 // one at least BusyGPUPercent busy as busy.
 const (

@@ -46,8 +46,18 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
-	return s.AddConversionFunc((*config.EnergyAwareArgs)(nil), (*EnergyAwareArgs)(nil), func(a, b any, scope conversion.Scope) error {
+	if err := s.AddConversionFunc((*config.EnergyAwareArgs)(nil), (*EnergyAwareArgs)(nil), func(a, b any, scope conversion.Scope) error {
 		return Convert_config_EnergyAwareArgs_To_v1_EnergyAwareArgs(a.(*config.EnergyAwareArgs), b.(*EnergyAwareArgs), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*PowerBudgetArgs)(nil), (*config.PowerBudgetArgs)(nil), func(a, b any, scope conversion.Scope) error {
+		return Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs(a.(*PowerBudgetArgs), b.(*config.PowerBudgetArgs), scope)
+	}); err != nil {
+		return err
+	}
+	return s.AddConversionFunc((*config.PowerBudgetArgs)(nil), (*PowerBudgetArgs)(nil), func(a, b any, scope conversion.Scope) error {
+		return Convert_config_PowerBudgetArgs_To_v1_PowerBudgetArgs(a.(*config.PowerBudgetArgs), b.(*PowerBudgetArgs), scope)
 	})
 }
 
@@ -186,5 +196,34 @@ func DefaultEnergyAwareArgs() *config.EnergyAwareArgs {
 	SetDefaults_EnergyAwareArgs(&in)
 	out := &config.EnergyAwareArgs{}
 	_ = Convert_v1_EnergyAwareArgs_To_config_EnergyAwareArgs(&in, out, nil) // never fails
+	return out
+}
+
+// Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs converts
+// PowerBudgetArgs to their internal form.
+func Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs(in *PowerBudgetArgs, out *config.PowerBudgetArgs, _ conversion.Scope) error {
+	out.TelemetryMaxAge = 0
+	if in.TelemetryMaxAge != nil {
+		out.TelemetryMaxAge = in.TelemetryMaxAge.Duration
+	}
+	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
+	return nil
+}
+
+// Convert_config_PowerBudgetArgs_To_v1_PowerBudgetArgs converts
+// PowerBudgetArgs to their v1 form.
+func Convert_config_PowerBudgetArgs_To_v1_PowerBudgetArgs(in *config.PowerBudgetArgs, out *PowerBudgetArgs, _ conversion.Scope) error {
+	out.TelemetryMaxAge = &metav1.Duration{Duration: in.TelemetryMaxAge}
+	out.GPUResourceName = ptr.To(in.GPUResourceName)
+	return nil
+}
+
+// DefaultPowerBudgetArgs returns internal PowerBudgetArgs with every field
+// at its default; see DefaultLoadAwareArgs.
+func DefaultPowerBudgetArgs() *config.PowerBudgetArgs {
+	var in PowerBudgetArgs
+	SetDefaults_PowerBudgetArgs(&in)
+	out := &config.PowerBudgetArgs{}
+	_ = Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs(&in, out, nil) // never fails
 	return out
 }

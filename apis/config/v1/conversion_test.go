@@ -108,6 +108,15 @@ func TestConversionRoundTrip(t *testing.T) {
 				ThermalWeight:            60,
 			},
 		},
+		{
+			name: "PowerBudgetArgs",
+			in: &PowerBudgetArgs{
+				TelemetryMaxAge: &metav1.Duration{Duration: 45 * time.Second},
+				GPUResourceName: ptr.To("amd.com/gpu"),
+			},
+			internal: &config.PowerBudgetArgs{},
+			want:     &config.PowerBudgetArgs{TelemetryMaxAge: 45 * time.Second, GPUResourceName: "amd.com/gpu"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,6 +213,11 @@ func TestDefaultInternalArgs(t *testing.T) {
 				PowerWeight:              70,
 				ThermalWeight:            30,
 			},
+		},
+		{
+			name: "PowerBudgetArgs",
+			got:  DefaultPowerBudgetArgs(),
+			want: &config.PowerBudgetArgs{TelemetryMaxAge: time.Minute, GPUResourceName: "nvidia.com/gpu"},
 		},
 	}
 	for _, tc := range tests {

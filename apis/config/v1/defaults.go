@@ -56,6 +56,7 @@ func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj any) { SetDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	scheme.AddTypeDefaultingFunc(&TopologyFitArgs{}, func(obj any) { SetDefaults_TopologyFitArgs(obj.(*TopologyFitArgs)) })
 	scheme.AddTypeDefaultingFunc(&EnergyAwareArgs{}, func(obj any) { SetDefaults_EnergyAwareArgs(obj.(*EnergyAwareArgs)) })
+	scheme.AddTypeDefaultingFunc(&PowerBudgetArgs{}, func(obj any) { SetDefaults_PowerBudgetArgs(obj.(*PowerBudgetArgs)) })
 	return nil
 }
 
@@ -99,6 +100,14 @@ func SetDefaults_EnergyAwareArgs(obj *EnergyAwareArgs) {
 	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 	setDefault(&obj.PowerWeight, DefaultPowerWeight)
 	setDefault(&obj.ThermalWeight, DefaultThermalWeight)
+}
+
+// SetDefaults_PowerBudgetArgs sets the unset fields of PowerBudgetArgs.
+func SetDefaults_PowerBudgetArgs(obj *PowerBudgetArgs) {
+	if obj.TelemetryMaxAge == nil {
+		obj.TelemetryMaxAge = &metav1.Duration{Duration: DefaultTelemetryMaxAge}
+	}
+	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 }
 
 // setDefault points *field at a copy of def when it is unset.

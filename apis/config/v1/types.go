@@ -163,3 +163,24 @@ type EnergyAwareArgs struct {
 	// +optional
 	ThermalWeight *int32 `json:"thermalWeight,omitempty"`
 }
+
+// PowerBudgetArgs are the arguments of the PowerBudget plugin, which keeps
+// every power domain (a PowerBudget: a rack, a PDU) under its watt budget
+// and scores nodes by their domains' headroom.
+//
+// +kubebuilder:object:root=true
+type PowerBudgetArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// telemetryMaxAge: a node whose telemetry the scheduler saw longer ago
+	// than this has no power telemetry, and counts by its PowerBudget's
+	// unmeteredNodeWatts (unset: no pod goes to it). Greater than zero,
+	// default 60s.
+	// +optional
+	TelemetryMaxAge *metav1.Duration `json:"telemetryMaxAge,omitempty"`
+	// gpuResourceName is the extended resource that counts a pod's GPUs,
+	// for their marginal power; keep it equal to TopologyFit's. Default
+	// nvidia.com/gpu.
+	// +optional
+	GPUResourceName *string `json:"gpuResourceName,omitempty"`
+}

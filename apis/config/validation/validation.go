@@ -87,6 +87,16 @@ func ValidateEnergyAwareArgs(path *field.Path, args *config.EnergyAwareArgs) err
 	return allErrs.ToAggregate()
 }
 
+// ValidatePowerBudgetArgs validates PowerBudgetArgs.
+func ValidatePowerBudgetArgs(path *field.Path, args *config.PowerBudgetArgs) error {
+	var allErrs field.ErrorList
+	if args.TelemetryMaxAge <= 0 {
+		allErrs = append(allErrs, field.Invalid(path.Child("telemetryMaxAge"), metav1.Duration{Duration: args.TelemetryMaxAge}, "must be greater than zero"))
+	}
+	allErrs = append(allErrs, validateExtendedResourceName(path.Child("gpuResourceName"), args.GPUResourceName)...)
+	return allErrs.ToAggregate()
+}
+
 func validateTelemetryArgs(path *field.Path, args *config.TelemetryArgs) field.ErrorList {
 	var allErrs field.ErrorList
 	if args.TelemetryMaxAge <= 0 {

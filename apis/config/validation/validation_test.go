@@ -364,3 +364,38 @@ func TestValidateEnergyAwareArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestValidatePowerBudgetArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		set     func(*config.PowerBudgetArgs)
+		wantErr string
+	}{
+		{name: "defaults", set: func(*config.PowerBudgetArgs) {}},
+		{
+			name:    "telemetryMaxAge 0",
+			set:     func(a *config.PowerBudgetArgs) { a.TelemetryMaxAge = 0 },
+			wantErr: `telemetryMaxAge: Invalid value: "0s": must be greater than zero`,
+		},
+		{
+			name:    "gpuResourceName native resource",
+			set:     func(a *config.PowerBudgetArgs) { a.GPUResourceName = "memory" },
+			wantErr: `gpuResourceName: Invalid value: "memory": is not an extended resource name`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := configv1.DefaultPowerBudgetArgs()
+			tc.set(args)
+			err := ValidatePowerBudgetArgs(nil, args)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Errorf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -80,39 +80,18 @@ type estimate struct {
 // has reservedCPUMilli of pods placed since its sample.
 func estimatePod(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int64) estimate {
 	var e estimate
-	if !n.HasPower || !n.HasCPU || n.LogicalCores <= 0 {
+	cpu, upper, ok := n.MarginalWatts(podCPUMilli, reservedCPUMilli)
+	if !ok {
 		return e
 	}
-	m := n.Models
-	capacity := float64(n.LogicalCores) * 1000
-	uNow := float64(n.CPUPercent) / 100
-	u0 := uNow + float64(reservedCPUMilli)/capacity
-	u1 := u0 + float64(podCPUMilli)/capacity
-	wNow, _, okCurve := m.CurveAt(uNow)
-	if !okCurve {
-		return e
-	}
-	w0, unc0, _ := m.CurveAt(u0)
-	w1, unc1, _ := m.CurveAt(u1)
-	cpu := w1 - w0
-	upper := cpu + max(0, unc1-unc0)
-	if podGPUs > 0 && len(n.GPUs) > 0 {
-		var perGPU float64
-		if m.GPUBasis != telemetry.BasisNone {
-			perGPU = max(0, m.GPUBusyWatts-m.GPUIdleWatts)
-		} else {
-			perGPU = float64(n.GPUWatts) / float64(len(n.GPUs)) // an agent without a GPU model: the average
-		}
-		cpu += perGPU * float64(podGPUs)
-		upper += perGPU * float64(podGPUs)
-	}
+	gpu := n.GPUMarginalWatts(podGPUs)
 	e.hasPower = true
-	e.mw, e.upperMW = int64(math.Round(cpu*1000)), int64(math.Round(upper*1000))
-	if m.HasThermal {
+	e.mw, e.upperMW = int64(math.Round((cpu+gpu)*1000)), int64(math.Round((upper+gpu)*1000))
+	if m := n.Models; m.HasThermal {
 		t := &m.Thermal
 		e.nowWatts = float64(max(0, n.Watts-n.GPUWatts))
-		e.reservedWatts = w0 - wNow
-		e.podW = w1 - w0 + max(0, unc1-unc0)
+		e.reservedWatts, _, _ = n.MarginalWatts(reservedCPUMilli, 0)
+		e.podW = upper
 		e.watts = e.nowWatts + e.reservedWatts + e.podW
 		e.predicted, e.steadyMilli, e.limMilli = true, t.Steady(e.watts), t.LimitMilli
 	}
