@@ -62,7 +62,7 @@ func (b *syncBuffer) String() string {
 // startScheduler runs bin/telesched-scheduler with the config YAML against
 // the test API server and stops it at the end of the test. With --config,
 // kube-scheduler takes its kubeconfig from clientConnection, not the flag.
-func startScheduler(t *testing.T, configYAML string) (*exec.Cmd, *syncBuffer) {
+func startScheduler(t *testing.T, configYAML string, extraArgs ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	dir, err := controlplane.ResolveBinDir("")
 	if err != nil {
@@ -81,7 +81,7 @@ func startScheduler(t *testing.T, configYAML string) (*exec.Cmd, *syncBuffer) {
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	cmd := exec.Command(bin, "--config="+config, "--secure-port=0", "-v=4")
+	cmd := exec.Command(bin, append([]string{"--config=" + config, "--secure-port=0", "-v=4"}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

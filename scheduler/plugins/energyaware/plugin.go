@@ -70,7 +70,7 @@ var (
 // cache, which the first instance starts and syncs, and reads the pods
 // placed since each node's sample from reserved.
 func NewFactory(cache *telemetry.Cache, reserved Reserved) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(_ context.Context, args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := New(args, cache)
 		pl.reserved = reserved
 		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()

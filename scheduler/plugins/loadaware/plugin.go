@@ -79,7 +79,7 @@ var (
 // Reservations. Each instance follows Nodes, Pods and DaemonSets through
 // the scheduler's informers (see Watch). EnergyAware reads res too.
 func NewFactory(cache *telemetry.Cache, res *Reservations) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(_ context.Context, args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := NewWith(args, cache, res)
 		if err := pl.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err

@@ -45,6 +45,7 @@
 package topologyfit
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -112,7 +113,7 @@ var (
 // cache, which the first instance starts and syncs. Each instance follows
 // Nodes through the scheduler's Node informer (see WatchNodes).
 func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
+	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(_ context.Context, args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := New(args, cache)
 		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
 			return nil, err

@@ -19,11 +19,12 @@ import (
 // scheduler decoded and defaulted (a *A), validates them under the field
 // path pluginConfig[name].args, so a bad config stops the scheduler naming
 // the field, starts the shared cache (once per process) and builds the
-// plugin with the framework's handle.
+// plugin with the framework's handle and the scheduler's context, which
+// lives as long as the process.
 func New[A any, PA interface {
 	*A
 	runtime.Object
-}](name string, cache *telemetry.Cache, validate func(*field.Path, PA) error, build func(A, fwk.Handle) (fwk.Plugin, error)) frameworkruntime.PluginFactory {
+}](name string, cache *telemetry.Cache, validate func(*field.Path, PA) error, build func(context.Context, A, fwk.Handle) (fwk.Plugin, error)) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(PA)
 		if !ok {
@@ -35,7 +36,7 @@ func New[A any, PA interface {
 		if err := cache.Start(ctx, h.KubeConfig(), telemetry.DefaultSyncTimeout); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		pl, err := build(*(*A)(args), h)
+		pl, err := build(ctx, *(*A)(args), h)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

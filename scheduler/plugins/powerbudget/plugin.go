@@ -1,0 +1,319 @@
+// Package powerbudget is the PowerBudget plugin: it places no pod that
+// would take a power domain (a PowerBudget: a rack, a PDU) past its budget,
+// and scores nodes by their domains' headroom.
+//
+// A domain's watts are its nodes' measured watts, plus the estimated watts
+// of the pods placed on them since their samples, plus this pod's on the
+// node being filtered: the node's power curve at its estimated load with
+// the pod minus without it (upper estimate), and a busy GPU's power less an
+// idle one's per GPU. A node in several budgets must fit all of them. A
+// node without fresh power telemetry, or without a power curve, counts by
+// its budget's unmeteredNodeWatts: at that nameplate, with pods adding
+// nothing beyond it; without one, it takes no pods.
+package powerbudget
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
+	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
+	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
+	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "PowerBudget"
+
+const stateKey fwk.StateKey = "PreFilter" + Name
+
+// PowerBudget is the plugin.
+type PowerBudget struct {
+	args    config.PowerBudgetArgs
+	cache   *telemetry.Cache
+	domains *powerbudget.Domains
+	last    cyclestate.Last[*podState]
+	// requests remembers pending pods' requests for the hints, affinity
+	// their required node affinity.
+	requests *podmemo.Memo[[2]int64]
+	affinity podmemo.Affinity
+	// nodes is the scheduler's Node lister, nil until set by NewFactory.
+	nodes corelisters.NodeLister
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &PowerBudget{}
+	_ fwk.FilterPlugin      = &PowerBudget{}
+	_ fwk.PreScorePlugin    = &PowerBudget{}
+	_ fwk.ScorePlugin       = &PowerBudget{}
+	_ fwk.ReservePlugin     = &PowerBudget{}
+	_ fwk.EnqueueExtensions = &PowerBudget{}
+)
+
+// NewFactory returns the plugin factory; every profile's instance shares
+// cache and domains, which the first instance starts.
+func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkruntime.PluginFactory {
+	return pluginfactory.New(Name, cache, validation.ValidatePowerBudgetArgs, func(ctx context.Context, args config.PowerBudgetArgs, h fwk.Handle) (fwk.Plugin, error) {
+		if err := domains.Start(ctx, h.KubeConfig(), h.SharedInformerFactory(), args); err != nil {
+			return nil, err
+		}
+		pl := New(args, cache, domains)
+		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+		return pl, nil
+	})
+}
+
+// New returns the plugin for valid args.
+func New(args config.PowerBudgetArgs, cache *telemetry.Cache, domains *powerbudget.Domains) *PowerBudget {
+	return &PowerBudget{args: args, cache: cache, domains: domains, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity()}
+}
+
+// Name implements fwk.Plugin.
+func (pl *PowerBudget) Name() string { return Name }
+
+// podState is the pod's requests and the domains at the cycle's start. It
+// is not modified after PreFilter writes it.
+type podState struct {
+	cpuMilli, gpus int64
+	snap           *powerbudget.Snapshot
+}
+
+func (s *podState) Clone() fwk.StateData { return s }
+
+func (pl *PowerBudget) podState(pod *v1.Pod) *podState {
+	cpu, gpus := pl.domains.PodRequests(pod)
+	return &podState{cpuMilli: cpu, gpus: gpus, snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
+}
+
+func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
+	if s, ok := pl.last.Read(cs, stateKey); ok {
+		return s
+	}
+	return pl.podState(pod)
+}
+
+// PreFilter takes the domains' snapshot once per cycle; with no budget,
+// Filter is skipped.
+func (pl *PowerBudget) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	s := pl.podState(pod)
+	pl.last.Write(cs, stateKey, s)
+	if s.snap.Empty() {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *PowerBudget) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter rejects a node when the pod would take one of its domains past
+// budget - reserve.
+func (pl *PowerBudget) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s := pl.readState(cs, pod)
+	if why := fits(s.snap, nodeInfo.Node().Name, s.cpuMilli, s.gpus); why != "" {
+		return fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	return nil
+}
+
+// fits is Filter's predicate, which the hint uses too: "" when a pod of
+// cpuMilli and gpus may go to node by snap, else why not.
+func fits(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64) string {
+	ns := snap.Node(node)
+	if ns == nil {
+		return ""
+	}
+	podW, _ := powerbudget.MarginalWatts(ns.View, cpuMilli, gpus, ns.ReservedCPUMilli)
+	for _, i := range ns.Domains {
+		d := &snap.Domains[i]
+		w := podW
+		if !ns.Metered {
+			if !d.HasUnmetered {
+				what := "no fresh power telemetry"
+				if ns.FreshPower {
+					what = "no power curve to estimate the pod's watts"
+				}
+				return fmt.Sprintf("node has %s and PowerBudget %s sets no unmeteredNodeWatts (%d of its %d nodes lack one or the other)",
+					what, d.Name, d.NodesWithoutPower+d.NodesWithoutEstimate, d.Nodes)
+			}
+			w = 0 // counted at its nameplate already
+		}
+		if d.MeasuredWatts+d.ReservedWatts+w > float64(d.LimitWatts()) {
+			return fmt.Sprintf("PowerBudget %s: measured %dW + reserved %dW + this pod %dW = %dW > budget %dW - reserve %dW (%d nodes)",
+				d.Name, round(d.MeasuredWatts), ceil(d.ReservedWatts), ceil(w), ceil(d.MeasuredWatts+d.ReservedWatts+w),
+				d.BudgetWatts, d.ReserveWatts, d.Nodes)
+		}
+	}
+	return ""
+}
+
+// PreScore skips Score with no budget.
+func (pl *PowerBudget) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s := pl.readState(cs, pod)
+	if s.snap.Empty() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score is the smallest share of its domains' limits left with the pod
+// placed, 0-100: a rack near its budget scores low. A node in no budget
+// has no such limit and scores 100.
+func (pl *PowerBudget) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s := pl.readState(cs, pod)
+	return score(s.snap, nodeInfo.Node().Name, s.cpuMilli, s.gpus), nil
+}
+
+func score(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64) int64 {
+	ns := snap.Node(node)
+	if ns == nil {
+		return fwk.MaxScore
+	}
+	podW, _ := powerbudget.MarginalWatts(ns.View, cpuMilli, gpus, ns.ReservedCPUMilli)
+	if !ns.Metered {
+		podW = 0
+	}
+	best := int64(fwk.MaxScore)
+	for _, i := range ns.Domains {
+		d := &snap.Domains[i]
+		limit := float64(d.LimitWatts())
+		left := (limit - d.MeasuredWatts - d.ReservedWatts - podW) / limit
+		best = min(best, max(fwk.MinScore, min(fwk.MaxScore, int64(left*float64(fwk.MaxScore)))))
+	}
+	return best
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *PowerBudget) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve counts the pod toward its node's domains until a sample of the
+// node measures it.
+func (pl *PowerBudget) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	pl.domains.Reserve(node, pod)
+	return nil
+}
+
+// Unreserve forgets the pod: its binding failed.
+func (pl *PowerBudget) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, node string) {
+	pl.domains.Unreserve(node, pod.UID)
+}
+
+// EventsToRegister requeues pods this plugin rejected when a domain may
+// have room: a node's telemetry shows less power (or measures pods placed
+// since its last sample, or becomes fresh), a budget is raised, loosened or
+// deleted, or a node's labels take it out of a budget.
+func (pl *PowerBudget) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.telemetryHint},
+		{Event: fwk.ClusterEvent{Resource: powerbudget.EventResource, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.budgetHint},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel}, QueueingHintFn: pl.nodeHint},
+	}, nil
+}
+
+// telemetryHint queues a pod when the updated node belongs to a budget,
+// its count in the domain may have fallen (fewer watts than its previous
+// view, pods it measured retired, or telemetry fresh again), and the pod
+// fits there now. Other updates, the steady stream of a busy fleet, skip.
+func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cur == nil {
+		return fwk.QueueSkip, nil
+	}
+	now := pl.cache.Now()
+	fell := prev == nil || !prev.HasPower || !prev.Fresh(now, pl.args.TelemetryMaxAge) || cur.Watts < prev.Watts || pl.domains.Retired(cur)
+	if !fell {
+		return fwk.QueueSkip, nil
+	}
+	snap := pl.domains.Snapshot(now, pl.args.TelemetryMaxAge)
+	if snap.Node(cur.Name) == nil {
+		return fwk.QueueSkip, nil
+	}
+	req := pl.requests.Get(pod, func(p *v1.Pod) [2]int64 { c, g := pl.domains.PodRequests(p); return [2]int64{c, g} })
+	if fits(snap, cur.Name, req[0], req[1]) != "" {
+		return fwk.QueueSkip, nil
+	}
+	if pl.nodes != nil {
+		if node, err := pl.nodes.Get(cur.Name); err == nil && !pl.affinity.Allows(pod, node) {
+			return fwk.QueueSkip, nil
+		}
+	}
+	logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+	return fwk.Queue, nil
+}
+
+// budgetHint queues on a deleted budget, and on one whose limit rose, whose
+// selector or unmeteredNodeWatts changed.
+func (pl *PowerBudget) budgetHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	if newObj == nil {
+		return fwk.Queue, nil // deleted
+	}
+	cur, err := powerbudget.Decode(newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
+	}
+	old, err := powerbudget.Decode(oldObj)
+	if err != nil {
+		return fwk.Queue, nil
+	}
+	limit := func(s int64, r *int64) int64 {
+		if r != nil {
+			return s - *r
+		}
+		return s
+	}
+	unmetered := func(p *int64) int64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	if limit(cur.Spec.BudgetWatts, cur.Spec.ReserveWatts) > limit(old.Spec.BudgetWatts, old.Spec.ReserveWatts) ||
+		fmt.Sprint(cur.Spec.NodeSelector) != fmt.Sprint(old.Spec.NodeSelector) ||
+		unmetered(cur.Spec.UnmeteredNodeWatts) != unmetered(old.Spec.UnmeteredNodeWatts) {
+		logger.V(4).Info("power budget loosened", "pod", klog.KObj(pod), "powerBudget", cur.Name, "plugin", Name)
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// nodeHint queues when a node's labels take it out of a budget.
+func (pl *PowerBudget) nodeHint(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	old, ok1 := oldObj.(*v1.Node)
+	cur, ok2 := newObj.(*v1.Node)
+	if !ok1 || !ok2 {
+		return fwk.Queue, nil
+	}
+	was, is := pl.domains.BudgetsOf(old.Labels), pl.domains.BudgetsOf(cur.Labels)
+	for _, b := range was {
+		found := false
+		for _, c := range is {
+			found = found || b == c
+		}
+		if !found {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
+}
+
+func round(w float64) int64 { return int64(w + 0.5) }
+
+func ceil(w float64) int64 {
+	i := int64(w)
+	if float64(i) < w-1e-9 {
+		i++
+	}
+	return i
+}

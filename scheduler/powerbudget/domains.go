@@ -1,0 +1,648 @@
+// Package powerbudget is the scheduler's view of its power domains: every
+// PowerBudget, the nodes its selector picks, the watts those nodes measured
+// and the pods placed on them since their nodes' samples. The PowerBudget
+// plugin filters and scores from a Snapshot of it, and the status writer
+// (status.go) publishes the same Snapshot on each budget's status, so what
+// `kubectl get powerbudgets` shows is what the scheduler judged by.
+//
+// Time is the scheduler's clock (the telemetry cache's): a node's watts are
+// fresh while the cache saw its sample at most TelemetryMaxAge ago, and a
+// pod placed on a node counts until a sample the cache saw two sampling
+// intervals (at least 10 s) later measures it, as LoadAware's reservations
+// do.
+package powerbudget
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/apis/config"
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/plugins/loadaware"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Resource is the PowerBudget resource.
+var Resource = telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")
+
+// EventResource names PowerBudget in the scheduler's cluster events.
+const EventResource fwk.EventResource = "powerbudgets.v1alpha1.telemetry.telesched.io"
+
+// maxReservationAge bounds a reservation's life when no new sample of its
+// node comes to retire it (an agent that stopped).
+const maxReservationAge = 10 * time.Minute
+
+// Domains holds every PowerBudget, its nodes and the pods placed on them
+// since their samples. It is safe for concurrent use; readers take a
+// Snapshot, rebuilt only when something it depends on changed or a node's
+// telemetry may have gone stale.
+type Domains struct {
+	cache *telemetry.Cache
+
+	startOnce sync.Once
+	startErr  error
+	status    *StatusOptions // nil: no status writer
+	// gpuResource is set once, by Start.
+	gpuResource v1.ResourceName
+
+	mu      sync.Mutex
+	budgets map[string]*budget
+	// nodeLabels are the labels of every Node, members the budgets each
+	// node belongs to.
+	nodeLabels map[string]labels.Set
+	members    map[string][]string
+	// pods are the pods placed on each node since its sample.
+	pods map[string]map[types.UID]reservation
+	// retiredBy is, per node, the view whose sample last retired pods:
+	// a hint handed that view knows the node's count fell.
+	retiredBy map[string]*telemetry.Node
+
+	version atomic.Uint64 // bumped by every change a Snapshot reads
+	snap    atomic.Pointer[Snapshot]
+	// synced is true once the budgets have been listed.
+	synced atomic.Bool
+}
+
+// budget is one PowerBudget as the scheduler uses it.
+type budget struct {
+	name                      string
+	generation                int64
+	selector                  labels.Selector
+	budgetWatts, reserveWatts int64
+	unmetered                 *int64
+	status                    telemetryv1alpha1.PowerBudgetStatus
+}
+
+type reservation struct {
+	cpuMilli, gpus int64
+	at             time.Time
+}
+
+// NewDomains returns empty domains over cache's telemetry; Start fills
+// them. status, when not nil, runs the status writer (status.go).
+func NewDomains(cache *telemetry.Cache, status *StatusOptions) *Domains {
+	d := &Domains{
+		cache: cache, status: status, gpuResource: v1.ResourceName(configv1.DefaultGPUResourceName),
+		budgets: map[string]*budget{}, nodeLabels: map[string]labels.Set{}, members: map[string][]string{},
+		pods: map[string]map[types.UID]reservation{}, retiredBy: map[string]*telemetry.Node{},
+	}
+	cache.Watch(d.observe)
+	return d
+}
+
+// Start follows Nodes and Pods through the scheduler's informers and
+// PowerBudgets through an informer of its own, waits for the budgets'
+// first list and starts the status writer. Only the first call starts
+// anything (with its args: the first profile's); later calls return its
+// result.
+func (d *Domains) Start(ctx context.Context, cfg *rest.Config, factory informers.SharedInformerFactory, args config.PowerBudgetArgs) error {
+	d.startOnce.Do(func() {
+		d.gpuResource = v1.ResourceName(args.GPUResourceName)
+		d.startErr = d.start(ctx, cfg, factory, DefaultSyncTimeout)
+		if d.startErr == nil && d.status != nil {
+			d.startErr = d.runStatus(ctx, cfg, *d.status, args.TelemetryMaxAge)
+		}
+	})
+	return d.startErr
+}
+
+// DefaultSyncTimeout bounds the wait for the first list of PowerBudgets.
+const DefaultSyncTimeout = time.Minute
+
+func (d *Domains) start(ctx context.Context, cfg *rest.Config, factory informers.SharedInformerFactory, timeout time.Duration) error {
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("power budgets: %w", err)
+	}
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { d.setNode(obj) },
+		UpdateFunc: func(_, obj any) { d.setNode(obj) },
+		DeleteFunc: func(obj any) { d.deleteNode(obj) },
+	}); err != nil {
+		return err
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    d.addPod,
+		UpdateFunc: d.updatePod,
+		DeleteFunc: d.deletePod,
+	}); err != nil {
+		return err
+	}
+	res := client.Resource(Resource)
+	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	logger := klog.FromContext(ctx)
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { d.setBudget(logger, obj) },
+		UpdateFunc: func(_, obj any) { d.setBudget(logger, obj) },
+		DeleteFunc: func(obj any) { d.deleteBudget(obj) },
+	}); err != nil {
+		return err
+	}
+	go informer.RunWithContext(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
+		return fmt.Errorf("power budgets: PowerBudget not listed within %v (is the CRD installed and readable?)", timeout)
+	}
+	d.synced.Store(true)
+	logger.Info("power budgets synced", "budgets", d.Len())
+	return nil
+}
+
+// Len is the number of budgets.
+func (d *Domains) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.budgets)
+}
+
+// Decode converts a PowerBudget object.
+func Decode(obj any) (*telemetryv1alpha1.PowerBudget, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("PowerBudget event with a %T", obj)
+	}
+	pb := &telemetryv1alpha1.PowerBudget{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), pb); err != nil {
+		return nil, fmt.Errorf("decoding PowerBudget %s: %w", u.GetName(), err)
+	}
+	return pb, nil
+}
+
+// Selector is a budget's node selector as labels.Selector.
+func Selector(s telemetryv1alpha1.NodeSelector) (labels.Selector, error) {
+	ls := &metav1.LabelSelector{MatchLabels: map[string]string{}}
+	for k, v := range s.MatchLabels {
+		ls.MatchLabels[k] = string(v)
+	}
+	for _, e := range s.MatchExpressions {
+		ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return nil, err
+	}
+	if sel.Empty() {
+		return nil, fmt.Errorf("an empty selector would pick every node")
+	}
+	return sel, nil
+}
+
+func (d *Domains) setBudget(logger klog.Logger, obj any) {
+	pb, err := Decode(obj)
+	if err != nil {
+		logger.Error(err, "ignoring PowerBudget")
+		return
+	}
+	sel, err := Selector(pb.Spec.NodeSelector)
+	if err != nil {
+		// The API server validates selectors; one that gets past it is
+		// reported, and the budget keeps its previous version, if any.
+		logger.Error(err, "ignoring PowerBudget with an invalid nodeSelector", "powerBudget", pb.Name)
+		return
+	}
+	b := &budget{
+		name: pb.Name, generation: pb.Generation, selector: sel,
+		budgetWatts: pb.Spec.BudgetWatts, unmetered: pb.Spec.UnmeteredNodeWatts, status: pb.Status,
+	}
+	if pb.Spec.ReserveWatts != nil {
+		b.reserveWatts = *pb.Spec.ReserveWatts
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.budgets[b.name] = b
+	d.rebuildMembers()
+}
+
+func (d *Domains) deleteBudget(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.budgets, u.GetName())
+	d.rebuildMembers()
+}
+
+func (d *Domains) setNode(obj any) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.nodeLabels[n.Name]; ok && labels.Equals(old, n.Labels) {
+		return
+	}
+	d.nodeLabels[n.Name] = labels.Set(n.Labels)
+	d.setMembers(n.Name)
+}
+
+func (d *Domains) deleteNode(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.nodeLabels, n.Name)
+	delete(d.pods, n.Name)
+	delete(d.retiredBy, n.Name)
+	if _, ok := d.members[n.Name]; ok {
+		delete(d.members, n.Name)
+		d.version.Add(1)
+	}
+}
+
+// rebuildMembers recomputes every node's budgets. The caller holds d.mu.
+func (d *Domains) rebuildMembers() {
+	d.members = map[string][]string{}
+	for name := range d.nodeLabels {
+		d.setMembers(name)
+	}
+	d.version.Add(1)
+}
+
+// setMembers recomputes one node's budgets. The caller holds d.mu.
+func (d *Domains) setMembers(node string) {
+	var in []string
+	for name, b := range d.budgets {
+		if b.selector.Matches(d.nodeLabels[node]) {
+			in = append(in, name)
+		}
+	}
+	sort.Strings(in)
+	old, was := d.members[node]
+	if len(in) == 0 {
+		delete(d.members, node)
+	} else {
+		d.members[node] = in
+	}
+	if was || len(in) > 0 {
+		if len(old) != len(in) || fmt.Sprint(old) != fmt.Sprint(in) {
+			d.version.Add(1)
+		}
+	}
+}
+
+// BudgetsOf are the names of the budgets a node belongs to, by its
+// labels.
+func (d *Domains) BudgetsOf(nodeLabels map[string]string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var in []string
+	for name, b := range d.budgets {
+		if b.selector.Matches(labels.Set(nodeLabels)) {
+			in = append(in, name)
+		}
+	}
+	sort.Strings(in)
+	return in
+}
+
+// observe is the telemetry cache's Watcher: a node's new sample retires
+// the pods placed on it at least two sampling intervals (and 10 s) before
+// the cache saw it. Changes of a node in no budget cost a map lookup.
+func (d *Domains) observe(name string, _, cur *telemetry.Node) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur != nil {
+		hold := max(2*cur.Interval, loadaware.MinReservationHold)
+		for uid, r := range d.pods[name] {
+			if cur.Observed.Sub(r.at) >= hold {
+				delete(d.pods[name], uid)
+				d.retiredBy[name] = cur
+			}
+		}
+	} else {
+		delete(d.retiredBy, name)
+	}
+	if _, ok := d.members[name]; ok {
+		d.version.Add(1)
+	}
+}
+
+// Retired reports whether view's sample retired pods placed on its node.
+func (d *Domains) Retired(view *telemetry.Node) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return view != nil && d.retiredBy[view.Name] == view
+}
+
+// PodRequests is the pod's CPU request (millicores) and GPUs.
+func (d *Domains) PodRequests(pod *v1.Pod) (cpuMilli, gpus int64) {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	g := req[d.gpuResource]
+	return req.Cpu().MilliValue(), g.Value()
+}
+
+// Reserve counts a pod toward its node from now until a sample seen two
+// sampling intervals (at least 10 s) later, or for 10 minutes without one.
+// A pod counted already keeps its first time.
+func (d *Domains) Reserve(node string, pod *v1.Pod) {
+	cpu, gpus := d.PodRequests(pod)
+	d.reserve(node, pod.UID, cpu, gpus, d.cache.Now())
+}
+
+func (d *Domains) reserve(node string, uid types.UID, cpu, gpus int64, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.pods[node]
+	if m == nil {
+		m = map[types.UID]reservation{}
+		d.pods[node] = m
+	}
+	if _, ok := m[uid]; ok {
+		return
+	}
+	m[uid] = reservation{cpuMilli: cpu, gpus: gpus, at: at}
+	if _, ok := d.members[node]; ok {
+		d.version.Add(1)
+	}
+}
+
+// Unreserve forgets a pod: its binding failed, or it was deleted or
+// finished.
+func (d *Domains) Unreserve(node string, uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.pods[node][uid]; !ok {
+		return
+	}
+	delete(d.pods[node], uid)
+	if _, ok := d.members[node]; ok {
+		d.version.Add(1)
+	}
+}
+
+// Pods bound by anyone count too: another scheduler's, or this one's seen
+// by a replica that is not scheduling (whose status must show them). A pod
+// counts from when this process saw its binding; a pod of the first list
+// counts from its PodScheduled time, when that is recent.
+func (d *Domains) addPod(obj any, initial bool) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" || terminal(pod) {
+		return
+	}
+	at := d.cache.Now()
+	if initial {
+		t, ok := scheduledAt(pod)
+		if !ok || at.Sub(t) > loadaware.MinReservationHold {
+			return // measured by now, or as good as
+		}
+		at = t
+	}
+	cpu, gpus := d.PodRequests(pod)
+	d.reserve(pod.Spec.NodeName, pod.UID, cpu, gpus, at)
+}
+
+func (d *Domains) updatePod(oldObj, newObj any) {
+	old, ok1 := oldObj.(*v1.Pod)
+	pod, ok2 := newObj.(*v1.Pod)
+	if !ok1 || !ok2 || pod.Spec.NodeName == "" {
+		return
+	}
+	switch {
+	case terminal(pod):
+		d.Unreserve(pod.Spec.NodeName, pod.UID)
+	case old.Spec.NodeName == "":
+		cpu, gpus := d.PodRequests(pod)
+		d.reserve(pod.Spec.NodeName, pod.UID, cpu, gpus, d.cache.Now())
+	}
+}
+
+func (d *Domains) deletePod(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" {
+		d.Unreserve(pod.Spec.NodeName, pod.UID)
+	}
+}
+
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+func scheduledAt(pod *v1.Pod) (time.Time, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Snapshot is the domains at one moment: each budget's measured and
+// reserved watts, and each member node's view. It is immutable.
+type Snapshot struct {
+	Domains []Domain
+	nodes   map[string]*NodeState
+	// built from version, valid until a member's telemetry turns stale or
+	// a reservation expires.
+	version    uint64
+	maxAge     time.Duration
+	validUntil time.Time
+	at         time.Time
+}
+
+// Domain is one budget's numbers in a Snapshot, in watts.
+type Domain struct {
+	Name                      string
+	Generation                int64
+	BudgetWatts, ReserveWatts int64
+	// UnmeteredNodeWatts is the budget's unmeteredNodeWatts; HasUnmetered
+	// false when unset.
+	UnmeteredNodeWatts int64
+	HasUnmetered       bool
+	// MeasuredWatts: the members' fresh watts, and, for each member without
+	// an estimate (see NodeState.Metered), unmeteredNodeWatts when set,
+	// else its last watts if it ever had any.
+	MeasuredWatts float64
+	// ReservedWatts: the marginal watts of the pods placed on metered
+	// members since their samples.
+	ReservedWatts     float64
+	Nodes             int32
+	NodesWithoutPower int32
+	// NodesWithoutEstimate are members with fresh watts but no power curve
+	// to estimate a pod's.
+	NodesWithoutEstimate int32
+	// Status is the budget's status as last read, for the status writer.
+	Status telemetryv1alpha1.PowerBudgetStatus
+}
+
+// LimitWatts is what pods may fill up to: budget - reserve.
+func (d *Domain) LimitWatts() int64 { return d.BudgetWatts - d.ReserveWatts }
+
+// HeadroomWatts is the limit less measured and reserved watts; negative
+// when the domain is over.
+func (d *Domain) HeadroomWatts() float64 {
+	return float64(d.LimitWatts()) - d.MeasuredWatts - d.ReservedWatts
+}
+
+// NodeState is one member node in a Snapshot.
+type NodeState struct {
+	// Domains are indexes into Snapshot.Domains.
+	Domains []int
+	// View is the node's telemetry view the snapshot counted; nil when it
+	// has none.
+	View *telemetry.Node
+	// Metered: fresh watts and a power curve, so a pod's watts can be
+	// estimated.
+	Metered bool
+	// FreshPower: watts seen within telemetryMaxAge.
+	FreshPower bool
+	// ReservedCPUMilli and ReservedGPUs are the pods placed since its
+	// sample.
+	ReservedCPUMilli, ReservedGPUs int64
+}
+
+// Node is a member node's state; nil for a node in no budget.
+func (s *Snapshot) Node(name string) *NodeState { return s.nodes[name] }
+
+// Empty is true when there is no budget.
+func (s *Snapshot) Empty() bool { return len(s.Domains) == 0 }
+
+// Synced is true once the budgets have been listed.
+func (d *Domains) Synced() bool { return d.synced.Load() }
+
+// Snapshot returns the domains at now, judging telemetry older than maxAge
+// stale; it reuses the last one while nothing changed.
+func (d *Domains) Snapshot(now time.Time, maxAge time.Duration) *Snapshot {
+	v := d.version.Load()
+	if s := d.snap.Load(); s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) {
+		return s
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.build(now, maxAge, d.version.Load())
+	d.snap.Store(s)
+	return s
+}
+
+// build computes a Snapshot. The caller holds d.mu.
+func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Snapshot {
+	s := &Snapshot{nodes: map[string]*NodeState{}, version: version, maxAge: maxAge, at: now, validUntil: now.Add(maxReservationAge)}
+	names := make([]string, 0, len(d.budgets))
+	for name := range d.budgets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	index := map[string]int{}
+	for i, name := range names {
+		b := d.budgets[name]
+		index[name] = i
+		dom := Domain{Name: name, Generation: b.generation, BudgetWatts: b.budgetWatts, ReserveWatts: b.reserveWatts, Status: b.status}
+		if b.unmetered != nil {
+			dom.HasUnmetered, dom.UnmeteredNodeWatts = true, *b.unmetered
+		}
+		s.Domains = append(s.Domains, dom)
+	}
+	for node, in := range d.members {
+		ns := &NodeState{}
+		for _, r := range d.pods[node] {
+			if now.Sub(r.at) > maxReservationAge {
+				continue
+			}
+			ns.ReservedCPUMilli += r.cpuMilli
+			ns.ReservedGPUs += r.gpus
+			if exp := r.at.Add(maxReservationAge); exp.Before(s.validUntil) {
+				s.validUntil = exp
+			}
+		}
+		if view, ok := d.cache.Get(node); ok {
+			ns.View = view
+			if view.HasPower && view.Fresh(now, maxAge) {
+				ns.FreshPower = true
+				if exp := view.Observed.Add(maxAge); exp.Before(s.validUntil) {
+					s.validUntil = exp
+				}
+				_, ns.Metered = MarginalWatts(view, 0, 0, 0)
+			}
+		}
+		var reserved float64
+		if ns.Metered {
+			reserved, _ = MarginalWatts(ns.View, ns.ReservedCPUMilli, ns.ReservedGPUs, 0)
+		}
+		for _, name := range in {
+			i := index[name]
+			ns.Domains = append(ns.Domains, i)
+			dom := &s.Domains[i]
+			dom.Nodes++
+			if !ns.FreshPower {
+				dom.NodesWithoutPower++
+			} else if !ns.Metered {
+				dom.NodesWithoutEstimate++
+			}
+			switch {
+			case ns.Metered:
+				dom.MeasuredWatts += float64(ns.View.Watts)
+				dom.ReservedWatts += reserved
+			case dom.HasUnmetered:
+				w := float64(dom.UnmeteredNodeWatts)
+				if ns.FreshPower {
+					w = max(w, float64(ns.View.Watts))
+				}
+				dom.MeasuredWatts += w
+			case ns.View != nil && ns.View.HasPower:
+				dom.MeasuredWatts += float64(ns.View.Watts) // its last watts, fresh or not
+			}
+		}
+		s.nodes[node] = ns
+	}
+	return s
+}
+
+// MarginalWatts is the power a pod of podCPUMilli and podGPUs adds to node
+// n, on which pods of reservedCPUMilli were placed since its sample, upper
+// estimate (telemetry.Node.MarginalWatts and GPUMarginalWatts). ok is
+// false when n has no watts or no power curve.
+func MarginalWatts(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int64) (watts float64, ok bool) {
+	if n == nil {
+		return 0, false
+	}
+	_, upper, ok := n.MarginalWatts(podCPUMilli, reservedCPUMilli)
+	if !ok {
+		return 0, false
+	}
+	return upper + n.GPUMarginalWatts(podGPUs), true
+}
+
+// roundUp is watts as a whole number, up: what a message or a status says
+// of an estimate must not read under it.
+func roundUp(w float64) int64 { return int64(math.Ceil(w - 1e-9)) }

@@ -1,0 +1,95 @@
+package powerbudget
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// The domains' numbers, served on the scheduler's /metrics with
+// kube-scheduler's own metrics, by every replica (each computes them from
+// the same informers): aggregate with max by (budget).
+var (
+	budgetWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_power_budget_watts",
+		Help:           "A PowerBudget's budgetWatts.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	limitWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_power_budget_limit_watts",
+		Help:           "What pods may fill a PowerBudget's domain up to: budgetWatts - reserveWatts.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	measuredWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name: "telesched_power_budget_measured_watts",
+		Help: "A PowerBudget's domain's measured watts: its nodes' fresh watts, and unmeteredNodeWatts " +
+			"(or the last watts seen) for nodes without fresh power telemetry.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	reservedWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_power_budget_reserved_watts",
+		Help:           "Estimated watts of the pods placed on a PowerBudget's nodes since their nodes' samples.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	headroomWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_power_budget_headroom_watts",
+		Help:           "budgetWatts - reserveWatts - measured - reserved watts of a PowerBudget; negative when over.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	budgetNodes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_power_budget_nodes",
+		Help:           "Nodes a PowerBudget's nodeSelector picks.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	nodesWithoutPower = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_power_budget_nodes_without_power",
+		Help:           "Nodes of a PowerBudget without fresh power telemetry.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+	gauges = []*metrics.GaugeVec{budgetWatts, limitWatts, measuredWatts, reservedWatts, headroomWatts, budgetNodes, nodesWithoutPower}
+)
+
+var (
+	registerOnce sync.Once
+	metricsMu    sync.Mutex
+	exported     = map[string]bool{}
+)
+
+// RegisterMetrics registers the budgets' metrics with kube-scheduler's
+// registry; calls after the first do nothing.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		for _, g := range gauges {
+			legacyregistry.MustRegister(g)
+		}
+	})
+}
+
+// setMetrics exports a snapshot's numbers and drops the series of budgets
+// gone since.
+func setMetrics(s *Snapshot) {
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
+	seen := map[string]bool{}
+	for i := range s.Domains {
+		d := &s.Domains[i]
+		seen[d.Name] = true
+		st := StatusOf(d, s.at)
+		budgetWatts.WithLabelValues(d.Name).Set(float64(d.BudgetWatts))
+		limitWatts.WithLabelValues(d.Name).Set(float64(d.LimitWatts()))
+		measuredWatts.WithLabelValues(d.Name).Set(float64(*st.MeasuredWatts))
+		reservedWatts.WithLabelValues(d.Name).Set(float64(*st.ReservedWatts))
+		headroomWatts.WithLabelValues(d.Name).Set(float64(*st.HeadroomWatts))
+		budgetNodes.WithLabelValues(d.Name).Set(float64(d.Nodes))
+		nodesWithoutPower.WithLabelValues(d.Name).Set(float64(d.NodesWithoutPower))
+	}
+	for name := range exported {
+		if !seen[name] {
+			for _, g := range gauges {
+				g.DeleteLabelValues(name)
+			}
+		}
+	}
+	exported = seen
+}
