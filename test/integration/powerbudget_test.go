@@ -141,7 +141,9 @@ func rack(t *testing.T, c clients, name string, nodes int, st telemetryv1alpha1.
 	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	})
 	return names
 }
 
