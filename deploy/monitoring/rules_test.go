@@ -19,6 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -28,6 +30,8 @@ import (
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/fixtures"
 )
 
@@ -312,6 +316,24 @@ func exportedLabels(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The scheduler's: the power budgets' metrics, for one budget.
+	powerbudget.RegisterMetrics()
+	domains := powerbudget.NewDomains(telemetry.NewCache(), nil)
+	if err := domains.SetBudget(&telemetryv1alpha1.PowerBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack-a"},
+		Spec: telemetryv1alpha1.PowerBudgetSpec{
+			NodeSelector: telemetryv1alpha1.NodeSelector{MatchLabels: map[string]telemetryv1alpha1.LabelValue{"example.com/rack": "a"}},
+			BudgetWatts:  10_000,
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	domains.ExportMetrics(time.Now(), time.Minute)
+	schedMFs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs = append(mfs, schedMFs...)
 	out := map[string][]string{}
 	for _, mf := range mfs {
 		if !strings.HasPrefix(mf.GetName(), "telesched_") {

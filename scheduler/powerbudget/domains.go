@@ -222,12 +222,18 @@ func (d *Domains) setBudget(logger klog.Logger, obj any) {
 		logger.Error(err, "ignoring PowerBudget")
 		return
 	}
-	sel, err := Selector(pb.Spec.NodeSelector)
-	if err != nil {
+	if err := d.SetBudget(pb); err != nil {
 		// The API server validates selectors; one that gets past it is
 		// reported, and the budget keeps its previous version, if any.
-		logger.Error(err, "ignoring PowerBudget with an invalid nodeSelector", "powerBudget", pb.Name)
-		return
+		logger.Error(err, "ignoring PowerBudget", "powerBudget", pb.Name)
+	}
+}
+
+// SetBudget stores a budget, added or updated; its informer calls it.
+func (d *Domains) SetBudget(pb *telemetryv1alpha1.PowerBudget) error {
+	sel, err := Selector(pb.Spec.NodeSelector)
+	if err != nil {
+		return fmt.Errorf("invalid nodeSelector: %w", err)
 	}
 	b := &budget{
 		name: pb.Name, generation: pb.Generation, selector: sel,
@@ -240,6 +246,7 @@ func (d *Domains) setBudget(logger klog.Logger, obj any) {
 	defer d.mu.Unlock()
 	d.budgets[b.name] = b
 	d.rebuildMembers()
+	return nil
 }
 
 func (d *Domains) deleteBudget(obj any) {

@@ -2,6 +2,7 @@ package powerbudget
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -64,6 +65,15 @@ func RegisterMetrics() {
 			legacyregistry.MustRegister(g)
 		}
 	})
+}
+
+// ExportMetrics exports the domains' numbers at now (see Snapshot) and
+// returns the snapshot they came from. RegisterMetrics must have been
+// called.
+func (d *Domains) ExportMetrics(now time.Time, maxAge time.Duration) *Snapshot {
+	s := d.Snapshot(now, maxAge)
+	setMetrics(s)
+	return s
 }
 
 // setMetrics exports a snapshot's numbers and drops the series of budgets

@@ -166,8 +166,7 @@ func (w *statusWriter) loop(ctx context.Context) {
 
 func (w *statusWriter) tick(ctx context.Context) {
 	now := w.d.cache.Now()
-	snap := w.d.Snapshot(now, w.maxAge)
-	setMetrics(snap)
+	snap := w.d.ExportMetrics(now, w.maxAge)
 	if !w.leading() {
 		return
 	}
