@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 
@@ -45,7 +46,7 @@ import (
 var repoRoot = filepath.Join("..", "..")
 
 // teleschedPlugins are the plugins the scheduler dashboard breaks down by.
-var teleschedPlugins = []string{"LoadAware", "TopologyFit", "EnergyAware"}
+var teleschedPlugins = []string{"LoadAware", "TopologyFit", "EnergyAware", "PowerBudget"}
 
 // prometheusSeries are series Prometheus itself writes for every target and
 // for alerting; rules may use them although no exporter does.
@@ -93,6 +94,19 @@ func TestMetricNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A power budget over one of them, far from full: the scheduler
+	// exports the telesched_power_budget_ series of budgets that exist.
+	if _, err := c.dyn.Resource(pbResource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+		"metadata": map[string]any{"name": "metrics-rack"},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/hostname": "metrics-cool-a"}},
+			"budgetWatts":  int64(100_000), "unmeteredNodeWatts": int64(1000),
+		},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "metrics-rack", metav1.DeleteOptions{}) })
 	schedURL := startMetricsScheduler(t, binDir, kubeconfig)
 
 	// A pod only the hot node could take: EnergyAware rejects it, so
