@@ -26,6 +26,29 @@ var DefaultFleetYAML []byte
 type FleetFile struct {
 	// Nodes are the node kinds; Count of each.
 	Nodes []FleetNode `json:"nodes"`
+	// PowerBudgets are the racks' power budgets, each a PowerBudget over
+	// the nodes of its rack.
+	PowerBudgets []FleetBudget `json:"powerBudgets,omitempty"`
+}
+
+// FleetBudget is a rack's power budget.
+type FleetBudget struct {
+	// Name is the PowerBudget's name.
+	Name string `json:"name"`
+	// Rack selects the nodes whose rack is this.
+	Rack               string `json:"rack"`
+	BudgetWatts        int64  `json:"budgetWatts"`
+	ReserveWatts       int64  `json:"reserveWatts,omitempty"`
+	UnmeteredNodeWatts *int64 `json:"unmeteredNodeWatts,omitempty"`
+}
+
+// RackLabel is the label that names a simulated node's rack.
+const RackLabel = "sandbox.telesched.io/rack"
+
+// Fleet is a parsed fleet: the simulated nodes and the racks' budgets.
+type Fleet struct {
+	Nodes   []sim.NodeSpec
+	Budgets []FleetBudget
 }
 
 // FleetNode is one kind of simulated node.
@@ -55,8 +78,11 @@ type FleetNode struct {
 	Thermal FleetThermal `json:"thermal,omitempty"`
 	// FanFault: this node's fan fails during the heat phase and is
 	// repaired after. At most one node.
-	FanFault bool       `json:"fanFault,omitempty"`
-	GPUs     *FleetGPUs `json:"gpus,omitempty"`
+	FanFault bool `json:"fanFault,omitempty"`
+	// Rack is the rack the nodes sit in: the value of their RackLabel,
+	// which powerBudgets select.
+	Rack string     `json:"rack,omitempty"`
+	GPUs *FleetGPUs `json:"gpus,omitempty"`
 }
 
 // FleetThermal is a node's thermal response.
@@ -82,24 +108,57 @@ type FleetGPUs struct {
 var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "h100": h100}
 
 // ReadFleet reads a fleet file.
-func ReadFleet(path string) ([]sim.NodeSpec, error) {
+func ReadFleet(path string) (*Fleet, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	specs, err := ParseFleet(data)
+	fleet, err := ParseFleet(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return specs, nil
+	return fleet, nil
 }
 
 // ParseFleet parses and checks a fleet; its errors name the field.
-func ParseFleet(data []byte) ([]sim.NodeSpec, error) {
+func ParseFleet(data []byte) (*Fleet, error) {
 	var f FleetFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, err
 	}
+	specs, err := f.nodeSpecs()
+	if err != nil {
+		return nil, err
+	}
+	racks := map[string]int{}
+	for _, s := range specs {
+		if s.Rack != "" {
+			racks[s.Rack]++
+		}
+	}
+	names := map[string]bool{}
+	for i, b := range f.PowerBudgets {
+		at := fmt.Sprintf("powerBudgets[%d]", i)
+		switch {
+		case len(validation.IsDNS1123Subdomain(b.Name)) > 0:
+			return nil, fmt.Errorf("%s.name: %q: %s", at, b.Name, strings.Join(validation.IsDNS1123Subdomain(b.Name), "; "))
+		case names[b.Name]:
+			return nil, fmt.Errorf("%s.name: budget %q is named twice", at, b.Name)
+		case racks[b.Rack] == 0:
+			return nil, fmt.Errorf("%s.rack: no node is in rack %q", at, b.Rack)
+		case b.BudgetWatts < 1:
+			return nil, fmt.Errorf("%s.budgetWatts: %d must be at least 1", at, b.BudgetWatts)
+		case b.ReserveWatts < 0 || b.ReserveWatts >= b.BudgetWatts:
+			return nil, fmt.Errorf("%s.reserveWatts: %d must be at least 0 and below budgetWatts", at, b.ReserveWatts)
+		case b.UnmeteredNodeWatts != nil && *b.UnmeteredNodeWatts < 0:
+			return nil, fmt.Errorf("%s.unmeteredNodeWatts: %d must not be negative", at, *b.UnmeteredNodeWatts)
+		}
+		names[b.Name] = true
+	}
+	return &Fleet{Nodes: specs, Budgets: f.PowerBudgets}, nil
+}
+
+func (f *FleetFile) nodeSpecs() ([]sim.NodeSpec, error) {
 	if len(f.Nodes) == 0 {
 		return nil, errors.New("nodes: at least one node is required")
 	}
@@ -208,6 +267,11 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 		}
 		gpus = gpuList(g.Count, g.PerNUMA, model)
 	}
+	if n.Rack != "" {
+		if errs := validation.IsValidLabelValue(n.Rack); len(errs) > 0 {
+			return nil, fmt.Errorf("%s.rack: %q: %s", at, n.Rack, strings.Join(errs, "; "))
+		}
+	}
 	role := n.Role
 	if n.PowerCurveSource != "" {
 		role += fmt.Sprintf(" [%s: %.0f-%.0f W]", n.PowerCurveSource, curve[0], curve[10])
@@ -219,7 +283,7 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 			name = fmt.Sprintf("%s-%d", n.Name, i)
 		}
 		out = append(out, sim.NodeSpec{
-			Name: name, Role: strings.TrimSpace(role), BaseUtilization: n.BaseUtilizationPercent / 100, GPUs: gpus,
+			Name: name, Rack: n.Rack, Role: strings.TrimSpace(role), BaseUtilization: n.BaseUtilizationPercent / 100, GPUs: gpus,
 			Curve: curve, CurveSource: n.PowerCurveSource, FanFault: n.FanFault,
 			AmbientCelsius: t.AmbientCelsius, CelsiusPerWatt: t.CelsiusPerWatt, ThermalTimeConstant: tau, LeakageWattsPerCelsius: t.LeakageWattsPerCelsius,
 			Host: hosttree.Spec{
@@ -232,13 +296,13 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 	return out, nil
 }
 
-// Fleet is the sandbox's default fleet (fleets/default.yaml).
-func Fleet() []sim.NodeSpec {
-	specs, err := ParseFleet(DefaultFleetYAML)
+// DefaultFleet is the sandbox's default fleet (fleets/default.yaml).
+func DefaultFleet() *Fleet {
+	fleet, err := ParseFleet(DefaultFleetYAML)
 	if err != nil {
 		panic("sandbox/fleets/default.yaml: " + err.Error())
 	}
-	return specs
+	return fleet
 }
 
 // heaterOf is the node whose fan fails, "" when none has a fan fault.

@@ -12,11 +12,12 @@ import (
 // 11-point curve with its SPECpower result named, and exactly one fan
 // fault each.
 func TestFleets(t *testing.T) {
-	example, err := ReadFleet("fleets/example.yaml")
+	exampleFleet, err := ReadFleet("fleets/example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, specs := range map[string]int{"default": len(Fleet()), "example": len(example)} {
+	example, defaults := exampleFleet.Nodes, DefaultFleet().Nodes
+	for name, specs := range map[string]int{"default": len(defaults), "example": len(example)} {
 		if specs < 5 {
 			t.Errorf("%s fleet has %d nodes", name, specs)
 		}
@@ -24,18 +25,29 @@ func TestFleets(t *testing.T) {
 	if len(example) != 9 {
 		t.Errorf("example fleet: %d nodes, want 9 (web x3, batch-old x2, big, edge-rack, gpu-a100, gpu-h100)", len(example))
 	}
-	for _, fleet := range [][]string{names(Fleet()), names(example)} {
+	for _, fleet := range [][]string{names(defaults), names(example)} {
 		if !strings.Contains(strings.Join(fleet, ","), "gpu-") {
 			t.Errorf("fleet %v has no GPU node", fleet)
 		}
 	}
-	for _, s := range append(Fleet(), example...) {
+	for _, s := range append(defaults, example...) {
 		if !strings.HasPrefix(s.CurveSource, "power_ssj2008-") || s.Curve[10] <= s.Curve[0] {
 			t.Errorf("%s: curve %v from %q, want a SPECpower_ssj2008 result", s.Name, s.Curve, s.CurveSource)
 		}
 	}
-	if heaterOf(Fleet()) != "cpu-heater" || heaterOf(example) != "edge-rack" {
-		t.Errorf("heaters: %q, %q", heaterOf(Fleet()), heaterOf(example))
+	if heaterOf(defaults) != "cpu-heater" || heaterOf(example) != "edge-rack" {
+		t.Errorf("heaters: %q, %q", heaterOf(defaults), heaterOf(example))
+	}
+	// Two racks with budgets in each: every node in one.
+	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": exampleFleet} {
+		if len(f.Budgets) != 2 {
+			t.Errorf("%s fleet: %d power budgets, want 2", name, len(f.Budgets))
+		}
+		for _, n := range f.Nodes {
+			if n.Rack == "" {
+				t.Errorf("%s fleet: node %s is in no rack", name, n.Name)
+			}
+		}
 	}
 }
 
@@ -81,6 +93,10 @@ func TestFleetErrors(t *testing.T) {
 		{"two fan faults", "nodes:\n" + node + "  fanFault: true\n  count: 2\n" + gpu, "2 nodes have a fan fault"},
 		{"duplicate name", "nodes:\n" + node + node + gpu, `node "nd" is named twice`},
 		{"time constant", "nodes:\n" + node + "  thermal: {timeConstant: soon}\n" + gpu, "nodes[0].thermal.timeConstant"},
+		{"budget of an empty rack", "nodes:\n" + node + "  rack: r1\n" + gpu + "powerBudgets:\n- {name: r2, rack: r2, budgetWatts: 1000}\n", `powerBudgets[0].rack: no node is in rack "r2"`},
+		{"zero budget", "nodes:\n" + node + "  rack: r1\n" + gpu + "powerBudgets:\n- {name: r1, rack: r1, budgetWatts: 0}\n", "powerBudgets[0].budgetWatts: 0 must be at least 1"},
+		{"reserve over budget", "nodes:\n" + node + "  rack: r1\n" + gpu + "powerBudgets:\n- {name: r1, rack: r1, budgetWatts: 100, reserveWatts: 100}\n", "powerBudgets[0].reserveWatts: 100"},
+		{"bad rack", "nodes:\n" + node + "  rack: r 1\n" + gpu, `nodes[0].rack: "r 1"`},
 		{"runaway leakage", "nodes:\n" + node + "  thermal: {celsiusPerWatt: 1, leakageWattsPerCelsius: 0.6}\n" + gpu, "nodes[0].thermal.leakageWattsPerCelsius"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +130,7 @@ func TestAlignedSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := eight[0]
+	spec := eight.Nodes[0]
 	if got := alignedSlots(spec, 4); got != 2 {
 		t.Errorf("alignedSlots(8 GPUs, 4 per NUMA node; pods of 4) = %d, want 2", got)
 	}

@@ -52,8 +52,9 @@ type Options struct {
 	Interval time.Duration
 	// Out receives the progress and the report.
 	Out io.Writer
-	// Fleet is the simulated fleet; nil runs the default (Fleet).
-	Fleet []sim.NodeSpec
+	// Fleet is the simulated fleet and its racks' power budgets; nil runs
+	// the default (DefaultFleet).
+	Fleet *Fleet
 }
 
 // Placement is where a pod went.
@@ -106,10 +107,31 @@ type Result struct {
 	TeleschedWatts, DefaultWatts float64
 	IdleWatts                    float64
 	TeleschedWork, DefaultWork   Work
-	// Tables are the NodeTelemetry tables printed, as kubectl prints them.
-	Tables []string
+	// Racks are the fleet's power budgets and what the run saw of them;
+	// BudgetRejections counts FailedScheduling messages that rejected a
+	// node on its PowerBudget.
+	Racks            []Rack
+	BudgetRejections int
+	// Tables are the NodeTelemetry tables printed, as kubectl prints them;
+	// BudgetTables the PowerBudget tables.
+	Tables       []string
+	BudgetTables []string
 	// Kubeconfig is the cluster's kubeconfig (kept with Keep).
 	Kubeconfig string
+}
+
+// Rack is a rack's PowerBudget and what the run saw of it.
+type Rack struct {
+	Budget, Rack              string
+	Nodes                     []string
+	BudgetWatts, ReserveWatts int64
+	// PeakWatts is the most the rack's nodes drew together: the largest
+	// sum of their latest published watts, over the run (0 until every
+	// node of the rack has published watts).
+	PeakWatts float64
+	// TeleschedWatts and DefaultWatts are the rack's watts running the
+	// workload as each profile placed it, by the simulated nodes' curves.
+	TeleschedWatts, DefaultWatts float64
 }
 
 // Work is a placement's workload watts: the fleet's watts running it
@@ -135,7 +157,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		opts.Out = io.Discard
 	}
 	if opts.Fleet == nil {
-		opts.Fleet = Fleet()
+		opts.Fleet = DefaultFleet()
 	}
 	if opts.Interval < 100*time.Millisecond {
 		return nil, fmt.Errorf("interval %v: must be at least 100ms", opts.Interval)
@@ -167,7 +189,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heater: heaterOf(opts.Fleet)}}
+	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heater: heaterOf(opts.Fleet.Nodes), Racks: racksOf(opts.Fleet)}}
 	defer s.stop()
 	if err := s.run(runCtx, binDir, schedulerBin); err != nil {
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
@@ -214,7 +236,7 @@ func (s *sandbox) stop() {
 }
 
 func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
-	s.printf("telesched sandbox: a local control plane, the real host and %d simulated nodes, each read by the real agent,\nscheduled by the real telesched-scheduler. Work directory: %s\n\n", len(s.opts.Fleet), s.dir)
+	s.printf("telesched sandbox: a local control plane, the real host and %d simulated nodes, each read by the real agent,\nscheduled by the real telesched-scheduler. Work directory: %s\n\n", len(s.opts.Fleet.Nodes), s.dir)
 
 	s.progress(1, "starting etcd and kube-apiserver from %s", binDir)
 	cp, err := controlplane.Start(controlplane.Options{BinDir: binDir, Output: s.logs.controlPlane})
@@ -232,7 +254,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	cfg.QPS, cfg.Burst = 200, 400
 	s.kube = kubernetes.NewForConfigOrDie(&cfg)
 
-	s.progress(2, "registering the real host and %d simulated nodes", len(s.opts.Fleet))
+	s.progress(2, "registering the real host and %d simulated nodes", len(s.opts.Fleet.Nodes))
 	if err := s.registerNodes(ctx); err != nil {
 		return err
 	}
@@ -241,6 +263,10 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	s.stops = append(s.stops, stopWatching)
 	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res.Heater, s.res)
+	if err != nil {
+		return err
+	}
+	err = s.createBudgets(ctx)
 	if err != nil {
 		return err
 	}
@@ -257,8 +283,16 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	if err := s.startScheduler(ctx, schedulerBin, kubeconfig); err != nil {
 		return err
 	}
-	if err := s.printTable(ctx, "NodeTelemetry, as `kubectl get nt` prints it"); err != nil {
+	if err := s.printTable(ctx, "nodetelemetries", "NodeTelemetry, as `kubectl get nt` prints it"); err != nil {
 		return err
+	}
+	if len(s.res.Racks) > 0 {
+		if err := s.waitBudgetStatus(ctx); err != nil {
+			return err
+		}
+		if err := s.printTable(ctx, "powerbudgets", "PowerBudgets, as `kubectl get powerbudgets` prints them"); err != nil {
+			return err
+		}
 	}
 
 	s.progress(5, "baseline: the same workload under the default profile")
@@ -272,8 +306,13 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	}
 
 	s.progress(7, "summary")
-	if err := s.printTable(ctx, "NodeTelemetry at the end"); err != nil {
+	if err := s.printTable(ctx, "nodetelemetries", "NodeTelemetry at the end"); err != nil {
 		return err
+	}
+	if len(s.res.Racks) > 0 {
+		if err := s.printTable(ctx, "powerbudgets", "PowerBudgets at the end"); err != nil {
+			return err
+		}
 	}
 	s.summary()
 	return nil
@@ -284,7 +323,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 // none) and the simulated fleet.
 func (s *sandbox) registerNodes(ctx context.Context) error {
 	s.nodes = map[string]*sim.Node{}
-	for _, spec := range s.opts.Fleet {
+	for _, spec := range s.opts.Fleet.Nodes {
 		n, err := sim.NewNode(filepath.Join(s.dir, "nodes", spec.Name), spec)
 		if err != nil {
 			return err
@@ -298,10 +337,18 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 		if len(spec.GPUs) > 0 {
 			res[gpuResource] = *resource.NewQuantity(int64(len(spec.GPUs)), resource.DecimalSI)
 		}
-		if err := s.createNode(ctx, spec.Name, map[string]string{"telesched.io/sandbox": "simulated"}, res, nil); err != nil {
+		labels := map[string]string{"telesched.io/sandbox": "simulated"}
+		if spec.Rack != "" {
+			labels[RackLabel] = spec.Rack
+		}
+		if err := s.createNode(ctx, spec.Name, labels, res, nil); err != nil {
 			return err
 		}
-		s.printf("      %-14s %s\n", spec.Name, spec.Role)
+		rack := ""
+		if spec.Rack != "" {
+			rack = "rack " + spec.Rack + ": "
+		}
+		s.printf("      %-14s %s%s\n", spec.Name, rack, spec.Role)
 	}
 	s.res.RealHost = realHostName()
 	mem, err := hostMemoryBytes()

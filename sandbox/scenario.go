@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -458,6 +459,11 @@ func alignment(ok bool) string {
 // placement's workload pods (cpuOnly: its CPU pods only), from each node's
 // power curve and thermal response (see sandbox/sim).
 func (s *sandbox) fleetWatts(ps []Placement, cpuOnly bool) float64 {
+	return s.nodesWatts(ps, cpuOnly, nil)
+}
+
+// nodesWatts is fleetWatts over the nodes named (nil: every node).
+func (s *sandbox) nodesWatts(ps []Placement, cpuOnly bool, only []string) float64 {
 	w := workload()
 	spec := map[string]podSpec{}
 	for _, ph := range phases {
@@ -478,6 +484,9 @@ func (s *sandbox) fleetWatts(ps []Placement, cpuOnly bool) float64 {
 	}
 	var total float64
 	for name, n := range s.nodes {
+		if only != nil && !slices.Contains(only, name) {
+			continue
+		}
 		u := n.Spec.BaseUtilization + cpu[name]/float64(n.Spec.Host.CPUs*1000)
 		total += n.Spec.EstimatedWatts(u, gpus[name])
 	}
@@ -543,7 +552,37 @@ func (s *sandbox) summary() {
 		fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()))
 		_ = tw.Flush()
 		s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W.\n", res.TeleschedWatts, res.DefaultWatts)
+		if len(res.Racks) > 0 {
+			s.printRacks()
+		}
 	})
+}
+
+// printRacks prints each rack's budget, its peak measured watts over the
+// run, and its watts running each profile's placement. The caller holds
+// the watcher's lock.
+func (s *sandbox) printRacks() {
+	res := s.res
+	s.printf("  Racks (PowerBudgets): the peak is the largest sum of the rack's published watts over the run;\n  the profiles' watts are the rack running each placement, by the nodes' curves (the default profile ignores budgets):\n")
+	tw := newTable(s.opts.Out)
+	fmt.Fprintf(tw, "    BUDGET\tNODES\tBUDGET W\tLIMIT W\tPEAK MEASURED\tTELESCHED\tDEFAULT PROFILE\tEXCEEDED\n")
+	for i := range res.Racks {
+		r := &res.Racks[i]
+		r.TeleschedWatts, r.DefaultWatts = s.nodesWatts(res.Placements, false, r.Nodes), s.nodesWatts(res.Baseline, false, r.Nodes)
+		limit := r.BudgetWatts - r.ReserveWatts
+		fmt.Fprintf(tw, "    %s\t%d\t%d\t%d\t%.0f W (%.0f%%)\t%.0f W\t%.0f W%s\t%v\n", r.Budget, len(r.Nodes), r.BudgetWatts, limit,
+			r.PeakWatts, 100*r.PeakWatts/float64(r.BudgetWatts), r.TeleschedWatts, r.DefaultWatts, over(r.DefaultWatts, limit), r.PeakWatts > float64(r.BudgetWatts))
+	}
+	_ = tw.Flush()
+	s.printf("  Nodes refused on a PowerBudget: %d times.\n", res.BudgetRejections)
+}
+
+// over marks watts past a limit.
+func over(w float64, limit int64) string {
+	if w > float64(limit) {
+		return " (over)"
+	}
+	return ""
 }
 
 // gpuPlacements says where a placement put the GPU pods and whether each

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -107,19 +109,20 @@ func tailFile(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// printTable fetches the server-side table of NodeTelemetry, the one
-// `kubectl get nt` requests, and prints it with kubectl's table printer.
-func (s *sandbox) printTable(ctx context.Context, title string) error {
+// printTable fetches the server-side table of a telesched resource
+// (nodetelemetries, powerbudgets), the one `kubectl get` requests, and
+// prints it with kubectl's table printer.
+func (s *sandbox) printTable(ctx context.Context, resource, title string) error {
 	raw, err := s.kube.Discovery().RESTClient().Get().
-		AbsPath("/apis", telemetryv1alpha1.GroupName, "v1alpha1", "nodetelemetries").
+		AbsPath("/apis", telemetryv1alpha1.GroupName, "v1alpha1", resource).
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
 		Do(ctx).Raw()
 	if err != nil {
-		return fmt.Errorf("getting the NodeTelemetry table: %w", err)
+		return fmt.Errorf("getting the %s table: %w", resource, err)
 	}
 	table := &metav1.Table{}
 	if err := json.Unmarshal(raw, table); err != nil {
-		return fmt.Errorf("decoding the NodeTelemetry table: %w", err)
+		return fmt.Errorf("decoding the %s table: %w", resource, err)
 	}
 	var buf bytes.Buffer
 	tw := printers.GetNewTabWriter(&buf)
@@ -129,7 +132,11 @@ func (s *sandbox) printTable(ctx context.Context, title string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	s.res.Tables = append(s.res.Tables, buf.String())
+	if resource == "powerbudgets" {
+		s.res.BudgetTables = append(s.res.BudgetTables, buf.String())
+	} else {
+		s.res.Tables = append(s.res.Tables, buf.String())
+	}
 	s.printf("\n%s:\n%s\n", title, indent(buf.String(), "  "))
 	return nil
 }
@@ -187,4 +194,81 @@ func (l *logFiles) Close() {
 	_ = l.controlPlane.Close()
 	_ = l.agents.Close()
 	_ = l.scheduler.Close()
+}
+
+// racksOf are a fleet's power budgets, with their nodes.
+func racksOf(f *Fleet) []Rack {
+	var out []Rack
+	for _, b := range f.Budgets {
+		r := Rack{Budget: b.Name, Rack: b.Rack, BudgetWatts: b.BudgetWatts, ReserveWatts: b.ReserveWatts}
+		for _, n := range f.Nodes {
+			if n.Rack == b.Rack {
+				r.Nodes = append(r.Nodes, n.Name)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// createBudgets creates a PowerBudget per rack budget of the fleet.
+func (s *sandbox) createBudgets(ctx context.Context) error {
+	if len(s.opts.Fleet.Budgets) == 0 {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(s.cp.Config)
+	if err != nil {
+		return err
+	}
+	for _, b := range s.opts.Fleet.Budgets {
+		spec := map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{RackLabel: b.Rack}},
+			"budgetWatts":  b.BudgetWatts,
+		}
+		if b.ReserveWatts > 0 {
+			spec["reserveWatts"] = b.ReserveWatts
+		}
+		if b.UnmeteredNodeWatts != nil {
+			spec["unmeteredNodeWatts"] = *b.UnmeteredNodeWatts
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+			"metadata": map[string]any{"name": b.Name}, "spec": spec,
+		}}
+		if _, err := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("PowerBudget %s: %w", b.Name, err)
+		}
+		s.printf("      PowerBudget %s: rack %s, %d W (reserve %d W)\n", b.Name, b.Rack, b.BudgetWatts, b.ReserveWatts)
+	}
+	return nil
+}
+
+// waitBudgetStatus waits for the scheduler's first status of every
+// PowerBudget.
+func (s *sandbox) waitBudgetStatus(ctx context.Context) error {
+	dyn, err := dynamic.NewForConfig(s.cp.Config)
+	if err != nil {
+		return err
+	}
+	res := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets"))
+	for {
+		list, err := res.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		done := len(list.Items) == len(s.opts.Fleet.Budgets)
+		for _, u := range list.Items {
+			if _, ok, _ := unstructured.NestedInt64(u.Object, "status", "measuredWatts"); !ok {
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the scheduler's PowerBudget status: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

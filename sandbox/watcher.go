@@ -123,6 +123,7 @@ func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.N
 						v.samples[n.Name] = h[max(0, len(h)-samplesKept):]
 						w.judgeBound(v, false)
 					}
+					w.rackPeaks(v)
 					if n.HasThermal {
 						c := float64(n.HottestMilli) / 1000
 						w.res.PeakCelsius[n.Name] = max(w.res.PeakCelsius[n.Name], c)
@@ -321,7 +322,29 @@ func (w *watcher) onEvent(obj any) {
 		if strings.Contains(ev.Message, "predicted steady temperature") {
 			w.res.PredictionRejections++
 		}
+		if strings.Contains(ev.Message, "PowerBudget ") {
+			w.res.BudgetRejections++
+		}
 	})
+}
+
+// rackPeaks keeps each rack's peak watts: the sum of its nodes' latest
+// published watts, once every node of the rack has published some. The
+// caller holds w.mu.
+func (w *watcher) rackPeaks(v *view) {
+	for i := range w.res.Racks {
+		r := &w.res.Racks[i]
+		var sum float64
+		for _, name := range r.Nodes {
+			n := v.telemetry[name]
+			if n == nil || !n.HasPower {
+				sum = -1
+				break
+			}
+			sum += float64(n.Watts)
+		}
+		r.PeakWatts = max(r.PeakWatts, sum)
+	}
 }
 
 // podRequests is a pod's CPU (milli) and GPU requests.

@@ -154,4 +154,8 @@ type PowerBudgetArgs struct {
 	// GPUResourceName is the extended resource that counts a pod's GPUs,
 	// for their marginal power; keep it equal to TopologyFit's.
 	GPUResourceName string
+	// FullScoreHeadroomPercent: a node whose domains all keep at least
+	// this share of their limit free with the pod placed scores 100;
+	// below it, the score falls linearly to 0 at no headroom. 1 to 100.
+	FullScoreHeadroomPercent int32
 }

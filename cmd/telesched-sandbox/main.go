@@ -26,20 +26,21 @@ func main() {
 	fs.DurationVar(&opts.Timeout, "timeout", sandbox.DefaultTimeout, "Give up if the run (start and scenario) takes longer.")
 	fs.DurationVar(&opts.Interval, "interval", sandbox.DefaultInterval, "Every agent's sampling interval.")
 	var fleet string
-	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
+	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts, racks and their power budgets); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-sandbox starts a local control plane, registers this machine and
 %d simulated nodes (or the fleet of --fleet), each read by the real telesched agent, runs the real
 telesched-scheduler and a scenario: web pods, a burst, two 4-GPU training pods
 that each need one NUMA node, a pod that would overheat a cool node once it
-settled, and a node that overheats and recovers. It prints the NodeTelemetry
-table, where every pod went and why, and a summary of each profile's watts.
+settled, and a node that overheats and recovers, on racks with power budgets.
+It prints the NodeTelemetry and PowerBudget tables, where every pod went and
+why, each rack's peak watts against its budget, and each profile's watts.
 
 Usage:
   telesched-sandbox [flags]
 
 Flags:
-%s`, len(sandbox.Fleet()), fs.FlagUsages())
+%s`, len(sandbox.DefaultFleet().Nodes), fs.FlagUsages())
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == pflag.ErrHelp {
@@ -48,12 +49,12 @@ Flags:
 		os.Exit(2)
 	}
 	if fleet != "" {
-		specs, err := sandbox.ReadFleet(fleet)
+		f, err := sandbox.ReadFleet(fleet)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "telesched-sandbox: --fleet: %v\n", err)
 			os.Exit(2)
 		}
-		opts.Fleet = specs
+		opts.Fleet = f
 	}
 	opts.Out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

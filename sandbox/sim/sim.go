@@ -75,6 +75,9 @@ type GPUSpec struct {
 // NodeSpec is a simulated node.
 type NodeSpec struct {
 	Name string
+	// Rack is the rack the node sits in (a label of its Node, which
+	// PowerBudgets select); "" for none.
+	Rack string
 	// Role says what the node is for in the scenario, for the output.
 	Role            string
 	Host            hosttree.Spec

@@ -235,6 +235,9 @@ func (d *Domains) SetBudget(pb *telemetryv1alpha1.PowerBudget) error {
 	if err != nil {
 		return fmt.Errorf("invalid nodeSelector: %w", err)
 	}
+	if pb.Spec.BudgetWatts < 1 || (pb.Spec.ReserveWatts != nil && (*pb.Spec.ReserveWatts < 0 || *pb.Spec.ReserveWatts >= pb.Spec.BudgetWatts)) {
+		return fmt.Errorf("budgetWatts %d and reserveWatts %v: want budgetWatts >= 1 and 0 <= reserveWatts < budgetWatts", pb.Spec.BudgetWatts, pb.Spec.ReserveWatts)
+	}
 	b := &budget{
 		name: pb.Name, generation: pb.Generation, selector: sel,
 		budgetWatts: pb.Spec.BudgetWatts, unmetered: pb.Spec.UnmeteredNodeWatts, status: pb.Status,
@@ -511,6 +514,8 @@ type Domain struct {
 	NodesWithoutEstimate int32
 	// Status is the budget's status as last read, for the status writer.
 	Status telemetryv1alpha1.PowerBudgetStatus
+	// Members are the names of the budget's nodes, sorted.
+	Members []string
 }
 
 // LimitWatts is what pods may fill up to: budget - reserve.
@@ -611,6 +616,7 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 			ns.Domains = append(ns.Domains, i)
 			dom := &s.Domains[i]
 			dom.Nodes++
+			dom.Members = append(dom.Members, node)
 			if !ns.FreshPower {
 				dom.NodesWithoutPower++
 			} else if !ns.Metered {
@@ -631,6 +637,9 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 			}
 		}
 		s.nodes[node] = ns
+	}
+	for i := range s.Domains {
+		sort.Strings(s.Domains[i].Members)
 	}
 	return s
 }

@@ -123,6 +123,9 @@ func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOp
 		return err
 	}
 	var leading atomic.Bool
+	// The first statuses are written as soon as the lease is won, not an
+	// interval later.
+	won := make(chan struct{}, 1)
 	logger := klog.FromContext(ctx).WithValues("lease", opts.LeaseNamespace+"/"+opts.LeaseName)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
@@ -131,6 +134,10 @@ func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOp
 			OnStartedLeading: func(context.Context) {
 				logger.Info("writing PowerBudget status")
 				leading.Store(true)
+				select {
+				case won <- struct{}{}:
+				default:
+				}
 			},
 			OnStoppedLeading: func() {
 				logger.Info("no longer writing PowerBudget status")
@@ -147,11 +154,11 @@ func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOp
 		}
 	}()
 	w := &statusWriter{d: d, opts: opts, maxAge: maxAge, client: client, leading: leading.Load, written: map[string]writtenStatus{}}
-	go w.loop(ctx)
+	go w.loop(ctx, won)
 	return nil
 }
 
-func (w *statusWriter) loop(ctx context.Context) {
+func (w *statusWriter) loop(ctx context.Context, won <-chan struct{}) {
 	t := time.NewTicker(w.opts.Interval)
 	defer t.Stop()
 	for {
@@ -160,6 +167,7 @@ func (w *statusWriter) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-won:
 		}
 	}
 }

@@ -92,6 +92,38 @@ func TestSandboxScenario(t *testing.T) {
 		}
 	}
 
+	// Two racks with budgets: neither exceeded over the run, the GPU rack
+	// brought near its budget (90 % in the runs of docs/benchmarks.md);
+	// the PowerBudget table as kubectl prints it, with the numbers.
+	if len(res.Racks) != 2 {
+		t.Fatalf("racks %+v, want rack-cpu and rack-gpu", res.Racks)
+	}
+	for _, r := range res.Racks {
+		t.Logf("%s: peak %.0f W of %d W (limit %d W); telesched's placement %.0f W, the default profile's %.0f W",
+			r.Budget, r.PeakWatts, r.BudgetWatts, r.BudgetWatts-r.ReserveWatts, r.TeleschedWatts, r.DefaultWatts)
+		if r.PeakWatts <= 0 || r.PeakWatts > float64(r.BudgetWatts) {
+			t.Errorf("%s: peak %.0f W, budget %d W", r.Budget, r.PeakWatts, r.BudgetWatts)
+		}
+		if r.Budget == "rack-gpu" && r.PeakWatts < 0.8*float64(r.BudgetWatts) {
+			t.Errorf("rack-gpu peaked at %.0f W of %d W: not near its budget", r.PeakWatts, r.BudgetWatts)
+		}
+	}
+	if len(res.BudgetTables) < 2 {
+		t.Fatalf("%d PowerBudget tables printed, want 2", len(res.BudgetTables))
+	}
+	for _, table := range res.BudgetTables {
+		lines := strings.Split(strings.TrimSpace(table), "\n")
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME BUDGET USED RESERVED HEADROOM NODES AGE" {
+			t.Errorf("PowerBudget table:\n%s", table)
+			continue
+		}
+		for _, l := range lines[1:] {
+			if f := strings.Fields(l); len(f) != 7 {
+				t.Errorf("PowerBudget row %q: want every column filled", l)
+			}
+		}
+	}
+
 	// The table as kubectl prints it: simulated rows with temperatures,
 	// watts and GPUs; the real host's row honest about what it lacks.
 	if len(res.Tables) == 0 {

@@ -106,7 +106,9 @@ func TestMetricNames(t *testing.T) {
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "metrics-rack", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "metrics-rack", metav1.DeleteOptions{})
+	})
 	schedURL := startMetricsScheduler(t, binDir, kubeconfig)
 
 	// A pod only the hot node could take: EnergyAware rejects it, so

@@ -207,6 +207,7 @@ func Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs(in *PowerBudgetArgs, o
 		out.TelemetryMaxAge = in.TelemetryMaxAge.Duration
 	}
 	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
+	out.FullScoreHeadroomPercent = ptr.Deref(in.FullScoreHeadroomPercent, 0)
 	return nil
 }
 
@@ -215,6 +216,7 @@ func Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs(in *PowerBudgetArgs, o
 func Convert_config_PowerBudgetArgs_To_v1_PowerBudgetArgs(in *config.PowerBudgetArgs, out *PowerBudgetArgs, _ conversion.Scope) error {
 	out.TelemetryMaxAge = &metav1.Duration{Duration: in.TelemetryMaxAge}
 	out.GPUResourceName = ptr.To(in.GPUResourceName)
+	out.FullScoreHeadroomPercent = ptr.To(in.FullScoreHeadroomPercent)
 	return nil
 }
 

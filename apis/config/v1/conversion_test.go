@@ -112,10 +112,11 @@ func TestConversionRoundTrip(t *testing.T) {
 			name: "PowerBudgetArgs",
 			in: &PowerBudgetArgs{
 				TelemetryMaxAge: &metav1.Duration{Duration: 45 * time.Second},
-				GPUResourceName: ptr.To("amd.com/gpu"),
+				GPUResourceName:          ptr.To("amd.com/gpu"),
+				FullScoreHeadroomPercent: ptr.To[int32](30),
 			},
 			internal: &config.PowerBudgetArgs{},
-			want:     &config.PowerBudgetArgs{TelemetryMaxAge: 45 * time.Second, GPUResourceName: "amd.com/gpu"},
+			want:     &config.PowerBudgetArgs{TelemetryMaxAge: 45 * time.Second, GPUResourceName: "amd.com/gpu", FullScoreHeadroomPercent: 30},
 		},
 	}
 	for _, tc := range tests {
@@ -217,7 +218,7 @@ func TestDefaultInternalArgs(t *testing.T) {
 		{
 			name: "PowerBudgetArgs",
 			got:  DefaultPowerBudgetArgs(),
-			want: &config.PowerBudgetArgs{TelemetryMaxAge: time.Minute, GPUResourceName: "nvidia.com/gpu"},
+			want: &config.PowerBudgetArgs{TelemetryMaxAge: time.Minute, GPUResourceName: "nvidia.com/gpu", FullScoreHeadroomPercent: 50},
 		},
 	}
 	for _, tc := range tests {

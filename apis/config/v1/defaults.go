@@ -50,6 +50,9 @@ const (
 	DefaultThermalWeight            int32 = 30
 )
 
+// Defaults of PowerBudgetArgs.
+const DefaultFullScoreHeadroomPercent int32 = 50
+
 // RegisterDefaults adds the defaulting functions of the v1 plugin args to a
 // scheme, so that scheme.Default applies them.
 func RegisterDefaults(scheme *runtime.Scheme) error {
@@ -108,6 +111,7 @@ func SetDefaults_PowerBudgetArgs(obj *PowerBudgetArgs) {
 		obj.TelemetryMaxAge = &metav1.Duration{Duration: DefaultTelemetryMaxAge}
 	}
 	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
+	setDefault(&obj.FullScoreHeadroomPercent, DefaultFullScoreHeadroomPercent)
 }
 
 // setDefault points *field at a copy of def when it is unset.

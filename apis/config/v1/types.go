@@ -183,4 +183,11 @@ type PowerBudgetArgs struct {
 	// nvidia.com/gpu.
 	// +optional
 	GPUResourceName *string `json:"gpuResourceName,omitempty"`
+	// fullScoreHeadroomPercent: a node whose PowerBudgets all keep at
+	// least this share of their limit (budgetWatts - reserveWatts) free
+	// with the pod placed scores 100; below it the score falls linearly to
+	// 0 at no headroom, so racks far from their budgets leave the choice to
+	// the other plugins. 1 to 100, default 50.
+	// +optional
+	FullScoreHeadroomPercent *int32 `json:"fullScoreHeadroomPercent,omitempty"`
 }

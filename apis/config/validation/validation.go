@@ -94,6 +94,7 @@ func ValidatePowerBudgetArgs(path *field.Path, args *config.PowerBudgetArgs) err
 		allErrs = append(allErrs, field.Invalid(path.Child("telemetryMaxAge"), metav1.Duration{Duration: args.TelemetryMaxAge}, "must be greater than zero"))
 	}
 	allErrs = append(allErrs, validateExtendedResourceName(path.Child("gpuResourceName"), args.GPUResourceName)...)
+	allErrs = append(allErrs, validateRange(path.Child("fullScoreHeadroomPercent"), args.FullScoreHeadroomPercent, MinThresholdPercent, MaxThresholdPercent)...)
 	return allErrs.ToAggregate()
 }
 

@@ -383,6 +383,12 @@ func TestValidatePowerBudgetArgs(t *testing.T) {
 			set:     func(a *config.PowerBudgetArgs) { a.GPUResourceName = "memory" },
 			wantErr: `gpuResourceName: Invalid value: "memory": is not an extended resource name`,
 		},
+		{name: "fullScoreHeadroomPercent 100", set: func(a *config.PowerBudgetArgs) { a.FullScoreHeadroomPercent = 100 }},
+		{
+			name:    "fullScoreHeadroomPercent 0",
+			set:     func(a *config.PowerBudgetArgs) { a.FullScoreHeadroomPercent = 0 },
+			wantErr: "fullScoreHeadroomPercent: Invalid value: 0: must be between 1 and 100",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

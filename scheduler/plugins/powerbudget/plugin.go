@@ -165,15 +165,19 @@ func (pl *PowerBudget) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 	return nil
 }
 
-// Score is the smallest share of its domains' limits left with the pod
-// placed, 0-100: a rack near its budget scores low. A node in no budget
-// has no such limit and scores 100.
+// Score grows with the smallest share of its domains' limits left with the
+// pod placed: 100 at fullScoreHeadroomPercent or more, 0 at none, so a
+// rack near its budget scores low and racks far from theirs leave the
+// choice to the other plugins. A node in no budget has no such limit and
+// scores 100.
 func (pl *PowerBudget) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.readState(cs, pod)
-	return score(s.snap, nodeInfo.Node().Name, s.cpuMilli, s.gpus), nil
+	return score(s.snap, nodeInfo.Node().Name, s.cpuMilli, s.gpus, pl.args.FullScoreHeadroomPercent), nil
 }
 
-func score(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64) int64 {
+// score is 100 × the smallest share of a domain's limit left with the pod
+// placed, over fullPercent %: full at fullPercent % left or more.
+func score(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64, fullPercent int32) int64 {
 	ns := snap.Node(node)
 	if ns == nil {
 		return fwk.MaxScore
@@ -186,8 +190,11 @@ func score(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64) int64 
 	for _, i := range ns.Domains {
 		d := &snap.Domains[i]
 		limit := float64(d.LimitWatts())
+		if limit <= 0 {
+			return fwk.MinScore // the API server refuses such a budget
+		}
 		left := (limit - d.MeasuredWatts - d.ReservedWatts - podW) / limit
-		best = min(best, max(fwk.MinScore, min(fwk.MaxScore, int64(left*float64(fwk.MaxScore)))))
+		best = min(best, max(fwk.MinScore, min(fwk.MaxScore, int64(left*float64(fwk.MaxScore)*100/float64(fullPercent)))))
 	}
 	return best
 }
@@ -237,20 +244,40 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 		return fwk.QueueSkip, nil
 	}
 	snap := pl.domains.Snapshot(now, pl.args.TelemetryMaxAge)
-	if snap.Node(cur.Name) == nil {
+	ns := snap.Node(cur.Name)
+	if ns == nil {
 		return fwk.QueueSkip, nil
 	}
 	req := pl.requests.Get(pod, func(p *v1.Pod) [2]int64 { c, g := pl.domains.PodRequests(p); return [2]int64{c, g} })
-	if fits(snap, cur.Name, req[0], req[1]) != "" {
-		return fwk.QueueSkip, nil
+	// The room freed is the domain's: the pod may fit on another of its
+	// nodes (one that is in fewer full budgets), not only on this one.
+	if pl.fitsAllowed(pod, snap, cur.Name, req) {
+		logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
+		return fwk.Queue, nil
 	}
-	if pl.nodes != nil {
-		if node, err := pl.nodes.Get(cur.Name); err == nil && !pl.affinity.Allows(pod, node) {
-			return fwk.QueueSkip, nil
+	for _, i := range ns.Domains {
+		for _, m := range snap.Domains[i].Members {
+			if m != cur.Name && pl.fitsAllowed(pod, snap, m, req) {
+				logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", m, "changed", cur.Name, "plugin", Name)
+				return fwk.Queue, nil
+			}
 		}
 	}
-	logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-	return fwk.Queue, nil
+	return fwk.QueueSkip, nil
+}
+
+// fitsAllowed reports whether the pod fits node's domains by snap and the
+// pod may go to the node by its required node affinity.
+func (pl *PowerBudget) fitsAllowed(pod *v1.Pod, snap *powerbudget.Snapshot, node string, req [2]int64) bool {
+	if fits(snap, node, req[0], req[1]) != "" {
+		return false
+	}
+	if pl.nodes != nil {
+		if n, err := pl.nodes.Get(node); err == nil && !pl.affinity.Allows(pod, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // budgetHint queues on a deleted budget, and on one whose limit rose, whose
