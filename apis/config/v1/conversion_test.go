@@ -111,7 +111,7 @@ func TestConversionRoundTrip(t *testing.T) {
 		{
 			name: "PowerBudgetArgs",
 			in: &PowerBudgetArgs{
-				TelemetryMaxAge: &metav1.Duration{Duration: 45 * time.Second},
+				TelemetryMaxAge:          &metav1.Duration{Duration: 45 * time.Second},
 				GPUResourceName:          ptr.To("amd.com/gpu"),
 				FullScoreHeadroomPercent: ptr.To[int32](30),
 			},
