@@ -80,8 +80,10 @@ type Domains struct {
 
 	version atomic.Uint64 // bumped by every change a Snapshot reads
 	snap    atomic.Pointer[Snapshot]
-	// synced is true once the budgets have been listed.
-	synced atomic.Bool
+	// synced is true once the budgets have been listed; handlersSynced
+	// report whether the Node and Pod handlers have had their first lists.
+	synced         atomic.Bool
+	handlersSynced []func() bool
 }
 
 // budget is one PowerBudget as the scheduler uses it.
@@ -135,20 +137,26 @@ func (d *Domains) start(ctx context.Context, cfg *rest.Config, factory informers
 	if err != nil {
 		return fmt.Errorf("power budgets: %w", err)
 	}
-	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	nodes, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { d.setNode(obj) },
 		UpdateFunc: func(_, obj any) { d.setNode(obj) },
 		DeleteFunc: func(obj any) { d.deleteNode(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+	pods, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    d.addPod,
 		UpdateFunc: d.updatePod,
 		DeleteFunc: d.deletePod,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
+	// The scheduler starts these informers after building its plugins:
+	// until they have handed over their first lists, the domains have no
+	// members, and the status writer waits.
+	d.handlersSynced = []func() bool{nodes.HasSynced, pods.HasSynced}
 	res := client.Resource(Resource)
 	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -550,8 +558,19 @@ func (s *Snapshot) Node(name string) *NodeState { return s.nodes[name] }
 // Empty is true when there is no budget.
 func (s *Snapshot) Empty() bool { return len(s.Domains) == 0 }
 
-// Synced is true once the budgets have been listed.
-func (d *Domains) Synced() bool { return d.synced.Load() }
+// Synced is true once the budgets have been listed and the Nodes and Pods
+// handed over.
+func (d *Domains) Synced() bool {
+	if !d.synced.Load() {
+		return false
+	}
+	for _, f := range d.handlersSynced {
+		if !f() {
+			return false
+		}
+	}
+	return true
+}
 
 // Snapshot returns the domains at now, judging telemetry older than maxAge
 // stale; it reuses the last one while nothing changed.

@@ -349,11 +349,14 @@ func TestStatusOf(t *testing.T) {
 	}{
 		// 1500.4 rounds to 1500, 100.2 up to 101: 2000 - 200 - 1601 = 199.
 		{"within", Domain{BudgetWatts: 2000, ReserveWatts: 200, Nodes: 4, MeasuredWatts: 1500.4, ReservedWatts: 100.2},
-			"1500 101 199 True/Measured False/WithinBudget", "measured 1500W + reserved 101W against budget 2000W - reserve 200W: headroom 199W"},
+			"1500 101 199 True/Measured False/WithinBudget", "measured 1500W of budgetWatts 2000W; headroom for pods 199W = budget 2000W - reserve 200W - measured 1500W - reserved 101W"},
 		{"at the limit", Domain{BudgetWatts: 2000, Nodes: 4, MeasuredWatts: 1900, ReservedWatts: 100},
 			"1900 100 0 True/Measured False/WithinBudget", "every one of the 4 nodes has fresh power telemetry and a power curve"},
-		{"over", Domain{BudgetWatts: 2000, Nodes: 4, MeasuredWatts: 1950, ReservedWatts: 100},
-			"1950 100 -50 True/Measured True/OverBudget", "measured 1950W + reserved 100W against budget 2000W - reserve 0W: headroom -50W"},
+		// Reserved watts take the headroom below 0, but the feed is not over.
+		{"reserved past the limit", Domain{BudgetWatts: 2000, Nodes: 4, MeasuredWatts: 1950, ReservedWatts: 100},
+			"1950 100 -50 True/Measured False/WithinBudget", "measured 1950W of budgetWatts 2000W; headroom for pods -50W"},
+		{"over", Domain{BudgetWatts: 2000, Nodes: 4, MeasuredWatts: 2050},
+			"2050 0 -50 True/Measured True/OverBudget", "measured 2050W of budgetWatts 2000W; headroom for pods -50W = budget 2000W - reserve 0W - measured 2050W - reserved 0W"},
 		{"without power, unmetered set", Domain{BudgetWatts: 2000, Nodes: 4, NodesWithoutPower: 1, HasUnmetered: true, UnmeteredNodeWatts: 300, MeasuredWatts: 1000},
 			"1000 0 1000 False/NodesWithoutPower False/WithinBudget",
 			"1 of 4 nodes have no fresh power telemetry and 0 no power curve to estimate a pod's watts; they count 300W each (unmeteredNodeWatts)"},
@@ -397,7 +400,7 @@ func TestStatusOfTransitions(t *testing.T) {
 	if r.Message == "old" || r.ObservedGeneration != 2 {
 		t.Errorf("Ready kept its old message or generation: %+v", r)
 	}
-	dom.MeasuredWatts = 2001 // headroom -1
+	dom.MeasuredWatts = 2001 // 1 W over budgetWatts
 	st = StatusOf(&dom, t0)
 	if o := meta.FindStatusCondition(st.Conditions, ConditionOverBudget); o.Status != metav1.ConditionTrue || !o.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("OverBudget = %+v, want True since t0", o)
@@ -433,8 +436,8 @@ func TestDue(t *testing.T) {
 		// Ready turns False; no count the status shows changes.
 		{"a node without a curve", func(d *Domain) { d.NodesWithoutEstimate = 1 }, 0, 1, true},
 		{"new generation", func(d *Domain) { d.Generation = 2 }, 0, 1, true},
-		// 2000 - 1010 - 1000 = -10 W: OverBudget turns True, the watts stay.
-		{"over, watts unchanged", func(d *Domain) { d.ReserveWatts = 1010 }, 0, 1, true},
+		// 1000 W measured of 990 W: OverBudget turns True, the watts stay.
+		{"over, watts unchanged", func(d *Domain) { d.BudgetWatts = 990 }, 0, 1, true},
 	} {
 		cur := base
 		tc.edit(&cur)

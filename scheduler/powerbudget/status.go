@@ -161,6 +161,18 @@ func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOp
 func (w *statusWriter) loop(ctx context.Context, won <-chan struct{}) {
 	t := time.NewTicker(w.opts.Interval)
 	defer t.Stop()
+	// The first numbers as soon as the domains have their members.
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		for !w.d.Synced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 	for {
 		w.tick(ctx)
 		select {
@@ -168,11 +180,16 @@ func (w *statusWriter) loop(ctx context.Context, won <-chan struct{}) {
 			return
 		case <-t.C:
 		case <-won:
+		case <-synced:
+			synced = nil
 		}
 	}
 }
 
 func (w *statusWriter) tick(ctx context.Context) {
+	if !w.d.Synced() {
+		return // no members yet: the numbers would read 0
+	}
 	now := w.d.cache.Now()
 	snap := w.d.ExportMetrics(now, w.maxAge)
 	if !w.leading() {
@@ -272,11 +289,17 @@ func StatusOf(dom *Domain, now time.Time) telemetryv1alpha1.PowerBudgetStatus {
 			ready.Message += "; they count their last measured watts and take no pods (unmeteredNodeWatts is unset)"
 		}
 	}
+	// Over budget is what the feed sees: measured watts past budgetWatts.
+	// Reserved watts are the scheduler's estimate of pods placed since
+	// their nodes' samples, which may count a pod a second time until a
+	// sample taken well after it started retires it; they keep headroom
+	// conservative, and are no reason to page anyone.
 	over := metav1.Condition{Type: ConditionOverBudget, Status: metav1.ConditionFalse, Reason: ReasonWithinBudget, ObservedGeneration: dom.Generation}
-	if headroom < 0 {
+	if measured > dom.BudgetWatts {
 		over.Status, over.Reason = metav1.ConditionTrue, ReasonOverBudget
 	}
-	over.Message = fmt.Sprintf("measured %dW + reserved %dW against budget %dW - reserve %dW: headroom %dW", measured, reserved, dom.BudgetWatts, dom.ReserveWatts, headroom)
+	over.Message = fmt.Sprintf("measured %dW of budgetWatts %dW; headroom for pods %dW = budget %dW - reserve %dW - measured %dW - reserved %dW",
+		measured, dom.BudgetWatts, headroom, dom.BudgetWatts, dom.ReserveWatts, measured, reserved)
 	for _, c := range []metav1.Condition{ready, over} {
 		c.LastTransitionTime = metav1.Time{Time: now.Truncate(time.Second)}
 		if old := meta.FindStatusCondition(st.Conditions, c.Type); old != nil && old.Status == c.Status {

@@ -133,7 +133,8 @@ type PowerBudgetStatus struct {
 	// +optional
 	NodesWithoutPower int32 `json:"nodesWithoutPower"`
 	// conditions are Ready (the status is computed from fresh telemetry)
-	// and OverBudget (measured and reserved watts exceed budget - reserve).
+	// and OverBudget (measured watts exceed budgetWatts; reserved watts only
+	// lower headroomWatts).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
