@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +280,55 @@ func TestPowerBudgetBurst(t *testing.T) {
 	if *st.ReservedWatts != 250 || *st.HeadroomWatts != 0 {
 		t.Errorf("status reserved %d W, headroom %d W; want 250 and 0", *st.ReservedWatts, *st.HeadroomWatts)
 	}
+}
+
+// TestPowerBudgetTwoReplicas: the replica that writes PowerBudget status
+// need not be the one that schedules. Replica B runs a profile no pod
+// names and starts first, so it holds the status Lease; replica A places
+// the pods. B's status counts A's pods as reserved (it saw them bound),
+// A writes nothing while B holds the Lease, and when B stops A takes the
+// Lease over and the status follows the rack's next samples.
+func TestPowerBudgetTwoReplicas(t *testing.T) {
+	needControlPlane(t)
+	c := newClients(t)
+	nodes := rack(t, c, "rack-two", 2, rackNode(37, 400), 2000)
+	standby := strings.Replace(schedulerConfig(t, ""), "- schedulerName: telesched\n", "- schedulerName: telesched-standby\n", 1)
+	cmdB, logB := startScheduler(t, standby, "--power-budget-status-interval=1s")
+	waitFor(t, "replica B to hold the status Lease", 30*time.Second, func() bool {
+		return strings.Contains(logB.String(), "writing PowerBudget status")
+	})
+	waitFor(t, "B's first status", 30*time.Second, func() bool {
+		st := getBudget(t, c, "rack-two").Status
+		return st.MeasuredWatts != nil && *st.MeasuredWatts == 800
+	})
+	_, logA := startScheduler(t, schedulerConfig(t, ""), "--power-budget-status-interval=1s")
+
+	// 4 pods of 1 core: 50 W each on the rack's curve, placed by A.
+	for i := range 4 {
+		rackPod(t, c, fmt.Sprintf("two-%d", i), "rack-two", "1")
+	}
+	for i := range 4 {
+		waitScheduled(t, c, fmt.Sprintf("two-%d", i), 30*time.Second)
+	}
+	waitFor(t, "B's status to count A's pods", 30*time.Second, func() bool {
+		st := getBudget(t, c, "rack-two").Status
+		return st.ReservedWatts != nil && *st.ReservedWatts == 200 && *st.HeadroomWatts == 1000
+	})
+	if strings.Contains(logA.String(), "writing PowerBudget status") {
+		t.Fatal("replica A writes PowerBudget status while B holds the Lease")
+	}
+
+	// B stops (it releases the Lease); the rack's load rises to 600 W a
+	// node, and the status must follow it through A.
+	_ = cmdB.Process.Signal(os.Interrupt)
+	_ = cmdB.Wait()
+	for _, n := range nodes {
+		if _, err := c.applyStatus(t.Context(), n, rackNode(62, 600)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "A to take the Lease and write the new watts", 45*time.Second, func() bool {
+		st := getBudget(t, c, "rack-two").Status
+		return strings.Contains(logA.String(), "writing PowerBudget status") && st.MeasuredWatts != nil && *st.MeasuredWatts == 1200
+	})
 }
