@@ -78,7 +78,8 @@ type Domains struct {
 	// a hint handed that view knows the node's count fell.
 	retiredBy map[string]*telemetry.Node
 
-	version atomic.Uint64 // bumped by every change a Snapshot reads
+	version atomic.Uint64 // bumped by every change a Snapshot reads but samples
+	samples atomic.Uint64 // bumped by members' new samples that retired nothing
 	snap    atomic.Pointer[Snapshot]
 	// synced is true once the budgets have been listed; handlersSynced
 	// report whether the Node and Pod handlers have had their first lists.
@@ -370,8 +371,13 @@ func (d *Domains) observe(name string, _, cur *telemetry.Node) {
 	} else {
 		delete(d.retiredBy, name)
 	}
-	if _, ok := d.members[name]; ok {
+	if _, ok := d.members[name]; !ok {
+		return
+	}
+	if cur == nil || d.retiredBy[name] == cur {
 		d.version.Add(1)
+	} else {
+		d.samples.Add(1)
 	}
 }
 
@@ -494,6 +500,7 @@ type Snapshot struct {
 	// built from version, valid until a member's telemetry turns stale or
 	// a reservation expires.
 	version    uint64
+	samples    uint64
 	maxAge     time.Duration
 	validUntil time.Time
 	at         time.Time
@@ -572,16 +579,40 @@ func (d *Domains) Synced() bool {
 	return true
 }
 
+// MaxSampleLag is how far behind the newest samples of the domains'
+// nodes a Snapshot may be: a fleet of 5000 nodes writing every 5 s brings
+// a new sample every millisecond, and rebuilding the domains for each
+// would cost every scheduling cycle a pass over every member
+// (BenchmarkCycleTelemetryFlowing). Samples that retire reservations, and
+// every change of budgets, members or reservations, are seen at once.
+const MaxSampleLag = time.Second
+
 // Snapshot returns the domains at now, judging telemetry older than maxAge
-// stale; it reuses the last one while nothing changed.
+// stale; it reuses the last one while nothing changed but samples that
+// came within MaxSampleLag of it.
 func (d *Domains) Snapshot(now time.Time, maxAge time.Duration) *Snapshot {
-	v := d.version.Load()
-	if s := d.snap.Load(); s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) {
+	return d.snapshot(now, maxAge, MaxSampleLag)
+}
+
+// SnapshotLatest is Snapshot with every sample the cache holds: for a
+// hint handed the sample that may have freed room.
+func (d *Domains) SnapshotLatest(now time.Time, maxAge time.Duration) *Snapshot {
+	return d.snapshot(now, maxAge, 0)
+}
+
+func (d *Domains) snapshot(now time.Time, maxAge, lag time.Duration) *Snapshot {
+	v, samples := d.version.Load(), d.samples.Load()
+	if s := d.snap.Load(); s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) &&
+		(s.samples == samples || now.Sub(s.at) < lag) {
 		return s
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// samples first: a sample stored while the snapshot is built is then
+	// seen by the next call, never missed.
+	samples = d.samples.Load()
 	s := d.build(now, maxAge, d.version.Load())
+	s.samples = samples
 	d.snap.Store(s)
 	return s
 }

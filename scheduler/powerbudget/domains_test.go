@@ -326,7 +326,16 @@ func TestSnapshotReuse(t *testing.T) {
 	f.d.reserve("n1", "p", 1000, 0, t0)
 	same("reserved on a member", false, t0)
 	f.observe("n1", 50, 510, true)
-	same("member's new sample", false, t0)
+	same("member's new sample, within MaxSampleLag", true, t0.Add(MaxSampleLag-time.Millisecond))
+	same("member's new sample, MaxSampleLag on", false, t0.Add(MaxSampleLag))
+	if got := s.Node("n1").View.Watts; got != 510 {
+		t.Errorf("n1 at %d W in the rebuilt snapshot, want its new sample's 510 W", got)
+	}
+	f.observe("n1", 50, 520, true)
+	if latest := f.d.SnapshotLatest(t0.Add(MaxSampleLag), maxAge); latest == s || latest.Node("n1").View.Watts != 520 {
+		t.Error("SnapshotLatest did not take the member's newest sample")
+	}
+	s = f.d.Snapshot(t0.Add(MaxSampleLag), maxAge)
 	if f.d.Snapshot(t0, 2*maxAge) == s {
 		t.Error("another maxAge reused the snapshot")
 	}

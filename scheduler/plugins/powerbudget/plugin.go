@@ -243,7 +243,7 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if !fell {
 		return fwk.QueueSkip, nil
 	}
-	snap := pl.domains.Snapshot(now, pl.args.TelemetryMaxAge)
+	snap := pl.domains.SnapshotLatest(now, pl.args.TelemetryMaxAge)
 	ns := snap.Node(cur.Name)
 	if ns == nil {
 		return fwk.QueueSkip, nil

@@ -74,6 +74,9 @@ func createClusterNode(ctx context.Context, kube kubernetes.Interface, dyn dynam
 	name := nodeName(i)
 	kind := kindOf(i)
 	labels := map[string]string{"kubernetes.io/hostname": name, poolLabel: "normal"}
+	if rackSize > 0 {
+		labels[rackLabel] = rackName(i)
+	}
 	if kind == kindLoaded || kind == kindHot {
 		labels[poolLabel] = "busy"
 	}
@@ -105,6 +108,36 @@ func createClusterNode(ctx context.Context, kube kubernetes.Interface, dyn dynam
 }
 
 func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+// rackSize nodes share a rack (-rack-size), each rack a PowerBudget of
+// rackWatts a node: nodes draw 200-400 W, so every rack keeps more than
+// half its budget free and every node passes the filter.
+var rackSize int
+
+const (
+	rackLabel = "bench.telesched.io/rack"
+	rackWatts = 1000
+)
+
+func rackName(i int) string { return fmt.Sprintf("rack-%04d", i/rackSize) }
+
+// createBudgets creates a PowerBudget per rack; it returns how many.
+func createBudgets(ctx context.Context, dyn dynamic.Interface, nodes int) (int, error) {
+	racks := (nodes + rackSize - 1) / rackSize
+	for r := range racks {
+		name := rackName(r * rackSize)
+		if _, err := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{
+				"nodeSelector": map[string]any{"matchLabels": map[string]any{rackLabel: name}},
+				"budgetWatts":  int64(rackSize * rackWatts),
+			},
+		}}, metav1.CreateOptions{}); err != nil {
+			return r, err
+		}
+	}
+	return racks, nil
+}
 
 // clusterSample applies node i's n-th sample, taken now, as its agent
 // would: the node's kind's load with a little jitter.

@@ -61,6 +61,7 @@ func main() {
 	flag.StringVar(&mode, "mode", "cluster", "cluster (telemetry flowing, busy/hot/GPU nodes, a backlog of pending pods) or quiet (no updates, no backlog, no filter runs)")
 	flag.IntVar(&backlogPods, "backlog", 1000, "cluster mode: pending pods kept in the queue during each profile's run")
 	flag.Float64Var(&writesPerNodeMin, "writes-per-node-min", 2, "cluster mode: NodeTelemetry writes per node per minute during the run (agents: a 30 s heartbeat plus changes)")
+	flag.IntVar(&rackSize, "rack-size", 40, "cluster mode: nodes per rack, each rack with a PowerBudget (room to spare: the PowerBudget plugin's filter and score run for every pod on every node); 0: no PowerBudgets")
 	flag.StringVar(&markdown, "markdown", "", "if set, write the rounds as a Markdown table to this file")
 	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
@@ -143,6 +144,13 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		return err
 	}
 	fmt.Printf("%d nodes with NodeTelemetry created in %v\n", nodes, time.Since(start).Round(time.Millisecond))
+	if mode == "cluster" && rackSize > 0 {
+		n, err := createBudgets(ctx, dyn, nodes)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%d PowerBudgets of %d nodes each (%d W a rack)\n", n, rackSize, rackSize*rackWatts)
+	}
 	var w *writer
 	if mode == "cluster" {
 		c := composition(nodes)
