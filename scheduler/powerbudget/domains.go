@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
@@ -158,15 +157,7 @@ func (d *Domains) start(ctx context.Context, cfg *rest.Config, factory informers
 	// until they have handed over their first lists, the domains have no
 	// members, and the status writer waits.
 	d.handlersSynced = []func() bool{nodes.HasSynced, pods.HasSynced}
-	res := client.Resource(Resource)
-	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return res.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
-		},
-	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	informer := telemetry.DynamicInformer(client.Resource(Resource))
 	logger := klog.FromContext(ctx)
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { d.setBudget(logger, obj) },

@@ -173,15 +173,7 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 // writtenAt), the rest of them being half an object the cache never reads.
 // Benchmarks that measure what the cache sees run the same one.
 func NewInformer(client dynamic.Interface) (toolscache.SharedIndexInformer, error) {
-	res := client.Resource(Resource)
-	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return res.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
-		},
-	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	informer := DynamicInformer(client.Resource(Resource))
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			trimManagedFields(u)
@@ -191,6 +183,19 @@ func NewInformer(client dynamic.Interface) (toolscache.SharedIndexInformer, erro
 		return nil, err
 	}
 	return informer, nil
+}
+
+// DynamicInformer is an informer on every object of a resource, as
+// unstructured objects, with no resync.
+func DynamicInformer(res dynamic.ResourceInterface) toolscache.SharedIndexInformer {
+	return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 }
 
 // trimManagedFields keeps, of an object's managed fields, one entry with
