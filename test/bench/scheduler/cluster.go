@@ -165,7 +165,7 @@ func clusterSample(ctx context.Context, dyn dynamic.Interface, i, n int) error {
 			LimitMilliCelsius: ptr.To[int64](100_000), LimitType: telemetryv1alpha1.ThermalLimitCritical,
 			HeadroomMilliCelsius: ptr.To(100_000 - hottest), HeadroomSensor: "coretemp.0/Package id 0", Alarms: 0},
 		Power: &telemetryv1alpha1.PowerStatus{Watts: int32(200 + i%200 + jitter(10)), Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}, EnergyJoules: 1,
-			Model: &telemetryv1alpha1.PowerModel{Ready: true, Samples: 100, UtilizationSpreadPercent: 60, IdleWatts: ptr.To[int32](100 + int32(i%50)), FullLoadWatts: ptr.To[int32](400 + int32(i%100))}},
+			Model: benchPowerModel(i)},
 	}
 	if kindOf(i) == kindGPU {
 		st.Sources = []telemetryv1alpha1.SourceStatus{{Name: telemetryv1alpha1.SourceGPU, State: telemetryv1alpha1.SourceAvailable}}
@@ -315,4 +315,17 @@ func shortName(profile string) string {
 		return "default"
 	}
 	return profile
+}
+
+// benchPowerModel is node i's power model as an agent publishes a ready
+// one: fitted, idle and full-load watts, and the 11-point curve between
+// them (straight), with its uncertainty.
+func benchPowerModel(i int) *telemetryv1alpha1.PowerModel {
+	idle, full := 100+int32(i%50), 400+int32(i%100)
+	curve, unc := make([]int32, 11), make([]int32, 11)
+	for k := range curve {
+		curve[k], unc[k] = idle+(full-idle)*int32(k)/10, 5
+	}
+	return &telemetryv1alpha1.PowerModel{Ready: true, Basis: telemetryv1alpha1.PowerModelFitted, Samples: 100, UtilizationSpreadPercent: 60,
+		IdleWatts: ptr.To(idle), FullLoadWatts: ptr.To(full), CurveWatts: curve, CurveUncertaintyWatts: unc}
 }

@@ -518,7 +518,7 @@ func sample(ctx context.Context, dyn dynamic.Interface, name string, i int) erro
 		Thermal: &telemetryv1alpha1.ThermalStatus{HottestSensor: "coretemp.0/Package id 0", HottestMilliCelsius: int64(50_000 + 100*(i%300)),
 			LimitMilliCelsius: ptr.To[int64](100_000), LimitType: telemetryv1alpha1.ThermalLimitCritical, HeadroomMilliCelsius: ptr.To(int64(50_000 - 100*(i%300)))},
 		Power: &telemetryv1alpha1.PowerStatus{Watts: int32(200 + i%200), Sources: []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}, EnergyJoules: 1,
-			Model: &telemetryv1alpha1.PowerModel{Ready: true, Samples: 100, UtilizationSpreadPercent: 60, IdleWatts: ptr.To[int32](100 + int32(i%50)), FullLoadWatts: ptr.To[int32](400 + int32(i%100))}},
+			Model: benchPowerModel(i)},
 	}
 	data, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
