@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -73,13 +74,23 @@ type Domains struct {
 	members    map[string][]string
 	// pods are the pods placed on each node since its sample.
 	pods map[string]map[types.UID]reservation
+	// sums are each node's reservations added up, and the oldest's time
+	// (perhaps of one gone since): a snapshot reads them without a pass
+	// over the node's pods until one may have expired.
+	sums map[string]*resSum
 	// retiredBy is, per node, the view whose sample last retired pods:
 	// a hint handed that view knows the node's count fell.
 	retiredBy map[string]*telemetry.Node
 
-	version atomic.Uint64 // bumped by every change a Snapshot reads but samples
+	version atomic.Uint64 // bumped by changes of budgets and members
 	samples atomic.Uint64 // bumped by members' new samples that retired nothing
-	snap    atomic.Pointer[Snapshot]
+	// resVersion is bumped by every change of a member's reservations;
+	// changed are those members since base, the last Snapshot built from
+	// every member.
+	resVersion atomic.Uint64
+	changed    map[string]bool
+	base       *Snapshot
+	snap       atomic.Pointer[Snapshot]
 	// synced is true once the budgets have been listed; handlersSynced
 	// report whether the Node and Pod handlers have had their first lists.
 	synced         atomic.Bool
@@ -101,13 +112,38 @@ type reservation struct {
 	at             time.Time
 }
 
+type resSum struct {
+	cpuMilli, gpus int64
+	n              int
+	oldest         time.Time
+}
+
+// account adds (sign 1) or takes away (-1) a reservation from its node's
+// sums. The caller holds d.mu.
+func (d *Domains) account(node string, r reservation, sign int64) {
+	s := d.sums[node]
+	if s == nil {
+		s = &resSum{}
+		d.sums[node] = s
+	}
+	s.cpuMilli += sign * r.cpuMilli
+	s.gpus += sign * r.gpus
+	s.n += int(sign)
+	if sign > 0 && (s.oldest.IsZero() || r.at.Before(s.oldest)) {
+		s.oldest = r.at
+	}
+	if s.n == 0 {
+		*s = resSum{}
+	}
+}
+
 // NewDomains returns empty domains over cache's telemetry; Start fills
 // them. status, when not nil, runs the status writer (status.go).
 func NewDomains(cache *telemetry.Cache, status *StatusOptions) *Domains {
 	d := &Domains{
 		cache: cache, status: status, gpuResource: v1.ResourceName(configv1.DefaultGPUResourceName),
 		budgets: map[string]*budget{}, nodeLabels: map[string]labels.Set{}, members: map[string][]string{},
-		pods: map[string]map[types.UID]reservation{}, retiredBy: map[string]*telemetry.Node{},
+		pods: map[string]map[types.UID]reservation{}, sums: map[string]*resSum{}, retiredBy: map[string]*telemetry.Node{}, changed: map[string]bool{},
 	}
 	cache.Watch(d.observe)
 	return d
@@ -292,6 +328,7 @@ func (d *Domains) deleteNode(obj any) {
 	defer d.mu.Unlock()
 	delete(d.nodeLabels, n.Name)
 	delete(d.pods, n.Name)
+	delete(d.sums, n.Name)
 	delete(d.retiredBy, n.Name)
 	if _, ok := d.members[n.Name]; ok {
 		delete(d.members, n.Name)
@@ -356,6 +393,7 @@ func (d *Domains) observe(name string, _, cur *telemetry.Node) {
 		for uid, r := range d.pods[name] {
 			if cur.Observed.Sub(r.at) >= hold {
 				delete(d.pods[name], uid)
+				d.account(name, r, -1)
 				d.retiredBy[name] = cur
 			}
 		}
@@ -365,11 +403,26 @@ func (d *Domains) observe(name string, _, cur *telemetry.Node) {
 	if _, ok := d.members[name]; !ok {
 		return
 	}
-	if cur == nil || d.retiredBy[name] == cur {
+	switch {
+	case cur == nil:
 		d.version.Add(1)
-	} else {
+	case d.retiredBy[name] == cur:
+		// The sample that measures the pods must be seen with them gone.
+		d.touch(name)
+	default:
 		d.samples.Add(1)
 	}
+}
+
+// touch marks a member node whose reservations changed: the next Snapshot
+// derives the node's state and its domains' sums anew, without a pass over
+// every member. The caller holds d.mu.
+func (d *Domains) touch(node string) {
+	if _, ok := d.members[node]; !ok {
+		return
+	}
+	d.changed[node] = true
+	d.resVersion.Add(1)
 }
 
 // Retired reports whether view's sample retired pods placed on its node.
@@ -406,9 +459,8 @@ func (d *Domains) reserve(node string, uid types.UID, cpu, gpus int64, at time.T
 		return
 	}
 	m[uid] = reservation{cpuMilli: cpu, gpus: gpus, at: at}
-	if _, ok := d.members[node]; ok {
-		d.version.Add(1)
-	}
+	d.account(node, m[uid], 1)
+	d.touch(node)
 }
 
 // Unreserve forgets a pod: its binding failed, or it was deleted or
@@ -416,13 +468,13 @@ func (d *Domains) reserve(node string, uid types.UID, cpu, gpus int64, at time.T
 func (d *Domains) Unreserve(node string, uid types.UID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.pods[node][uid]; !ok {
+	r, ok := d.pods[node][uid]
+	if !ok {
 		return
 	}
 	delete(d.pods[node], uid)
-	if _, ok := d.members[node]; ok {
-		d.version.Add(1)
-	}
+	d.account(node, r, -1)
+	d.touch(node)
 }
 
 // Pods bound by anyone count too: another scheduler's, or this one's seen
@@ -492,6 +544,10 @@ type Snapshot struct {
 	// a reservation expires.
 	version    uint64
 	samples    uint64
+	resVersion uint64
+	// overrides are the states of the nodes whose reservations changed
+	// since the snapshot of every member it derives from.
+	overrides  map[string]*NodeState
 	maxAge     time.Duration
 	validUntil time.Time
 	at         time.Time
@@ -548,10 +604,19 @@ type NodeState struct {
 	// ReservedCPUMilli and ReservedGPUs are the pods placed since its
 	// sample.
 	ReservedCPUMilli, ReservedGPUs int64
+	// reservedWatts are their watts, when Metered.
+	reservedWatts float64
 }
 
 // Node is a member node's state; nil for a node in no budget.
-func (s *Snapshot) Node(name string) *NodeState { return s.nodes[name] }
+func (s *Snapshot) Node(name string) *NodeState {
+	if s.overrides != nil {
+		if ns, ok := s.overrides[name]; ok {
+			return ns
+		}
+	}
+	return s.nodes[name]
+}
 
 // Empty is true when there is no budget.
 func (s *Snapshot) Empty() bool { return len(s.Domains) == 0 }
@@ -592,20 +657,138 @@ func (d *Domains) SnapshotLatest(now time.Time, maxAge time.Duration) *Snapshot 
 }
 
 func (d *Domains) snapshot(now time.Time, maxAge, lag time.Duration) *Snapshot {
-	v, samples := d.version.Load(), d.samples.Load()
-	if s := d.snap.Load(); s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) &&
-		(s.samples == samples || now.Sub(s.at) < lag) {
+	v, samples, rv := d.version.Load(), d.samples.Load(), d.resVersion.Load()
+	usable := func(s *Snapshot) bool {
+		return s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) &&
+			(s.samples == samples || now.Sub(s.at) < lag)
+	}
+	if s := d.snap.Load(); usable(s) && s.resVersion == rv {
 		return s
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// samples first: a sample stored while the snapshot is built is then
-	// seen by the next call, never missed.
-	samples = d.samples.Load()
-	s := d.build(now, maxAge, d.version.Load())
-	s.samples = samples
+	// The counters first: a change made while the snapshot is built is
+	// then seen by the next call, never missed.
+	v, samples, rv = d.version.Load(), d.samples.Load(), d.resVersion.Load()
+	var s *Snapshot
+	if usable(d.base) && len(d.changed) <= maxOverrides {
+		s = d.derive(d.base, now)
+	} else {
+		s = d.build(now, maxAge, v)
+		s.samples = samples
+		d.base, d.changed = s, map[string]bool{}
+	}
+	s.resVersion = rv
 	d.snap.Store(s)
 	return s
+}
+
+// maxOverrides bounds the nodes a Snapshot derives from the last one
+// built from every member; past it, the next one is built anew.
+const maxOverrides = 256
+
+// derive is base with the nodes whose reservations changed since (a pod
+// placed, unreserved or retired by a sample) taken anew, and their
+// domains' sums moved by as much: a placement costs its node, not a pass
+// over every member. The caller holds d.mu.
+func (d *Domains) derive(base *Snapshot, now time.Time) *Snapshot {
+	s := *base
+	s.Domains = slices.Clone(base.Domains)
+	s.overrides = make(map[string]*NodeState, len(d.changed))
+	for node := range d.changed {
+		old := base.nodes[node]
+		if old == nil {
+			continue // a member since base would have rebuilt it
+		}
+		ns, exp := d.nodeState(node, now, base.maxAge)
+		ns.Domains = old.Domains
+		s.validUntil = minTime(s.validUntil, exp)
+		for _, i := range ns.Domains {
+			dom := &s.Domains[i]
+			m0, r0 := contribution(dom, old)
+			m1, r1 := contribution(dom, ns)
+			dom.MeasuredWatts += m1 - m0
+			dom.ReservedWatts += r1 - r0
+			dom.NodesWithoutPower += without(ns, true) - without(old, true)
+			dom.NodesWithoutEstimate += without(ns, false) - without(old, false)
+		}
+		s.overrides[node] = ns
+	}
+	// at stays base's: new samples are taken in within MaxSampleLag of it.
+	return &s
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// nodeState is a member's state at now: its view, reservations and
+// reserved watts, and until when it holds (its telemetry fresh, its
+// reservations unexpired). The caller holds d.mu and sets Domains.
+func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*NodeState, time.Time) {
+	ns := &NodeState{}
+	until := now.Add(maxReservationAge)
+	if sum := d.sums[node]; sum != nil && sum.n > 0 {
+		if now.Sub(sum.oldest) > maxReservationAge {
+			// One may have expired: no sample came to retire it (its
+			// agent stopped). Forget the expired, and count anew.
+			*sum = resSum{}
+			for uid, r := range d.pods[node] {
+				if now.Sub(r.at) > maxReservationAge {
+					delete(d.pods[node], uid)
+					continue
+				}
+				d.account(node, r, 1)
+			}
+		}
+		ns.ReservedCPUMilli, ns.ReservedGPUs = sum.cpuMilli, sum.gpus
+		if sum.n > 0 {
+			until = minTime(until, sum.oldest.Add(maxReservationAge))
+		}
+	}
+	if view, ok := d.cache.Get(node); ok {
+		ns.View = view
+		if view.HasPower && view.Fresh(now, maxAge) {
+			ns.FreshPower = true
+			until = minTime(until, view.Observed.Add(maxAge))
+			_, ns.Metered = MarginalWatts(view, 0, 0, 0)
+		}
+	}
+	if ns.Metered {
+		ns.reservedWatts, _ = MarginalWatts(ns.View, ns.ReservedCPUMilli, ns.ReservedGPUs, 0)
+	}
+	return ns, until
+}
+
+// contribution is what a member counts in a domain: its measured watts
+// (fresh ones; unmeteredNodeWatts, or its last watts, without) and the
+// watts of its reservations.
+func contribution(dom *Domain, ns *NodeState) (measured, reserved float64) {
+	switch {
+	case ns.Metered:
+		return float64(ns.View.Watts), ns.reservedWatts
+	case dom.HasUnmetered:
+		w := float64(dom.UnmeteredNodeWatts)
+		if ns.FreshPower {
+			w = max(w, float64(ns.View.Watts))
+		}
+		return w, 0
+	case ns.View != nil && ns.View.HasPower:
+		return float64(ns.View.Watts), 0 // its last watts, fresh or not
+	}
+	return 0, 0
+}
+
+// without is 1 when a member has no fresh power telemetry (power) or has
+// fresh watts but no curve (!power).
+func without(ns *NodeState, power bool) int32 {
+	if power && !ns.FreshPower || !power && ns.FreshPower && !ns.Metered {
+		return 1
+	}
+	return 0
 }
 
 // build computes a Snapshot. The caller holds d.mu.
@@ -627,55 +810,19 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 		s.Domains = append(s.Domains, dom)
 	}
 	for node, in := range d.members {
-		ns := &NodeState{}
-		for _, r := range d.pods[node] {
-			if now.Sub(r.at) > maxReservationAge {
-				continue
-			}
-			ns.ReservedCPUMilli += r.cpuMilli
-			ns.ReservedGPUs += r.gpus
-			if exp := r.at.Add(maxReservationAge); exp.Before(s.validUntil) {
-				s.validUntil = exp
-			}
-		}
-		if view, ok := d.cache.Get(node); ok {
-			ns.View = view
-			if view.HasPower && view.Fresh(now, maxAge) {
-				ns.FreshPower = true
-				if exp := view.Observed.Add(maxAge); exp.Before(s.validUntil) {
-					s.validUntil = exp
-				}
-				_, ns.Metered = MarginalWatts(view, 0, 0, 0)
-			}
-		}
-		var reserved float64
-		if ns.Metered {
-			reserved, _ = MarginalWatts(ns.View, ns.ReservedCPUMilli, ns.ReservedGPUs, 0)
-		}
+		ns, until := d.nodeState(node, now, maxAge)
+		s.validUntil = minTime(s.validUntil, until)
 		for _, name := range in {
 			i := index[name]
 			ns.Domains = append(ns.Domains, i)
 			dom := &s.Domains[i]
 			dom.Nodes++
 			dom.Members = append(dom.Members, node)
-			if !ns.FreshPower {
-				dom.NodesWithoutPower++
-			} else if !ns.Metered {
-				dom.NodesWithoutEstimate++
-			}
-			switch {
-			case ns.Metered:
-				dom.MeasuredWatts += float64(ns.View.Watts)
-				dom.ReservedWatts += reserved
-			case dom.HasUnmetered:
-				w := float64(dom.UnmeteredNodeWatts)
-				if ns.FreshPower {
-					w = max(w, float64(ns.View.Watts))
-				}
-				dom.MeasuredWatts += w
-			case ns.View != nil && ns.View.HasPower:
-				dom.MeasuredWatts += float64(ns.View.Watts) // its last watts, fresh or not
-			}
+			dom.NodesWithoutPower += without(ns, true)
+			dom.NodesWithoutEstimate += without(ns, false)
+			m, r := contribution(dom, ns)
+			dom.MeasuredWatts += m
+			dom.ReservedWatts += r
 		}
 		s.nodes[node] = ns
 	}

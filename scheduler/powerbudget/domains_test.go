@@ -488,3 +488,63 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestDeriveMatchesBuild: a snapshot derived from the last full one, with
+// the nodes whose reservations changed (placed, unreserved, retired by a
+// sample) taken anew, reads as a snapshot built from every member at the
+// same moment would.
+func TestDeriveMatchesBuild(t *testing.T) {
+	f := newFixture()
+	f.budget(t, "rack-a", "rack", "a", 5000, nil, nil)
+	f.budget(t, "row-1", "row", "1", 9000, ptr.To[int64](500), ptr.To[int64](300))
+	for i, n := range []string{"n1", "n2", "n3", "n4"} {
+		f.node(n, "rack", "a", "row", "1")
+		f.observe(n, int32(20+10*i), int32(400+50*i), n != "n4") // n4 without a curve
+	}
+	f.node("n5", "row", "1") // no telemetry
+	s0 := f.d.Snapshot(t0, maxAge)
+	step := func(what string, change func()) {
+		t.Helper()
+		change()
+		got := f.d.Snapshot(f.t, maxAge)
+		if got.overrides == nil {
+			t.Fatalf("%s: snapshot built anew, not derived", what)
+		}
+		f.d.mu.Lock()
+		want := f.d.build(f.t, maxAge, f.d.version.Load())
+		f.d.mu.Unlock()
+		for i := range want.Domains {
+			g, w := got.Domains[i], want.Domains[i]
+			if math.Abs(g.MeasuredWatts-w.MeasuredWatts) > 1e-9 || math.Abs(g.ReservedWatts-w.ReservedWatts) > 1e-9 ||
+				g.NodesWithoutPower != w.NodesWithoutPower || g.NodesWithoutEstimate != w.NodesWithoutEstimate {
+				t.Errorf("%s: %s derived %+v, built %+v", what, w.Name, g, w)
+			}
+		}
+		for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+			if g, w := got.Node(n), want.Node(n); g.ReservedCPUMilli != w.ReservedCPUMilli || g.View != w.View || g.Metered != w.Metered {
+				t.Errorf("%s: %s derived %+v, built %+v", what, n, *g, *w)
+			}
+		}
+	}
+	step("a pod placed on n1", func() { f.d.reserve("n1", "p1", 2000, 0, f.t) })
+	step("two on n2, one on n4", func() {
+		f.d.reserve("n2", "p2", 1000, 0, f.t)
+		f.d.reserve("n2", "p3", 500, 0, f.t)
+		f.d.reserve("n4", "p4", 1000, 0, f.t)
+	})
+	step("p2 unreserved", func() { f.d.Unreserve("n2", "p2") })
+	f.t = t0.Add(500 * time.Millisecond)
+	step("n5 reserved, no telemetry", func() { f.d.reserve("n5", "p5", 1000, 0, f.t) })
+	// n1's sample 12 s after p1 retires it, with its new watts: derived
+	// (the node was touched), and counted within MaxSampleLag of base.
+	f.t = t0.Add(900 * time.Millisecond)
+	step("n1's sample retires p1", func() {
+		f.d.mu.Lock()
+		f.d.pods["n1"]["p1"] = reservation{cpuMilli: 2000, at: t0.Add(-12 * time.Second)}
+		f.d.mu.Unlock()
+		f.observe("n1", 35, 520, true)
+	})
+	if s := f.d.Snapshot(f.t, maxAge); s == s0 || s.Node("n1").ReservedCPUMilli != 0 {
+		t.Errorf("n1 after the retiring sample: %+v", *s.Node("n1"))
+	}
+}

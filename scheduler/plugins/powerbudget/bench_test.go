@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -85,7 +86,8 @@ func BenchmarkFilterScore(b *testing.B) {
 // nodes writing every 5 s are 1000 updates a second), and the scheduler's
 // clock moves on 1 ms a cycle; PreFilter takes the domains' snapshot
 // (rebuilt when the last is MaxSampleLag old, or always with lag=0, as
-// before MaxSampleLag), then Filter and Score run on every node. Reported
+// before MaxSampleLag), Filter and Score run on every node, and the pod
+// is placed (Reserve) on one of them. Reported
 // per node, as BenchmarkFilterScore, for the two side by side.
 //
 //	go test -run '^$' -bench 'BenchmarkFilterScore|BenchmarkCycleTelemetryFlowing' -benchmem ./scheduler/plugins/powerbudget/
@@ -123,6 +125,10 @@ func BenchmarkCycleTelemetryFlowing(b *testing.B) {
 						}
 						_, _ = pl.Score(ctx, cs, pod, ni)
 					}
+					// The pod is placed: a reservation on its node.
+					placed := *pod
+					placed.UID = types.UID(fmt.Sprint(i))
+					pl.Reserve(ctx, cs, &placed, infos[(i*7)%n].Node().Name)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
 			})
