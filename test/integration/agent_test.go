@@ -139,9 +139,12 @@ func TestAgentPublishes(t *testing.T) {
 	}
 
 	host := newFakeHost(t)
+	// The host's writer must be gone before t.TempDir's cleanup removes
+	// its tree (as in TestAgentRestartKeepsModels).
 	hostCtx, stopHost := context.WithCancel(ctx)
-	defer stopHost()
-	go host.run(hostCtx, t)
+	ran := make(chan struct{})
+	defer func() { stopHost(); <-ran }()
+	go func() { defer close(ran); host.run(hostCtx, t) }()
 
 	opts := app.NewOptions()
 	opts.HostRoot = host.dir
