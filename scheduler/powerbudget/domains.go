@@ -847,6 +847,6 @@ func MarginalWatts(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int
 	return upper + n.GPUMarginalWatts(podGPUs), true
 }
 
-// roundUp is watts as a whole number, up: what a message or a status says
+// RoundUp is watts as a whole number, up: what a message or a status says
 // of an estimate must not read under it.
-func roundUp(w float64) int64 { return int64(math.Ceil(w - 1e-9)) }
+func RoundUp(w float64) int64 { return int64(math.Ceil(w - 1e-9)) }

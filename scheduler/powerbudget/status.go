@@ -266,7 +266,7 @@ func (w *statusWriter) write(ctx context.Context, name string, st telemetryv1alp
 // transition time from the budget's current status while their status
 // holds.
 func StatusOf(dom *Domain, now time.Time) telemetryv1alpha1.PowerBudgetStatus {
-	measured, reserved := int64(math.Round(dom.MeasuredWatts)), roundUp(dom.ReservedWatts)
+	measured, reserved := int64(math.Round(dom.MeasuredWatts)), RoundUp(dom.ReservedWatts)
 	headroom := dom.LimitWatts() - measured - reserved
 	st := telemetryv1alpha1.PowerBudgetStatus{
 		ObservedGeneration: dom.Generation,

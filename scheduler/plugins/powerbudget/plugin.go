@@ -15,6 +15,7 @@ package powerbudget
 import (
 	"context"
 	"fmt"
+	"math"
 
 	v1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -149,7 +150,7 @@ func fits(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64) string 
 		}
 		if d.MeasuredWatts+d.ReservedWatts+w > float64(d.LimitWatts()) {
 			return fmt.Sprintf("PowerBudget %s: measured %dW + reserved %dW + this pod %dW = %dW > budget %dW - reserve %dW (%d nodes)",
-				d.Name, round(d.MeasuredWatts), ceil(d.ReservedWatts), ceil(w), ceil(d.MeasuredWatts+d.ReservedWatts+w),
+				d.Name, int64(math.Round(d.MeasuredWatts)), powerbudget.RoundUp(d.ReservedWatts), powerbudget.RoundUp(w), powerbudget.RoundUp(d.MeasuredWatts+d.ReservedWatts+w),
 				d.BudgetWatts, d.ReserveWatts, d.Nodes)
 		}
 	}
@@ -333,14 +334,4 @@ func (pl *PowerBudget) nodeHint(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (f
 		}
 	}
 	return fwk.QueueSkip, nil
-}
-
-func round(w float64) int64 { return int64(w + 0.5) }
-
-func ceil(w float64) int64 {
-	i := int64(w)
-	if float64(i) < w-1e-9 {
-		i++
-	}
-	return i
 }
