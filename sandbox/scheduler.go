@@ -25,6 +25,7 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	schedulerconfig "github.com/telesched/telesched/deploy/scheduler"
+	"github.com/telesched/telesched/scheduler/powerbudget"
 )
 
 // schedulerStartTimeout bounds the wait for the scheduler's /healthz.
@@ -235,7 +236,7 @@ func (s *sandbox) createBudgets(ctx context.Context) error {
 			"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
 			"metadata": map[string]any{"name": b.Name}, "spec": spec,
 		}}
-		if _, err := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(powerbudget.Resource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("PowerBudget %s: %w", b.Name, err)
 		}
 		s.printf("      PowerBudget %s: rack %s, %d W (reserve %d W)\n", b.Name, b.Rack, b.BudgetWatts, b.ReserveWatts)
@@ -250,7 +251,7 @@ func (s *sandbox) waitBudgetStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets"))
+	res := dyn.Resource(powerbudget.Resource)
 	for {
 		list, err := res.List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -347,23 +347,15 @@ func (d *Domains) rebuildMembers() {
 
 // setMembers recomputes one node's budgets. The caller holds d.mu.
 func (d *Domains) setMembers(node string) {
-	var in []string
-	for name, b := range d.budgets {
-		if b.selector.Matches(d.nodeLabels[node]) {
-			in = append(in, name)
-		}
-	}
-	sort.Strings(in)
-	old, was := d.members[node]
+	in := d.matching(d.nodeLabels[node])
+	old := d.members[node]
 	if len(in) == 0 {
 		delete(d.members, node)
 	} else {
 		d.members[node] = in
 	}
-	if was || len(in) > 0 {
-		if len(old) != len(in) || fmt.Sprint(old) != fmt.Sprint(in) {
-			d.version.Add(1)
-		}
+	if !slices.Equal(old, in) {
+		d.version.Add(1)
 	}
 }
 
@@ -372,9 +364,15 @@ func (d *Domains) setMembers(node string) {
 func (d *Domains) BudgetsOf(nodeLabels map[string]string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.matching(labels.Set(nodeLabels))
+}
+
+// matching are the names of the budgets whose selectors pick set, sorted.
+// The caller holds d.mu.
+func (d *Domains) matching(set labels.Set) []string {
 	var in []string
 	for name, b := range d.budgets {
-		if b.selector.Matches(labels.Set(nodeLabels)) {
+		if b.selector.Matches(set) {
 			in = append(in, name)
 		}
 	}

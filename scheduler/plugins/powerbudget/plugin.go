@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -323,13 +324,9 @@ func (pl *PowerBudget) nodeHint(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (f
 	if !ok1 || !ok2 {
 		return fwk.Queue, nil
 	}
-	was, is := pl.domains.BudgetsOf(old.Labels), pl.domains.BudgetsOf(cur.Labels)
-	for _, b := range was {
-		found := false
-		for _, c := range is {
-			found = found || b == c
-		}
-		if !found {
+	is := pl.domains.BudgetsOf(cur.Labels)
+	for _, b := range pl.domains.BudgetsOf(old.Labels) {
+		if !slices.Contains(is, b) {
 			return fwk.Queue, nil
 		}
 	}

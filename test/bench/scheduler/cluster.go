@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
 )
 
@@ -126,7 +127,7 @@ func createBudgets(ctx context.Context, dyn dynamic.Interface, nodes int) (int, 
 	racks := (nodes + rackSize - 1) / rackSize
 	for r := range racks {
 		name := rackName(r * rackSize)
-		if _, err := dyn.Resource(telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		if _, err := dyn.Resource(powerbudget.Resource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget", "metadata": map[string]any{"name": name},
 			"spec": map[string]any{
 				"nodeSelector": map[string]any{"matchLabels": map[string]any{rackLabel: name}},
