@@ -8,9 +8,9 @@ import (
 	"github.com/telesched/telesched/sandbox/sim"
 )
 
-// TestFleets: the built-in fleet and the example parse, every node on an
-// 11-point curve with its SPECpower result named, and exactly one fan
-// fault each.
+// TestFleets: the built-in fleet, the example and the mixed-generations
+// fleet parse, every node on an 11-point curve with its SPECpower result
+// named, and exactly one fan fault each.
 func TestFleets(t *testing.T) {
 	exampleFleet, err := ReadFleet("fleets/example.yaml")
 	if err != nil {
@@ -37,6 +37,36 @@ func TestFleets(t *testing.T) {
 	}
 	if heaterOf(defaults) != "cpu-heater" || heaterOf(example) != "edge-rack" {
 		t.Errorf("heaters: %q, %q", heaterOf(defaults), heaterOf(example))
+	}
+	mixedFleet, err := ReadFleet("fleets/mixed-generations.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mixed fleet: one GPU model, CPU nodes of several SPECpower
+	// results and base loads, the 2008 ones idling far above the 2012 ones.
+	gpuModels, cpuCurves, bases := map[string]bool{}, map[string]bool{}, map[float64]bool{}
+	idle := map[string]float64{}
+	for _, s := range mixedFleet.Nodes {
+		if !strings.HasPrefix(s.CurveSource, "power_ssj2008-") {
+			t.Errorf("%s: curve from %q, want a SPECpower_ssj2008 result", s.Name, s.CurveSource)
+		}
+		for _, g := range s.GPUs {
+			gpuModels[g.Model] = true
+		}
+		if len(s.GPUs) == 0 {
+			cpuCurves[s.CurveSource] = true
+			idle[s.CurveSource] = s.Curve[0]
+		}
+		bases[s.BaseUtilization] = true
+	}
+	if len(gpuModels) != 1 || len(cpuCurves) < 4 || len(bases) < 4 {
+		t.Errorf("mixed fleet: GPU models %v, CPU curves %v, base loads %v; want one GPU model, several CPU generations and base loads", gpuModels, cpuCurves, bases)
+	}
+	if idle["power_ssj2008-20080115-00030"] < 3*idle["power_ssj2008-20120306-00434"] {
+		t.Errorf("mixed fleet: the 2008 node idles at %v W, the 2012 one at %v W", idle["power_ssj2008-20080115-00030"], idle["power_ssj2008-20120306-00434"])
+	}
+	if heaterOf(mixedFleet.Nodes) != "xeon-2012-heater" || len(mixedFleet.Budgets) != 3 {
+		t.Errorf("mixed fleet: heater %q, %d budgets", heaterOf(mixedFleet.Nodes), len(mixedFleet.Budgets))
 	}
 	// Two racks with budgets in each: every node in one.
 	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": exampleFleet} {

@@ -1,0 +1,378 @@
+package sandbox
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// curves are SPECpower_ssj2008 results the fleets use.
+var (
+	curveR740  = "[52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457]"
+	curveR830  = "[86.4, 181, 215, 253, 287, 315, 340, 377, 421, 483, 562]"
+	curve2008  = "[216, 221, 227, 235, 245, 258, 270, 282, 294, 307, 315]"
+	curveR620  = "[54.1, 78.4, 88.5, 99.5, 115, 126, 143, 165, 196, 226, 243]"
+	curveX5670 = "[66, 107, 120, 131, 143, 156, 173, 191, 211, 229, 247]"
+)
+
+// fleetNode is a fleet file's node entry.
+func fleetNode(name, rack string, cpus, numa int, curve string, basePercent float64, extra string) string {
+	return fmt.Sprintf("- name: %s\n  rack: %s\n  cpus: %d\n  memory: %dGi\n  numaNodes: %d\n  powerCurve: %s\n  baseUtilizationPercent: %v\n%s",
+		name, rack, cpus, cpus*4, numa, curve, basePercent, extra)
+}
+
+const gpuEntry = "  gpus: {type: a100, count: 4, perNUMA: 2}\n"
+
+func mustFleet(t *testing.T, nodes string, budgets string) *Fleet {
+	t.Helper()
+	// ParseFleet wants room for the scenario's GPU pods: a GPU node the
+	// tests' pods may use or not.
+	doc := "nodes:\n" + nodes + fleetNode("zz-gpu", "zz", 64, 2, curveR740, 10, "  gpus: {type: a100, count: 8, perNUMA: 4}\n")
+	if budgets != "" {
+		doc += "powerBudgets:\n" + budgets
+	}
+	f, err := ParseFleet([]byte(doc))
+	if err != nil {
+		t.Fatalf("fleet: %v\n%s", err, doc)
+	}
+	return f
+}
+
+func cpuPods(prefix string, n int, cpu string) []podSpec {
+	var out []podSpec
+	for i := range n {
+		out = append(out, podSpec{name: fmt.Sprintf("%s-%d", prefix, i), cpu: cpu, memory: "1Gi"})
+	}
+	return out
+}
+
+// TestOracleConstraints: the oracle places each pod where it costs the
+// fewest true watts that every hard constraint allows.
+func TestOracleConstraints(t *testing.T) {
+	gpuPod := podSpec{name: "train", cpu: "4", memory: "8Gi", gpus: 4, singleNUMA: true}
+	for _, tc := range []struct {
+		name    string
+		nodes   string
+		budgets string
+		pods    []podSpec
+		opts    OracleOptions
+		want    map[string]string // pod -> node
+	}{
+		{
+			// 2 CPUs: on the 2008 curve at 25 % of 8 CPUs, 25 -> 50 %,
+			// 231 -> 258 W; on the R740 curve at 10 % of 64 CPUs, 10 ->
+			// 13.1 %, 129 -> 134.6 W. The 64-CPU node wins.
+			name:  "the cheaper marginal watts",
+			nodes: fleetNode("a-old", "r", 8, 1, curve2008, 25, "") + fleetNode("b-new", "r", 64, 1, curveR740, 10, ""),
+			pods:  cpuPods("p", 1, "2"),
+			opts:  OracleOptions{CPUPodsOffGPUNodes: true},
+			want:  map[string]string{"p-0": "b-new"},
+		},
+		{
+			// The same, with the new node's rack budget just over its 130.2
+			// W without pods: the pod must go to the old node.
+			name:    "a rack's budget",
+			nodes:   fleetNode("a-old", "r1", 8, 1, curve2008, 25, "") + fleetNode("b-new", "r2", 64, 1, curveR740, 10, ""),
+			budgets: "- {name: r2, rack: r2, budgetWatts: 132}\n",
+			pods:    cpuPods("p", 1, "2"),
+			opts:    OracleOptions{CPUPodsOffGPUNodes: true},
+			want:    map[string]string{"p-0": "a-old"},
+		},
+		{
+			// 78 % base: a 2-CPU pod on 64 CPUs is 3.1 % more, past
+			// LoadAware's 80 %; the costlier node takes it.
+			name:  "LoadAware's threshold",
+			nodes: fleetNode("a-old", "r", 8, 1, curve2008, 25, "") + fleetNode("b-busy", "r", 64, 1, curveR740, 78, ""),
+			pods:  cpuPods("p", 1, "2"),
+			opts:  OracleOptions{CPUPodsOffGPUNodes: true},
+			want:  map[string]string{"p-0": "a-old"},
+		},
+		{
+			// 8 CPUs on the warm R740 node, 30 -> 42.5 %, add about 34 W
+			// and on the R830 node, 25 -> 50 % of 32 CPUs, 81 W; but the
+			// warm node would settle at 40 + 0.3 × 202 W / (1 - 0.3 × 0.2)
+			// = 104°C, past 100 - 5.
+			name: "the thermal limit",
+			nodes: fleetNode("a-legacy", "r", 32, 1, curveR830, 25, "") +
+				fleetNode("b-warm", "r", 64, 1, curveR740, 30, "  thermal: {ambientCelsius: 40, celsiusPerWatt: 0.3}\n"),
+			pods: cpuPods("p", 1, "8"),
+			opts: OracleOptions{CPUPodsOffGPUNodes: true},
+			want: map[string]string{"p-0": "a-legacy"},
+		},
+		{
+			// 4 GPUs on one NUMA node: the GPU node with 2 per NUMA node
+			// cannot, the one with 4 per NUMA node (zz-gpu) can.
+			name:  "GPUs on one NUMA node",
+			nodes: fleetNode("a-gpu2", "r", 64, 2, curveR740, 10, gpuEntry),
+			pods:  []podSpec{gpuPod},
+			want:  map[string]string{"train": "zz-gpu"},
+		},
+		{
+			// Single-NUMA pods of 5 and 4 CPUs: the cheaper node has 4
+			// CPUs a NUMA node, so the 5-CPU pod goes to the costlier
+			// one-NUMA node, and the 4-CPU pod (which does not fit beside
+			// it, 9 > 8) to the cheaper.
+			name:  "CPUs on one NUMA node",
+			nodes: fleetNode("a-cheap", "r", 8, 2, curveR620, 0, "") + fleetNode("b-costly", "r", 8, 1, curveR830, 0, ""),
+			pods:  []podSpec{{name: "five", cpu: "5", memory: "1Gi", singleNUMA: true}, {name: "four", cpu: "4", memory: "1Gi", singleNUMA: true}},
+			opts:  OracleOptions{CPUPodsOffGPUNodes: true},
+			want:  map[string]string{"five": "b-costly", "four": "a-cheap"},
+		},
+		{
+			name:  "CPU pods off GPU nodes",
+			nodes: fleetNode("a-old", "r", 8, 1, curve2008, 25, ""),
+			pods:  cpuPods("p", 2, "1"),
+			opts:  OracleOptions{CPUPodsOffGPUNodes: true},
+			want:  map[string]string{"p-0": "a-old", "p-1": "a-old"},
+		},
+		{
+			// 1 CPU: +2.8 W on zz-gpu's 64 CPUs at 10 %, +6.5 W on a-old.
+			name:  "CPU pods on GPU nodes' cheap CPUs",
+			nodes: fleetNode("a-old", "r", 8, 1, curve2008, 25, ""),
+			pods:  cpuPods("p", 2, "1"),
+			want:  map[string]string{"p-0": "zz-gpu", "p-1": "zz-gpu"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := mustFleet(t, tc.nodes, tc.budgets)
+			got := Oracle(f, tc.pods, tc.opts)
+			if len(got.Unplaced) > 0 {
+				t.Fatalf("unplaced: %v", got.Unplaced)
+			}
+			if diff := cmp.Diff(tc.want, got.Nodes); diff != "" {
+				t.Errorf("placement (-want +got):\n%s", diff)
+			}
+			if !(got.LowerBound <= got.Watts+1e-6) {
+				t.Errorf("lower bound %v above the oracle's %v", got.LowerBound, got.Watts)
+			}
+		})
+	}
+}
+
+// TestOracleUnplaced: a pod no node can take is reported, not forced.
+func TestOracleUnplaced(t *testing.T) {
+	f := mustFleet(t, fleetNode("a-old", "r", 8, 1, curve2008, 25, ""), "")
+	got := Oracle(f, []podSpec{{name: "huge", cpu: "100", memory: "1Gi"}}, OracleOptions{})
+	if diff := cmp.Diff([]string{"huge"}, got.Unplaced); diff != "" {
+		t.Errorf("unplaced (-want +got):\n%s", diff)
+	}
+	if !math.IsNaN(got.Watts) {
+		t.Errorf("watts = %v, want NaN without a placement", got.Watts)
+	}
+}
+
+// bruteForce is the least objective over every placement of the pods
+// (each on any node and NUMA node), by exhaustive search; ok false when
+// none meets the constraints.
+func bruteForce(o *oracle) (float64, bool) {
+	type choice struct{ node, numa int }
+	var choices [][]choice
+	for p := range o.pods {
+		var cs []choice
+		for n := range o.nodes {
+			if !o.allowed(p, n) {
+				continue
+			}
+			for _, k := range o.numaChoices(p, n) {
+				cs = append(cs, choice{n, k})
+			}
+		}
+		choices = append(choices, cs)
+	}
+	best, found := math.Inf(1), false
+	pick := make([]choice, len(o.pods))
+	var walk func(p int)
+	walk = func(p int) {
+		if p == len(o.pods) {
+			loads := make([]oLoad, len(o.nodes))
+			for n := range loads {
+				loads[n] = o.emptyLoad(n)
+			}
+			for q, c := range pick {
+				loads[c.node] = o.with(loads[c.node], q, c.numa, 1)
+			}
+			var total float64
+			racks := make([]float64, len(o.budgets))
+			for n := range loads {
+				if !o.fits(n, &loads[n], true) {
+					return
+				}
+				all, cost := o.watts(n, &loads[n])
+				total += cost
+				for _, b := range o.nodes[n].budgets {
+					racks[b] += all
+				}
+			}
+			for b := range racks {
+				if racks[b] > o.budgets[b].limit+1e-6 {
+					return
+				}
+			}
+			if total < best {
+				best, found = total, true
+			}
+			return
+		}
+		for _, c := range choices[p] {
+			pick[p] = c
+			walk(p + 1)
+		}
+	}
+	walk(0)
+	return best, found
+}
+
+// TestOracleMatchesBruteForce: on random small fleets (three nodes of
+// SPECpower curves, CPU counts, base loads and NUMA layouts drawn at
+// random, plus a GPU node) and six pods (CPU pods of 1-4 CPUs, sometimes a
+// single-NUMA pod and a GPU pod), with a budget over some of the nodes that
+// binds in part of them, the oracle's objective is the exhaustive search's:
+// 300 instances, both objectives and both variants, none off by more than
+// 0.01 W. The lower bound is never above the optimum.
+func TestOracleMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	curves := []string{curveR740, curveR830, curve2008, curveR620, curveX5670}
+	var gaps []float64
+	infeasible, binding := 0, 0
+	for i := range 300 {
+		var nodes string
+		for n := range 3 {
+			cpus := []int{8, 16, 32}[rng.IntN(3)]
+			numa := []int{1, 2}[rng.IntN(2)]
+			nodes += fleetNode(fmt.Sprintf("n%d", n), fmt.Sprintf("r%d", n%2), cpus, numa, curves[rng.IntN(len(curves))], float64(rng.IntN(7)*10), "")
+		}
+		var pods []podSpec
+		for p := range 6 {
+			pods = append(pods, podSpec{name: fmt.Sprintf("p%d", p), cpu: fmt.Sprint(1 + rng.IntN(4)), memory: fmt.Sprintf("%dGi", 1+rng.IntN(8))})
+		}
+		if rng.IntN(2) == 0 {
+			pods[0].singleNUMA = true
+		}
+		if rng.IntN(2) == 0 {
+			pods[1] = podSpec{name: "gpu", cpu: "8", memory: "32Gi", gpus: 4, singleNUMA: true}
+		}
+		budgets := ""
+		if rng.IntN(2) == 0 {
+			// Rack r0 (n0, n2) at its watts without pods plus 1-60 W.
+			o := newOracle(mustFleet(t, nodes, ""), nil, OracleOptions{})
+			st := o.newState()
+			idle := st.all[0] + st.all[2]
+			budgets = fmt.Sprintf("- {name: r0, rack: r0, budgetWatts: %d}\n", int(idle)+1+rng.IntN(60))
+		}
+		f := mustFleet(t, nodes, budgets)
+		opts := OracleOptions{CPUPodsOffGPUNodes: i%2 == 0, CPUPodsObjective: i%3 == 0}
+		o := newOracle(f, pods, opts)
+		want, ok := bruteForce(o)
+		got := Oracle(f, pods, opts)
+		if !ok {
+			infeasible++
+			if len(got.Unplaced) == 0 {
+				t.Errorf("instance %d: no placement exists, the oracle found %v", i, got.Nodes)
+			}
+			continue
+		}
+		if budgets != "" {
+			if free, _ := bruteForce(newOracle(mustFleet(t, nodes, ""), pods, opts)); free < want-1e-6 {
+				binding++
+			}
+		}
+		if len(got.Unplaced) > 0 {
+			t.Errorf("instance %d: the oracle placed no %v; a placement of %.2f W exists", i, got.Unplaced, want)
+			continue
+		}
+		gaps = append(gaps, got.Watts-want)
+		if got.Watts-want > 0.01 {
+			t.Errorf("instance %d (%+v): oracle %.2f W, optimum %.2f W\n%s", i, opts, got.Watts, want, nodes)
+		}
+		if got.LowerBound > want+1e-6 {
+			t.Errorf("instance %d: lower bound %.2f W above the optimum %.2f W", i, got.LowerBound, want)
+		}
+	}
+	sort.Float64s(gaps)
+	t.Logf("%d instances with a placement (%d with a binding budget), %d without; oracle - optimum: max %.4f W", len(gaps), binding, infeasible, gaps[len(gaps)-1])
+	if binding < 10 || len(gaps) < 200 {
+		t.Errorf("only %d feasible instances, %d with a binding budget: the test no longer exercises the budgets", len(gaps), binding)
+	}
+}
+
+// TestOracleNearLowerBound: on the sandbox's fleets, for the scenario's
+// workload, every variant of the oracle places every pod and meets the
+// lower bound no placement can beat, to 0.01 W.
+func TestOracleNearLowerBound(t *testing.T) {
+	mixed, err := ReadFleet("fleets/mixed-generations.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := ReadFleet("fleets/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": example, "mixed-generations": mixed} {
+		for _, opts := range []OracleOptions{{}, {CPUPodsOffGPUNodes: true}, {CPUPodsObjective: true}, {CPUPodsOffGPUNodes: true, CPUPodsObjective: true}} {
+			got := Oracle(f, workloadPods(), opts)
+			if len(got.Unplaced) > 0 {
+				t.Errorf("%s %+v: unplaced %v", name, opts, got.Unplaced)
+				continue
+			}
+			gap := got.Watts - got.LowerBound
+			t.Logf("%s %+v: oracle %.1f W, lower bound %.1f W, gap %.2f W", name, opts, got.Watts, got.LowerBound, gap)
+			if math.IsNaN(gap) || gap < -1e-6 || gap > 0.01 {
+				t.Errorf("%s %+v: oracle %.1f W, lower bound %.1f W", name, opts, got.Watts, got.LowerBound)
+			}
+			if len(got.Nodes) != len(workloadPods()) {
+				t.Errorf("%s: %d pods placed", name, len(got.Nodes))
+			}
+		}
+	}
+}
+
+// TestOracleKeepsConstraintsOnFleets: the oracle's placement of the
+// scenario on the default fleet meets every node's constraints, costs what
+// it reports, and keeps the 86 %-busy node (past LoadAware's 80 %) empty.
+func TestOracleKeepsConstraintsOnFleets(t *testing.T) {
+	f := DefaultFleet()
+	got := Oracle(f, workloadPods(), OracleOptions{})
+	o := newOracle(f, workloadPods(), OracleOptions{})
+	index := map[string]int{}
+	for i := range o.nodes {
+		index[o.nodes[i].spec.Name] = i
+	}
+	loads := make([]oLoad, len(o.nodes))
+	for n := range loads {
+		loads[n] = o.emptyLoad(n)
+	}
+	for p, pod := range o.pods {
+		n := index[got.Nodes[pod.name]]
+		k := -1
+		if pod.singleNUMA {
+			// The result does not name NUMA nodes: the first that fits.
+			for kk := range o.nodes[n].numa {
+				if l := o.with(loads[n], p, kk, 1); o.fits(n, &l, true) {
+					k = kk
+					break
+				}
+			}
+		}
+		loads[n] = o.with(loads[n], p, k, 1)
+	}
+	var total float64
+	for n := range loads {
+		if !o.fits(n, &loads[n], true) {
+			t.Errorf("the oracle's placement breaks %s's constraints: %+v", o.nodes[n].spec.Name, loads[n])
+		}
+		_, c := o.watts(n, &loads[n])
+		total += c
+	}
+	if math.Abs(total-got.Watts) > 1e-6 {
+		t.Errorf("the oracle reports %.2f W, its placement costs %.2f W", got.Watts, total)
+	}
+	for pod, node := range got.Nodes {
+		if node == "cpu-busy" {
+			t.Errorf("%s on cpu-busy, 86 %% busy", pod)
+		}
+	}
+}
