@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
-	"github.com/telesched/telesched/scheduler/plugins/loadaware"
+	"github.com/telesched/telesched/scheduler/estimate"
 )
 
 // phaseLabel names the scenario phase a pod belongs to.
@@ -352,7 +352,7 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 	}
 	// The pod is sized to the node's load by the simulation; the scheduler
 	// also counts the pods placed there until a sample at least
-	// max(2 intervals, loadaware.MinReservationHold) after them retires
+	// estimate.Hold(interval) after they run retires
 	// them. Wait for that, so only the thermal prediction can refuse it.
 	var retiredBy time.Time
 	s.read(func(v *view) {
@@ -362,7 +362,7 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 			}
 		}
 	})
-	retiredBy = retiredBy.Add(max(2*s.opts.Interval, loadaware.MinReservationHold) + s.opts.Interval)
+	retiredBy = retiredBy.Add(estimate.Hold(s.opts.Interval) + s.opts.Interval)
 	if err := s.watch.waitFor(ctx, name+"'s reservations to retire", func(v *view) bool {
 		t := v.telemetry[name]
 		return t != nil && t.SampleTime.After(retiredBy)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	configscheme "github.com/telesched/telesched/apis/config/scheme"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/energyaware"
 	"github.com/telesched/telesched/scheduler/plugins/loadaware"
 	powerbudgetplugin "github.com/telesched/telesched/scheduler/plugins/powerbudget"
@@ -34,24 +35,31 @@ func main() {
 	// One telemetry cache for every plugin of every profile.
 	cache := telemetry.NewCache()
 	telemetry.RegisterMetrics()
-	// The pods placed on each node since its sample: LoadAware keeps them,
-	// EnergyAware counts them in its estimated load.
-	reservations := loadaware.NewReservations(cache)
-	// The PowerBudgets, their nodes and the pods placed on them; the
-	// status writer starts with the first PowerBudget plugin, on the
-	// options the flags below set.
+	// The one reservation book: the pods bound to each node that its
+	// telemetry does not show yet, which every plugin counts.
+	book := estimate.NewBook(cache, estimate.DefaultOptions())
+	// The PowerBudgets and their nodes; the status writer starts with the
+	// first PowerBudget plugin, on the options the flags below set.
 	status := powerbudget.DefaultStatusOptions()
 	powerbudget.RegisterMetrics()
-	domains := powerbudget.NewDomains(cache, &status)
+	domains := powerbudget.NewDomains(cache, book, &status)
 	cmd := app.NewSchedulerCommand(
-		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache, reservations)),
+		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache, book)),
 		app.WithPlugin(topologyfit.Name, topologyfit.NewFactory(cache)),
-		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache, reservations)),
+		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache, book)),
 		app.WithPlugin(powerbudgetplugin.Name, powerbudgetplugin.NewFactory(cache, domains)),
 	)
 	cmd.Use = "telesched-scheduler"
-	var skew time.Duration
+	var skew, powerHold time.Duration
+	var maxNodeWatts int32
 	fs := pflag.NewFlagSet("telesched", pflag.ContinueOnError)
+	fs.Int32Var(&maxNodeWatts, "telemetry-max-node-watts", telemetry.DefaultMaxNodeWatts,
+		"the most watts any node may draw: a published power curve beyond it (or falling, or negative) reads as no curve, "+
+			"and measured watts beyond it, or beyond half again the node's own curve and GPUs at full load, read as missing "+
+			"(metric telesched_scheduler_telemetry_rejected_total; the log names the node)")
+	fs.DurationVar(&powerHold, "telemetry-power-hold", telemetry.DefaultPowerHold,
+		"how long a node whose samples lack watts (no power section, or watts refused as implausible) keeps counting its last plausible watts "+
+			"in its PowerBudgets and as the base of its pods' watts; after it, the budget's unmeteredNodeWatts apply")
 	fs.DurationVar(&skew, "telemetry-clock-skew-tolerance", telemetry.DefaultClockSkewTolerance,
 		"how far a node agent's sampleTime may be from this scheduler's clock, when the scheduler sees the sample, "+
 			"before the node counts as skewed (metric telesched_scheduler_telemetry_skewed_nodes, and a note in stale-telemetry rejections). "+
@@ -80,7 +88,15 @@ func main() {
 		if err := status.Validate(); err != nil {
 			return err
 		}
+		if maxNodeWatts < 100 || maxNodeWatts > 1_000_000 {
+			return fmt.Errorf("--telemetry-max-node-watts must be within 100-1000000, got %d", maxNodeWatts)
+		}
+		if powerHold < 0 {
+			return fmt.Errorf("--telemetry-power-hold must not be negative, got %v", powerHold)
+		}
 		cache.SetClockSkewTolerance(skew)
+		cache.SetMaxNodeWatts(maxNodeWatts)
+		cache.SetPowerHold(powerHold)
 		return run(c, args)
 	}
 	os.Exit(cli.Run(cmd))

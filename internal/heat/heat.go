@@ -133,3 +133,18 @@ func (h Headroom) Where() string {
 func Celsius(milli int64) string {
 	return fmt.Sprintf("%.1f°C", float64(milli)/1000)
 }
+
+// Verdict is the one "too hot for a pod" rule that EnergyAware's filter,
+// its hints and the sandbox's report apply: CPUs thermally throttled in
+// the last interval (when throttling counts), or an effective headroom at
+// or below the margin. Reason is "" when the node is not too hot, and
+// carries the numbers when it is.
+func Verdict(throttling, rejectThrottling bool, h Headroom, marginMilli int64) (tooHot bool, reason string) {
+	switch {
+	case rejectThrottling && throttling:
+		return true, "node's CPUs are thermally throttling"
+	case h.TooHot(marginMilli):
+		return true, fmt.Sprintf("node thermal headroom %s <= margin %s (%s)", Celsius(h.MilliCelsius), Celsius(marginMilli), h.Where())
+	}
+	return false, ""
+}

@@ -6,10 +6,10 @@
 // `kubectl get powerbudgets` shows is what the scheduler judged by.
 //
 // Time is the scheduler's clock (the telemetry cache's): a node's watts are
-// fresh while the cache saw its sample at most TelemetryMaxAge ago, and a
-// pod placed on a node counts until a sample the cache saw two sampling
-// intervals (at least 10 s) later measures it, as LoadAware's reservations
-// do.
+// fresh while the cache saw its sample at most TelemetryMaxAge ago (its
+// last plausible watts count for the cache's power hold when a sample
+// lacks them), and the pods placed on a node are the scheduler's one
+// reservation book (estimate.Book), whose watts are package estimate's.
 package powerbudget
 
 import (
@@ -27,19 +27,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/apis/config"
-	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	"github.com/telesched/telesched/scheduler/plugins/loadaware"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -49,22 +46,17 @@ var Resource = telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")
 // EventResource names PowerBudget in the scheduler's cluster events.
 const EventResource fwk.EventResource = "powerbudgets.v1alpha1.telemetry.telesched.io"
 
-// maxReservationAge bounds a reservation's life when no new sample of its
-// node comes to retire it (an agent that stopped).
-const maxReservationAge = 10 * time.Minute
-
 // Domains holds every PowerBudget, its nodes and the pods placed on them
 // since their samples. It is safe for concurrent use; readers take a
 // Snapshot, rebuilt only when something it depends on changed or a node's
 // telemetry may have gone stale.
 type Domains struct {
 	cache *telemetry.Cache
+	book  *estimate.Book
 
 	startOnce sync.Once
 	startErr  error
 	status    *StatusOptions // nil: no status writer
-	// gpuResource is set once, by Start.
-	gpuResource v1.ResourceName
 
 	mu      sync.Mutex
 	budgets map[string]*budget
@@ -72,16 +64,6 @@ type Domains struct {
 	// node belongs to.
 	nodeLabels map[string]labels.Set
 	members    map[string][]string
-	// pods are the pods placed on each node since its sample.
-	pods map[string]map[types.UID]reservation
-	// sums are each node's reservations added up, and the oldest's time
-	// (perhaps of one gone since): a snapshot reads them without a pass
-	// over the node's pods until one may have expired.
-	sums map[string]*resSum
-	// retiredBy is, per node, the view whose sample last retired pods:
-	// a hint handed that view knows the node's count fell.
-	retiredBy map[string]*telemetry.Node
-
 	version atomic.Uint64 // bumped by changes of budgets and members
 	samples atomic.Uint64 // bumped by members' new samples that retired nothing
 	// resVersion is bumped by every change of a member's reservations;
@@ -107,56 +89,34 @@ type budget struct {
 	status                    telemetryv1alpha1.PowerBudgetStatus
 }
 
-type reservation struct {
-	cpuMilli, gpus int64
-	at             time.Time
-}
-
-type resSum struct {
-	cpuMilli, gpus int64
-	n              int
-	oldest         time.Time
-}
-
-// account adds (sign 1) or takes away (-1) a reservation from its node's
-// sums. The caller holds d.mu.
-func (d *Domains) account(node string, r reservation, sign int64) {
-	s := d.sums[node]
-	if s == nil {
-		s = &resSum{}
-		d.sums[node] = s
-	}
-	s.cpuMilli += sign * r.cpuMilli
-	s.gpus += sign * r.gpus
-	s.n += int(sign)
-	if sign > 0 && (s.oldest.IsZero() || r.at.Before(s.oldest)) {
-		s.oldest = r.at
-	}
-	if s.n == 0 {
-		*s = resSum{}
-	}
-}
-
-// NewDomains returns empty domains over cache's telemetry; Start fills
-// them. status, when not nil, runs the status writer (status.go).
-func NewDomains(cache *telemetry.Cache, status *StatusOptions) *Domains {
+// NewDomains returns empty domains over cache's telemetry and book's
+// reservations; Start fills them. status, when not nil, runs the status
+// writer (status.go).
+func NewDomains(cache *telemetry.Cache, book *estimate.Book, status *StatusOptions) *Domains {
 	d := &Domains{
-		cache: cache, status: status, gpuResource: v1.ResourceName(configv1.DefaultGPUResourceName),
+		cache: cache, book: book, status: status,
 		budgets: map[string]*budget{}, nodeLabels: map[string]labels.Set{}, members: map[string][]string{},
-		pods: map[string]map[types.UID]reservation{}, sums: map[string]*resSum{}, retiredBy: map[string]*telemetry.Node{}, changed: map[string]bool{},
+		changed: map[string]bool{},
 	}
 	cache.Watch(d.observe)
+	book.OnChange(func(node string) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.touch(node)
+	})
 	return d
 }
 
-// Start follows Nodes and Pods through the scheduler's informers and
-// PowerBudgets through an informer of its own, waits for the budgets'
+// Book is the reservation book the domains count.
+func (d *Domains) Book() *estimate.Book { return d.book }
+
+// Start follows Nodes through the scheduler's informers (and has the book
+// follow Pods), PowerBudgets through an informer of its own, waits for the budgets'
 // first list and starts the status writer. Only the first call starts
 // anything (with its args: the first profile's); later calls return its
 // result.
 func (d *Domains) Start(ctx context.Context, cfg *rest.Config, factory informers.SharedInformerFactory, args config.PowerBudgetArgs) error {
 	d.startOnce.Do(func() {
-		d.gpuResource = v1.ResourceName(args.GPUResourceName)
 		d.startErr = d.start(ctx, cfg, factory, DefaultSyncTimeout)
 		if d.startErr == nil && d.status != nil {
 			d.startErr = d.runStatus(ctx, cfg, *d.status, args.TelemetryMaxAge)
@@ -181,18 +141,13 @@ func (d *Domains) start(ctx context.Context, cfg *rest.Config, factory informers
 	if err != nil {
 		return err
 	}
-	pods, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    d.addPod,
-		UpdateFunc: d.updatePod,
-		DeleteFunc: d.deletePod,
-	})
-	if err != nil {
+	if err := d.book.Watch(factory); err != nil {
 		return err
 	}
 	// The scheduler starts these informers after building its plugins:
 	// until they have handed over their first lists, the domains have no
 	// members, and the status writer waits.
-	d.handlersSynced = []func() bool{nodes.HasSynced, pods.HasSynced}
+	d.handlersSynced = []func() bool{nodes.HasSynced, d.book.Synced}
 	informer := telemetry.DynamicInformer(client.Resource(Resource))
 	logger := klog.FromContext(ctx)
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -327,9 +282,6 @@ func (d *Domains) deleteNode(obj any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.nodeLabels, n.Name)
-	delete(d.pods, n.Name)
-	delete(d.sums, n.Name)
-	delete(d.retiredBy, n.Name)
 	if _, ok := d.members[n.Name]; ok {
 		delete(d.members, n.Name)
 		d.version.Add(1)
@@ -380,34 +332,20 @@ func (d *Domains) matching(set labels.Set) []string {
 	return in
 }
 
-// observe is the telemetry cache's Watcher: a node's new sample retires
-// the pods placed on it at least two sampling intervals (and 10 s) before
-// the cache saw it. Changes of a node in no budget cost a map lookup.
+// observe is the telemetry cache's Watcher: a member's new sample is taken
+// in by the next Snapshot (within MaxSampleLag), a member's deletion at
+// once. A sample that retires reservations has the book touch its node
+// (NewDomains), so it is seen at once too. Changes of a node in no budget
+// cost a map lookup.
 func (d *Domains) observe(name string, _, cur *telemetry.Node) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if cur != nil {
-		hold := max(2*cur.Interval, loadaware.MinReservationHold)
-		for uid, r := range d.pods[name] {
-			if cur.Observed.Sub(r.at) >= hold {
-				delete(d.pods[name], uid)
-				d.account(name, r, -1)
-				d.retiredBy[name] = cur
-			}
-		}
-	} else {
-		delete(d.retiredBy, name)
-	}
 	if _, ok := d.members[name]; !ok {
 		return
 	}
-	switch {
-	case cur == nil:
+	if cur == nil {
 		d.version.Add(1)
-	case d.retiredBy[name] == cur:
-		// The sample that measures the pods must be seen with them gone.
-		d.touch(name)
-	default:
+	} else {
 		d.samples.Add(1)
 	}
 }
@@ -424,114 +362,7 @@ func (d *Domains) touch(node string) {
 }
 
 // Retired reports whether view's sample retired pods placed on its node.
-func (d *Domains) Retired(view *telemetry.Node) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return view != nil && d.retiredBy[view.Name] == view
-}
-
-// PodRequests is the pod's CPU request (millicores) and GPUs.
-func (d *Domains) PodRequests(pod *v1.Pod) (cpuMilli, gpus int64) {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	g := req[d.gpuResource]
-	return req.Cpu().MilliValue(), g.Value()
-}
-
-// Reserve counts a pod toward its node from now until a sample seen two
-// sampling intervals (at least 10 s) later, or for 10 minutes without one.
-// A pod counted already keeps its first time.
-func (d *Domains) Reserve(node string, pod *v1.Pod) {
-	cpu, gpus := d.PodRequests(pod)
-	d.reserve(node, pod.UID, cpu, gpus, d.cache.Now())
-}
-
-func (d *Domains) reserve(node string, uid types.UID, cpu, gpus int64, at time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m := d.pods[node]
-	if m == nil {
-		m = map[types.UID]reservation{}
-		d.pods[node] = m
-	}
-	if _, ok := m[uid]; ok {
-		return
-	}
-	m[uid] = reservation{cpuMilli: cpu, gpus: gpus, at: at}
-	d.account(node, m[uid], 1)
-	d.touch(node)
-}
-
-// Unreserve forgets a pod: its binding failed, or it was deleted or
-// finished.
-func (d *Domains) Unreserve(node string, uid types.UID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r, ok := d.pods[node][uid]
-	if !ok {
-		return
-	}
-	delete(d.pods[node], uid)
-	d.account(node, r, -1)
-	d.touch(node)
-}
-
-// Pods bound by anyone count too: another scheduler's, or this one's seen
-// by a replica that is not scheduling (whose status must show them). A pod
-// counts from when this process saw its binding; a pod of the first list
-// counts from its PodScheduled time, when that is recent.
-func (d *Domains) addPod(obj any, initial bool) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName == "" || terminal(pod) {
-		return
-	}
-	at := d.cache.Now()
-	if initial {
-		t, ok := scheduledAt(pod)
-		if !ok || at.Sub(t) > loadaware.MinReservationHold {
-			return // measured by now, or as good as
-		}
-		at = t
-	}
-	cpu, gpus := d.PodRequests(pod)
-	d.reserve(pod.Spec.NodeName, pod.UID, cpu, gpus, at)
-}
-
-func (d *Domains) updatePod(oldObj, newObj any) {
-	old, ok1 := oldObj.(*v1.Pod)
-	pod, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 || pod.Spec.NodeName == "" {
-		return
-	}
-	switch {
-	case terminal(pod):
-		d.Unreserve(pod.Spec.NodeName, pod.UID)
-	case old.Spec.NodeName == "":
-		cpu, gpus := d.PodRequests(pod)
-		d.reserve(pod.Spec.NodeName, pod.UID, cpu, gpus, d.cache.Now())
-	}
-}
-
-func (d *Domains) deletePod(obj any) {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" {
-		d.Unreserve(pod.Spec.NodeName, pod.UID)
-	}
-}
-
-func terminal(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-func scheduledAt(pod *v1.Pod) (time.Time, bool) {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue {
-			return c.LastTransitionTime.Time, true
-		}
-	}
-	return time.Time{}, false
-}
+func (d *Domains) Retired(view *telemetry.Node) bool { return d.book.Retired(view) }
 
 // Snapshot is the domains at one moment: each budget's measured and
 // reserved watts, and each member node's view. It is immutable.
@@ -594,14 +425,18 @@ type NodeState struct {
 	// View is the node's telemetry view the snapshot counted; nil when it
 	// has none.
 	View *telemetry.Node
-	// Metered: fresh watts and a power curve, so a pod's watts can be
-	// estimated.
+	// Metered: watts (fresh, or held) and a plausible power curve, so a
+	// pod's watts can be estimated.
 	Metered bool
-	// FreshPower: watts seen within telemetryMaxAge.
+	// FreshPower: watts seen within telemetryMaxAge, or, while its
+	// samples lack them, its last plausible watts within the cache's
+	// power hold (Held).
 	FreshPower bool
-	// ReservedCPUMilli and ReservedGPUs are the pods placed since its
-	// sample.
-	ReservedCPUMilli, ReservedGPUs int64
+	Held       bool
+	// Watts are those watts.
+	Watts float64
+	// Reserved are the pods placed that its sample does not show yet.
+	Reserved estimate.Demand
 	// reservedWatts are their watts, when Metered.
 	reservedWatts float64
 }
@@ -655,6 +490,7 @@ func (d *Domains) SnapshotLatest(now time.Time, maxAge time.Duration) *Snapshot 
 }
 
 func (d *Domains) snapshot(now time.Time, maxAge, lag time.Duration) *Snapshot {
+	d.book.Expire() // (before d.mu: the book tells d of what expires)
 	v, samples, rv := d.version.Load(), d.samples.Load(), d.resVersion.Load()
 	usable := func(s *Snapshot) bool {
 		return s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) &&
@@ -724,39 +560,26 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // nodeState is a member's state at now: its view, reservations and
-// reserved watts, and until when it holds (its telemetry fresh, its
-// reservations unexpired). The caller holds d.mu and sets Domains.
+// reserved watts, and until when it holds (its watts fresh or held). The
+// caller holds d.mu and sets Domains.
 func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*NodeState, time.Time) {
-	ns := &NodeState{}
-	until := now.Add(maxReservationAge)
-	if sum := d.sums[node]; sum != nil && sum.n > 0 {
-		if now.Sub(sum.oldest) > maxReservationAge {
-			// One may have expired: no sample came to retire it (its
-			// agent stopped). Forget the expired, and count anew.
-			*sum = resSum{}
-			for uid, r := range d.pods[node] {
-				if now.Sub(r.at) > maxReservationAge {
-					delete(d.pods[node], uid)
-					continue
-				}
-				d.account(node, r, 1)
-			}
-		}
-		ns.ReservedCPUMilli, ns.ReservedGPUs = sum.cpuMilli, sum.gpus
-		if sum.n > 0 {
-			until = minTime(until, sum.oldest.Add(maxReservationAge))
-		}
-	}
+	ns := &NodeState{Reserved: d.book.Get(node)}
+	until := now.Add(estimate.MaxReservationAge)
 	if view, ok := d.cache.Get(node); ok {
 		ns.View = view
-		if view.HasPower && view.Fresh(now, maxAge) {
-			ns.FreshPower = true
+		hold := d.cache.PowerHold()
+		if w, held, ok := view.PowerAt(now, maxAge, hold); ok {
+			ns.FreshPower, ns.Watts, ns.Held = true, float64(w), held
 			until = minTime(until, view.Observed.Add(maxAge))
-			_, ns.Metered = MarginalWatts(view, 0, 0, 0)
+			if held {
+				until = minTime(until, view.LastWattsObserved.Add(hold))
+			}
+			_, ns.Metered = estimate.PodWatts(view, estimate.Demand{}, estimate.Demand{})
 		}
 	}
 	if ns.Metered {
-		ns.reservedWatts, _ = MarginalWatts(ns.View, ns.ReservedCPUMilli, ns.ReservedGPUs, 0)
+		w, _ := estimate.ReservedWatts(ns.View, ns.Reserved)
+		ns.reservedWatts = w.Upper
 	}
 	return ns, until
 }
@@ -767,15 +590,15 @@ func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*
 func contribution(dom *Domain, ns *NodeState) (measured, reserved float64) {
 	switch {
 	case ns.Metered:
-		return float64(ns.View.Watts), ns.reservedWatts
+		return ns.Watts, ns.reservedWatts
 	case dom.HasUnmetered:
 		w := float64(dom.UnmeteredNodeWatts)
 		if ns.FreshPower {
-			w = max(w, float64(ns.View.Watts))
+			w = max(w, ns.Watts)
 		}
 		return w, 0
-	case ns.View != nil && ns.View.HasPower:
-		return float64(ns.View.Watts), 0 // its last watts, fresh or not
+	case ns.View != nil && ns.View.HasLastWatts:
+		return float64(ns.View.LastWatts), 0 // its last watts, however old
 	}
 	return 0, 0
 }
@@ -791,7 +614,7 @@ func without(ns *NodeState, power bool) int32 {
 
 // build computes a Snapshot. The caller holds d.mu.
 func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Snapshot {
-	s := &Snapshot{nodes: map[string]*NodeState{}, version: version, maxAge: maxAge, at: now, validUntil: now.Add(maxReservationAge)}
+	s := &Snapshot{nodes: map[string]*NodeState{}, version: version, maxAge: maxAge, at: now, validUntil: now.Add(estimate.MaxReservationAge)}
 	names := make([]string, 0, len(d.budgets))
 	for name := range d.budgets {
 		names = append(names, name)
@@ -830,19 +653,15 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 	return s
 }
 
-// MarginalWatts is the power a pod of podCPUMilli and podGPUs adds to node
-// n, on which pods of reservedCPUMilli were placed since its sample, upper
-// estimate (telemetry.Node.MarginalWatts and GPUMarginalWatts). ok is
-// false when n has no watts or no power curve.
-func MarginalWatts(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int64) (watts float64, ok bool) {
-	if n == nil {
+// PodWatts is the watts a pod of demand pod adds to member ns, upper
+// estimate (package estimate's convention for limits), on top of its
+// reservations; ok is false when ns is not metered.
+func PodWatts(ns *NodeState, pod estimate.Demand) (float64, bool) {
+	if ns == nil || !ns.Metered {
 		return 0, false
 	}
-	_, upper, ok := n.MarginalWatts(podCPUMilli, reservedCPUMilli)
-	if !ok {
-		return 0, false
-	}
-	return upper + n.GPUMarginalWatts(podGPUs), true
+	w, ok := estimate.PodWatts(ns.View, pod, ns.Reserved)
+	return w.Upper, ok
 }
 
 // RoundUp is watts as a whole number, up: what a message or a status says

@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -37,10 +39,27 @@ type fixture struct {
 
 func (f *fixture) now() time.Time { return f.t }
 
+// reserve books a pod of cpu and gpus on node, placed and seen running at
+// at (the clock is set there for the book, and back).
+func (f *fixture) reserve(node string, uid types.UID, cpu, gpus int64, at time.Time) {
+	now := f.t
+	f.t = at
+	f.d.book.ReserveDemand(node, uid, estimate.Demand{CPUMilli: cpu, GPUs: gpus})
+	f.d.book.Running(node, uid)
+	f.t = now
+}
+
+// place is the scheduler placing pod on node now, its kubelet starting it
+// at once.
+func (f *fixture) place(node string, pod *corev1.Pod) {
+	f.d.book.Reserve(node, pod)
+	f.d.book.Running(node, pod.UID)
+}
+
 func newFixture() *fixture {
 	f := &fixture{t: t0}
 	f.cache = telemetry.NewCacheWithClock(f.now)
-	f.d = NewDomains(f.cache, nil)
+	f.d = NewDomains(f.cache, estimate.NewBook(f.cache, estimate.DefaultOptions()), nil)
 	return f
 }
 
@@ -125,9 +144,9 @@ func TestSnapshot(t *testing.T) {
 	f.observe("n3", 30, 350, false)
 	f.observe("n5", 10, 200, true)
 	// n1 at 50 %: 2000m takes it to 62.5 %, 500 W -> 600 W on the curve.
-	f.d.reserve("n1", "p1", 2000, 0, t0)
-	f.d.reserve("n3", "p3", 1000, 0, t0) // no curve: no watts
-	f.d.reserve("n5", "p5", 4000, 0, t0) // no budget
+	f.reserve("n1", "p1", 2000, 0, t0)
+	f.reserve("n3", "p3", 1000, 0, t0) // no curve: no watts
+	f.reserve("n5", "p5", 4000, 0, t0) // no budget
 
 	s := f.d.Snapshot(t0, maxAge)
 	checkDomains(t, s, map[string]nums{
@@ -141,10 +160,10 @@ func TestSnapshot(t *testing.T) {
 	if got := s.Domains[2].HeadroomWatts(); !near(got, 5000-500-1250-100) {
 		t.Errorf("row-1 headroom %v, want 3150", got)
 	}
-	if n1 := s.Node("n1"); n1 == nil || !n1.Metered || !n1.FreshPower || n1.ReservedCPUMilli != 2000 || len(n1.Domains) != 2 || n1.Domains[0] != 0 || n1.Domains[1] != 2 {
+	if n1 := s.Node("n1"); n1 == nil || !n1.Metered || !n1.FreshPower || n1.Reserved.CPUMilli != 2000 || len(n1.Domains) != 2 || n1.Domains[0] != 0 || n1.Domains[1] != 2 {
 		t.Errorf("n1 = %+v, want metered, fresh, 2000m reserved, in domains [0 2]", n1)
 	}
-	if n3 := s.Node("n3"); n3 == nil || n3.Metered || !n3.FreshPower || n3.ReservedCPUMilli != 1000 {
+	if n3 := s.Node("n3"); n3 == nil || n3.Metered || !n3.FreshPower || n3.Reserved.CPUMilli != 1000 {
 		t.Errorf("n3 = %+v, want fresh, not metered, 1000m reserved", n3)
 	}
 	if n4 := s.Node("n4"); n4 == nil || n4.View != nil || n4.FreshPower {
@@ -166,7 +185,7 @@ func TestSnapshot(t *testing.T) {
 		"rack-b": {nodes: 2, noPower: 2, measured: 300 + 300},
 		"row-1":  {nodes: 3, noPower: 3, measured: 1250},
 	})
-	if n1 := s.Node("n1"); n1.FreshPower || n1.Metered || n1.ReservedCPUMilli != 2000 {
+	if n1 := s.Node("n1"); n1.FreshPower || n1.Metered || n1.Reserved.CPUMilli != 2000 {
 		t.Errorf("stale n1 = %+v, want not fresh, 2000m still reserved", n1)
 	}
 }
@@ -181,7 +200,7 @@ func TestMembership(t *testing.T) {
 	f.node("n2", "rack", "a")
 	f.observe("n1", 50, 500, true)
 	f.observe("n2", 20, 400, true)
-	f.d.reserve("n2", "p", 1000, 0, t0) // 20 % -> 26.25 %: 50 W
+	f.reserve("n2", "p", 1000, 0, t0) // 20 % -> 26.25 %: 50 W
 	checkDomains(t, f.d.Snapshot(t0, maxAge), map[string]nums{
 		"rack-a": {nodes: 2, measured: 900, reserved: 50},
 		"rack-b": {},
@@ -240,7 +259,7 @@ func TestRetirement(t *testing.T) {
 			f.budget(t, "rack-a", "rack", "a", 2000, nil, nil)
 			f.node("n1", "rack", "a")
 			v0 := f.cache.Set(telemetry.FromStatus("n1", status(t0, tc.interval, 50, 500, true)))
-			f.d.reserve("n1", "p", 2000, 0, t0)
+			f.reserve("n1", "p", 2000, 0, t0)
 			f.t = t0.Add(tc.after)
 			sample := f.t
 			if tc.resample {
@@ -271,23 +290,23 @@ func TestReserve(t *testing.T) {
 	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), "nvidia.com/gpu": resource.MustParse("1")}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "c", Resources: corev1.ResourceRequirements{Requests: req, Limits: req}}}}}
-	f.d.Reserve("n1", pod)
-	f.d.Reserve("n4", pod)
+	f.place("n1", pod)
+	f.place("n4", pod)
 	n1 := f.d.Snapshot(t0, maxAge).Node("n1")
-	if n1.ReservedCPUMilli != 2000 || n1.ReservedGPUs != 1 {
-		t.Fatalf("n1 reserved %dm %d GPUs, want 2000m 1", n1.ReservedCPUMilli, n1.ReservedGPUs)
+	if n1.Reserved.CPUMilli != 2000 || n1.Reserved.GPUs != 1 {
+		t.Fatalf("n1 reserved %dm %d GPUs, want 2000m 1", n1.Reserved.CPUMilli, n1.Reserved.GPUs)
 	}
 	f.t = t0.Add(5 * time.Second)
-	f.d.Reserve("n1", pod) // placed at t0 still
+	f.place("n1", pod) // placed at t0 still
 	f.t = t0.Add(10 * time.Second)
 	f.observe("n1", 62, 600, true) // 10 s after t0: retires it
-	if got := f.d.Snapshot(f.t, maxAge).Node("n1").ReservedCPUMilli; got != 0 {
+	if got := f.d.Snapshot(f.t, maxAge).Node("n1").Reserved.CPUMilli; got != 0 {
 		t.Errorf("after a sample 10s after the first Reserve, n1 reserved %dm, want 0", got)
 	}
 
-	f.d.reserve("n1", "q", 1000, 0, f.t)
-	f.d.Unreserve("n1", "q")
-	if got := f.d.Snapshot(f.t, maxAge).Node("n1").ReservedCPUMilli; got != 0 {
+	f.reserve("n1", "q", 1000, 0, f.t)
+	f.d.book.Unreserve("n1", "q")
+	if got := f.d.Snapshot(f.t, maxAge).Node("n1").Reserved.CPUMilli; got != 0 {
 		t.Errorf("after Unreserve, n1 reserved %dm, want 0", got)
 	}
 
@@ -298,7 +317,8 @@ func TestReserve(t *testing.T) {
 		at   time.Duration
 		want int64
 	}{{10 * time.Minute, 2000}, {10*time.Minute + time.Second, 0}} {
-		if got := f.d.Snapshot(t0.Add(tc.at), maxAge).Node("n4").ReservedCPUMilli; got != tc.want {
+		f.t = t0.Add(tc.at)
+		if got := f.d.Snapshot(f.t, maxAge).Node("n4").Reserved.CPUMilli; got != tc.want {
 			t.Errorf("n4 at t0+%v: %dm reserved, want %dm", tc.at, got, tc.want)
 		}
 	}
@@ -322,13 +342,13 @@ func TestSnapshotReuse(t *testing.T) {
 	}
 	same("again", true, t0)
 	same("30s on, fresh", true, t0.Add(30*time.Second))
-	f.d.reserve("n5", "p", 1000, 0, t0)
+	f.reserve("n5", "p", 1000, 0, t0)
 	same("reserved on a node in no budget", true, t0)
 	f.observe("n5", 60, 600, true)
 	same("sample of a node in no budget", true, t0)
-	f.d.Unreserve("n1", "nobody")
+	f.d.book.Unreserve("n1", "nobody")
 	same("unreserved a pod never reserved", true, t0)
-	f.d.reserve("n1", "p", 1000, 0, t0)
+	f.reserve("n1", "p", 1000, 0, t0)
 	same("reserved on a member", false, t0)
 	f.observe("n1", 50, 510, true)
 	same("member's new sample, within MaxSampleLag", true, t0.Add(MaxSampleLag-time.Millisecond))
@@ -526,30 +546,29 @@ func TestDeriveMatchesBuild(t *testing.T) {
 			}
 		}
 		for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
-			if g, w := got.Node(n), want.Node(n); g.ReservedCPUMilli != w.ReservedCPUMilli || g.View != w.View || g.Metered != w.Metered {
+			if g, w := got.Node(n), want.Node(n); g.Reserved.CPUMilli != w.Reserved.CPUMilli || g.View != w.View || g.Metered != w.Metered {
 				t.Errorf("%s: %s derived %+v, built %+v", what, n, *g, *w)
 			}
 		}
 	}
-	step("a pod placed on n1", func() { f.d.reserve("n1", "p1", 2000, 0, f.t) })
+	step("a pod placed on n1", func() { f.reserve("n1", "p1", 2000, 0, f.t) })
 	step("two on n2, one on n4", func() {
-		f.d.reserve("n2", "p2", 1000, 0, f.t)
-		f.d.reserve("n2", "p3", 500, 0, f.t)
-		f.d.reserve("n4", "p4", 1000, 0, f.t)
+		f.reserve("n2", "p2", 1000, 0, f.t)
+		f.reserve("n2", "p3", 500, 0, f.t)
+		f.reserve("n4", "p4", 1000, 0, f.t)
 	})
-	step("p2 unreserved", func() { f.d.Unreserve("n2", "p2") })
+	step("p2 unreserved", func() { f.d.book.Unreserve("n2", "p2") })
 	f.t = t0.Add(500 * time.Millisecond)
-	step("n5 reserved, no telemetry", func() { f.d.reserve("n5", "p5", 1000, 0, f.t) })
+	step("n5 reserved, no telemetry", func() { f.reserve("n5", "p5", 1000, 0, f.t) })
 	// n1's sample 12 s after p1 retires it, with its new watts: derived
 	// (the node was touched), and counted within MaxSampleLag of base.
 	f.t = t0.Add(900 * time.Millisecond)
 	step("n1's sample retires p1", func() {
-		f.d.mu.Lock()
-		f.d.pods["n1"]["p1"] = reservation{cpuMilli: 2000, at: t0.Add(-12 * time.Second)}
-		f.d.mu.Unlock()
+		f.d.book.Unreserve("n1", "p1")
+		f.reserve("n1", "p1", 2000, 0, t0.Add(-12*time.Second))
 		f.observe("n1", 35, 520, true)
 	})
-	if s := f.d.Snapshot(f.t, maxAge); s == s0 || s.Node("n1").ReservedCPUMilli != 0 {
+	if s := f.d.Snapshot(f.t, maxAge); s == s0 || s.Node("n1").Reserved.CPUMilli != 0 {
 		t.Errorf("n1 after the retiring sample: %+v", *s.Node("n1"))
 	}
 }

@@ -62,6 +62,11 @@ type Cache struct {
 
 	now           func() time.Time // the scheduler's clock
 	skewTolerance time.Duration
+	// maxNodeWatts bounds plausible watts and curves (vet).
+	maxNodeWatts int32
+	// powerHold is how long a node's last plausible watts stand in for
+	// missing ones (Node.PowerAt).
+	powerHold atomic.Int64
 
 	entries atomic.Pointer[map[string]*entry] // read-only once published
 
@@ -102,8 +107,9 @@ func NewCache() *Cache {
 
 // NewCacheWithClock returns an empty cache that tells time by now.
 func NewCacheWithClock(now func() time.Time) *Cache {
-	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, tombstones: map[string]tombstone{}}
+	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, maxNodeWatts: DefaultMaxNodeWatts, tombstones: map[string]tombstone{}}
 	c.entries.Store(&map[string]*entry{})
+	c.powerHold.Store(int64(DefaultPowerHold))
 	c.gpuNodes = c.NewCounter(func(n *Node) bool { return len(n.GPUs) > 0 })
 	return c
 }
@@ -116,6 +122,22 @@ func (c *Cache) SetClockSkewTolerance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.skewTolerance = d
 }
+
+// SetMaxNodeWatts sets the most watts a node may plausibly draw
+// (DefaultMaxNodeWatts); call it before Start.
+func (c *Cache) SetMaxNodeWatts(w int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxNodeWatts = w
+}
+
+// SetPowerHold sets how long a node whose samples lack watts keeps
+// counting its last plausible watts (DefaultPowerHold).
+func (c *Cache) SetPowerHold(d time.Duration) { c.powerHold.Store(int64(d)) }
+
+// PowerHold is how long a node whose samples lack watts keeps counting
+// its last plausible watts.
+func (c *Cache) PowerHold() time.Duration { return time.Duration(c.powerHold.Load()) }
 
 // Now is the scheduler's clock, by which views are observed.
 func (c *Cache) Now() time.Time { return c.now() }
@@ -359,6 +381,7 @@ func (c *Cache) Set(n *Node) *Node {
 		n.Observed = now
 	}
 	n.ClockOffset = n.SampleTime.Sub(n.Observed)
+	c.vet(n, old, true)
 	n.Skewed = !n.SampleTime.IsZero() && (n.ClockOffset > c.skewTolerance || n.ClockOffset < -c.skewTolerance)
 	e.prev.Store(old)
 	e.node.Store(n)
@@ -426,6 +449,9 @@ func (c *Cache) ObserveChange(oldObj, newObj any) (prev, cur *Node, err error) {
 			// the entry's previous view, when older than the current one,
 			// for the next pending pod's hint.
 			if prev, _ = Decode(ou); prev != nil && cur != nil {
+				c.mu.Lock()
+				c.vet(prev, nil, false)
+				c.mu.Unlock()
 				if e := c.lookup(cur.Name); e != nil && prev.resourceVersion < cur.resourceVersion {
 					e.prev.Store(prev)
 				}

@@ -17,10 +17,20 @@ var skewedNodes = metrics.NewGauge(&metrics.GaugeOpts{
 	StabilityLevel: metrics.ALPHA,
 })
 
+// rejected counts what the cache refused of published telemetry as
+// breaking physics, by what it was.
+var rejected = metrics.NewCounterVec(&metrics.CounterOpts{
+	Name: "telesched_scheduler_telemetry_rejected_total",
+	Help: "NodeTelemetry values the scheduler refused as implausible, by what: power_curve (falling, negative or beyond " +
+		"--telemetry-max-node-watts; the node reads as having no curve), gpu_model, watts (beyond the node's envelope; " +
+		"its last plausible watts count for --telemetry-power-hold). The scheduler's log names the node.",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"what"})
+
 var registerOnce sync.Once
 
 // RegisterMetrics registers the cache's metrics with kube-scheduler's
 // registry; calls after the first do nothing.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(skewedNodes) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(skewedNodes, rejected) })
 }

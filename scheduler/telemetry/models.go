@@ -4,10 +4,11 @@ import (
 	"math"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/powercurve"
 )
 
 // CurveKnots is how many points a power curve has: 0 %, 10 % … 100 %.
-const CurveKnots = 11
+const CurveKnots = powercurve.Knots
 
 // Basis is what a model rests on.
 type Basis uint8
@@ -36,8 +37,8 @@ type Models struct {
 	// CurveBasis is BasisNone when there is no power curve; Watts and
 	// Uncertainty are the curve at 0 %, 10 % … 100 % CPU.
 	CurveBasis  Basis
-	Watts       [CurveKnots]float64
-	Uncertainty [CurveKnots]float64
+	Watts       powercurve.Curve
+	Uncertainty powercurve.Curve
 	// GPUBasis is BasisNone when there is no GPU power model; GPUIdleWatts
 	// and GPUBusyWatts are one GPU's power idle and busy.
 	GPUBasis                   Basis
@@ -69,43 +70,7 @@ func (m *Models) CurveAt(u float64) (watts, uncertainty float64, ok bool) {
 	if m == nil || m.CurveBasis == BasisNone {
 		return 0, 0, false
 	}
-	x := math.Min(1, math.Max(0, u)) * (CurveKnots - 1)
-	i := min(int(x), CurveKnots-2)
-	t := x - float64(i)
-	return m.Watts[i] + (m.Watts[i+1]-m.Watts[i])*t, m.Uncertainty[i] + (m.Uncertainty[i+1]-m.Uncertainty[i])*t, true
-}
-
-// MarginalWatts is the power pods of cpuMilli add to the node, on which
-// pods of reservedCPUMilli were placed since its sample: its power curve at
-// the estimated load (measured utilization plus the reserved pods) with
-// them, minus without. upper adds the uncertainty the step adds to the
-// curve's. ok is false when the node has no watts, no CPU count or no
-// curve.
-func (n *Node) MarginalWatts(cpuMilli, reservedCPUMilli int64) (mean, upper float64, ok bool) {
-	if !n.HasPower || !n.HasCPU || n.LogicalCores <= 0 {
-		return 0, 0, false
-	}
-	capacity := float64(n.LogicalCores) * 1000
-	u0 := float64(n.CPUPercent)/100 + float64(reservedCPUMilli)/capacity
-	w0, unc0, ok := n.Models.CurveAt(u0)
-	if !ok {
-		return 0, 0, false
-	}
-	w1, unc1, _ := n.Models.CurveAt(u0 + float64(cpuMilli)/capacity)
-	return w1 - w0, w1 - w0 + max(0, unc1-unc0), true
-}
-
-// GPUMarginalWatts is what gpus busy GPUs add to the node: a busy GPU's
-// power less an idle one's each, by its GPU model, or the node's mean GPU
-// watts without one; 0 on a node without GPUs.
-func (n *Node) GPUMarginalWatts(gpus int64) float64 {
-	if gpus <= 0 || len(n.GPUs) == 0 {
-		return 0
-	}
-	if m := n.Models; m != nil && m.GPUBasis != BasisNone {
-		return max(0, m.GPUBusyWatts-m.GPUIdleWatts) * float64(gpus)
-	}
-	return float64(n.GPUWatts) / float64(len(n.GPUs)) * float64(gpus)
+	return m.Watts.At(u), m.Uncertainty.At(u), true
 }
 
 // GPU utilization bounds: a GPU at most IdleGPUPercent busy counts as idle,

@@ -69,15 +69,27 @@ type Node struct {
 	UnlimitedSensor     string
 	NUMA                []NUMANode
 	// Models are the node's learned power and thermal models; nil when
-	// its agent published none.
+	// its agent published none, or only implausible ones.
 	Models *Models
+	// Rejected says what of the node's published telemetry the scheduler
+	// refused as breaking physics (Plausibility), "" when nothing: such a
+	// model reads as absent and such watts as missing (HasPower false).
+	Rejected string
+	// LastWatts is the node's last plausible measured watts, seen by the
+	// scheduler at LastWattsObserved: Watts for a view with power, and the
+	// watts of an earlier view for one whose sample lacks them (no power
+	// section, or watts refused). HasLastWatts is false when the node never
+	// had any.
+	LastWatts         int32
+	HasLastWatts      bool
+	LastWattsObserved time.Time
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64
 	// written is when the API server last wrote the object, by its clock,
 	// to the second; zero when unknown.
 	written time.Time
-	_       [8]byte // to a multiple of a cache line (TestNodeLayout)
+	_       [24]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.

@@ -7,6 +7,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/internal/heat"
+	estimate "github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -23,21 +24,21 @@ type thermalLimits struct {
 }
 
 // tooHot says why a node is too hot for any pod, or "" when it is not, by
-// package heat's definition: its CPUs throttle, or its effective headroom
+// package heat's Verdict: its CPUs throttle, or its effective headroom
 // (every sensor against its limit, the absolute limit for a sensor without
-// one) is at or below the margin.
+// one) is at or below the margin. The common answer, a cool node, reads
+// only the view's first cache line.
 func tooHot(n *telemetry.Node, l thermalLimits) string {
-	switch {
-	case l.rejectThrottling && n.Throttling:
-		return "node's CPUs are thermally throttling"
-	case !n.HasThermal:
-		return ""
+	if !(l.rejectThrottling && n.Throttling) {
+		if !n.HasThermal {
+			return ""
+		}
+		if h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, l.absoluteMilli); !ok || h > l.marginMilli {
+			return ""
+		}
 	}
-	if h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, l.absoluteMilli); !ok || h > l.marginMilli {
-		return ""
-	}
-	hr := n.Headroom(l.absoluteMilli)
-	return fmt.Sprintf("node thermal headroom %s <= margin %s (%s)", celsius(hr.MilliCelsius), celsius(l.marginMilli), hr.Where())
+	_, why := heat.Verdict(n.Throttling, l.rejectThrottling, n.Headroom(l.absoluteMilli), l.marginMilli)
+	return why
 }
 
 // coolGPUs counts the node's GPUs that are healthy, not thermally
@@ -57,14 +58,10 @@ func coolGPUs(n *telemetry.Node, marginMilli int64) int {
 	return cool
 }
 
-// estimate is what a pod would do to a node, by the node's models.
-type estimate struct {
-	// mw is the marginal power of the pod, milliwatts: the power curve at
-	// the node's estimated load with the pod minus without it (the
-	// estimated load is its measured utilization plus the pods placed
-	// since the sample), plus, for GPU pods, a busy GPU's power minus an
-	// idle one's per GPU. upperMW adds the uncertainty the step adds to the
-	// curve's (a prior's shape is unsure far from the samples).
+// podEstimate is what a pod would do to a node, by the node's models.
+type podEstimate struct {
+	// mw and upperMW are the pod's watts (estimate.PodWatts), mean and
+	// upper, in milliwatts.
 	mw, upperMW int64
 	hasPower    bool
 	// Thermal prediction: steadyMilli is where the modelled sensor settles
@@ -76,22 +73,29 @@ type estimate struct {
 	reservedWatts, podW   float64
 }
 
-// estimatePod estimates a pod of podCPUMilli and podGPUs on node n, which
-// has reservedCPUMilli of pods placed since its sample.
-func estimatePod(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int64) estimate {
-	var e estimate
-	cpu, upper, ok := n.MarginalWatts(podCPUMilli, reservedCPUMilli)
+// estimatePod estimates a pod of demand d on node n, which has reserved
+// placed since its sample (estimate.Book): its watts from package
+// estimate, and, with a thermal model, where the modelled sensor settles
+// with the node's CPU watts now, the reserved pods' and this pod's (upper
+// estimates, GPUs excluded: the model is of a CPU sensor).
+func estimatePod(n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
+	var e podEstimate
+	w, ok := estimate.PodWatts(n, d, reserved)
 	if !ok {
 		return e
 	}
-	gpu := n.GPUMarginalWatts(podGPUs)
 	e.hasPower = true
-	e.mw, e.upperMW = int64(math.Round((cpu+gpu)*1000)), int64(math.Round((upper+gpu)*1000))
+	e.mw, e.upperMW = int64(math.Round(w.Mean*1000)), int64(math.Round(w.Upper*1000))
 	if m := n.Models; m.HasThermal {
 		t := &m.Thermal
-		e.nowWatts = float64(max(0, n.Watts-n.GPUWatts))
-		e.reservedWatts, _, _ = n.MarginalWatts(reservedCPUMilli, 0)
-		e.podW = upper
+		watts, gpuWatts := n.Watts, n.GPUWatts
+		if !n.HasPower {
+			watts, gpuWatts = n.LastWatts, 0
+		}
+		e.nowWatts = float64(max(0, watts-gpuWatts))
+		r, _ := estimate.ReservedWatts(n, estimate.Demand{CPUMilli: reserved.CPUMilli})
+		cpu, _ := estimate.PodWatts(n, estimate.Demand{CPUMilli: d.CPUMilli}, reserved)
+		e.reservedWatts, e.podW = r.Upper, cpu.Upper
 		e.watts = e.nowWatts + e.reservedWatts + e.podW
 		e.predicted, e.steadyMilli, e.limMilli = true, t.Steady(e.watts), t.LimitMilli
 	}
@@ -101,7 +105,7 @@ func estimatePod(n *telemetry.Node, podCPUMilli, podGPUs, reservedCPUMilli int64
 // tooHotPredicted says why the pod would take the node's modelled sensor
 // past its limit − margin once it settles, or "" when it would not (or the
 // node has no thermal model).
-func tooHotPredicted(n *telemetry.Node, e estimate, marginMilli int64) string {
+func tooHotPredicted(n *telemetry.Node, e podEstimate, marginMilli int64) string {
 	if !e.predicted || e.steadyMilli < e.limMilli-marginMilli {
 		return ""
 	}
@@ -123,7 +127,7 @@ func powerScore(mw, minMW, maxMW int64) int64 {
 // thermalScore grows with the effective headroom (package heat), or the
 // predicted steady headroom with the pod where that is smaller, full at
 // 40°C.
-func thermalScore(n *telemetry.Node, absoluteMilli int64, e estimate) int64 {
+func thermalScore(n *telemetry.Node, absoluteMilli int64, e podEstimate) int64 {
 	h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, absoluteMilli)
 	if !n.HasThermal || !ok {
 		return 0

@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -91,7 +92,7 @@ func TestEstimatePod(t *testing.T) {
 	fitted := curveNode(telemetryv1alpha1.PowerModelFitted, func(int) int32 { return 2 })
 	// 20 % measured + 10 CPUs reserved = 30 % (170 W); + a 20-CPU pod = 50 %
 	// (224 W): 54 W, on the curve's bend, not the straight line's 81 W.
-	e := estimatePod(fitted, 20_000, 0, 10_000)
+	e := estimatePod(fitted, estimate.Demand{CPUMilli: 20_000, GPUs: 0}, estimate.Demand{CPUMilli: 10_000})
 	if !e.hasPower || e.mw != 54_000 || e.upperMW != 54_000 {
 		t.Errorf("CPU pod: %+v, want 54000 mW", e)
 	}
@@ -109,20 +110,20 @@ func TestEstimatePod(t *testing.T) {
 	}
 	// Two GPUs: + 2 x (650 - 60) W, a busy GPU's power minus an idle one's
 	// on this node, not the average of all three.
-	if e := estimatePod(fitted, 20_000, 2, 10_000); e.mw != 54_000+1_180_000 {
+	if e := estimatePod(fitted, estimate.Demand{CPUMilli: 20_000, GPUs: 2}, estimate.Demand{CPUMilli: 10_000}); e.mw != 54_000+1_180_000 {
 		t.Errorf("GPU pod: %d mW, want 1234000", e.mw)
 	}
 	// A prior whose uncertainty grows 10 W a knot: the upper estimate adds
 	// the 20 W it grows from 30 % to 50 %.
 	prior := curveNode(telemetryv1alpha1.PowerModelPrior, func(k int) int32 { return int32(10 * k) })
-	if e := estimatePod(prior, 20_000, 0, 10_000); e.mw != 54_000 || e.upperMW != 74_000 {
+	if e := estimatePod(prior, estimate.Demand{CPUMilli: 20_000, GPUs: 0}, estimate.Demand{CPUMilli: 10_000}); e.mw != 54_000 || e.upperMW != 74_000 {
 		t.Errorf("prior: %+v, want 54000 mW, upper 74000", e)
 	}
 	// Past 100 %: the curve ends there.
-	if e := estimatePod(fitted, 200_000, 0, 0); e.mw != (457-147)*1000 {
+	if e := estimatePod(fitted, estimate.Demand{CPUMilli: 200_000, GPUs: 0}, estimate.Demand{CPUMilli: 0}); e.mw != (457-147)*1000 {
 		t.Errorf("overfull: %d mW, want 310000", e.mw)
 	}
-	if e := estimatePod(&telemetry.Node{HasCPU: true, LogicalCores: 8, HasPower: true}, 1000, 0, 0); e.hasPower {
+	if e := estimatePod(&telemetry.Node{HasCPU: true, LogicalCores: 8, HasPower: true}, estimate.Demand{CPUMilli: 1000, GPUs: 0}, estimate.Demand{CPUMilli: 0}); e.hasPower {
 		t.Errorf("a node without a model gave an estimate: %+v", e)
 	}
 }
@@ -137,14 +138,14 @@ func TestScoreParts(t *testing.T) {
 		{"a quarter up", powerScore(20_000, 10_000, 50_000), 75}, // 100*(50-20)/(50-10)
 		{"all equal", powerScore(10_000, 10_000, 10_000), 100},
 		// headroom 20°C of 40 -> 50
-		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000, estimate{}), 50},
+		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000, podEstimate{}), 50},
 		// no limit: 90 - 70 = 20°C -> 50
-		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000, estimate{}), 50},
+		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000, podEstimate{}), 50},
 		// the smaller of 40°C (limited) and 90 - 80 = 10°C -> 25
-		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000, estimate{}), 25},
-		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000, estimate{}), 0},
+		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000, podEstimate{}), 25},
+		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000, podEstimate{}), 0},
 		// predicted: 100 - 80 = 20°C below 40°C now -> 50
-		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, estimate{predicted: true, steadyMilli: 80_000, limMilli: 100_000}), 50},
+		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, podEstimate{predicted: true, steadyMilli: 80_000, limMilli: 100_000}), 50},
 		// (75*70 + 50*30)/100 = 67
 		{"combined 70/30", combine(75, 50, 70, 30), 67},
 	} {

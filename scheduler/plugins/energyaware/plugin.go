@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -20,6 +19,7 @@ import (
 	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -34,29 +34,30 @@ type EnergyAware struct {
 	args   config.EnergyAwareArgs
 	limits thermalLimits
 	cache  *telemetry.Cache
-	// gpuResource is the resource GPUs are counted by (gpuResourceName).
-	gpuResource v1.ResourceName
-	last        cyclestate.Last[*podState]
-	// requests remembers pending pods' requests for the hint, affinity
+	// demand counts a pod's demand (package estimate), its GPUs by
+	// gpuResourceName.
+	demand estimate.Counter
+	last   cyclestate.Last[*podState]
+	// requests remembers pending pods' demand for the hint, affinity
 	// their required node affinity.
-	requests *podmemo.Memo[[2]int64]
+	requests *podmemo.Memo[estimate.Demand]
 	affinity podmemo.Affinity
 	// nodes is the scheduler's Node lister, nil until set by NewFactory:
 	// the hint then cannot tell nodes the pod may not go to.
 	nodes corelisters.NodeLister
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
-	// reserved is the CPU of the pods placed on a node since its sample
-	// (LoadAware's reservations); nil counts none.
+	// reserved is the pods placed on a node since its sample (the
+	// scheduler's estimate.Book); nil counts none.
 	reserved Reserved
 	// predicting counts the nodes with a thermal model.
 	predicting *telemetry.Counter
 }
 
-// Reserved tells the CPU and memory of the pods placed on a node since its
-// last sample: loadaware.Reservations.
+// Reserved tells the demand of the pods placed on a node since its last
+// sample: estimate.Book.
 type Reserved interface {
-	Get(node string) (cpuMilli, memoryBytes int64)
+	Get(node string) estimate.Demand
 }
 
 var (
@@ -86,12 +87,14 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 		rejectThrottling:  args.RejectThrottling,
 		gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
 	}
+	opts := estimate.DefaultOptions()
+	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
 	return &EnergyAware{
 		args:        args,
 		limits:      limits,
 		cache:       cache,
-		gpuResource: v1.ResourceName(args.GPUResourceName),
-		requests:    podmemo.New[[2]int64](),
+		demand:      estimate.NewCounter(opts),
+		requests:    podmemo.New[estimate.Demand](),
 		affinity:    podmemo.NewAffinity(),
 		hot:         cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 		predicting:  cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
@@ -101,10 +104,10 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 // Name implements fwk.Plugin.
 func (pl *EnergyAware) Name() string { return Name }
 
-// podState is the pod's CPU and GPU requests. It is not modified after
-// PreFilter writes it, so Clone returns it as is.
+// podState is the pod's demand. It is not modified after PreFilter
+// writes it, so Clone returns it as is.
 type podState struct {
-	cpuMilli, gpus int64
+	estimate.Demand
 	// now is the cycle's time, read once: telemetry freshness is judged
 	// against it for every node.
 	now time.Time
@@ -113,15 +116,7 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
-	req := pl.cpuAndGPUs(pod)
-	return &podState{cpuMilli: req[0], gpus: req[1], now: pl.cache.Now()}
-}
-
-// cpuAndGPUs is the pod's CPU request (millicores) and GPUs.
-func (pl *EnergyAware) cpuAndGPUs(pod *v1.Pod) [2]int64 {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	gpus := req[pl.gpuResource]
-	return [2]int64{req.Cpu().MilliValue(), gpus.Value()}
+	return &podState{Demand: pl.demand.Of(pod), now: pl.cache.Now()}
 }
 
 // PreFilter computes the pod's requests once. A pod that requests no GPU
@@ -130,7 +125,7 @@ func (pl *EnergyAware) cpuAndGPUs(pod *v1.Pod) [2]int64 {
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	s := pl.podRequests(pod)
 	pl.last.Write(cs, stateKey, s)
-	if s.gpus == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 && pl.predicting.Count() == 0 {
+	if s.GPUs == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 && pl.predicting.Count() == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -160,6 +155,15 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 // pod may go to a node with telemetry tel (nil: none), else why not.
 func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
 	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+		if tel != nil {
+			if why := tooHot(tel, pl.limits); why != "" {
+				// Whatever the stale policy: silence from a node last
+				// seen hot (an agent hung, a host struggling) is no sign
+				// that it cooled.
+				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s, as last seen %s ago; stays too hot until a fresh sample shows it cool",
+					why, tel.Age(s.now).Round(time.Second)))
+			}
+		}
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	if why := tooHot(tel, pl.limits); why != "" {
@@ -168,10 +172,10 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
 	if why := tooHotPredicted(tel, pl.estimate(tel, s), pl.limits.marginMilli); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	if s.gpus > 0 && tel.HasGPUSource {
-		if cool := coolGPUs(tel, pl.limits.gpuSlowdownMargin); int64(cool) < s.gpus {
+	if s.GPUs > 0 && tel.HasGPUSource {
+		if cool := coolGPUs(tel, pl.limits.gpuSlowdownMargin); int64(cool) < s.GPUs {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy GPUs more than %d°C below slowdown, pod needs %d",
-				cool, pl.args.GPUSlowdownMarginCelsius, s.gpus))
+				cool, pl.args.GPUSlowdownMarginCelsius, s.GPUs))
 		}
 	}
 	return nil
@@ -188,17 +192,17 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return telemetry.NoTelemetry, nil
 	}
 	e := pl.estimate(tel, s)
-	return packScore(e.upperMW, e.hasPower, thermalScore(tel, pl.limits.absoluteMilli, e)), nil
+	return packScore(e.mw, e.hasPower, thermalScore(tel, pl.limits.absoluteMilli, e)), nil
 }
 
 // estimate is the pod's estimate on a node, with the pods placed there
 // since its sample.
-func (pl *EnergyAware) estimate(tel *telemetry.Node, s *podState) estimate {
-	var reserved int64
+func (pl *EnergyAware) estimate(tel *telemetry.Node, s *podState) podEstimate {
+	var reserved estimate.Demand
 	if pl.reserved != nil {
-		reserved, _ = pl.reserved.Get(tel.Name)
+		reserved = pl.reserved.Get(tel.Name)
 	}
-	return estimatePod(tel, s.cpuMilli, s.gpus, reserved)
+	return estimatePod(tel, s.Demand, reserved)
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
@@ -254,8 +258,8 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
 		return fwk.QueueSkip, nil // usable before, and no GPU came clear
 	}
-	req := pl.requests.Get(pod, pl.cpuAndGPUs) // asked again and again for the same pending pods
-	s := &podState{cpuMilli: req[0], gpus: req[1], now: now}
+	d := pl.requests.Get(pod, pl.demand.Of) // asked again and again for the same pending pods
+	s := &podState{Demand: d, now: now}
 	if pl.fits(cur, s) != nil || (prevKnown && pl.fits(prev, s) == nil) {
 		return fwk.QueueSkip, nil
 	}

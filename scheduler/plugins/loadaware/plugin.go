@@ -2,8 +2,10 @@
 // estimated CPU or memory utilization would exceed a threshold and scores
 // nodes by it, spreading load (Spread) or consolidating it (Pack).
 // Estimated = measured by the node's agent + the requests of the pods placed
-// on the node since its sample (Reservations) + this pod, so a burst of
-// pods does not pile onto the node that looked idle.
+// on the node that its sample does not show yet (the scheduler's one
+// estimate.Book) + this pod, so a burst of pods does not pile onto the node
+// that looked idle. Both are scaled by podCPUScalingPercent and
+// podMemoryScalingPercent.
 //
 // Node annotations may lower a node's thresholds, never raise them: anyone
 // who may patch a Node, its own kubelet included, could otherwise draw load
@@ -18,18 +20,17 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
@@ -46,7 +47,7 @@ const stateKey fwk.StateKey = "PreFilter" + Name
 type LoadAware struct {
 	args  config.LoadAwareArgs
 	cache *telemetry.Cache
-	res   *Reservations
+	book  *estimate.Book
 	last  cyclestate.Last[*podState]
 	// lowered is the set of nodes whose annotations lower a threshold, nil
 	// until WatchNodes: without it, any node may have a lower threshold.
@@ -56,8 +57,9 @@ type LoadAware struct {
 	// DaemonSet's.
 	nodes      corelisters.NodeLister
 	daemonSets appslisters.DaemonSetLister
-	// defaults are the requests counted for a container without any.
-	defaults v1.ResourceList
+	// demand counts a pod's requests, with the args' defaults for a
+	// container without any.
+	demand estimate.Counter
 	// requests remembers pending pods' scaled requests for the hints,
 	// affinity their required node affinity.
 	requests *podmemo.Memo[[2]int64]
@@ -75,12 +77,16 @@ var (
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
-// cache, which the first instance starts and syncs, and one set of
-// Reservations. Each instance follows Nodes, Pods and DaemonSets through
-// the scheduler's informers (see Watch). EnergyAware reads res too.
-func NewFactory(cache *telemetry.Cache, res *Reservations) frameworkruntime.PluginFactory {
+// cache, which the first instance starts and syncs, and the scheduler's one
+// reservation book, which follows Pods and Nodes (estimate.Book.Watch).
+// Each instance follows Nodes and DaemonSets through the scheduler's
+// informers (see Watch).
+func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(_ context.Context, args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
-		pl := NewWith(args, cache, res)
+		pl := NewWith(args, cache, book)
+		if err := book.Watch(h.SharedInformerFactory()); err != nil {
+			return nil, err
+		}
 		if err := pl.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
@@ -88,18 +94,17 @@ func NewFactory(cache *telemetry.Cache, res *Reservations) frameworkruntime.Plug
 	})
 }
 
-// New returns the plugin for valid args, with reservations of its own.
-// Time is the cache's clock.
+// New returns the plugin for valid args, with a reservation book of its
+// own. Time is the cache's clock.
 func New(args config.LoadAwareArgs, cache *telemetry.Cache) *LoadAware {
-	return NewWith(args, cache, NewReservations(cache))
+	return NewWith(args, cache, estimate.NewBook(cache, estimate.DefaultOptions()))
 }
 
-// NewWith returns the plugin for valid args, sharing res.
-func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, res *Reservations) *LoadAware {
-	return &LoadAware{args: args, cache: cache, res: res, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), defaults: v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(args.DefaultPodCPUMilli, resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(args.DefaultPodMemoryBytes, resource.BinarySI),
-	}}
+// NewWith returns the plugin for valid args, sharing book.
+func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, book *estimate.Book) *LoadAware {
+	opts := estimate.DefaultOptions()
+	opts.DefaultCPUMilli, opts.DefaultMemoryBytes = args.DefaultPodCPUMilli, args.DefaultPodMemoryBytes
+	return &LoadAware{args: args, cache: cache, book: book, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), demand: estimate.NewCounter(opts)}
 }
 
 // Name implements fwk.Plugin.
@@ -130,10 +135,15 @@ func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
 // scaledRequests is the pod's CPU (millicores) and memory (bytes) as
 // podRequests counts them.
 func (pl *LoadAware) scaledRequests(pod *v1.Pod) [2]int64 {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: pl.defaults})
+	return pl.scale(pl.demand.Of(pod))
+}
+
+// scale is a demand's CPU and memory as the args count them toward a
+// node's load.
+func (pl *LoadAware) scale(d estimate.Demand) [2]int64 {
 	return [2]int64{
-		req.Cpu().MilliValue() * int64(pl.args.PodCPUScalingPercent) / 100,
-		req.Memory().Value() * int64(pl.args.PodMemoryScalingPercent) / 100,
+		d.CPUMilli * int64(pl.args.PodCPUScalingPercent) / 100,
+		d.MemoryBytes * int64(pl.args.PodMemoryScalingPercent) / 100,
 	}
 }
 
@@ -155,7 +165,7 @@ func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
 // filter: they must run on every node, whatever its load. So do pods that
 // no node could fail (see mayReject).
 func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	pl.res.Expire()
+	pl.book.Expire()
 	if pl.ownedByDaemonSet(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -175,13 +185,14 @@ func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 // thresholds: the common case of a fleet with headroom, where skipping the
 // filter saves a telemetry lookup per node per pod.
 func (pl *LoadAware) mayReject(s *podState) bool {
-	if pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject || pl.lowered == nil {
-		return true
+	if pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject || pl.lowered == nil ||
+		pl.args.PodCPUScalingPercent > 100 || pl.args.PodMemoryScalingPercent > 100 {
+		return true // (the bound counts reservations unscaled)
 	}
 	if n, ok := pl.lowered.Len(); !ok || n > 0 {
 		return true
 	}
-	b := pl.res.LoadBound()
+	b := pl.book.LoadBound()
 	return mayExceed(b.CPUBP, s.cpuMilli, b.MinCPUMilli, pl.args.CPUThresholdPercent) ||
 		mayExceed(b.MemoryBP, s.memoryBytes, b.MinMemoryBytes, pl.args.MemoryThresholdPercent)
 }
@@ -198,8 +209,7 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if !ok {
 		tel = nil
 	}
-	cpu, mem := pl.res.Get(node.Name)
-	if st := pl.fits(node, tel, cpu, mem, s); st != nil {
+	if st := pl.fits(node, tel, pl.book.Get(node.Name), s); st != nil {
 		return st
 	}
 	if s.verbose {
@@ -209,16 +219,18 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 }
 
 // fits is Filter's predicate, which the QueueingHints use too: nil when
-// the pod fits a node with telemetry tel (nil: none) and reservedCPU and
-// reservedMem placed since its sample, else why not. node gives the
-// thresholds' annotations; nil means none.
-func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reservedCPU, reservedMem int64, s *podState) *fwk.Status {
+// the pod fits a node with telemetry tel (nil: none) and reserved placed
+// that its sample does not show, else why not. node gives the thresholds'
+// annotations; nil means none.
+func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reserved estimate.Demand, s *podState) *fwk.Status {
 	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
+	r := pl.scale(reserved)
+	reservedCPU, reservedMem := r[0], r[1]
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
-		est := estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est := estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 		if est > int64(limit)*100 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
 				percentBP(est), limit, tel.CPUPercent, percentBP(est-int64(tel.CPUPercent)*100)))
@@ -226,7 +238,7 @@ func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reservedCPU, reser
 	}
 	if tel.HasMemory {
 		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
-		est := estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
+		est := estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
 		if est > int64(limit)*100 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
 				percentBP(est), limit, tel.MemoryPercent, percentBP(est-int64(tel.MemoryPercent)*100)))
@@ -253,13 +265,14 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
 		return telemetry.NoTelemetry, nil
 	}
-	reservedCPU, reservedMem := pl.res.Get(name)
+	r := pl.scale(pl.book.Get(name))
+	reservedCPU, reservedMem := r[0], r[1]
 	var est int64
 	if tel.HasCPU {
-		est = estimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est = estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 	}
 	if tel.HasMemory {
-		est = max(est, estimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
+		est = max(est, estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
 	}
 	if pl.args.ScoringStrategy == config.ScoringStrategyPack {
 		return packScore(est, pl.args.PackTargetPercent), nil
@@ -277,16 +290,16 @@ func (pl *LoadAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 	return nil
 }
 
-// Reserve counts the pod toward its node until a sample measures it.
-func (pl *LoadAware) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	s := pl.state(cs, pod)
-	pl.res.Reserve(nodeName, pod.UID, s.cpuMilli, s.memoryBytes)
+// Reserve counts the pod toward its node in the scheduler's reservation
+// book until a sample shows it running (estimate.Book).
+func (pl *LoadAware) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pl.book.Reserve(nodeName, pod)
 	return nil
 }
 
-// Unreserve forgets the pod's reservation.
+// Unreserve forgets the pod's reservation: its binding failed.
 func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	pl.res.Unreserve(nodeName, pod.UID)
+	pl.book.Unreserve(nodeName, pod.UID)
 }
 
 // EventsToRegister requeues pods this plugin rejected when a node's
@@ -325,17 +338,17 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 	// A previous view that was never stored or is stale proves nothing
 	// about why the pod was rejected.
 	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
-	beforeCPU, beforeMem := pl.res.Before(cur.Name, cur)
-	cpu, mem := pl.res.Get(cur.Name)
-	if prevKnown && cpu >= beforeCPU && mem >= beforeMem && noLighter(prev, cur) {
+	before := pl.book.Before(cur.Name, cur)
+	reserved := pl.book.Get(cur.Name)
+	if prevKnown && reserved.CPUMilli >= before.CPUMilli && reserved.MemoryBytes >= before.MemoryBytes && noLighter(prev, cur) {
 		return fwk.QueueSkip, nil // nothing fits now that did not before
 	}
 	s := pl.hintState(pod)
 	node := pl.node(cur.Name)
-	if pl.fits(node, cur, cpu, mem, s) != nil {
+	if pl.fits(node, cur, reserved, s) != nil {
 		return fwk.QueueSkip, nil
 	}
-	if prevKnown && pl.fits(node, prev, beforeCPU, beforeMem, s) == nil {
+	if prevKnown && pl.fits(node, prev, before, s) == nil {
 		return fwk.QueueSkip, nil // it fitted already: something else rejected it
 	}
 	if !pl.affinity.Allows(pod, node) {
@@ -365,7 +378,7 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 	if !ok || gone.Spec.NodeName == "" {
 		return fwk.QueueSkip, nil
 	}
-	freedCPU, freedMem, ok := pl.res.Unreserve(gone.Spec.NodeName, gone.UID)
+	freed, ok := pl.book.Unreserve(gone.Spec.NodeName, gone.UID)
 	if !ok {
 		return fwk.QueueSkip, nil // measured by a sample already, or never reserved
 	}
@@ -378,8 +391,8 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 		return fwk.QueueSkip, nil
 	}
 	s := pl.hintState(pod)
-	cpu, mem := pl.res.Get(gone.Spec.NodeName)
-	if pl.fits(node, tel, cpu, mem, s) != nil || pl.fits(node, tel, cpu+freedCPU, mem+freedMem, s) == nil {
+	reserved := pl.book.Get(gone.Spec.NodeName)
+	if pl.fits(node, tel, reserved, s) != nil || pl.fits(node, tel, reserved.Plus(freed), s) == nil {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(4).Info("a deleted pod's reservation makes room for the pod", "pod", klog.KObj(pod), "deleted", klog.KObj(gone), "node", gone.Spec.NodeName, "plugin", Name)

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
@@ -90,7 +90,7 @@ func TestFilter(t *testing.T) {
 			}
 			pl := New(args, cache)
 			if tc.reservedCPU > 0 {
-				pl.res.Reserve("n", "other", tc.reservedCPU, 0)
+				pl.book.ReserveDemand("n", "other", estimate.Demand{CPUMilli: tc.reservedCPU, MemoryBytes: 0})
 			}
 			cs := framework.NewCycleState()
 			if _, st := pl.PreFilter(context.Background(), cs, tc.pod, nil); !st.IsSuccess() {
@@ -205,7 +205,7 @@ func TestPreFilterSkip(t *testing.T) {
 	annotated := func(v string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b", Annotations: map[string]string{config.NodeAnnotationCPUThresholdPercent: v}}}
 	}
-	reject := NewWith(*configv1.DefaultLoadAwareArgs(), cache, pl.res)
+	reject := NewWith(*configv1.DefaultLoadAwareArgs(), cache, pl.book)
 	reject.args.StaleTelemetryPolicy = config.StaleTelemetryReject
 	reject.lowered = lowered
 	for _, step := range []struct {
@@ -225,39 +225,19 @@ func TestPreFilterSkip(t *testing.T) {
 		{"an invalid annotation is ignored", func() { lowered.Update(annotated("lots")) }, pl, pod("2"), true},
 		{"stale telemetry rejected", func() {}, reject, pod("2"), false},
 		// a: 60% + 1000m reserved + 2000m = 78.75%, + 1bp: fits; 2000m more: over
-		{"a reservation", func() { pl.res.Reserve("a", "r1", 1000, 0) }, pl, pod("2"), true},
-		{"another reservation", func() { pl.res.Reserve("a", "r2", 2000, 0) }, pl, pod("2"), false},
+		{"a reservation", func() { pl.book.ReserveDemand("a", "r1", estimate.Demand{CPUMilli: 1000, MemoryBytes: 0}) }, pl, pod("2"), true},
+		{"another reservation", func() { pl.book.ReserveDemand("a", "r2", estimate.Demand{CPUMilli: 2000, MemoryBytes: 0}) }, pl, pod("2"), false},
 		{"memory near its threshold", func() {
-			pl.res.Unreserve("a", "r1")
-			pl.res.Unreserve("a", "r2")
+			pl.book.Unreserve("a", "r1")
+			pl.book.Unreserve("a", "r2")
 			observe(cache, "b", status(30, 89, 0))
 		}, pl, pod("2"), false},
 	} {
 		step.do()
 		_, st := step.pl.PreFilter(context.Background(), framework.NewCycleState(), step.pod, nil)
 		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {
-			t.Errorf("%s: PreFilter = %v, want skip %v (bound %+v)", step.name, st, step.wantSkip, pl.res.LoadBound())
+			t.Errorf("%s: PreFilter = %v, want skip %v (bound %+v)", step.name, st, step.wantSkip, pl.book.LoadBound())
 		}
 	}
 }
 
-// A pod deleted or finished before its node's next sample stops counting
-// toward the node's load; other pod updates leave its reservation alone.
-func TestPodGone(t *testing.T) {
-	cache := newCache()
-	observe(cache, "a", status(10, 50, 0))
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
-	placed := func(uid types.UID, phase v1.PodPhase) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), UID: uid}, Spec: v1.PodSpec{NodeName: "a"}, Status: v1.PodStatus{Phase: phase}}
-	}
-	for _, uid := range []types.UID{"running", "deleted", "finished", "unknown-state"} {
-		pl.res.Reserve("a", uid, 1000, 0)
-	}
-	pl.podGone(placed("running", v1.PodRunning), false)
-	pl.podGone(placed("deleted", v1.PodRunning), true)
-	pl.podGone(placed("finished", v1.PodSucceeded), false)
-	pl.podGone(toolscache.DeletedFinalStateUnknown{Key: "default/unknown-state", Obj: placed("unknown-state", v1.PodRunning)}, true)
-	if cpu, _ := pl.res.Get("a"); cpu != 1000 {
-		t.Errorf("reserved CPU = %dm, want 1000m (the running pod's)", cpu)
-	}
-}

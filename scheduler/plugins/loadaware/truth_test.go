@@ -19,6 +19,7 @@ import (
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -88,6 +89,7 @@ func TestHintOnRetirement(t *testing.T) {
 	p := pod("3")
 	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
 	pl.Reserve(context.Background(), cs, p, "n")
+	pl.book.Running("n", p.UID) // its kubelet started it at once
 	q := pod("3")
 	q.UID = "q"
 	if st := filterOK(t, pl, q, "n"); st.IsSuccess() {
@@ -122,7 +124,7 @@ func TestPodDeleteRequeues(t *testing.T) {
 	placed := func(uid, cpu string) *v1.Pod {
 		p := pod(cpu)
 		p.Name, p.UID, p.Spec.NodeName = uid, types.UID(uid), "n"
-		pl.res.Reserve("n", p.UID, p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(), 0)
+		pl.book.ReserveDemand("n", p.UID, estimate.Demand{CPUMilli: p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(), MemoryBytes: 0})
 		return p
 	}
 	small, big := placed("small", "100m"), placed("big", "3")
@@ -140,7 +142,7 @@ func TestPodDeleteRequeues(t *testing.T) {
 	if got := hint(small); got != fwk.QueueSkip {
 		t.Errorf("deleting the 100m pod: %v, want QueueSkip (q still does not fit)", got)
 	}
-	pl.podGone(big, true) // the plugin's own Pod handler, first
+	pl.book.End("n", big.UID) // the book's own Pod handler, first
 	if got := hint(big); got != fwk.Queue {
 		t.Errorf("deleting the 3-CPU pod: %v, want Queue", got)
 	}
@@ -152,16 +154,6 @@ func TestPodDeleteRequeues(t *testing.T) {
 	}
 }
 
-// A deleted Node's reservations go with it.
-func TestNodeGoneForgetsReservations(t *testing.T) {
-	cache := newCache()
-	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
-	pl.res.Reserve("gone", "p", 1000, 0)
-	pl.nodeGone(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}})
-	if cpu, _ := pl.res.Get("gone"); cpu != 0 || pl.res.lookup("gone") != nil {
-		t.Errorf("after the Node's deletion: %dm reserved, entry %v", cpu, pl.res.lookup("gone"))
-	}
-}
 
 // Defect 3: a reservation expires after 10 minutes even when no later
 // Reserve or sample comes (an agent that stopped): it stops holding up the
@@ -179,7 +171,7 @@ func TestReservationExpires(t *testing.T) {
 	clock.Set(now.Add(11 * time.Minute))
 	// a: 60% + 3 CPUs reserved + 2 CPUs = 91.25% > 80 while the reservation counts
 	if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), pod("2"), nil); !st.IsSkip() {
-		t.Errorf("11 minutes after the reservation, PreFilter = %v, want Skip (bound %+v)", st, pl.res.LoadBound())
+		t.Errorf("11 minutes after the reservation, PreFilter = %v, want Skip (bound %+v)", st, pl.book.LoadBound())
 	}
 }
 

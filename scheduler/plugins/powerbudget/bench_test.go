@@ -18,6 +18,7 @@ import (
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	v1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -33,7 +34,7 @@ func benchPlugin(b *testing.B, n int, clock *plugintest.Clock) (*PowerBudget, []
 	now := clock.Now()
 	cache := plugintest.NewCache(clock)
 	infos := plugintest.FreshNodes(cache, n, now)
-	d := powerbudget.NewDomains(cache, nil)
+	d := powerbudget.NewDomains(cache, estimate.NewBook(cache, estimate.DefaultOptions()), nil)
 	var objs []runtime.Object
 	for i, ni := range infos {
 		rack := fmt.Sprintf("r%03d", i/benchNodesPerRack)

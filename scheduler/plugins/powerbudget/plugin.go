@@ -3,13 +3,14 @@
 // and scores nodes by their domains' headroom.
 //
 // A domain's watts are its nodes' measured watts, plus the estimated watts
-// of the pods placed on them since their samples, plus this pod's on the
-// node being filtered: the node's power curve at its estimated load with
-// the pod minus without it (upper estimate), and a busy GPU's power less an
-// idle one's per GPU. A node in several budgets must fit all of them. A
-// node without fresh power telemetry, or without a power curve, counts by
-// its budget's unmeteredNodeWatts: at that nameplate, with pods adding
-// nothing beyond it; without one, it takes no pods.
+// of the pods placed on them that their samples do not show yet (the
+// scheduler's one reservation book), plus this pod's on the node being
+// filtered: package estimate's watts, upper estimate. A node in several
+// budgets must fit all of them. A node without fresh power telemetry
+// (beyond the power hold of its last plausible watts), or without a
+// plausible power curve, counts by its budget's unmeteredNodeWatts: at
+// that nameplate, with pods adding nothing beyond it; without one, it
+// takes no pods.
 package powerbudget
 
 import (
@@ -26,6 +27,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
@@ -44,9 +46,11 @@ type PowerBudget struct {
 	cache   *telemetry.Cache
 	domains *powerbudget.Domains
 	last    cyclestate.Last[*podState]
-	// requests remembers pending pods' requests for the hints, affinity
+	// demand counts a pod's demand, its GPUs by gpuResourceName.
+	demand estimate.Counter
+	// requests remembers pending pods' demand for the hints, affinity
 	// their required node affinity.
-	requests *podmemo.Memo[[2]int64]
+	requests *podmemo.Memo[estimate.Demand]
 	affinity podmemo.Affinity
 	// nodes is the scheduler's Node lister, nil until set by NewFactory.
 	nodes corelisters.NodeLister
@@ -76,24 +80,26 @@ func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkr
 
 // New returns the plugin for valid args.
 func New(args config.PowerBudgetArgs, cache *telemetry.Cache, domains *powerbudget.Domains) *PowerBudget {
-	return &PowerBudget{args: args, cache: cache, domains: domains, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity()}
+	opts := estimate.DefaultOptions()
+	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
+	return &PowerBudget{args: args, cache: cache, domains: domains, demand: estimate.NewCounter(opts),
+		requests: podmemo.New[estimate.Demand](), affinity: podmemo.NewAffinity()}
 }
 
 // Name implements fwk.Plugin.
 func (pl *PowerBudget) Name() string { return Name }
 
-// podState is the pod's requests and the domains at the cycle's start. It
+// podState is the pod's demand and the domains at the cycle's start. It
 // is not modified after PreFilter writes it.
 type podState struct {
-	cpuMilli, gpus int64
-	snap           *powerbudget.Snapshot
+	estimate.Demand
+	snap *powerbudget.Snapshot
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *PowerBudget) podState(pod *v1.Pod) *podState {
-	cpu, gpus := pl.domains.PodRequests(pod)
-	return &podState{cpuMilli: cpu, gpus: gpus, snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
+	return &podState{Demand: pl.demand.Of(pod), snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
 }
 
 func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
@@ -106,6 +112,7 @@ func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
 // PreFilter takes the domains' snapshot once per cycle; with no budget,
 // Filter is skipped.
 func (pl *PowerBudget) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	pl.domains.Book().Expire()
 	s := pl.podState(pod)
 	pl.last.Write(cs, stateKey, s)
 	if s.snap.Empty() {
@@ -121,20 +128,20 @@ func (pl *PowerBudget) PreFilterExtensions() fwk.PreFilterExtensions { return ni
 // budget - reserve.
 func (pl *PowerBudget) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s := pl.readState(cs, pod)
-	if why := fits(s.snap, nodeInfo.Node().Name, s.cpuMilli, s.gpus); why != "" {
+	if why := fits(s.snap, nodeInfo.Node().Name, s.Demand); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return nil
 }
 
 // fits is Filter's predicate, which the hint uses too: "" when a pod of
-// cpuMilli and gpus may go to node by snap, else why not.
-func fits(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64) string {
+// demand d may go to node by snap, else why not.
+func fits(snap *powerbudget.Snapshot, node string, d estimate.Demand) string {
 	ns := snap.Node(node)
 	if ns == nil {
 		return ""
 	}
-	podW, _ := powerbudget.MarginalWatts(ns.View, cpuMilli, gpus, ns.ReservedCPUMilli)
+	podW, _ := powerbudget.PodWatts(ns, d)
 	for _, i := range ns.Domains {
 		d := &snap.Domains[i]
 		w := podW
@@ -174,20 +181,17 @@ func (pl *PowerBudget) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 // scores 100.
 func (pl *PowerBudget) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.readState(cs, pod)
-	return score(s.snap, nodeInfo.Node().Name, s.cpuMilli, s.gpus, pl.args.FullScoreHeadroomPercent), nil
+	return score(s.snap, nodeInfo.Node().Name, s.Demand, pl.args.FullScoreHeadroomPercent), nil
 }
 
 // score is 100 × the smallest share of a domain's limit left with the pod
 // placed, over fullPercent %: full at fullPercent % left or more.
-func score(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64, fullPercent int32) int64 {
+func score(snap *powerbudget.Snapshot, node string, d estimate.Demand, fullPercent int32) int64 {
 	ns := snap.Node(node)
 	if ns == nil {
 		return fwk.MaxScore
 	}
-	podW, _ := powerbudget.MarginalWatts(ns.View, cpuMilli, gpus, ns.ReservedCPUMilli)
-	if !ns.Metered {
-		podW = 0
-	}
+	podW, _ := powerbudget.PodWatts(ns, d)
 	best := int64(fwk.MaxScore)
 	for _, i := range ns.Domains {
 		d := &snap.Domains[i]
@@ -204,16 +208,16 @@ func score(snap *powerbudget.Snapshot, node string, cpuMilli, gpus int64, fullPe
 // ScoreExtensions implements fwk.ScorePlugin.
 func (pl *PowerBudget) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// Reserve counts the pod toward its node's domains until a sample of the
-// node measures it.
+// Reserve counts the pod toward its node (and so its domains) in the
+// scheduler's reservation book until a sample shows it running.
 func (pl *PowerBudget) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	pl.domains.Reserve(node, pod)
+	pl.domains.Book().Reserve(node, pod)
 	return nil
 }
 
 // Unreserve forgets the pod: its binding failed.
 func (pl *PowerBudget) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, node string) {
-	pl.domains.Unreserve(node, pod.UID)
+	pl.domains.Book().Unreserve(node, pod.UID)
 }
 
 // EventsToRegister requeues pods this plugin rejected when a domain may
@@ -250,7 +254,7 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if ns == nil {
 		return fwk.QueueSkip, nil
 	}
-	req := pl.requests.Get(pod, func(p *v1.Pod) [2]int64 { c, g := pl.domains.PodRequests(p); return [2]int64{c, g} })
+	req := pl.requests.Get(pod, pl.demand.Of)
 	// The room freed is the domain's: the pod may fit on another of its
 	// nodes (one that is in fewer full budgets), not only on this one.
 	if pl.fitsAllowed(pod, snap, cur.Name, req) {
@@ -270,8 +274,8 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 
 // fitsAllowed reports whether the pod fits node's domains by snap and the
 // pod may go to the node by its required node affinity.
-func (pl *PowerBudget) fitsAllowed(pod *v1.Pod, snap *powerbudget.Snapshot, node string, req [2]int64) bool {
-	if fits(snap, node, req[0], req[1]) != "" {
+func (pl *PowerBudget) fitsAllowed(pod *v1.Pod, snap *powerbudget.Snapshot, node string, req estimate.Demand) bool {
+	if fits(snap, node, req) != "" {
 		return false
 	}
 	if pl.nodes != nil {

@@ -22,6 +22,7 @@ import (
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	v1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -121,7 +122,7 @@ func newPlugin(t *testing.T) *PowerBudget {
 	t.Helper()
 	clock.Set(now)
 	cache := plugintest.NewCache(clock)
-	d := powerbudget.NewDomains(cache, nil)
+	d := powerbudget.NewDomains(cache, estimate.NewBook(cache, estimate.DefaultOptions()), nil)
 	for name, s := range budgets {
 		if err := d.SetBudget(&v1alpha1.PowerBudget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: s}); err != nil {
 			t.Fatal(err)
@@ -203,19 +204,19 @@ func TestFits(t *testing.T) {
 		{"g1", 0, 1, ""}, // 650 + 200
 		{"g1", 0, 2, "PowerBudget rack-g: measured 650W + reserved 0W + this pod 400W = 1050W > budget 1000W - reserve 0W (1 nodes)"},
 	} {
-		if got := fits(snapshot(pl), tc.node, tc.cpuMilli, tc.gpus); got != tc.want {
+		if got := fits(snapshot(pl), tc.node, estimate.Demand{CPUMilli: tc.cpuMilli, GPUs: tc.gpus}); got != tc.want {
 			t.Errorf("fits(%s, %dm, %d GPUs) = %q, want %q", tc.node, tc.cpuMilli, tc.gpus, got, tc.want)
 		}
 	}
 
 	// A pod placed on a2 since its sample: 2000m, 100 W, fills rack-a.
-	pl.domains.Reserve("a2", pod("p", "2"))
+	pl.domains.Book().Reserve("a2", pod("p", "2"))
 	want := "PowerBudget rack-a: measured 1900W + reserved 100W + this pod 50W = 2050W > budget 2000W - reserve 0W (4 nodes)"
-	if got := fits(snapshot(pl), "a1", 1000, 0); got != want {
+	if got := fits(snapshot(pl), "a1", estimate.Demand{CPUMilli: 1000, GPUs: 0}); got != want {
 		t.Errorf("with 100 W reserved, fits = %q, want %q", got, want)
 	}
-	pl.domains.Unreserve("a2", "p")
-	if got := fits(snapshot(pl), "a1", 1000, 0); got != "" {
+	pl.domains.Book().Unreserve("a2", "p")
+	if got := fits(snapshot(pl), "a1", estimate.Demand{CPUMilli: 1000, GPUs: 0}); got != "" {
 		t.Errorf("after Unreserve, fits = %q", got)
 	}
 }
@@ -242,7 +243,7 @@ func TestScore(t *testing.T) {
 		{"a1", 4000, 0, 0},    // -5 %, floored at 0
 	} {
 		for full, want := range map[int32]int64{100: tc.full100, configv1.DefaultFullScoreHeadroomPercent: tc.full} {
-			if got := score(s, tc.node, tc.cpuMilli, 0, full); got != want {
+			if got := score(s, tc.node, estimate.Demand{CPUMilli: tc.cpuMilli}, full); got != want {
 				t.Errorf("score(%s, %dm, full at %d%%) = %d, want %d", tc.node, tc.cpuMilli, full, got, want)
 			}
 		}
@@ -269,7 +270,7 @@ func budgetObj(t *testing.T, s v1alpha1.PowerBudgetSpec) *unstructured.Unstructu
 }
 
 func TestBudgetHint(t *testing.T) {
-	pl := New(*configv1.DefaultPowerBudgetArgs(), plugintest.NewCache(clock), powerbudget.NewDomains(plugintest.NewCache(clock), nil))
+	pl := New(*configv1.DefaultPowerBudgetArgs(), plugintest.NewCache(clock), newDomains(plugintest.NewCache(clock)))
 	base := spec("rack", "a", 2000, ptr.To[int64](100), nil)
 	for _, tc := range []struct {
 		name string
@@ -306,8 +307,12 @@ func TestBudgetHint(t *testing.T) {
 	}
 }
 
+func newDomains(cache *telemetry.Cache) *powerbudget.Domains {
+	return powerbudget.NewDomains(cache, estimate.NewBook(cache, estimate.DefaultOptions()), nil)
+}
+
 func TestNodeHint(t *testing.T) {
-	d := powerbudget.NewDomains(plugintest.NewCache(clock), nil)
+	d := newDomains(plugintest.NewCache(clock))
 	for name, s := range map[string]v1alpha1.PowerBudgetSpec{"rack-a": spec("rack", "a", 2000, nil, nil), "row-1": spec("row", "1", 5000, nil, nil)} {
 		if err := d.SetBudget(&v1alpha1.PowerBudget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: s}); err != nil {
 			t.Fatal(err)
@@ -373,7 +378,8 @@ func TestTelemetryHint(t *testing.T) {
 			pl := newPlugin(t)
 			if tc.reserved > 0 {
 				clock.Set(now.Add(-tc.reserved))
-				pl.domains.Reserve(tc.node, pod("placed", "4"))
+				pl.domains.Book().Reserve(tc.node, pod("placed", "4"))
+				pl.domains.Book().Running(tc.node, "placed") // its kubelet started it at once
 				clock.Set(now)
 			}
 			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, tc.node, tc.old, tc.cur)

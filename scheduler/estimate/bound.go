@@ -1,13 +1,13 @@
-package loadaware
+package estimate
 
 import "github.com/telesched/telesched/scheduler/telemetry"
 
-// estimateBP is a node's estimated utilization in basis points (1% = 100):
+// EstimateBP is a node's estimated utilization in basis points (1% = 100):
 // the measured percentage plus added (the pods placed since the sample, and
 // the pod being scheduled) as a share of capacity. With no capacity it is
 // the measurement alone. Basis points keep a small pod's share of a large
 // node from being rounded away.
-func estimateBP(measuredPercent int32, added, capacity int64) int64 {
+func EstimateBP(measuredPercent int32, added, capacity int64) int64 {
 	bp := int64(measuredPercent) * 100
 	if capacity > 0 && added > 0 {
 		bp += added * 10_000 / capacity
@@ -37,25 +37,25 @@ type nodeLoad struct {
 
 // loadOf is a node's estimated load with its reservations; zero without a
 // view (LoadAware does not reject a node without telemetry by its load).
-func loadOf(n *telemetry.Node, reservedCPUMilli, reservedMemoryBytes int64) nodeLoad {
+func loadOf(n *telemetry.Node, reserved Demand) nodeLoad {
 	var l nodeLoad
 	if n == nil {
 		return l
 	}
 	if n.HasCPU {
 		l.cpuMilli = max(0, int64(n.LogicalCores)*1000)
-		l.cpuBP = estimateBP(n.CPUPercent, reservedCPUMilli, l.cpuMilli)
+		l.cpuBP = EstimateBP(n.CPUPercent, reserved.CPUMilli, l.cpuMilli)
 	}
 	if n.HasMemory {
 		l.memoryBytes = max(0, n.MemoryTotalBytes)
-		l.memoryBP = estimateBP(n.MemoryPercent, reservedMemoryBytes, l.memoryBytes)
+		l.memoryBP = EstimateBP(n.MemoryPercent, reserved.MemoryBytes, l.memoryBytes)
 	}
 	return l
 }
 
 // LoadBound returns the bound over every node's latest view.
-func (r *Reservations) LoadBound() LoadBound {
-	return *r.bound.Load()
+func (b *Book) LoadBound() LoadBound {
+	return *b.bound.Load()
 }
 
 // setLoad records that a node's load changed and updates the bound: in
@@ -64,26 +64,26 @@ func (r *Reservations) LoadBound() LoadBound {
 // the new extreme. Counting the nodes at each extreme keeps the pass rare:
 // pods spread evenly leave many nodes tied at the highest load, and
 // deleting them one by one would otherwise take a pass each. A zero load
-// (no view) is not kept. The caller holds r.mu.
-func (r *Reservations) setLoad(name string, l nodeLoad) {
-	old := r.loads[name]
+// (no view) is not kept. The caller holds b.mu.
+func (b *Book) setLoad(name string, l nodeLoad) {
+	old := b.loads[name]
 	if l == (nodeLoad{}) {
-		delete(r.loads, name)
+		delete(b.loads, name)
 	} else {
-		r.loads[name] = l
+		b.loads[name] = l
 	}
-	if r.extremes.remove(old) {
-		r.extremes.add(l)
+	if b.extremes.remove(old) {
+		b.extremes.add(l)
 	} else {
-		r.loadPasses++
-		r.extremes = loadExtremes{}
-		for _, l := range r.loads {
-			r.extremes.add(l)
+		b.loadPasses++
+		b.extremes = loadExtremes{}
+		for _, l := range b.loads {
+			b.extremes.add(l)
 		}
 	}
-	b := r.extremes.bound()
-	if b != *r.bound.Load() {
-		r.bound.Store(&b)
+	nb := b.extremes.bound()
+	if nb != *b.bound.Load() {
+		b.bound.Store(&nb)
 	}
 }
 

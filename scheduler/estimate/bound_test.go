@@ -1,4 +1,4 @@
-package loadaware
+package estimate
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestEstimateBP(t *testing.T) {
 		{"small pod on a big node", 10, 100, 64000, 1015},
 		{"no capacity", 40, 2000, 0, 4000},
 	} {
-		if got := estimateBP(tc.measured, tc.added, tc.capacity); got != tc.want {
+		if got := EstimateBP(tc.measured, tc.added, tc.capacity); got != tc.want {
 			t.Errorf("%s: estimateBP = %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -44,7 +44,7 @@ func TestEstimateBP(t *testing.T) {
 func TestLoadBound(t *testing.T) {
 	clock := time.Unix(0, 0)
 	c := telemetry.NewCacheWithClock(func() time.Time { return clock })
-	r := NewReservations(c)
+	r := NewBook(c, DefaultOptions())
 	node := func(name string, cpuPercent, cores int32) *telemetry.Node {
 		return &telemetry.Node{Name: name, HasCPU: true, CPUPercent: cpuPercent, LogicalCores: cores,
 			HasMemory: true, MemoryPercent: 50, MemoryTotalBytes: 64 << 30}
@@ -60,9 +60,9 @@ func TestLoadBound(t *testing.T) {
 		{"a busier node of 64 cores", func() { c.Set(node("b", 60, 64)) },
 			LoadBound{CPUBP: 6000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
 		// a: 40% + 8000m of 16000m = 90%
-		{"a reservation raises a", func() { r.Reserve("a", "p1", 8000, 0) },
+		{"a reservation raises a", func() { r.ReserveDemand("a", "p1", Demand{CPUMilli: 8000}); r.Running("a", "p1") },
 			LoadBound{CPUBP: 9000, MemoryBP: 5000, MinCPUMilli: 16_000, MinMemoryBytes: 64 << 30}},
-		// a's sample 20 s later retires p1 and measures 10%: b's 60% is the most
+		// a's sample 20 s later retires p1 (seen running at 0 s, hold 10 s) and measures 10%: b's 60% is the most
 		{"a's next sample", func() {
 			n := node("a", 10, 16)
 			n.SampleTime = time.Unix(20, 0)
@@ -90,7 +90,7 @@ func TestLoadBound(t *testing.T) {
 func TestLoadBoundMatchesAFullPass(t *testing.T) {
 	at := time.Unix(0, 0)
 	c := telemetry.NewCacheWithClock(func() time.Time { return at })
-	r := NewReservations(c)
+	r := NewBook(c, DefaultOptions())
 	rng := rand.New(rand.NewPCG(1, 2))
 	rv := 0
 	for i := range 5000 {
@@ -103,7 +103,8 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 				HasCPU: rng.IntN(8) > 0, CPUPercent: rng.Int32N(101), LogicalCores: []int32{0, 4, 16, 64}[rng.IntN(4)],
 				HasMemory: rng.IntN(8) > 0, MemoryPercent: rng.Int32N(101), MemoryTotalBytes: int64(rng.IntN(4)) << 30})
 		case op < 8:
-			r.Reserve(name, types.UID(fmt.Sprint(i)), rng.Int64N(4000), rng.Int64N(4<<30))
+			r.ReserveDemand(name, types.UID(fmt.Sprint(i)), Demand{CPUMilli: rng.Int64N(4000), MemoryBytes: rng.Int64N(4 << 30)})
+			r.Running(name, types.UID(fmt.Sprint(i-rng.IntN(20))))
 		case op < 9:
 			r.Unreserve(name, types.UID(fmt.Sprint(i-rng.IntN(50))))
 		default:
@@ -113,8 +114,7 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 		for j := range 20 {
 			name := fmt.Sprintf("n%d", j)
 			n, _ := c.Get(name)
-			cpu, mem := r.Get(name)
-			l := loadOf(n, cpu, mem)
+			l := loadOf(n, r.Get(name))
 			want.CPUBP, want.MemoryBP = max(want.CPUBP, l.cpuBP), max(want.MemoryBP, l.memoryBP)
 			if l.cpuMilli > 0 && (want.MinCPUMilli == 0 || l.cpuMilli < want.MinCPUMilli) {
 				want.MinCPUMilli = l.cpuMilli
@@ -132,12 +132,12 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 // Deleting pods one by one from nodes tied at the highest load takes no
 // pass over every node until the last of them drops.
 func TestLoadBoundTies(t *testing.T) {
-	c := newCache()
-	r := NewReservations(c)
+	c := telemetry.NewCacheWithClock(func() time.Time { return time.Unix(0, 0) })
+	r := NewBook(c, DefaultOptions())
 	for i := range 100 {
 		name := fmt.Sprintf("n%d", i)
 		c.Set(&telemetry.Node{Name: name, HasCPU: true, CPUPercent: 50, LogicalCores: 16})
-		r.Reserve(name, types.UID(name), 1600, 0) // 50% + 10% each
+		r.ReserveDemand(name, types.UID(name), Demand{CPUMilli: 1600}) // 50% + 10% each
 	}
 	passes := r.loadPasses
 	for i := range 99 {

@@ -1,0 +1,64 @@
+package estimate
+
+import (
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Watts is what pods add to a node's power draw: Mean is the best
+// estimate, read off the node's power curve; Upper adds the uncertainty
+// the step adds to the curve's (a prior's shape is unsure far from the
+// node's samples).
+//
+// One convention for every plugin: a pod's own watts are ranked by Mean
+// (EnergyAware's score, the best estimate of what the fleet will burn),
+// and anything that guards a limit counts Upper: the pods reserved on a
+// node since its sample, in a rack's sum (PowerBudget) and in the heat
+// they will add (EnergyAware's prediction), and the pod being placed
+// against a budget.
+type Watts struct {
+	Mean, Upper float64
+}
+
+// Plus is w and o together.
+func (w Watts) Plus(o Watts) Watts { return Watts{Mean: w.Mean + o.Mean, Upper: w.Upper + o.Upper} }
+
+// PodWatts is what a pod of demand d adds to node n, on which pods of
+// reserved were placed since its sample: the node's power curve at its
+// estimated load (measured utilization plus reserved) with the pod, minus
+// without, plus a busy GPU's power less an idle one's for each of the
+// pod's GPUs. ok is false when the node has no watts (fresh or held), no
+// CPU count or no plausible curve; never negative.
+func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
+	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
+		return Watts{}, false
+	}
+	capacity := float64(n.LogicalCores) * 1000
+	u0 := float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/capacity
+	w0, unc0, ok := n.Models.CurveAt(u0)
+	if !ok {
+		return Watts{}, false
+	}
+	w1, unc1, _ := n.Models.CurveAt(u0 + float64(d.CPUMilli)/capacity)
+	cpu := max(0, w1-w0)
+	gpu := GPUWatts(n, d.GPUs)
+	return Watts{Mean: cpu + gpu, Upper: cpu + max(0, unc1-unc0) + gpu}, true
+}
+
+// ReservedWatts is what the pods placed on n since its sample add to its
+// measured watts (PodWatts from the measured load).
+func ReservedWatts(n *telemetry.Node, reserved Demand) (Watts, bool) {
+	return PodWatts(n, reserved, Demand{})
+}
+
+// GPUWatts is what gpus busy GPUs add to the node: a busy GPU's power
+// less an idle one's each, by its GPU power model, or the node's mean GPU
+// watts without one; 0 on a node without GPUs.
+func GPUWatts(n *telemetry.Node, gpus int64) float64 {
+	if gpus <= 0 || len(n.GPUs) == 0 {
+		return 0
+	}
+	if m := n.Models; m != nil && m.GPUBasis != telemetry.BasisNone {
+		return max(0, m.GPUBusyWatts-m.GPUIdleWatts) * float64(gpus)
+	}
+	return max(0, float64(n.GPUWatts)/float64(len(n.GPUs))*float64(gpus))
+}
