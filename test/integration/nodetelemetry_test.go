@@ -332,6 +332,20 @@ func TestNodeTelemetryValidation(t *testing.T) {
 			wantErr: []string{"status.power.model", "a ready model needs basis, idleWatts, fullLoadWatts and 11-point curveWatts"},
 		},
 		{
+			// A falling curve would make a pod's marginal watts negative
+			// and let one node switch off its rack's budget.
+			name:    "power curve falling as load rises",
+			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Model.CurveWatts[6] = s.Power.Model.CurveWatts[5] - 1 },
+			wantErr: []string{"status.power.model.curveWatts", "curveWatts must be non-decreasing"},
+		},
+		{
+			name: "full-load watts below idle",
+			mutate: func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+				s.Power.Model.FullLoadWatts = ptr.To(*s.Power.Model.IdleWatts - 1)
+			},
+			wantErr: []string{"status.power.model.fullLoadWatts", "fullLoadWatts must not be below idleWatts"},
+		},
+		{
 			name:    "interval of 0 seconds",
 			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.IntervalSeconds = 0 },
 			wantErr: []string{"status.intervalSeconds", "should be greater than or equal to 1"},

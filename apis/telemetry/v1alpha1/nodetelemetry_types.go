@@ -514,6 +514,7 @@ const (
 // resumes from them, or from this curve, after a restart.
 //
 // +kubebuilder:validation:XValidation:rule="!self.ready || (has(self.idleWatts) && has(self.fullLoadWatts) && has(self.basis) && has(self.curveWatts) && size(self.curveWatts) == 11 && has(self.curveUncertaintyWatts) && size(self.curveUncertaintyWatts) == 11)",message="a ready model needs basis, idleWatts, fullLoadWatts and 11-point curveWatts and curveUncertaintyWatts"
+// +kubebuilder:validation:XValidation:rule="!has(self.idleWatts) || !has(self.fullLoadWatts) || self.idleWatts <= self.fullLoadWatts",message="fullLoadWatts must not be below idleWatts",fieldPath=".fullLoadWatts"
 type PowerModel struct {
 	// ready is true when the curve can be used: fitted from enough samples
 	// over a wide enough utilization spread, or from a prior. A model that
@@ -551,9 +552,11 @@ type PowerModel struct {
 	// +kubebuilder:validation:Maximum=10000
 	FitQualityBasisPoints *int32 `json:"fitQualityBasisPoints,omitempty"`
 	// curveWatts is the power at 0%, 10% … 100% CPU (11 values),
-	// non-decreasing.
+	// non-decreasing: the API server refuses a curve whose watts fall as
+	// load rises (a pod's marginal watts would read negative).
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.isSorted()",message="curveWatts must be non-decreasing: watts may not fall as CPU load rises"
 	// +kubebuilder:validation:MaxItems=11
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=1000000
