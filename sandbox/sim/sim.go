@@ -288,6 +288,19 @@ func TakeGPUs(spec NodeSpec, busy []bool, count int) []int {
 	return taken
 }
 
+// BusyGPUs is how many of the node's GPUs its pods hold.
+func (n *Node) BusyGPUs() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	busy := 0
+	for _, b := range n.gpuBusy {
+		if b {
+			busy++
+		}
+	}
+	return busy
+}
+
 // Utilization is the node's CPU utilization now, 0..1.
 func (n *Node) Utilization() float64 {
 	n.mu.Lock()

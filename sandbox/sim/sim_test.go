@@ -37,8 +37,14 @@ func TestGPUsTakenOnOneNUMANode(t *testing.T) {
 	if diff := cmp.Diff([]int{1, 3}, n.AddPod("b", 0, 2)); diff != "" {
 		t.Errorf("second pod's GPUs (-want +got):\n%s", diff)
 	}
+	if got := n.BusyGPUs(); got != 4 {
+		t.Errorf("BusyGPUs = %d, want 4", got)
+	}
 	n.RemovePod("a")
 	n.RemovePod("b")
+	if got := n.BusyGPUs(); got != 0 {
+		t.Errorf("BusyGPUs after both pods left = %d, want 0", got)
+	}
 	n.AddPod("c", 0, 1) // GPU 0
 	// 3 GPUs: no NUMA node has 3 free (NUMA 0 has 1, NUMA 1 has 2): split.
 	if diff := cmp.Diff([]int{2, 1, 3}, n.AddPod("d", 0, 3)); diff != "" {
