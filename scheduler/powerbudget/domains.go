@@ -64,8 +64,8 @@ type Domains struct {
 	// node belongs to.
 	nodeLabels map[string]labels.Set
 	members    map[string][]string
-	version atomic.Uint64 // bumped by changes of budgets and members
-	samples atomic.Uint64 // bumped by members' new samples that retired nothing
+	version    atomic.Uint64 // bumped by changes of budgets and members
+	samples    atomic.Uint64 // bumped by members' new samples that retired nothing
 	// resVersion is bumped by every change of a member's reservations;
 	// changed are those members since base, the last Snapshot built from
 	// every member.

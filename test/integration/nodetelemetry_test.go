@@ -334,8 +334,10 @@ func TestNodeTelemetryValidation(t *testing.T) {
 		{
 			// A falling curve would make a pod's marginal watts negative
 			// and let one node switch off its rack's budget.
-			name:    "power curve falling as load rises",
-			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power.Model.CurveWatts[6] = s.Power.Model.CurveWatts[5] - 1 },
+			name: "power curve falling as load rises",
+			mutate: func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+				s.Power.Model.CurveWatts[6] = s.Power.Model.CurveWatts[5] - 1
+			},
 			wantErr: []string{"status.power.model.curveWatts", "curveWatts must be non-decreasing"},
 		},
 		{

@@ -17,9 +17,9 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
-	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -90,14 +90,14 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 	opts := estimate.DefaultOptions()
 	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
 	return &EnergyAware{
-		args:        args,
-		limits:      limits,
-		cache:       cache,
-		demand:      estimate.NewCounter(opts),
-		requests:    podmemo.New[estimate.Demand](),
-		affinity:    podmemo.NewAffinity(),
-		hot:         cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
-		predicting:  cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
+		args:       args,
+		limits:     limits,
+		cache:      cache,
+		demand:     estimate.NewCounter(opts),
+		requests:   podmemo.New[estimate.Demand](),
+		affinity:   podmemo.NewAffinity(),
+		hot:        cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
+		predicting: cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -21,7 +21,7 @@ func BenchmarkFilterScore(b *testing.B) {
 	plugintest.BenchmarkCPUPod(b, func(cache *telemetry.Cache, nodes []fwk.NodeInfo) plugintest.Plugin {
 		pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 		for _, ni := range nodes {
-			pl.book.ReserveDemand(ni.Node().Name, "reserved", estimate.Demand{CPUMilli: 500, MemoryBytes: 1<<30}) // one pod placed since each sample
+			pl.book.ReserveDemand(ni.Node().Name, "reserved", estimate.Demand{CPUMilli: 500, MemoryBytes: 1 << 30}) // one pod placed since each sample
 		}
 		return pl
 	})

@@ -21,8 +21,8 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/scheduler/estimate"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 )
@@ -240,4 +240,3 @@ func TestPreFilterSkip(t *testing.T) {
 		}
 	}
 }
-

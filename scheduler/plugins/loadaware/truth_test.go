@@ -17,9 +17,9 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
-	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -153,7 +153,6 @@ func TestPodDeleteRequeues(t *testing.T) {
 		t.Errorf("events = %+v, want NodeTelemetry Add|Update and Pod Delete", evs)
 	}
 }
-
 
 // Defect 3: a reservation expires after 10 minutes even when no later
 // Reserve or sample comes (an agent that stopped): it stops holding up the
