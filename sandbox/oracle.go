@@ -92,6 +92,11 @@ type OracleResult struct {
 	// pod; NaN when not computed (too many ways to place the GPU and
 	// single-NUMA pods, or none).
 	LowerBound float64
+	// Infeasible: no placement of every pod exists, proven: the lower
+	// bound's relaxation has none (the GPU and single-NUMA pods fit the
+	// nodes no way, or take a rack over its budget alone every way they
+	// fit, or the other pods' CPUs fit no node's limits).
+	Infeasible bool
 }
 
 // Oracle returns the cheapest placement it finds of pods on the fleet's
@@ -99,7 +104,7 @@ type OracleResult struct {
 func Oracle(fleet *Fleet, pods []podSpec, opts OracleOptions) OracleResult {
 	o := newOracle(fleet, pods, opts)
 	b := o.lowerBound()
-	res := OracleResult{Nodes: map[string]string{}, LowerBound: b.watts}
+	res := OracleResult{Nodes: map[string]string{}, LowerBound: b.watts, Infeasible: b.infeasible}
 	var starts []*oState
 	for _, order := range o.orders() {
 		st := o.newState()
@@ -604,6 +609,8 @@ type bound struct {
 	node, numa []int
 	units      []int
 	unit       int64
+	// infeasible: every way was tried and none fits (see OracleResult).
+	infeasible bool
 }
 
 // lowerBound is no more than the objective of any placement of every pod
@@ -684,6 +691,8 @@ func (o *oracle) lowerBound() bound {
 		}
 	}
 	place(0)
+	// No way fits: the relaxation has no placement, so none exists.
+	res.infeasible = tried <= maxBigPlacements && math.IsInf(res.watts, 1)
 	if tried > maxBigPlacements || math.IsInf(res.watts, 1) {
 		res.watts = math.NaN()
 	}

@@ -160,8 +160,20 @@ func TestOracleUnplaced(t *testing.T) {
 	if diff := cmp.Diff([]string{"huge"}, got.Unplaced); diff != "" {
 		t.Errorf("unplaced (-want +got):\n%s", diff)
 	}
-	if !math.IsNaN(got.Watts) {
-		t.Errorf("watts = %v, want NaN without a placement", got.Watts)
+	if !math.IsNaN(got.Watts) || !got.Infeasible {
+		t.Errorf("watts = %v, infeasible %v; want NaN and proven infeasible", got.Watts, got.Infeasible)
+	}
+	// A GPU pod whose GPUs alone take the GPU node's rack over its budget
+	// (zz-gpu draws about 580 W idle, a 4-GPU pod adds 1.3 kW): proven.
+	f = mustFleet(t, fleetNode("a-old", "r", 8, 1, curve2008, 25, ""), "- {name: zz, rack: zz, budgetWatts: 1200}\n")
+	got = Oracle(f, []podSpec{{name: "train", cpu: "4", memory: "8Gi", gpus: 4, singleNUMA: true}, {name: "web", cpu: "1", memory: "1Gi"}}, OracleOptions{})
+	if diff := cmp.Diff([]string{"train"}, got.Unplaced); diff != "" || !got.Infeasible {
+		t.Errorf("unplaced (-want +got):\n%s\ninfeasible %v, want true", diff, got.Infeasible)
+	}
+	// The same with room for it: placed, and not infeasible.
+	f = mustFleet(t, fleetNode("a-old", "r", 8, 1, curve2008, 25, ""), "- {name: zz, rack: zz, budgetWatts: 2200}\n")
+	if got := Oracle(f, []podSpec{{name: "train", cpu: "4", memory: "8Gi", gpus: 4, singleNUMA: true}}, OracleOptions{}); len(got.Unplaced) > 0 || got.Infeasible {
+		t.Errorf("with room: %+v", got)
 	}
 }
 
