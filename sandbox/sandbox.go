@@ -70,6 +70,15 @@ type Placement struct {
 	// SteadyCelsius is where the node settles with its pods, this one
 	// included, by the simulation's physics (telesched's placements only).
 	SteadyCelsius float64
+	// PodCPUMilli and PodGPUs are the pod's CPU and GPU requests.
+	PodCPUMilli, PodGPUs int64
+	// TrueWatts is what the pod added to its node by the simulation's
+	// steady physics (HasTrue); LearnedWatts what the scheduler estimated
+	// it would add from the node's published power curve, the sample it
+	// had when it bound the pod and the pods it had placed there since
+	// (HasLearned). Telesched's placements only.
+	TrueWatts, LearnedWatts float64
+	HasTrue, HasLearned     bool
 }
 
 // Result is what a run found; tests assert on it.
@@ -118,7 +127,46 @@ type Result struct {
 	BudgetTables []string
 	// Kubeconfig is the cluster's kubeconfig (kept with Keep).
 	Kubeconfig string
+	// Oracle and OracleOffGPU are the cheapest placements of the workload
+	// by the simulated nodes' true watts (see Oracle): CPU pods allowed on
+	// GPU nodes, as telesched allows them, and kept off them.
+	Oracle, OracleOffGPU OracleReport
+	// Marginal are the learned marginal watts' errors against the true
+	// ones over telesched's placements.
+	Marginal MarginalErrors
+	// Refused are the pods the racks' power budgets kept out, which the
+	// scenario deleted and went on without.
+	Refused []Refusal
+	// Phases are the scenario's phases that ran, in order: baseline, web,
+	// burst, gpu, heat-ahead, heat, cool. Skipped says why a phase did
+	// not run, by phase.
+	Phases  []string
+	Skipped map[string]string
 }
+
+// OracleReport is an oracle's placements of the workload, as workload
+// watts (the fleet's watts running them minus its watts without them).
+type OracleReport struct {
+	// Placements minimize the whole workload's watts; Work is their
+	// watts, its CPU pods' and what its GPU pods add.
+	Placements []Placement
+	Work       Work
+	// CPUWatts is the least CPU pods' watts of any placement (the oracle
+	// on the CPU pods' watts).
+	CPUWatts float64
+	// LowerBound and CPULowerBound bound the two from below (see Oracle).
+	LowerBound, CPULowerBound float64
+	// Unplaced are the pods it found no room for; the figures are NaN then.
+	// Infeasible: no room exists for them, proven (see OracleResult).
+	Unplaced   []string
+	Infeasible bool
+}
+
+// ran records a phase that ran.
+func (r *Result) ran(phase string) { r.Phases = append(r.Phases, phase) }
+
+// skip records why a phase did not run.
+func (r *Result) skip(phase, why string) { r.Skipped[phase] = why }
 
 // Rack is a rack's PowerBudget and what the run saw of it.
 type Rack struct {
@@ -126,8 +174,8 @@ type Rack struct {
 	Nodes                     []string
 	BudgetWatts, ReserveWatts int64
 	// PeakWatts is the most the rack's nodes drew together: the largest
-	// sum of their latest published watts, over the run (0 until every
-	// node of the rack has published watts).
+	// sum of their latest published watts, from the end of the
+	// calibration sweep on.
 	PeakWatts float64
 	// TeleschedWatts and DefaultWatts are the rack's watts running the
 	// workload as each profile placed it, by the simulated nodes' curves.
@@ -189,7 +237,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heater: heaterOf(opts.Fleet.Nodes), Racks: racksOf(opts.Fleet)}}
+	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heater: heaterOf(opts.Fleet.Nodes), Racks: racksOf(opts.Fleet), Skipped: map[string]string{}}}
 	defer s.stop()
 	if err := s.run(runCtx, binDir, schedulerBin); err != nil {
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
@@ -262,7 +310,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	// otherwise wait for them.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	s.stops = append(s.stops, stopWatching)
-	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res.Heater, s.res)
+	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res.Heater, s.opts.Interval, s.res)
 	if err != nil {
 		return err
 	}
@@ -531,8 +579,8 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 		}
 		s.printf("      no thermal model yet on %s: judged on their temperature now until their agents learn one\n", strings.Join(noModel, ", "))
 	}
-	// Peak temperatures count from here: the sweep's heat is not the
-	// scheduler's doing.
+	// Peak temperatures and racks' watts count from here: the sweep's heat
+	// and load are not the scheduler's doing.
 	s.watch.update(func(v *view) {
 		clear(s.res.PeakCelsius)
 		for name, t := range v.telemetry {
@@ -540,6 +588,10 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 				s.res.PeakCelsius[name] = float64(t.HottestMilli) / 1000
 			}
 		}
+		for i := range s.res.Racks {
+			s.res.Racks[i].PeakWatts = 0
+		}
+		s.watch.rackPeaks(v)
 	})
 	return nil
 }

@@ -3,16 +3,19 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
+	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/estimate"
 )
 
@@ -27,6 +30,11 @@ const (
 	phaseHeat  = "during-heat"
 	phaseProbe = "probe"
 	phaseAhead = "heat-ahead"
+	// phaseFault is the heater's fan fault and the pods placed during it,
+	// phaseCool its repair and the probe pod's binding after it (phases of
+	// the scenario, in Result.Phases; no pod's label).
+	phaseFault = "heat"
+	phaseCool  = "cool"
 )
 
 // probePod is pinned to the heater: rejected while it is hot, scheduled
@@ -152,9 +160,83 @@ func (s *sandbox) baseline(ctx context.Context) error {
 	if err := s.kube.CoreV1().Pods(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 		return err
 	}
-	return s.watch.waitFor(ctx, "the baseline's pods to be deleted", func(v *view) bool {
+	if err := s.watch.waitFor(ctx, "the baseline's pods to be deleted", func(v *view) bool {
 		for key := range v.bound {
 			if strings.HasPrefix(key, baselineNamespace+"/") {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	s.res.ran("baseline")
+	return nil
+}
+
+// waitPlaced waits for the scenario's pods to be bound, or refused by the
+// racks' power budgets (refusedByBudget): those it names with the
+// budgets' reasons, deletes and leaves out, so that a fleet whose budgets
+// cannot hold the workload ends with a report, not a timeout. A pod
+// pending for any other reason is waited for until the run's timeout.
+func (s *sandbox) waitPlaced(ctx context.Context, specs []podSpec) error {
+	created := time.Now()
+	settle := budgetSettle(s.opts.Interval)
+	var refused []Refusal
+	err := s.watch.waitFor(ctx, fmt.Sprintf("%d pods in %s to be scheduled or refused by a PowerBudget", len(specs), demoNamespace), func(v *view) bool {
+		quiet := created
+		for key, p := range v.bound {
+			if strings.HasPrefix(key, demoNamespace+"/") && p.At.After(quiet) {
+				quiet = p.At
+			}
+		}
+		var pending []podSpec
+		for _, p := range specs {
+			if _, ok := v.bound[demoNamespace+"/"+p.name]; !ok {
+				pending = append(pending, p)
+			}
+		}
+		if len(pending) == 0 {
+			return true
+		}
+		var ok bool
+		refused, ok = refusedByBudget(pending, s.res.Rejections, quiet, time.Now(), settle)
+		return ok
+	})
+	if err != nil || len(refused) == 0 {
+		return err
+	}
+	zero := int64(0)
+	for _, r := range refused {
+		s.printf("    %s refused: still pending %.0fs after the last binding, by %s\n", r.Pod, settle.Seconds(), strings.Join(r.Reasons, "; "))
+		if err := s.kube.CoreV1().Pods(demoNamespace).Delete(ctx, r.Pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s: %w", r.Pod, err)
+		}
+	}
+	s.watch.update(func(*view) { s.res.Refused = append(s.res.Refused, refused...) })
+	return nil
+}
+
+// refused reports whether the budgets refused a pod.
+func (r *Result) refused(pod string) bool {
+	for _, x := range r.Refused {
+		if x.Pod == pod {
+			return true
+		}
+	}
+	return false
+}
+
+// waitJudged waits, at most a few intervals, for a phase's bindings to be
+// judged against the samples the scheduler had (judgeBound), so that the
+// phase's table shows those samples and the marginal watts learned from
+// them.
+func (s *sandbox) waitJudged(ctx context.Context, phase string) {
+	waitCtx, cancel := context.WithTimeout(ctx, 5*s.opts.Interval)
+	defer cancel()
+	_ = s.watch.waitFor(waitCtx, phase+"'s bindings to be judged", func(v *view) bool {
+		for _, b := range v.unjudged {
+			if s.res.Placements[b.placement].Phase == phase {
 				return false
 			}
 		}
@@ -171,45 +253,53 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	w := workload()
 
 	s.printf("\n  web: %d pods of 2 CPUs, one every half second\n", len(w[phaseWeb]))
+	s.printf("    (ADDS: the watts the pod adds to its node, as the scheduler estimates them from the node's published curve / by the simulation's true curve)\n")
 	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseWeb], 500*time.Millisecond); err != nil {
 		return err
 	}
-	if err := s.waitBound(ctx, demoNamespace, w[phaseWeb]); err != nil {
+	if err := s.waitPlaced(ctx, w[phaseWeb]); err != nil {
 		return err
 	}
-	s.printPlacements(phaseWeb)
+	s.printPlacements(ctx, phaseWeb)
+	s.res.ran(phaseWeb)
 
 	s.printf("\n  burst: %d pods of 1 CPU at once, before any telemetry refresh\n", len(w[phaseBurst]))
 	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseBurst], 0); err != nil {
 		return err
 	}
-	if err := s.waitBound(ctx, demoNamespace, w[phaseBurst]); err != nil {
+	if err := s.waitPlaced(ctx, w[phaseBurst]); err != nil {
 		return err
 	}
+	s.printPlacements(ctx, phaseBurst)
 	s.printf("    telesched: %s\n    default:   %s\n", distribution(s.res.Placements, phaseBurst), distribution(s.res.Baseline, phaseBurst))
+	s.res.ran(phaseBurst)
 
 	s.printf("\n  gpu: %d training pods, each asking for %d GPUs, 16 CPUs, 64Gi and %s: %s\n", len(w[phaseGPU]), trainingGPUs, config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
 	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseGPU], 0); err != nil {
 		return err
 	}
-	if err := s.waitBound(ctx, demoNamespace, w[phaseGPU]); err != nil {
+	if err := s.waitPlaced(ctx, w[phaseGPU]); err != nil {
 		return err
 	}
-	s.printPlacements(phaseGPU)
+	s.printPlacements(ctx, phaseGPU)
+	s.res.ran(phaseGPU)
 
 	if err := s.aheadPhase(ctx); err != nil {
 		return err
 	}
 
 	if s.res.Heater == "" {
-		s.printf("\n  heat: no node in this fleet has a fan fault; %d pods of 2 CPUs\n", len(w[phaseHeat]))
+		why := "no node in this fleet has a fan fault"
+		s.res.skip(phaseFault, why)
+		s.res.skip(phaseCool, why)
+		s.printf("\n  heat: %s; %d pods of 2 CPUs\n", why, len(w[phaseHeat]))
 		if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseHeat], 0); err != nil {
 			return err
 		}
-		if err := s.waitBound(ctx, demoNamespace, w[phaseHeat]); err != nil {
+		if err := s.waitPlaced(ctx, w[phaseHeat]); err != nil {
 			return err
 		}
-		s.printPlacements(phaseHeat)
+		s.printPlacements(ctx, phaseHeat)
 		return nil
 	}
 	return s.heatPhase(ctx, w[phaseHeat])
@@ -239,13 +329,14 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 	if err := s.createPods(ctx, demoNamespace, "telesched", append(pods, probe), 0); err != nil {
 		return err
 	}
-	if err := s.waitBound(ctx, demoNamespace, pods); err != nil {
+	if err := s.waitPlaced(ctx, pods); err != nil {
 		return err
 	}
-	s.printPlacements(phaseHeat)
+	s.printPlacements(ctx, phaseHeat)
 	if err := s.watch.waitFor(ctx, probePod+"'s FailedScheduling event", func(*view) bool { return len(s.res.Rejections[probePod]) > 0 }); err != nil {
 		return err
 	}
+	s.res.ran(phaseFault)
 	s.read(func(*view) {
 		s.printf("    %s rejected:\n", probePod)
 		for _, m := range s.res.Rejections[probePod] {
@@ -265,8 +356,12 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.waitBound(ctx, demoNamespace, []podSpec{probe}); err != nil {
+	if err := s.waitPlaced(ctx, []podSpec{probe}); err != nil {
 		return err
+	}
+	if s.res.refused(probePod) {
+		s.res.skip(phaseCool, probePod+" was refused by a PowerBudget after the node cooled")
+		return nil
 	}
 	// Its binding is judged against the sample the scheduler had once the
 	// next sample of the node arrives (an interval).
@@ -286,6 +381,7 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 		s.printf("    %s reported cool %.1fs after the repair began; %s scheduled on %s %.1fs later (%s), requeued by the telemetry update\n",
 			name, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
 	})
+	s.res.ran(phaseCool)
 	return nil
 }
 
@@ -332,8 +428,10 @@ func (s *sandbox) aheadTarget() (string, int, float64, bool) {
 func (s *sandbox) aheadPhase(ctx context.Context) error {
 	name, cpus, settles, ok := s.aheadTarget()
 	if !ok {
-		s.printf("\n  heat ahead: no CPU node in this fleet would settle past its limit - %d°C under a pod within %.0f%% CPU; skipped\n",
+		why := fmt.Sprintf("no CPU node in this fleet would settle past its limit - %d°C under a pod within %.0f%% CPU",
 			thermalMarginMilli/1000, 100*aheadMaxUtilization)
+		s.res.skip(phaseAhead, why)
+		s.printf("\n  heat ahead: %s; skipped\n", why)
 		return nil
 	}
 	// The phase is about the prediction: wait for the node's thermal model
@@ -347,7 +445,9 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err
 		}
-		s.printf("\n  heat ahead: %s published no thermal model within %v; skipped\n", name, aheadModelWait)
+		why := fmt.Sprintf("%s published no thermal model within %v", name, aheadModelWait)
+		s.res.skip(phaseAhead, why)
+		s.printf("\n  heat ahead: %s; skipped\n", why)
 		return nil
 	}
 	// The pod is sized to the node's load by the simulation; the scheduler
@@ -375,6 +475,7 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 	})
 	pod := podSpec{name: aheadPod, phase: phaseAhead, cpu: fmt.Sprint(cpus), memory: "1Gi", nodeName: name}
 	s.res.AheadRan = true
+	s.res.ran(phaseAhead)
 	if err := s.createPods(ctx, demoNamespace, "telesched", []podSpec{pod}, 0); err != nil {
 		return err
 	}
@@ -421,16 +522,20 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 func (s *sandbox) read(f func(v *view)) { s.watch.read(f) }
 
 // printPlacements prints a phase's pods: node, the node's telemetry when
-// the pod was bound, and the default profile's choice.
-func (s *sandbox) printPlacements(phase string) {
+// the pod was bound, the watts the pod adds to it as the scheduler
+// learned them and by the simulation's physics, and the default profile's
+// choice.
+func (s *sandbox) printPlacements(ctx context.Context, phase string) {
+	s.waitJudged(ctx, phase)
 	s.read(func(*view) {
 		base := map[string]Placement{}
 		for _, p := range s.res.Baseline {
 			base[p.Pod] = p
 		}
 		tw := newTable(s.opts.Out)
-		fmt.Fprintf(tw, "    POD\tNODE\tNODE WHEN PLACED\tDEFAULT PROFILE\n")
-		for _, p := range s.res.Placements {
+		rows := 0
+		for i := range s.res.Placements {
+			p := &s.res.Placements[i]
 			if p.Phase != phase {
 				continue
 			}
@@ -442,7 +547,10 @@ func (s *sandbox) printPlacements(phase string) {
 			if phase == phaseGPU && def != "" {
 				def += ", " + alignment(base[p.Pod].GPUsAligned)
 			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\n", p.Pod, p.Node, why, def)
+			if rows++; rows == 1 {
+				fmt.Fprintf(tw, "    POD\tNODE\tNODE WHEN PLACED\tADDS, LEARNED / TRUE\tDEFAULT PROFILE\n")
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", p.Pod, p.Node, why, marginalCell(p), def)
 		}
 		_ = tw.Flush()
 	})
@@ -507,24 +615,30 @@ func (s *sandbox) summary() {
 		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements, false), s.fleetWatts(res.Baseline, false)
 		res.IdleWatts = s.fleetWatts(nil, false)
 		res.TeleschedWork, res.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
-		count := func(ps []Placement, node string) int {
-			n := 0
+		res.Oracle = s.oracleReport(OracleOptions{})
+		res.OracleOffGPU = s.oracleReport(OracleOptions{CPUPodsOffGPUNodes: true})
+		res.Marginal = marginalErrors(res.Placements)
+		load := func(ps []Placement, node string) string {
+			n, milli := 0, int64(0)
 			for _, p := range ps {
 				if p.Node == node && p.Phase != phaseProbe && p.Phase != phaseAhead {
 					n++
+					milli += p.PodCPUMilli
 				}
 			}
-			return n
+			return fmt.Sprintf("%d / %s", n, strings.TrimSuffix(fmt.Sprintf("%.1f", float64(milli)/1000), ".0"))
 		}
 		var names []string
 		for name := range s.nodes {
 			names = append(names, name)
 		}
 		sort.Strings(names)
+		s.printf("  Pods / CPUs requested on each node: telesched's, the default profile's, and the oracles' (the cheapest placements, below):\n")
 		tw := newTable(s.opts.Out)
-		fmt.Fprintf(tw, "  NODE\tPODS (telesched)\tPODS (default profile)\tPEAK TEMP\tTELEMETRY NOW\n")
+		fmt.Fprintf(tw, "  NODE\tTELESCHED\tDEFAULT PROFILE\tORACLE\tORACLE, CPU PODS OFF GPU NODES\tPEAK TEMP\tTELEMETRY NOW\n")
 		for _, name := range names {
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.0f°C\t%s\n", name, count(res.Placements, name), count(res.Baseline, name), res.PeakCelsius[name], describe(v.telemetry[name]))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%.0f°C\t%s\n", name, load(res.Placements, name), load(res.Baseline, name),
+				load(res.Oracle.Placements, name), load(res.OracleOffGPU.Placements, name), res.PeakCelsius[name], describe(v.telemetry[name]))
 		}
 		_ = tw.Flush()
 
@@ -542,20 +656,145 @@ func (s *sandbox) summary() {
 			s.printf(" (%s)", strings.Join(res.PredictedHotPlacements, "; "))
 		}
 		s.printf("; nodes refused on their predicted steady temperature: %d times; %s refused on its prediction: %v.\n", res.PredictionRejections, aheadPod, res.AheadRefused)
-		s.printf("  GPU pods: telesched put %s; the default profile %s.\n", gpuPlacements(res.Placements), gpuPlacements(res.Baseline))
-		t, d := res.TeleschedWork, res.DefaultWork
-		s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' curves):\n", res.IdleWatts)
-		tw = newTable(s.opts.Out)
-		fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\n")
-		fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU))
-		fmt.Fprintf(tw, "    GPU pods (on top)\t%.0f W\t%.0f W\t%s\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU))
-		fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()))
-		_ = tw.Flush()
-		s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W.\n", res.TeleschedWatts, res.DefaultWatts)
+		s.printf("  GPU pods: telesched put %s; the default profile %s; the oracle %s.\n", gpuPlacements(res.Placements), gpuPlacements(res.Baseline), gpuPlacements(res.Oracle.Placements))
+		if len(res.Skipped) > 0 {
+			var skipped []string
+			for _, ph := range []string{phaseAhead, phaseFault, phaseCool} {
+				if why, ok := res.Skipped[ph]; ok {
+					skipped = append(skipped, ph+" ("+why+")")
+				}
+			}
+			s.printf("  Phases skipped: %s.\n", strings.Join(skipped, "; "))
+		}
+		if len(res.Refused) > 0 {
+			s.printf("  Refused by the racks' power budgets (%d pods, deleted; telesched's watts below leave them out, the default profile's do not):\n", len(res.Refused))
+			for _, r := range res.Refused {
+				s.printf("    %s (%s): %s\n", r.Pod, r.Phase, strings.Join(r.Reasons, "; "))
+			}
+		}
+		s.printEnergy()
 		if len(res.Racks) > 0 {
 			s.printRacks()
 		}
 	})
+}
+
+// oracleReport runs the oracle on the workload, the whole workload's
+// watts and the CPU pods' apart, as workload watts. The caller holds the
+// watcher's lock; IdleWatts is set.
+func (s *sandbox) oracleReport(opts OracleOptions) OracleReport {
+	pods := workloadPods()
+	all := Oracle(s.opts.Fleet, pods, opts)
+	opts.CPUPodsObjective = true
+	cpu := Oracle(s.opts.Fleet, pods, opts)
+	r := OracleReport{LowerBound: all.LowerBound - s.res.IdleWatts, CPULowerBound: cpu.LowerBound - s.res.IdleWatts}
+	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
+		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
+		if len(r.Unplaced) == 0 {
+			r.Unplaced = cpu.Unplaced
+		}
+		r.Work, r.CPUWatts = Work{CPU: math.NaN(), GPU: math.NaN()}, math.NaN()
+		return r
+	}
+	placements := func(nodes map[string]string) []Placement {
+		var out []Placement
+		for _, p := range pods {
+			cpu, _ := resource.ParseQuantity(p.cpu)
+			out = append(out, Placement{Pod: p.name, Phase: p.phase, Node: nodes[p.name], PodCPUMilli: cpu.MilliValue(), PodGPUs: p.gpus, GPUsAligned: p.singleNUMA})
+		}
+		return out
+	}
+	r.Placements = placements(all.Nodes)
+	r.Work = s.work(r.Placements)
+	r.CPUWatts = s.work(placements(cpu.Nodes)).CPU
+	return r
+}
+
+// printEnergy prints each profile's workload watts beside the oracles',
+// telesched's share of the achievable saving, and how well the scheduler
+// learned the marginal watts it placed by. The caller holds the
+// watcher's lock.
+func (s *sandbox) printEnergy() {
+	res := s.res
+	t, d, o, off := res.TeleschedWork, res.DefaultWork, res.Oracle, res.OracleOffGPU
+	s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' true curves, leakage\n", res.IdleWatts)
+	s.printf("  at the settled temperature included). The oracle is the cheapest placement of the same %d pods under the constraints\n", len(workloadPods()))
+	s.printf("  telesched enforces (allocatable CPU, memory and GPUs; single-NUMA pods on one NUMA node; base load + requests within\n")
+	s.printf("  LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve); its CPU pods may use GPU nodes' CPUs, as\n",
+		configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
+	s.printf("  TopologyFit only scores against that. SHARE is telesched's share of the achievable saving, (default - telesched) / (default - oracle):\n")
+	tw := newTable(s.opts.Out)
+	fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tSHARE\tORACLE, CPU PODS OFF GPU NODES\tSHARE\n")
+	fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU),
+		wattsCell(o.CPUWatts), s.shareCell(t.CPU, d.CPU, o.CPUWatts), wattsCell(off.CPUWatts), s.shareCell(t.CPU, d.CPU, off.CPUWatts))
+	fmt.Fprintf(tw, "    GPU pods (on top)\t%.0f W\t%.0f W\t%s\t%s\t\t%s\t\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU), wattsCell(o.Work.GPU), wattsCell(off.Work.GPU))
+	fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()),
+		wattsCell(o.Work.Total()), s.shareCell(t.Total(), d.Total(), o.Work.Total()), wattsCell(off.Work.Total()), s.shareCell(t.Total(), d.Total(), off.Work.Total()))
+	_ = tw.Flush()
+	s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W, oracle %s.\n", res.TeleschedWatts, res.DefaultWatts, wattsCell(o.Work.Total()+res.IdleWatts))
+	for _, x := range []struct {
+		name string
+		r    OracleReport
+	}{{"oracle", o}, {"oracle with CPU pods off GPU nodes", off}} {
+		switch {
+		case x.r.Infeasible:
+			s.printf("  The %s: no placement of every pod exists within the constraints (%s find no room, by the lower bound's relaxation; see sandbox/oracle.go).\n", x.name, strings.Join(x.r.Unplaced, ", "))
+			continue
+		case len(x.r.Unplaced) > 0:
+			s.printf("  The %s found no placement of %s within the constraints (greedy and local search; not a proof that none exists).\n", x.name, strings.Join(x.r.Unplaced, ", "))
+			continue
+		}
+		s.printf("  The %s is optimal within %s: no placement can be below %s (CPU pods) and %s (all) (see sandbox/oracle.go).\n", x.name,
+			wattsCell(max(x.r.CPUWatts-x.r.CPULowerBound, x.r.Work.Total()-x.r.LowerBound, 0)), wattsCell(x.r.CPULowerBound), wattsCell(x.r.LowerBound))
+	}
+	m := res.Marginal
+	s.printf("  Learned vs true marginal watts at telesched's placements (ADDS in the tables): median absolute error %s over %d placements (CPU pods %s over %d, GPU pods %s over %d).\n",
+		percentCell(m.All), m.NAll, percentCell(m.CPU), m.NCPU, percentCell(m.GPU), m.NGPU)
+}
+
+// achievableFloor is the least achievable saving, as a share of the
+// default profile's watts, for which the report gives telesched's share.
+const achievableFloor = 0.05
+
+// captured is telesched's share of the achievable saving, (def - tel) /
+// (def - oracle); ok false where the achievable saving is under
+// achievableFloor of def's watts (or unknown), where a share says little.
+func captured(tel, def, oracle float64) (float64, bool) {
+	if math.IsNaN(oracle) || def <= 0 || def-oracle < achievableFloor*def {
+		return 0, false
+	}
+	return (def - tel) / (def - oracle), true
+}
+
+// shareCell is captured for the report, or what stands in its place.
+func (s *sandbox) shareCell(tel, def, oracle float64) string {
+	switch {
+	case len(s.res.Refused) > 0:
+		return "- (pods refused)"
+	case math.IsNaN(oracle):
+		return "-"
+	}
+	if c, ok := captured(tel, def, oracle); ok {
+		return fmt.Sprintf("%.0f%%", 100*c)
+	}
+	if def < oracle {
+		return fmt.Sprintf("none to gain: oracle %.0f W above the default", oracle-def)
+	}
+	return fmt.Sprintf("achievable %.0f W < %.0f%% of %.0f W", def-oracle, 100*achievableFloor, def)
+}
+
+func wattsCell(w float64) string {
+	if math.IsNaN(w) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f W", w)
+}
+
+func percentCell(p float64) string {
+	if math.IsNaN(p) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", p)
 }
 
 // printRacks prints each rack's budget, its peak measured watts over the
@@ -563,7 +802,7 @@ func (s *sandbox) summary() {
 // the watcher's lock.
 func (s *sandbox) printRacks() {
 	res := s.res
-	s.printf("  Racks (PowerBudgets): the peak is the largest sum of the rack's published watts over the run;\n  the profiles' watts are the rack running each placement, by the nodes' curves (the default profile ignores budgets):\n")
+	s.printf("  Racks (PowerBudgets): the peak is the largest sum of the rack's published watts after the calibration sweep;\n  the profiles' watts are the rack running each placement, by the nodes' curves (the default profile ignores budgets):\n")
 	tw := newTable(s.opts.Out)
 	fmt.Fprintf(tw, "    BUDGET\tNODES\tBUDGET W\tLIMIT W\tPEAK MEASURED\tTELESCHED\tDEFAULT PROFILE\tEXCEEDED\n")
 	for i := range res.Racks {

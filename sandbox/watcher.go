@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,9 +20,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -58,6 +63,10 @@ type sample struct {
 	rv  int64 // the object's resourceVersion
 	hot bool
 	why string // describe()
+	// node is the version decoded; seen when the watcher got it (the
+	// scheduler's cache gets it about then).
+	node *telemetry.Node
+	seen time.Time
 }
 
 // boundPod is a demo pod's binding, to be judged against the sample the
@@ -86,22 +95,27 @@ func hot(n *telemetry.Node) bool {
 // watcher follows NodeTelemetry, pods and scheduling events, runs bound
 // demo pods on their simulated nodes and records placements.
 type watcher struct {
-	nodes  map[string]*sim.Node
-	res    *Result
-	heater string
+	nodes    map[string]*sim.Node
+	res      *Result
+	heater   string
+	interval time.Duration // the agents' sampling interval
+	// kube reports the pods the simulation runs as running, with ctx.
+	kube kubernetes.Interface
+	ctx  context.Context
 
 	mu      sync.Mutex
 	v       view
 	changed chan struct{}
 }
 
-func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, res *Result) (*watcher, error) {
-	w := &watcher{nodes: nodes, res: res, heater: heater, changed: make(chan struct{}),
+func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, interval time.Duration, res *Result) (*watcher, error) {
+	w := &watcher{nodes: nodes, res: res, heater: heater, interval: interval, changed: make(chan struct{}),
 		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}, baselineGPUs: map[string][]bool{}, samples: map[string][]sample{}}}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
+	w.kube, w.ctx = kube, ctx
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -119,7 +133,7 @@ func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.N
 				w.update(func(v *view) {
 					v.telemetry[n.Name] = n
 					if rv, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64); err == nil {
-						h := append(v.samples[n.Name], sample{rv: rv, hot: hot(n), why: describe(n)})
+						h := append(v.samples[n.Name], sample{rv: rv, hot: hot(n), why: describe(n), node: n, seen: time.Now()})
 						v.samples[n.Name] = h[max(0, len(h)-samplesKept):]
 						w.judgeBound(v, false)
 					}
@@ -210,11 +224,18 @@ func (w *watcher) onPod(obj any) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
+	started := false
+	defer func() {
+		if started {
+			go w.markRunning(pod)
+		}
+	}()
 	w.update(func(v *view) {
 		if _, seen := v.bound[key]; seen {
 			return
 		}
 		p := &Placement{Pod: pod.Name, Phase: pod.Labels[phaseLabel], Node: pod.Spec.NodeName, At: time.Now()}
+		p.PodCPUMilli, p.PodGPUs = podRequests(pod)
 		tel := v.telemetry[p.Node]
 		p.Why = describe(tel)
 		v.bound[key] = p
@@ -225,8 +246,17 @@ func (w *watcher) onPod(obj any) {
 				w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
 			}
 			if n := w.nodes[p.Node]; n != nil {
-				cpu, gpus := podRequests(pod)
+				cpu, gpus := p.PodCPUMilli, p.PodGPUs
+				// What the pod adds by the simulation's physics, from the
+				// node's load before it; and, until its binding is judged
+				// against the sample the scheduler had, what the scheduler
+				// would estimate from the latest sample.
+				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, n.Utilization(), n.BusyGPUs(), cpu, int(gpus)), true
+				if h := v.samples[p.Node]; len(h) > 0 {
+					w.learn(v, p, len(w.res.Placements), &h[len(h)-1])
+				}
 				p.GPUs = n.AddPod(pod.UID, cpu, int(gpus))
+				started = true
 				p.GPUsAligned = aligned(n.Spec, p.GPUs)
 				// Where the node settles with every pod it now runs, by
 				// the simulation's own physics (not the agent's model).
@@ -256,6 +286,37 @@ func (w *watcher) onPod(obj any) {
 	})
 }
 
+// markRunning reports a pod the simulation started as running, as its
+// kubelet would (phase Running, its containers started now): the
+// scheduler counts a placed pod toward its node until a sample taken
+// estimate.Hold after it saw the pod running.
+func (w *watcher) markRunning(pod *corev1.Pod) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := w.kube.CoreV1().Pods(pod.Namespace).Get(w.ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase = corev1.PodRunning
+		cur.Status.StartTime = &now
+		cur.Status.Conditions = append(cur.Status.Conditions,
+			corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now})
+		cur.Status.ContainerStatuses = nil
+		for _, c := range cur.Spec.Containers {
+			cur.Status.ContainerStatuses = append(cur.Status.ContainerStatuses, corev1.ContainerStatus{
+				Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			})
+		}
+		_, err = w.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(w.ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && w.ctx.Err() == nil {
+		klog.FromContext(w.ctx).Error(err, "reporting a simulated pod running", "pod", klog.KObj(pod))
+	}
+}
+
 // judgeBound judges each demo pod's binding against the node's sample the
 // scheduler had when it bound it: the newest NodeTelemetry version written
 // before the binding (resourceVersions of one etcd are ordered). The
@@ -283,14 +344,43 @@ func (w *watcher) judgeBound(v *view, final bool) {
 		}
 		p := &w.res.Placements[b.placement]
 		p.Why = had.why
+		if p.HasTrue {
+			w.learn(v, p, b.placement, had)
+		}
 		if bp := v.bound[b.key]; bp != nil {
-			bp.Why = had.why
+			bp.Why, bp.LearnedWatts, bp.HasLearned = had.why, p.LearnedWatts, p.HasLearned
 		}
 		if had.hot {
 			w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
 		}
 	}
 	v.unjudged = kept
+}
+
+// learn sets a placement's learned marginal watts as the scheduler
+// estimated them with sample had of its node: the pods placed there before
+// it (index before in Result.Placements) count while had was seen less
+// than the reservation hold after them, unless deleted since.
+func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
+	reserved := reservedMilli(w.res.Placements[:before], p.Node, had.seen, estimate.Hold(w.interval), func(pod string) bool {
+		_, ok := v.bound[demoNamespace+"/"+pod]
+		return ok
+	})
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, p.PodCPUMilli, reserved, p.PodGPUs)
+}
+
+// reservedMilli is the CPU of the pods placed on node that the scheduler
+// still counts as reserved when it sees a sample at seen: placed less
+// than hold before it, and still bound.
+func reservedMilli(placed []Placement, node string, seen time.Time, hold time.Duration, bound func(pod string) bool) int64 {
+	var milli int64
+	for i := range placed {
+		p := &placed[i]
+		if p.Node == node && seen.Sub(p.At) < hold && bound(p.Pod) {
+			milli += p.PodCPUMilli
+		}
+	}
+	return milli
 }
 
 func (w *watcher) onPodDelete(obj any) {
@@ -410,14 +500,10 @@ func describe(n *telemetry.Node) string {
 	}
 	if n.HasPower {
 		p := fmt.Sprintf("%dW", n.Watts)
-		if n.HasCPU && n.LogicalCores > 0 {
-			// The curve's slope at the node's load: what one more busy
-			// core costs there.
-			u := float64(n.CPUPercent) / 100
-			if w0, _, ok := n.Models.CurveAt(u); ok {
-				w1, _, _ := n.Models.CurveAt(u + 1/float64(n.LogicalCores))
-				p += fmt.Sprintf(", +%.1fW per busy core (%s)", w1-w0, n.Models.CurveBasis)
-			}
+		// The curve's slope at the node's load: what one more busy core
+		// costs there.
+		if w, ok := perBusyCore(n); ok {
+			p += fmt.Sprintf(", +%.1fW per busy core (%s)", w, n.Models.CurveBasis)
 		}
 		parts = append(parts, p)
 	}

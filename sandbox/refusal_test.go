@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A FailedScheduling message of the GPU pods on a fleet whose GPU rack
+// cannot hold them, as kube-scheduler joins the nodes' reasons.
+const budgetMsg = "0/4 nodes are available: 1 node(s) had untolerated taint(s), 1 PowerBudget rack-gpu: measured 571W + reserved 0W + this pod 1384W = 1955W > budget 1200W - reserve 0W (1 nodes), 2 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+
+func TestBudgetReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name, msg string
+		want      []string
+	}{
+		{name: "a rack over its budget", msg: budgetMsg,
+			want: []string{"PowerBudget rack-gpu: measured 571W + reserved 0W + this pod 1384W = 1955W > budget 1200W - reserve 0W (1 nodes)"}},
+		{name: "two racks",
+			msg: "0/3 nodes are available: 1 PowerBudget r1: measured 900W + reserved 10W + this pod 120W = 1030W > budget 1000W - reserve 0W (2 nodes), 2 PowerBudget r2: measured 1900W + reserved 0W + this pod 150W = 2050W > budget 2100W - reserve 100W (3 nodes).",
+			want: []string{
+				"PowerBudget r1: measured 900W + reserved 10W + this pod 120W = 1030W > budget 1000W - reserve 0W (2 nodes)",
+				"PowerBudget r2: measured 1900W + reserved 0W + this pod 150W = 2050W > budget 2100W - reserve 100W (3 nodes)",
+			}},
+		{name: "an unmetered node",
+			msg:  "0/2 nodes are available: 2 node has no fresh power telemetry and PowerBudget rack-a sets no unmeteredNodeWatts (1 of its 2 nodes lack one or the other).",
+			want: []string{"node has no fresh power telemetry and PowerBudget rack-a sets no unmeteredNodeWatts (1 of its 2 nodes lack one or the other)"}},
+		{name: "too hot, no budget", msg: "0/8 nodes are available: 1 node thermal headroom 2.0°C <= margin 5.0°C: coretemp/Package id 0 at 98.0°C, limit 100.0°C."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, budgetReasons(tc.msg)); diff != "" {
+				t.Errorf("budgetReasons (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRefusedByBudget: pending pods are refused by the racks' budgets only
+// when each one's last rejection names a PowerBudget and nothing was bound
+// or created for the settle time; until then, or for a pod held back by
+// anything else, the scenario keeps waiting.
+func TestRefusedByBudget(t *testing.T) {
+	quiet := time.Now()
+	const settle = 50 * time.Second
+	train := []podSpec{{name: "train-0", phase: phaseGPU}, {name: "train-1", phase: phaseGPU}}
+	both := map[string][]string{"train-0": {budgetMsg}, "train-1": {"0/4 nodes are available: 3 Insufficient nvidia.com/gpu.", budgetMsg}}
+	for _, tc := range []struct {
+		name       string
+		pending    []podSpec
+		rejections map[string][]string
+		after      time.Duration
+		want       []string // refused pods; nil: keep waiting
+	}{
+		{name: "every pending pod refused by a budget, settled", pending: train, rejections: both, after: settle, want: []string{"train-0", "train-1"}},
+		{name: "not settled yet", pending: train, rejections: both, after: settle - time.Second},
+		{name: "one pod not rejected yet", pending: train, rejections: map[string][]string{"train-0": {budgetMsg}}, after: settle},
+		{name: "one pod's last rejection is no budget's", pending: train,
+			rejections: map[string][]string{"train-0": {budgetMsg}, "train-1": {budgetMsg, "0/4 nodes are available: 3 Insufficient nvidia.com/gpu."}}, after: settle},
+		{name: "nothing pending", rejections: both, after: settle},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := refusedByBudget(tc.pending, tc.rejections, quiet, quiet.Add(tc.after), settle)
+			if ok != (tc.want != nil) {
+				t.Fatalf("refused = %v, %v; want %v", got, ok, tc.want)
+			}
+			var pods []string
+			for _, r := range got {
+				pods = append(pods, r.Pod)
+				if r.Phase != phaseGPU || len(r.Reasons) != 1 {
+					t.Errorf("refusal %+v, want the GPU phase and the rack's reason", r)
+				}
+			}
+			if diff := cmp.Diff(tc.want, pods); diff != "" {
+				t.Errorf("refused pods (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBudgetSettle: the wait covers the reservation hold, the agents'
+// heartbeat and the scheduler's longest backoff.
+func TestBudgetSettle(t *testing.T) {
+	// 1 s interval: hold 10 s + heartbeat 30 s + backoff 10 s + 2 s.
+	if got := budgetSettle(time.Second); got != 52*time.Second {
+		t.Errorf("budgetSettle(1s) = %v, want 52s", got)
+	}
+}
