@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/telesched/telesched/sandbox"
 )
 
@@ -25,6 +27,15 @@ func TestSandboxScenario(t *testing.T) {
 	t.Logf("sandbox output:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("sandbox: %v", err)
+	}
+
+	// Every phase this test checks ran: on the default fleet none may be
+	// skipped (a phase's absence would pass its checks vacuously).
+	if diff := cmp.Diff([]string{"baseline", "web", "burst", "gpu", "heat-ahead", "heat", "cool"}, res.Phases); diff != "" {
+		t.Errorf("phases that ran (-want +got):\n%s\nskipped: %v", diff, res.Skipped)
+	}
+	if len(res.Refused) > 0 {
+		t.Errorf("pods refused by the racks' budgets: %+v", res.Refused)
 	}
 
 	// Nothing went to a node while its telemetry had it at its limit, and
@@ -66,6 +77,24 @@ func TestSandboxScenario(t *testing.T) {
 		t.Errorf("no workload watts comparison: telesched %+v, default %+v", res.TeleschedWork, res.DefaultWork)
 	}
 
+	// The oracles placed every pod, no dearer than telesched's placement,
+	// which meets the same constraints (the checks above: no node past
+	// its limit - margin, no rack over its budget); and the report shows
+	// the captured share and the learned marginal watts' error.
+	for name, o := range map[string]sandbox.OracleReport{"oracle": res.Oracle, "oracle, CPU pods off GPU nodes": res.OracleOffGPU} {
+		if len(o.Unplaced) > 0 || !(o.Work.Total() > 0) || !(o.CPUWatts > 0) {
+			t.Errorf("%s: %+v", name, o)
+			continue
+		}
+		if o.Work.Total() > res.TeleschedWork.Total()+1 || o.CPUWatts > res.TeleschedWork.CPU+1 || o.Work.Total() < o.LowerBound-1 {
+			t.Errorf("%s: all %.0f W (bound %.0f W), CPU pods %.0f W; telesched all %.0f W, CPU pods %.0f W",
+				name, o.Work.Total(), o.LowerBound, o.CPUWatts, res.TeleschedWork.Total(), res.TeleschedWork.CPU)
+		}
+	}
+	if res.Marginal.NAll < 40 || !strings.Contains(out.String(), "SHARE") || !strings.Contains(out.String(), "median absolute error") {
+		t.Errorf("learned vs true marginal watts over %d placements; the report:\n%s", res.Marginal.NAll, out.String())
+	}
+
 	// The pod that would take the cool cpu-efficient past its limit - margin
 	// once it settles was refused with the prediction's numbers, when the
 	// node had a thermal model by then (the sandbox waits a minute for one;
@@ -73,11 +102,8 @@ func TestSandboxScenario(t *testing.T) {
 	// follows the sensor closest to its limit: the package, or a core that
 	// reads the same (the simulated cores 0, 3 and 6 do).
 	aheadReason := regexp.MustCompile(`predicted steady temperature of coretemp/(Package id 0|Core \d+) with the pod [\d.]+°C >= limit 100.0°C - margin 5.0°C: [\d.]+°C \+ [\d.]+°C/W x \d+W`)
-	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); res.AheadRan && (!res.AheadRefused || !aheadReason.MatchString(msgs)) {
-		t.Errorf("the heat-ahead pod was not refused on its predicted temperature: %q", msgs)
-	}
-	if !res.AheadRan {
-		t.Log("cpu-efficient had no thermal model in time: the heat-ahead phase did not run")
+	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); !res.AheadRefused || !aheadReason.MatchString(msgs) {
+		t.Errorf("the heat-ahead pod was not refused on its predicted temperature (ran: %v): %q", res.AheadRan, msgs)
 	}
 
 	// No pod went where the node, with its pods, settles within the margin
@@ -157,4 +183,56 @@ func hasSensors() bool {
 		}
 	}
 	return false
+}
+
+// TestSandboxBudgetRefusal: on a fleet whose GPU rack's budget cannot
+// hold even one training pod, the run ends with a report naming the
+// refused pods and their budget's reason, not a timeout; the other pods
+// are placed, and the phases the fleet cannot have are skipped, saying
+// why.
+func TestSandboxBudgetRefusal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole sandbox; skipped in -short mode")
+	}
+	fleet, err := sandbox.ReadFleet("testdata/gpu-rack-too-small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	res, err := sandbox.Run(ctx, sandbox.Options{Dir: t.TempDir(), Out: &out, Fleet: fleet})
+	t.Logf("sandbox output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	var refused []string
+	for _, r := range res.Refused {
+		refused = append(refused, r.Pod)
+		if len(r.Reasons) == 0 || !strings.HasPrefix(r.Reasons[0], "PowerBudget rack-gpu: measured ") {
+			t.Errorf("%s refused for %q, want rack-gpu's numbers", r.Pod, r.Reasons)
+		}
+	}
+	if diff := cmp.Diff([]string{"train-0", "train-1"}, refused); diff != "" {
+		t.Errorf("refused pods (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out.String(), "Refused by the racks' power budgets (2 pods") {
+		t.Errorf("the report does not name the refused pods")
+	}
+	if len(res.Placements) != 40 {
+		t.Errorf("%d pods placed, want the 40 CPU pods", len(res.Placements))
+	}
+	// Under the same budget no placement of the training pods exists:
+	// the oracle proves it.
+	if len(res.Oracle.Unplaced) == 0 || !res.Oracle.Infeasible {
+		t.Errorf("the oracle: %+v, want no placement, proven", res.Oracle)
+	}
+	if diff := cmp.Diff([]string{"baseline", "web", "burst", "gpu"}, res.Phases); diff != "" {
+		t.Errorf("phases that ran (-want +got):\n%s", diff)
+	}
+	for _, ph := range []string{"heat-ahead", "heat", "cool"} {
+		if res.Skipped[ph] == "" {
+			t.Errorf("phase %s neither ran nor says why it was skipped: %v", ph, res.Skipped)
+		}
+	}
 }
