@@ -129,9 +129,21 @@ verify-mod: ## Fail if go.mod/go.sum (root or tools) are not tidy.
 
 ##@ Test
 
+# Packages whose code runs concurrently (the scheduler's telemetry cache,
+# reservation book and power domains with their informers, the plugins that
+# read them from parallel Filter/Score goroutines, the agent's publisher and
+# its health check): make test runs their unit tests again under the race
+# detector.
+RACE_PKGS ?= ./scheduler/telemetry/... ./scheduler/estimate/... ./scheduler/powerbudget/... ./scheduler/plugins/... ./agent/publisher/... ./agent/app/... ./internal/cowmap/...
+
 .PHONY: test
-test: build $(PROMTOOL) $(KUSTOMIZE) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules).
+test: build $(PROMTOOL) $(KUSTOMIZE) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules), then the concurrent packages' unit tests under the race detector.
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
+	$(MAKE) test-race
+
+.PHONY: test-race
+test-race: ## Run the unit tests of the packages with concurrency (RACE_PKGS) under the race detector.
+	$(GO) test -race -short -count=1 $(GOTESTFLAGS) $(RACE_PKGS)
 
 .PHONY: test-unit
 test-unit: $(PROMTOOL) ## Run unit tests only (no control plane).
