@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -19,6 +20,9 @@ import (
 type Root struct {
 	dir    string
 	faults map[string]error // host path -> error its reads return
+	// changing are faults a test sets and clears while the root reads;
+	// nil for none.
+	changing *Faults
 }
 
 // New returns a Root for dir ("" or "/" for the real host).
@@ -58,9 +62,53 @@ func (r Root) WithFaults(faults map[string]error) Root {
 	return r
 }
 
+// Faults are injected read errors, by host path, that a test may set and
+// clear while a root reads through them (see WithFaultSet): a sensor that
+// reads well and then fails, as a dying one does. The zero value fails
+// nothing. It is safe for concurrent use.
+type Faults struct {
+	mu sync.Mutex
+	m  map[string]error
+}
+
+// Set makes reads of hostPath fail with err from now on; a nil err makes
+// them succeed again.
+func (f *Faults) Set(hostPath string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]error{}
+	}
+	if err == nil {
+		delete(f.m, filepath.Clean(hostPath))
+		return
+	}
+	f.m[filepath.Clean(hostPath)] = err
+}
+
+func (f *Faults) get(hostPath string) (error, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err, ok := f.m[hostPath]
+	return err, ok
+}
+
+// WithFaultSet returns a copy of r whose reads also fail as f says at the
+// time of each read, wrapped as *fs.PathError like real ones (see
+// WithFaults).
+func (r Root) WithFaultSet(f *Faults) Root {
+	r.changing = f
+	return r
+}
+
 // ReadFile reads a host file.
 func (r Root) ReadFile(hostPath string) ([]byte, error) {
-	if err, ok := r.faults[filepath.Clean(hostPath)]; ok {
+	clean := filepath.Clean(hostPath)
+	err, ok := r.faults[clean]
+	if !ok && r.changing != nil {
+		err, ok = r.changing.get(clean)
+	}
+	if ok {
 		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
 	}
 	return os.ReadFile(r.Path(hostPath))

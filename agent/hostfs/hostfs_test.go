@@ -1,6 +1,7 @@
 package hostfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -32,5 +33,35 @@ func TestReadAndFaults(t *testing.T) {
 	got, err := r.Glob("/sys/class/powercap/intel-rapl:*")
 	if err != nil || len(got) != 1 || got[0] != "/sys/class/powercap/intel-rapl:0" {
 		t.Errorf("Glob = %v, %v; want [/sys/class/powercap/intel-rapl:0]", got, err)
+	}
+}
+
+// TestFaultSet checks that faults set and cleared while a root reads take
+// effect on the next read, as a sensor that dies and recovers.
+func TestFaultSet(t *testing.T) {
+	dir := t.TempDir()
+	const input = "/sys/class/hwmon/hwmon0/temp1_input"
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(input)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, input), []byte("45000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var faults Faults
+	r := New(dir).WithFaultSet(&faults)
+	for _, step := range []struct {
+		set     error
+		wantErr error
+	}{
+		{nil, nil},
+		{syscall.EIO, syscall.EIO},
+		{syscall.ENODATA, syscall.ENODATA},
+		{nil, nil},
+	} {
+		faults.Set(input, step.set)
+		_, err := r.ReadInt(input)
+		if !errors.Is(err, step.wantErr) || (step.wantErr == nil) != (err == nil) {
+			t.Errorf("with %v set: err = %v, want %v", step.set, err, step.wantErr)
+		}
 	}
 }
