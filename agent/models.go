@@ -68,7 +68,8 @@ func (s *Sampler) Restore(st *telemetryv1alpha1.NodeTelemetryStatus) {
 }
 
 // addThermal feeds the thermal model the sensor closest to its limit and
-// the node's power without its GPUs. The model keeps its sensor while that
+// the node's power without its GPUs, unless that sensor's reading is held
+// (see collector.TempSensor.Held). The model keeps its sensor while that
 // sensor stays within stickyHeadroom of the closest, so sensors that take
 // turns (the packages of a multi-socket node) do not restart it. It reads
 // every sensor of the sample, not only the few the status lists.
@@ -84,7 +85,9 @@ func (s *Sampler) addThermal(now time.Time, sample *collector.Thermal, th *telem
 			}
 		}
 	}
-	if sn, ok := findSensor(sample, name); ok {
+	// A held reading (the sensor's read failed) is no measurement: the
+	// model would learn a temperature that does not follow the power.
+	if sn, ok := findSensor(sample, name); ok && !sn.Held {
 		s.thermalModel.Add(now, s.interval, sn.Name, float64(sn.MilliCelsius)/1000, watts)
 	}
 }

@@ -20,9 +20,11 @@ type Collector interface {
 	// Name is the source the collector reads.
 	Name() telemetryv1alpha1.SourceName
 	// Collect fills the collector's part of s. It returns nil when it did,
-	// ErrWarmingUp when it needs one more call to have a baseline, or a
-	// *SourceError that says why the source is unavailable or failed. It
-	// never fills zeros to stand for missing data.
+	// ErrWarmingUp when it needs one more call to have a baseline, a
+	// *SourceError from Degraded when it filled its part but some of the
+	// source could not be read, or another *SourceError that says why the
+	// source is unavailable or failed (its part of s left empty). It never
+	// fills zeros to stand for missing data.
 	Collect(ctx context.Context, s *Sample) error
 }
 
@@ -32,7 +34,8 @@ type Collector interface {
 var ErrWarmingUp = errors.New("warming up: first reading is the baseline")
 
 // SourceError says why a source could not be read: Unavailable when the
-// node does not have it, Failed when it has it but reading failed.
+// node does not have it, Failed when it has it but reading failed, and
+// Available (see Degraded) when it was read but only in part.
 type SourceError struct {
 	State   telemetryv1alpha1.SourceState
 	Reason  string // CamelCase, e.g. NoPowercap
@@ -58,6 +61,30 @@ func Unavailable(reason, format string, args ...any) *SourceError {
 // read.
 func Failed(reason string, err error, format string, args ...any) *SourceError {
 	return &SourceError{State: telemetryv1alpha1.SourceFailed, Reason: reason, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// ReasonDegraded is the reason of a source that was read, but only in
+// part: its section is published, and the source's message names what is
+// missing and why (see Degraded).
+const ReasonDegraded = "Degraded"
+
+// Degraded returns a SourceError for a source that was read but only in
+// part, e.g. a thermal sensor whose read failed while the others read. The
+// NodeTelemetry API has no state for it (SourceState is Available,
+// Unavailable or Failed, and a section is published only while its source
+// is Available), so the source stays Available, with reason Degraded and
+// the message saying what could not be read; err, which may be nil, is
+// what failed, for errors.Is. The collector fills its part of the sample
+// as well as returning it.
+func Degraded(err error, format string, args ...any) *SourceError {
+	return &SourceError{State: telemetryv1alpha1.SourceAvailable, Reason: ReasonDegraded, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// IsDegraded reports whether err is a source read only in part (see
+// Degraded): its collector filled its part of the sample.
+func IsDegraded(err error) bool {
+	var se *SourceError
+	return errors.As(err, &se) && se.State == telemetryv1alpha1.SourceAvailable
 }
 
 // Sample is one reading of every source, taken at Time. A nil section means
@@ -116,6 +143,11 @@ type TempSensor struct {
 	// when it flags the sensor as faulty.
 	Alarm bool
 	Fault bool
+	// Held is true when this sample's read of the sensor failed and the
+	// reading is its last good one, held in its place for a bounded time
+	// (see ThermalCollector): counted in the node's heat like any other,
+	// but no new measurement.
+	Held bool
 }
 
 // Power is the node's measured power over the last interval.
@@ -190,7 +222,9 @@ func SourceStatus(name telemetryv1alpha1.SourceName, err error) telemetryv1alpha
 		st.Message = "first reading taken; values follow from the next sample"
 	case errors.As(err, &se):
 		st.State, st.Reason, st.Message = se.State, se.Reason, text.Truncate(se.Error(), 256)
-		if se.Err == nil {
+		if se.Err == nil || se.State == telemetryv1alpha1.SourceAvailable {
+			// A degraded source's message names each part that
+			// failed, with its error.
 			st.Message = text.Truncate(se.Message, 256)
 		}
 	default:

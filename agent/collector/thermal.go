@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/telesched/telesched/agent/hostfs"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/heat"
 )
 
 const (
@@ -35,6 +37,10 @@ const (
 // -274000 some broken thermal zones report.
 var errOutOfRange = errors.New("temperature out of range")
 
+// errSensorFault is an hwmon sensor that flags a fault (tempN_fault 1)
+// after it has read well.
+var errSensorFault = errors.New("the sensor flags a fault")
+
 // ThermalCollector reads every temperature sensor of the node: each thermal
 // zone (/sys/class/thermal/thermal_zoneN) and each hwmon temperature channel
 // (/sys/class/hwmon/hwmonN/tempM_*).
@@ -49,9 +55,29 @@ var errOutOfRange = errors.New("temperature out of range")
 //     0", "coretemp.1/Package id 1", "nvme.0/Composite").
 //
 // The hwmon chips the thermal core registers for thermal zones are skipped,
-// since the zone itself is read. A sensor whose value cannot be read, or
-// that flags itself faulty, is left out of the sample rather than reported
-// as 0 °C.
+// since the zone itself is read, and so are hwmon channels switched off
+// (tempN_enable 0). A sensor that flags itself faulty (tempN_fault 1) is
+// left out of the sample: Documentation/hwmon/sysfs-interface.rst says its
+// measurement "should not be trusted". One that does so from the start is
+// left out silently, as such flags mark unconnected inputs for good on many
+// boards; one that read well and then flags a fault fails like a read, as
+// below.
+//
+// A sensor whose temperature cannot be read fails closed: the read of a
+// temperature file fails when its driver cannot get a reading (the hwmon
+// sysfs ABI, Documentation/hwmon/sysfs-interface.rst, only fixes -ENODATA
+// for a disabled channel; drivers pass up their bus errors, EIO, ENXIO,
+// EREMOTEIO or EAGAIN, as a dead or unreachable sensor does), or the file
+// holds a value no sensor can have. Such a sensor is never reported as
+// 0 °C, and is never left out silently: the source is Degraded (Available,
+// reason Degraded, see Degraded), its message naming each such sensor and
+// its error. The sensor's last good reading is held in its place, counted
+// in the hottest sensor and the headroom like a fresh one so that a node
+// last seen hot does not read cool, for at most the hold time (see
+// WithSensorHold; DefaultSensorHold) from when it was read. After that the
+// sensor is left out, and the source stays Degraded, naming it, for as long
+// as its reads fail. When no sensor reads and none is held, the source is
+// Failed.
 //
 // The collector lists sensor files and reads labels and limits only at
 // discovery: on the first call, when a sensor file disappears, and every
@@ -59,18 +85,48 @@ var errOutOfRange = errors.New("temperature out of range")
 type ThermalCollector struct {
 	root            hostfs.Root
 	rediscoverEvery time.Duration
+	// hold is how long a sensor's last good reading stands in for it
+	// while its reads fail.
+	hold time.Duration
 
 	discovered   bool
 	discoveredAt time.Time
 	sensors      []tempSensor
+	// last is the last good reading of each discovered sensor, by name,
+	// and when it was taken.
+	last map[string]lastReading
 }
+
+// lastReading is a sensor's last good reading and its sample time.
+type lastReading struct {
+	sensor TempSensor
+	at     time.Time
+}
+
+// DefaultSensorHold is how long the thermal collector holds a sensor's
+// last good reading while its reads fail (--sensor-hold-duration). A
+// minute rides out a bus that fails a few reads in a row (SMBus contention
+// with firmware, a sensor busy converting) without a hot node reading cool,
+// and it spans the publisher's heartbeat (30s), so the held reading is
+// written with the source Degraded before the sensor is left out. It is no
+// longer than the scheduler's default telemetryMaxAge (60s): no held
+// reading is older than a whole sample the scheduler would still accept.
+const DefaultSensorHold = time.Minute
 
 var _ Collector = (*ThermalCollector)(nil)
 
 // NewThermalCollector returns a collector that reads thermal zones and hwmon
 // temperature sensors under root.
 func NewThermalCollector(root hostfs.Root) *ThermalCollector {
-	return &ThermalCollector{root: root, rediscoverEvery: defaultRediscoverEvery}
+	return &ThermalCollector{root: root, rediscoverEvery: defaultRediscoverEvery, hold: DefaultSensorHold, last: map[string]lastReading{}}
+}
+
+// WithSensorHold sets how long, from when it was taken, a sensor's last
+// good reading stands in for it while its reads fail; 0 holds none. It
+// returns c.
+func (c *ThermalCollector) WithSensorHold(d time.Duration) *ThermalCollector {
+	c.hold = max(0, d)
+	return c
 }
 
 // Name returns telemetryv1alpha1.SourceThermal.
@@ -78,25 +134,24 @@ func (c *ThermalCollector) Name() telemetryv1alpha1.SourceName {
 	return telemetryv1alpha1.SourceThermal
 }
 
-// Collect fills s.Thermal with every sensor that could be read.
+// Collect fills s.Thermal with every sensor that could be read and the
+// held readings of those that could not. It returns a Degraded error,
+// with s.Thermal filled, when some sensor could not be read.
 func (c *ThermalCollector) Collect(ctx context.Context, s *Sample) error {
 	rediscovered := false
 	if !c.discovered || s.Time.Sub(c.discoveredAt) >= c.rediscoverEvery || s.Time.Before(c.discoveredAt) {
 		c.discover(s.Time)
 		rediscovered = true
 	}
-	th, stale, err := c.read()
+	th, stale, err := c.read(s.Time)
 	if stale && !rediscovered {
 		// A sensor file went away (a module unloaded, a drive removed,
 		// hwmonN renumbered): list the sensors again and read anew.
 		c.discover(s.Time)
-		th, _, err = c.read()
-	}
-	if err != nil {
-		return err
+		th, _, err = c.read(s.Time)
 	}
 	s.Thermal = th
-	return nil
+	return err
 }
 
 // tempSensor is one temperature sensor found at discovery.
@@ -120,25 +175,56 @@ func (c *ThermalCollector) discover(now time.Time) {
 	c.sensors = append(discoverZones(c.root), discoverHwmonTemps(c.root, discoverHwmon(c.root), readCPUModel(c.root))...)
 	c.discovered = true
 	c.discoveredAt = now
+	// A sensor that is gone (its chip or zone removed) is no longer
+	// held or named.
+	names := make(map[string]bool, len(c.sensors))
+	for _, ts := range c.sensors {
+		names[ts.name] = true
+	}
+	for name := range c.last {
+		if !names[name] {
+			delete(c.last, name)
+		}
+	}
 }
 
-// read reads every discovered sensor. stale is true when a sensor file no
-// longer exists.
-func (c *ThermalCollector) read() (th *Thermal, stale bool, err error) {
+// read reads every discovered sensor at sample time now. stale is true
+// when a sensor file no longer exists.
+func (c *ThermalCollector) read(now time.Time) (th *Thermal, stale bool, err error) {
 	if len(c.sensors) == 0 {
 		return nil, false, Unavailable("NoSensors", "no thermal zones or hwmon temperature sensors (typical in VMs)")
 	}
 	var (
 		out      []TempSensor
 		faulty   int
-		failed   int
+		failed   []string // what each unreadable sensor's message says
+		errs     []error
 		firstErr error
 	)
+	// fail records a sensor that could not be read and holds its last
+	// reading.
+	fail := func(ts *tempSensor, err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ts.name, err))
+		held, note := c.held(ts.name, now)
+		if held != nil {
+			out = append(out, *held)
+		}
+		failed = append(failed, ts.name+": "+readError(err)+"; "+note)
+	}
 	for i := range c.sensors {
 		ts := &c.sensors[i]
 		if ts.fault != "" {
 			if b, err := c.root.ReadFile(ts.fault); err == nil {
 				if f, err := parseFlag(b); err == nil && f {
+					if _, readBefore := c.last[ts.name]; readBefore {
+						// It read, and now flags a fault: it
+						// fails like a read.
+						fail(ts, fmt.Errorf("%s: %w", path.Base(ts.fault), errSensorFault))
+						continue
+					}
 					faulty++
 					continue
 				}
@@ -151,10 +237,7 @@ func (c *ThermalCollector) read() (th *Thermal, stale bool, err error) {
 			if hostfs.IsAbsent(err) {
 				stale = true
 			}
-			failed++
-			if firstErr == nil {
-				firstErr = err
-			}
+			fail(ts, err)
 			continue
 		}
 		sensor := TempSensor{
@@ -177,19 +260,56 @@ func (c *ThermalCollector) read() (th *Thermal, stale bool, err error) {
 				sensor.Alarm = true
 			}
 		}
+		c.last[ts.name] = lastReading{sensor: sensor, at: now}
 		out = append(out, sensor)
 	}
 	if len(out) == 0 {
-		if failed == 0 {
+		if len(failed) == 0 {
 			return nil, stale, Failed("SensorFault", nil, "all %d temperature sensors flag a fault", faulty)
 		}
 		reason := "ReadError"
-		if hostfs.IsPermission(firstErr) {
+		switch {
+		case hostfs.IsPermission(firstErr):
 			reason = "PermissionDenied"
+		case errors.Is(firstErr, errSensorFault):
+			reason = "SensorFault"
 		}
 		return nil, stale, Failed(reason, firstErr, "none of %d temperature sensors could be read (%d faulty)", len(c.sensors), faulty)
 	}
-	return &Thermal{Sensors: out}, stale, nil
+	th = &Thermal{Sensors: out}
+	if len(failed) > 0 {
+		return th, stale, Degraded(errors.Join(errs...), "%d of %d temperature sensors unreadable: %s", len(failed), len(c.sensors), strings.Join(failed, "; "))
+	}
+	return th, stale, nil
+}
+
+// held returns what stands in for a sensor whose read failed at now: its
+// last good reading while that is at most the hold time old, else nil;
+// and what the source's message says of it.
+func (c *ThermalCollector) held(name string, now time.Time) (*TempSensor, string) {
+	last, ok := c.last[name]
+	if !ok {
+		return nil, "no earlier reading to hold"
+	}
+	until := last.at.Add(c.hold)
+	reading := fmt.Sprintf("%s read at %s", heat.Celsius(last.sensor.MilliCelsius), last.at.UTC().Format(time.RFC3339))
+	if now.After(until) {
+		return nil, fmt.Sprintf("left out since %s (its last reading, %s, was held %v)", until.UTC().Format(time.RFC3339), reading, c.hold)
+	}
+	sn := last.sensor
+	sn.Held = true
+	return &sn, fmt.Sprintf("holding its last reading, %s, until %s", reading, until.UTC().Format(time.RFC3339))
+}
+
+// readError is a failed read's error for a message: the file's name and
+// the errno ("temp1_input: input/output error") rather than the whole
+// path under the host root, or the parse error.
+func readError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return path.Base(pe.Path) + ": " + pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // readMilliCelsius reads a temperature file. Broken sensors fail the read
@@ -355,6 +475,9 @@ func discoverHwmonTemps(r hostfs.Root, chips []*hwmonChip, cpuModel string) []te
 		}
 		for i, n := range channels {
 			prefix := "temp" + strconv.Itoa(n)
+			if !channelEnabled(r, chip, prefix) {
+				continue
+			}
 			label := labels[i]
 			if _, isChannel := parseIndex(label, "temp"); seen[label] > 1 || (isChannel && label != prefix) {
 				// A label two channels share, or one that reads as
@@ -384,6 +507,22 @@ func discoverHwmonTemps(r hostfs.Root, chips []*hwmonChip, cpuModel string) []te
 		}
 	}
 	return out
+}
+
+// channelEnabled reports whether an hwmon channel is on: it has no
+// "<prefix>_enable" attribute, or that does not read 0. A channel switched
+// off is no failure: Documentation/hwmon/sysfs-interface.rst has its reads
+// return -ENODATA ("When disabled the sensor read will return -ENODATA").
+func channelEnabled(r hostfs.Root, chip *hwmonChip, prefix string) bool {
+	if !chip.has(prefix + "_enable") {
+		return true
+	}
+	b, err := r.ReadFile(chip.path(prefix + "_enable"))
+	if err != nil {
+		return true
+	}
+	on, err := parseFlag(b)
+	return err != nil || on
 }
 
 // readLimitIf reads a chip's limit attribute when the chip has it.

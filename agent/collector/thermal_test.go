@@ -140,6 +140,12 @@ func TestThermalCollector(t *testing.T) {
 			name:   "workstation",
 			root:   func(t *testing.T) hostfs.Root { return hostfs.New("testdata/thermal/workstation") },
 			faults: map[string]error{"/sys/class/thermal/thermal_zone2/temp": syscall.EIO},
+			// thermal_zone2 and thermal_zone3 are named in the
+			// message.
+			wantErr: &SourceError{State: telemetryv1alpha1.SourceAvailable, Reason: "Degraded",
+				Message: "2 of 16 temperature sensors unreadable: iwlwifi_1/thermal_zone2: temp: input/output error; no earlier reading to hold; " +
+					"pch_cannonlake/thermal_zone3: temperature out of range: -274000 m°C; no earlier reading to hold"},
+			wantIs: syscall.EIO,
 			want: &Thermal{Sensors: []TempSensor{
 				{Name: "acpitz/thermal_zone0", Source: "thermal_zone", MilliCelsius: 27800, CritMilliCelsius: ptr.To[int64](119000)},
 				// Trips: passive 95000 and active 60000 are no
@@ -148,8 +154,8 @@ func TestThermalCollector(t *testing.T) {
 				{Name: "x86_pkg_temp/thermal_zone1", Source: "thermal_zone", MilliCelsius: 45000, MaxMilliCelsius: ptr.To[int64](98000), CritMilliCelsius: ptr.To[int64](105000)},
 				// thermal_zone2 fails with EIO and thermal_zone3
 				// reads -274000 (below absolute zero): both left
-				// out, not reported as 0. hwmon0 repeats
-				// thermal_zone0: left out.
+				// out, not reported as 0, and named. hwmon0
+				// repeats thermal_zone0: left out.
 				//
 				// coretemp.0 is hwmon2 (device coretemp.0),
 				// coretemp.1 is hwmon1: numbered by device path,
@@ -200,7 +206,7 @@ func TestThermalCollector(t *testing.T) {
 			wantIs:  syscall.EIO,
 		},
 		{
-			name: "zones failing with ENODATA and EAGAIN are skipped, hwmon read",
+			name: "zones failing with ENODATA and EAGAIN are left out and named, hwmon read",
 			root: func(t *testing.T) hostfs.Root {
 				return sysTree(t, map[string]string{
 					zone + "/type":                          "iwlwifi_1",
@@ -213,10 +219,30 @@ func TestThermalCollector(t *testing.T) {
 				}, nil)
 			},
 			faults: map[string]error{zone + "/temp": syscall.ENODATA, "/sys/class/thermal/thermal_zone1/temp": syscall.EAGAIN},
+			wantErr: &SourceError{State: telemetryv1alpha1.SourceAvailable, Reason: "Degraded",
+				Message: "2 of 3 temperature sensors unreadable: iwlwifi_1/thermal_zone0: temp: no data available; no earlier reading to hold; " +
+					"INT3400 Thermal/thermal_zone1: temp: resource temporarily unavailable; no earlier reading to hold"},
+			wantIs: syscall.EAGAIN,
 			want:   &Thermal{Sensors: []TempSensor{{Name: "k10temp/Tctl", Source: "hwmon", MilliCelsius: 61250}}},
 		},
 		{
-			name: "values that do not parse or are out of range are skipped",
+			name: "an hwmon channel switched off is no sensor",
+			root: func(t *testing.T) hostfs.Root {
+				return sysTree(t, map[string]string{
+					chip + "/name":         "lm90",
+					chip + "/temp1_input":  "45125",
+					chip + "/temp1_enable": "1",
+					chip + "/temp2_input":  "0",
+					chip + "/temp2_enable": "0",
+				}, nil)
+			},
+			// sysfs-interface.rst: a disabled channel's reads
+			// return -ENODATA.
+			faults: map[string]error{chip + "/temp2_input": syscall.ENODATA},
+			want:   &Thermal{Sensors: []TempSensor{{Name: "lm90/temp1", Source: "hwmon", MilliCelsius: 45125}}},
+		},
+		{
+			name: "values that do not parse or are out of range are left out and named",
 			root: func(t *testing.T) hostfs.Root {
 				return sysTree(t, map[string]string{
 					zone + "/type":                          "acpitz",
@@ -230,7 +256,9 @@ func TestThermalCollector(t *testing.T) {
 				}, nil)
 			},
 			// Only -5000 (-5 °C) is a temperature.
-			want: &Thermal{Sensors: []TempSensor{{Name: "acpitz/thermal_zone3", Source: "thermal_zone", MilliCelsius: -5000}}},
+			wantErr: &SourceError{State: telemetryv1alpha1.SourceAvailable, Reason: "Degraded"},
+			wantIs:  errOutOfRange,
+			want:    &Thermal{Sensors: []TempSensor{{Name: "acpitz/thermal_zone3", Source: "thermal_zone", MilliCelsius: -5000}}},
 		},
 		{
 			name: "every sensor flags a fault",
@@ -379,7 +407,8 @@ func TestThermalRediscovery(t *testing.T) {
 	names := func(at time.Duration) []string {
 		t.Helper()
 		s := &Sample{Time: t0.Add(at)}
-		if err := c.Collect(context.Background(), s); err != nil {
+		// pch_cannonlake/thermal_zone3 reads -274000: Degraded.
+		if err := c.Collect(context.Background(), s); err != nil && !IsDegraded(err) {
 			t.Fatalf("Collect at %v: %v", at, err)
 		}
 		var out []string
@@ -443,8 +472,170 @@ func BenchmarkThermalCollect(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s := &Sample{Time: now}
-		if err := c.Collect(ctx, s); err != nil {
+		// Two of its zones are unreadable: Degraded.
+		if err := c.Collect(ctx, s); err != nil && !IsDegraded(err) {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestThermalUnreadableSensorIsHeldThenLeftOut pins how the collector fails
+// closed on a sensor whose temperature read fails (EIO from tempN_input, as
+// a dead sensor's driver returns): the source turns Degraded naming the
+// sensor and its error, and the sensor's last good reading stands in for it
+// for the hold time from when it was read, so a node last seen hot is not
+// reported cool. After the hold the sensor is left out, and the source stays
+// Degraded naming it until the sensor reads again.
+func TestThermalUnreadableSensorIsHeldThenLeftOut(t *testing.T) {
+	const chip = "/sys/class/hwmon/hwmon0"
+	const nvme = "/sys/class/hwmon/hwmon1"
+	root := sysTree(t, map[string]string{
+		chip + "/name":        "coretemp",
+		chip + "/temp1_label": "Package id 0",
+		chip + "/temp1_input": "92000",
+		chip + "/temp1_crit":  "100000",
+		chip + "/temp1_fault": "0",
+		nvme + "/name":        "nvme",
+		nvme + "/temp1_label": "Composite",
+		nvme + "/temp1_input": "40850",
+		nvme + "/temp1_crit":  "84850",
+	}, nil)
+	var faults hostfs.Faults
+	c := NewThermalCollector(root.WithFaultSet(&faults)).WithSensorHold(time.Minute)
+	t0 := time.Unix(1_700_000_000, 0) // 2023-11-14T22:13:20Z
+
+	pkg := func(milli int64, held bool) TempSensor {
+		return TempSensor{Name: "coretemp/Package id 0", Source: "hwmon", MilliCelsius: milli, CritMilliCelsius: ptr.To[int64](100000), Held: held}
+	}
+	composite := TempSensor{Name: "nvme/Composite", Source: "hwmon", MilliCelsius: 40850, CritMilliCelsius: ptr.To[int64](84850)}
+	available := telemetryv1alpha1.SourceStatus{Name: telemetryv1alpha1.SourceThermal, State: telemetryv1alpha1.SourceAvailable}
+	degraded := func(msg string) telemetryv1alpha1.SourceStatus {
+		return telemetryv1alpha1.SourceStatus{Name: telemetryv1alpha1.SourceThermal, State: telemetryv1alpha1.SourceAvailable, Reason: "Degraded", Message: msg}
+	}
+	// The steps run in order on one collector.
+	steps := []struct {
+		name       string
+		at         time.Duration
+		fault      error  // of the package sensor's temp1_input
+		faultFlag  string // its temp1_fault
+		want       []TempSensor
+		wantSource telemetryv1alpha1.SourceStatus
+	}{
+		{
+			name:       "both sensors read",
+			at:         0,
+			want:       []TempSensor{pkg(92000, false), composite},
+			wantSource: available,
+		},
+		{
+			name:  "the hottest sensor fails with EIO: its 92 °C reading of t0 is held",
+			at:    10 * time.Second,
+			fault: syscall.EIO,
+			want:  []TempSensor{pkg(92000, true), composite},
+			wantSource: degraded("1 of 2 temperature sensors unreadable: coretemp/Package id 0: temp1_input: input/output error; " +
+				"holding its last reading, 92.0°C read at 2023-11-14T22:13:20Z, until 2023-11-14T22:14:20Z"),
+		},
+		{
+			name:  "still held at the end of the hold: t0 + 1m",
+			at:    time.Minute,
+			fault: syscall.EIO,
+			want:  []TempSensor{pkg(92000, true), composite},
+			wantSource: degraded("1 of 2 temperature sensors unreadable: coretemp/Package id 0: temp1_input: input/output error; " +
+				"holding its last reading, 92.0°C read at 2023-11-14T22:13:20Z, until 2023-11-14T22:14:20Z"),
+		},
+		{
+			name:  "past the hold the sensor is left out, and still named",
+			at:    time.Minute + time.Second,
+			fault: syscall.EIO,
+			want:  []TempSensor{composite},
+			wantSource: degraded("1 of 2 temperature sensors unreadable: coretemp/Package id 0: temp1_input: input/output error; " +
+				"left out since 2023-11-14T22:14:20Z (its last reading, 92.0°C read at 2023-11-14T22:13:20Z, was held 1m0s)"),
+		},
+		{
+			name:       "the sensor reads again",
+			at:         2 * time.Minute,
+			want:       []TempSensor{pkg(92000, false), composite},
+			wantSource: available,
+		},
+		{
+			name:  "a new failure holds the new last reading",
+			at:    2*time.Minute + 5*time.Second,
+			fault: syscall.ENODATA,
+			want:  []TempSensor{pkg(92000, true), composite},
+			wantSource: degraded("1 of 2 temperature sensors unreadable: coretemp/Package id 0: temp1_input: no data available; " +
+				"holding its last reading, 92.0°C read at 2023-11-14T22:15:20Z, until 2023-11-14T22:16:20Z"),
+		},
+		{
+			name:      "a sensor that read and now flags a fault is held the same way",
+			at:        2*time.Minute + 10*time.Second,
+			faultFlag: "1",
+			want:      []TempSensor{pkg(92000, true), composite},
+			wantSource: degraded("1 of 2 temperature sensors unreadable: coretemp/Package id 0: temp1_fault: the sensor flags a fault; " +
+				"holding its last reading, 92.0°C read at 2023-11-14T22:15:20Z, until 2023-11-14T22:16:20Z"),
+		},
+	}
+	for _, step := range steps {
+		faults.Set(chip+"/temp1_input", step.fault)
+		flag := "0"
+		if step.faultFlag != "" {
+			flag = step.faultFlag
+		}
+		setFiles(t, root, map[string]string{chip + "/temp1_fault": flag})
+		s, _ := Run(context.Background(), []Collector{c}, t0.Add(step.at))
+		var got []TempSensor
+		if s.Thermal != nil {
+			got = s.Thermal.Sensors
+		}
+		if diff := cmp.Diff(step.want, got); diff != "" {
+			t.Errorf("%s: sensors (-want +got):\n%s", step.name, diff)
+		}
+		if diff := cmp.Diff([]telemetryv1alpha1.SourceStatus{step.wantSource}, s.Sources); diff != "" {
+			t.Errorf("%s: sources (-want +got):\n%s", step.name, diff)
+		}
+	}
+}
+
+// TestThermalUnreadableSensorWithoutHold checks that a zero hold leaves an
+// unreadable sensor out at once, the source still Degraded naming it, and
+// that an unreadable sensor with no earlier reading is named too.
+func TestThermalUnreadableSensorWithoutHold(t *testing.T) {
+	const chip = "/sys/class/hwmon/hwmon0"
+	root := sysTree(t, map[string]string{
+		chip + "/name":        "k10temp",
+		chip + "/temp1_label": "Tctl",
+		chip + "/temp1_input": "61500",
+		chip + "/temp2_label": "Tccd1",
+		chip + "/temp2_input": "55000",
+	}, nil)
+	var faults hostfs.Faults
+	faults.Set(chip+"/temp2_input", syscall.EIO)
+	c := NewThermalCollector(root.WithFaultSet(&faults)).WithSensorHold(0)
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, step := range []struct {
+		at      time.Duration
+		faulted string
+		want    []TempSensor
+		wantMsg string
+	}{
+		{
+			at: 0, faulted: chip + "/temp2_input",
+			want:    []TempSensor{{Name: "k10temp/Tctl", Source: "hwmon", MilliCelsius: 61500}},
+			wantMsg: "1 of 2 temperature sensors unreadable: k10temp/Tccd1: temp2_input: input/output error; no earlier reading to hold",
+		},
+		{
+			at: time.Second, faulted: chip + "/temp1_input",
+			want:    []TempSensor{{Name: "k10temp/Tccd1", Source: "hwmon", MilliCelsius: 55000}},
+			wantMsg: "1 of 2 temperature sensors unreadable: k10temp/Tctl: temp1_input: input/output error; left out since 2023-11-14T22:13:20Z (its last reading, 61.5°C read at 2023-11-14T22:13:20Z, was held 0s)",
+		},
+	} {
+		faults.Set(chip+"/temp1_input", nil)
+		faults.Set(chip+"/temp2_input", nil)
+		faults.Set(step.faulted, syscall.EIO)
+		s := &Sample{Time: t0.Add(step.at)}
+		err := c.Collect(context.Background(), s)
+		checkSourceError(t, &SourceError{State: telemetryv1alpha1.SourceAvailable, Reason: "Degraded", Message: step.wantMsg}, syscall.EIO, err)
+		if diff := cmp.Diff(&Thermal{Sensors: step.want}, s.Thermal); diff != "" {
+			t.Errorf("at %v: Thermal (-want +got):\n%s", step.at, diff)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/telesched/telesched/agent"
+	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -26,8 +27,8 @@ func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 var (
 	// Agent.
 	collectorDuration = desc("agent", "collector_duration_seconds", "Duration of the collector's last run.", "collector")
-	collectorSuccess  = desc("agent", "collector_success", "Whether the collector's source was read in the last sample (1) or not (0).", "collector")
-	sourceInfo        = desc("agent", "source_info", "State of each telemetry source in the last sample, with the reason when it is not Available.", "source", "state", "reason")
+	collectorSuccess  = desc("agent", "collector_success", "Whether the collector's source was read in the last sample (1, also when only in part: source_info's reason is then Degraded) or not (0).", "collector")
+	sourceInfo        = desc("agent", "source_info", "State of each telemetry source in the last sample, with the reason when it is not Available or was read only in part (Available, reason Degraded).", "source", "state", "reason")
 
 	// Node CPU and memory.
 	cpuUtilization = desc("node", "cpu_utilization_ratio", "Busy share of the online CPUs over the last interval.")
@@ -183,7 +184,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range obs.Results {
 		g(collectorDuration, r.Duration.Seconds(), string(r.Name))
-		g(collectorSuccess, boolValue(r.Err == nil), string(r.Name))
+		g(collectorSuccess, boolValue(r.Err == nil || collector.IsDegraded(r.Err)), string(r.Name))
 	}
 	for _, s := range obs.Sample.Sources {
 		g(sourceInfo, 1, string(s.Name), string(s.State), s.Reason)

@@ -135,3 +135,36 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestCollectorSuccessOfADegradedSource checks that a source read in part
+// (Degraded) counts as read in collector_success, and shows its reason in
+// source_info, while a failed one counts as not read.
+func TestCollectorSuccessOfADegradedSource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, "v1.2.3")
+	degraded := collector.Degraded(nil, "1 of 2 temperature sensors unreadable: ...")
+	failed := collector.Failed("NVMLTimeout", nil, "NVML did not return within 10s")
+	m.Observe(&agent.Observation{
+		Sample: &collector.Sample{Sources: []telemetryv1alpha1.SourceStatus{
+			collector.SourceStatus(telemetryv1alpha1.SourceThermal, degraded),
+			collector.SourceStatus(telemetryv1alpha1.SourceGPU, failed),
+		}},
+		Results: []collector.Result{
+			{Name: telemetryv1alpha1.SourceThermal, Err: degraded},
+			{Name: telemetryv1alpha1.SourceGPU, Err: failed},
+		},
+	})
+	want := `
+# HELP telesched_agent_collector_success Whether the collector's source was read in the last sample (1, also when only in part: source_info's reason is then Degraded) or not (0).
+# TYPE telesched_agent_collector_success gauge
+telesched_agent_collector_success{collector="gpu"} 0
+telesched_agent_collector_success{collector="thermal"} 1
+# HELP telesched_agent_source_info State of each telemetry source in the last sample, with the reason when it is not Available or was read only in part (Available, reason Degraded).
+# TYPE telesched_agent_source_info gauge
+telesched_agent_source_info{reason="Degraded",source="thermal",state="Available"} 1
+telesched_agent_source_info{reason="NVMLTimeout",source="gpu",state="Failed"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "telesched_agent_collector_success", "telesched_agent_source_info"); err != nil {
+		t.Error(err)
+	}
+}

@@ -362,17 +362,25 @@ func conditions(in Input, now metav1.Time) []metav1.Condition {
 	return conds
 }
 
-// sourcesMessage says which sources were read and which were not.
+// sourcesMessage says which sources were read, which only in part
+// (Available with a reason, see collector.Degraded) and which were not.
 func sourcesMessage(sources []telemetryv1alpha1.SourceStatus) string {
-	var ok, missing []string
+	var ok, partly, missing []string
 	for _, s := range sources {
-		if s.State == telemetryv1alpha1.SourceAvailable {
+		switch {
+		case s.State == telemetryv1alpha1.SourceAvailable && s.Reason != "":
 			ok = append(ok, string(s.Name))
-		} else {
+			partly = append(partly, fmt.Sprintf("%s (%s)", s.Name, s.Reason))
+		case s.State == telemetryv1alpha1.SourceAvailable:
+			ok = append(ok, string(s.Name))
+		default:
 			missing = append(missing, fmt.Sprintf("%s (%s)", s.Name, s.Reason))
 		}
 	}
 	msg := fmt.Sprintf("read: %v", ok)
+	if len(partly) > 0 {
+		msg += fmt.Sprintf("; read in part: %v", partly)
+	}
 	if len(missing) > 0 {
 		msg += fmt.Sprintf("; not available: %v", missing)
 	}

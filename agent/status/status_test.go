@@ -239,3 +239,25 @@ func TestSummaryNoGPUs(t *testing.T) {
 		t.Errorf("Summary.GPUs = %q, want none", st.Summary.GPUs)
 	}
 }
+
+// TestSourcesMessage checks the Ready condition's list of sources: read,
+// read in part (Available with a reason: Degraded), and not available.
+func TestSourcesMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sources []telemetryv1alpha1.SourceStatus
+		want    string
+	}{
+		{"all read", []telemetryv1alpha1.SourceStatus{{Name: "cpu", State: "Available"}, {Name: "thermal", State: "Available"}},
+			"read: [cpu thermal]"},
+		{"thermal read in part, gpu stuck", []telemetryv1alpha1.SourceStatus{
+			{Name: "cpu", State: "Available"},
+			{Name: "thermal", State: "Available", Reason: "Degraded", Message: "1 of 2 temperature sensors unreadable: ..."},
+			{Name: "gpu", State: "Failed", Reason: "NVMLTimeout"},
+		}, "read: [cpu thermal]; read in part: [thermal (Degraded)]; not available: [gpu (NVMLTimeout)]"},
+	} {
+		if diff := cmp.Diff(tc.want, sourcesMessage(tc.sources)); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
