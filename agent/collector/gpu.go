@@ -7,8 +7,11 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent/hostfs"
@@ -35,10 +38,31 @@ import (
 //
 // Both are logged when they first appear and when they clear, not on every
 // call.
+//
+// NVML calls can hang (a GPU fallen off the bus, a driver waiting on a
+// wedged GPU), and NVML gives no way to cancel one. So each collection runs
+// on a goroutine of its own, and Collect waits for it at most the timeout
+// (see WithTimeout; DefaultNVMLTimeout). A collection that does not finish
+// in time makes the source Failed with reason NVMLTimeout, the message
+// naming the timeout, what the collection was doing and since when; the
+// rest of the sample goes on without GPUs. While that collection is stuck
+// NVML is not called again (one collection in flight at most, so stuck
+// calls cannot pile up): later calls return NVMLTimeout at once, saying it
+// is still stuck. Once it returns, its late result is dropped and the next
+// call collects afresh.
 type GPUCollector struct {
-	lib  nvml.Library
-	root hostfs.Root
+	lib     nvml.Library
+	root    hostfs.Root
+	timeout time.Duration
+	clock   clock.Clock
 
+	// callMu guards call, the collection that did not finish in time and
+	// has not been seen to return since; nil when none.
+	callMu sync.Mutex
+	call   *gpuCall
+
+	// mu guards what the collections use. A collection holds it
+	// throughout, so a stuck one holds it until it returns.
 	mu          sync.Mutex
 	initialized bool
 	noDriver    *SourceError // set once NVML turned out to be missing
@@ -54,18 +78,63 @@ type GPUCollector struct {
 
 var _ Collector = &GPUCollector{}
 
+// DefaultNVMLTimeout is how long one GPU collection, every NVML call of a
+// sample, may take before the GPU source is reported NVMLTimeout
+// (--nvml-timeout). A healthy collection takes milliseconds. The slow one is
+// the first: without persistence mode, initializing a GPU costs "order of
+// 1-3 second" per GPU (NVIDIA, Driver Persistence, "Overview"), which 10s
+// covers for a few GPUs; on a node with more the first sample may report
+// NVMLTimeout, and once that initialization returns the agent holds NVML
+// open and the next collection is fast. 10s stays below the 15s (3
+// intervals of 5s) after which /healthz fails, so that one timed-out sample
+// does not fail the probe.
+const DefaultNVMLTimeout = 10 * time.Second
+
 // NewGPUCollector returns a GPU collector reading NVML through lib and sysfs
-// under root. NVML is initialized on the first Collect.
+// under root, with DefaultNVMLTimeout. NVML is initialized on the first
+// Collect.
 func NewGPUCollector(lib nvml.Library, root hostfs.Root) *GPUCollector {
-	return &GPUCollector{lib: lib, root: root, xid: map[string]int64{}, problems: map[string]string{}}
+	return &GPUCollector{lib: lib, root: root, timeout: DefaultNVMLTimeout, clock: clock.RealClock{},
+		xid: map[string]int64{}, problems: map[string]string{}}
 }
+
+// WithTimeout sets how long Collect waits for one collection's NVML calls;
+// it must be positive. It returns c.
+func (c *GPUCollector) WithTimeout(d time.Duration) *GPUCollector {
+	c.timeout = d
+	return c
+}
+
+// gpuCall is one collection: its NVML calls, on a goroutine of their own.
+type gpuCall struct {
+	started time.Time
+	done    chan struct{} // closed when the collection returned
+	step    atomic.Pointer[string]
+
+	// Set before done is closed.
+	gpus []telemetryv1alpha1.GPUStatus
+	err  error
+}
+
+// at records what the collection is doing, for the message if it hangs.
+func (g *gpuCall) at(step string) { g.step.Store(&step) }
+
+func (g *gpuCall) doing() string { return *g.step.Load() }
 
 // Name implements Collector.
 func (c *GPUCollector) Name() telemetryv1alpha1.SourceName { return telemetryv1alpha1.SourceGPU }
 
 // Close shuts NVML down; a failure is logged, as there is nothing left to
-// do about it. A later Collect initializes NVML again.
+// do about it. While a collection is stuck in NVML it leaves NVML as it is
+// (shutting NVML down under a stuck call would hang too), and says so in
+// the log. A later Collect initializes NVML again.
 func (c *GPUCollector) Close() {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	if call := c.call; call != nil && !returned(call) {
+		klog.Background().Info("Not shutting NVML down: a call is still stuck in it", "since", call.started, "doing", call.doing())
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.initialized {
@@ -77,31 +146,86 @@ func (c *GPUCollector) Close() {
 	}
 }
 
-// Collect implements Collector.
+// Collect implements Collector. It runs the collection on a goroutine and
+// waits for it at most the timeout; see GPUCollector.
 func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	logger := klog.FromContext(ctx)
+	if call := c.call; call != nil {
+		if !returned(call) {
+			return Failed("NVMLTimeout", nil, "an NVML call is still stuck, %s, since %s (--nvml-timeout %v); NVML is not called again until it returns",
+				call.doing(), call.started.UTC().Format(time.RFC3339), c.timeout)
+		}
+		// It returned since: its result is late and dropped.
+		logger.Info("The stuck NVML call returned; reading the GPUs again", "since", call.started, "doing", call.doing())
+		c.call = nil
+	}
+	call := &gpuCall{started: c.clock.Now(), done: make(chan struct{})}
+	call.at("starting")
+	go func() {
+		defer close(call.done)
+		call.gpus, call.err = c.collect(ctx, call)
+	}()
+	timer := c.clock.NewTimer(c.timeout)
+	defer timer.Stop()
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return call.err
+		}
+		s.GPUs = call.gpus
+		return nil
+	case <-timer.C():
+		c.call = call
+		logger.Error(nil, "NVML did not return in time; GPU telemetry is off until it does", "timeout", c.timeout, "doing", call.doing())
+		return Failed("NVMLTimeout", nil, "NVML did not return within %v (--nvml-timeout), %s, since %s; NVML is not called again until it returns",
+			c.timeout, call.doing(), call.started.UTC().Format(time.RFC3339))
+	case <-ctx.Done():
+		// Stopping: the collection may still be running.
+		c.call = call
+		return ctx.Err()
+	}
+}
+
+// returned reports whether a collection has returned.
+func returned(call *gpuCall) bool {
+	select {
+	case <-call.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// collect reads NVML: the GPUs, or the SourceError that says why not.
+func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv1alpha1.GPUStatus, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	if c.noDriver != nil {
-		return c.noDriver
+		return nil, c.noDriver
 	}
 	if !c.initialized {
+		call.at("initializing NVML")
 		if err := c.lib.Init(); err != nil {
 			if errors.Is(err, nvml.ErrLibraryNotFound) {
 				c.noDriver = Unavailable("NVMLNotAvailable", "no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded or the kernel driver is not loaded (%v)", err)
 				logger.Info("No NVIDIA driver on this node; GPU telemetry is off until the agent restarts", "err", err)
-				return c.noDriver
+				return nil, c.noDriver
 			}
-			return Failed("NVMLInitFailed", err, "initializing NVML")
+			return nil, Failed("NVMLInitFailed", err, "initializing NVML")
 		}
 		c.initialized = true
 	}
 
+	call.at("listing GPUs")
 	devs, listErr := c.lib.Devices()
 	if listErr != nil && len(devs) == 0 {
-		return Failed("GPUListFailed", listErr, "listing GPUs")
+		return nil, Failed("GPUListFailed", listErr, "listing GPUs")
 	}
 	if len(devs) > 0 {
+		call.at("reading XID events")
 		c.drainXIDEvents(logger)
 	}
 
@@ -113,6 +237,7 @@ func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
 	}
 	c.logProblem(logger, "list", "GPUs left out of the sample", listErr)
 	for _, d := range devs {
+		call.at(fmt.Sprintf("reading GPU %d", d.Index()))
 		st, problems, err := c.readGPU(d, numa)
 		if err != nil {
 			failed = append(failed, err)
@@ -123,11 +248,10 @@ func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
 		gpus = append(gpus, st)
 	}
 	if len(gpus) == 0 && len(failed) > 0 {
-		return Failed("GPUReadFailed", errors.Join(failed...), "no GPU could be read")
+		return nil, Failed("GPUReadFailed", errors.Join(failed...), "no GPU could be read")
 	}
 	slices.SortFunc(gpus, func(a, b telemetryv1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
-	s.GPUs = gpus
-	return nil
+	return gpus, nil
 }
 
 // readGPU reads one GPU. It returns an error when the GPU cannot be

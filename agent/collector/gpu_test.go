@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
@@ -17,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/telesched/telesched/agent/nvml/nvmltest"
 	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent/hostfs"
@@ -724,5 +727,115 @@ func TestGPUCollectorClose(t *testing.T) {
 	got := []int{len(srv.ShutdownCalls()), len(q.FreeCalls())}
 	if diff := cmp.Diff([]int{1, 1}, got); diff != "" {
 		t.Errorf("[nvmlShutdown calls, event set frees] (-want +got):\n%s", diff)
+	}
+}
+
+// waitUntil polls cond until it holds. The bound only stops a test whose
+// code never gets there; a correct run is never near it.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after a minute", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGPUCollectorHungNVMLCallTimesOut pins what a call into NVML that
+// never returns (GPU 3's power reading here, as a GPU fallen off the bus
+// can hang) does to the GPU source: the collection is given up after the
+// timeout, the source is Failed with reason NVMLTimeout naming the timeout
+// and what was stuck; the next collection does not call NVML again while
+// the call is stuck, and says it still is; once the call returns, GPUs are
+// read afresh. The timeout runs on a fake clock.
+func TestGPUCollectorHungNVMLCallTimesOut(t *testing.T) {
+	srv, _ := newA100Server(t)
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	a100(srv, 3).GetPowerUsageFunc = func() (uint32, gonvml.Return) {
+		entered <- struct{}{}
+		<-release
+		return 63499, gonvml.SUCCESS
+	}
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	c := NewGPUCollector(nvml.NewWith(srv), gpuTree(t, "dgxa100")).WithTimeout(10 * time.Second)
+	c.clock = clk
+	t.Cleanup(c.Close)
+	t.Cleanup(unblock) // before Close: cleanups run last first
+
+	type result struct {
+		GPUs   []telemetryv1alpha1.GPUStatus
+		Source telemetryv1alpha1.SourceStatus
+	}
+	collect := func() <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			s := &Sample{Time: clk.Now()}
+			err := c.Collect(context.Background(), s)
+			out <- result{GPUs: s.GPUs, Source: SourceStatus(c.Name(), err)}
+		}()
+		return out
+	}
+	receive := func(what string, ch <-chan result) result {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: Collect has not returned after a minute", what)
+			return result{}
+		}
+	}
+	powerCalls := func() int { return len(a100(srv, 3).GetPowerUsageCalls()) }
+
+	// First collection: stuck in GPU 3's power reading until the 10s
+	// timeout passes on the clock.
+	first := collect()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("GPU 3's power reading was never called")
+	}
+	waitUntil(t, "Collect waiting on its timeout", clk.HasWaiters)
+	clk.Step(10 * time.Second)
+	got := receive("first Collect", first)
+	want := result{Source: telemetryv1alpha1.SourceStatus{Name: "gpu", State: telemetryv1alpha1.SourceFailed, Reason: "NVMLTimeout",
+		Message: "NVML did not return within 10s (--nvml-timeout), reading GPU 3, since 2025-01-01T00:00:00Z; NVML is not called again until it returns"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("first Collect (-want +got):\n%s", diff)
+	}
+
+	// Second collection, 1s later: the call is still stuck; NVML is not
+	// entered again, and no timeout is waited for.
+	clk.Step(time.Second)
+	got = receive("second Collect", collect())
+	want.Source.Message = "an NVML call is still stuck, reading GPU 3, since 2025-01-01T00:00:00Z (--nvml-timeout 10s); NVML is not called again until it returns"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("second Collect (-want +got):\n%s", diff)
+	}
+	if n := powerCalls(); n != 1 {
+		t.Errorf("GPU 3's power read %d times while stuck, want 1", n)
+	}
+	if n := len(srv.InitCalls()); n != 1 {
+		t.Errorf("nvmlInit called %d times, want 1", n)
+	}
+
+	// The call returns: the next collection reads all 8 GPUs afresh.
+	unblock()
+	waitUntil(t, "the stuck call to return", func() bool {
+		c.callMu.Lock()
+		defer c.callMu.Unlock()
+		return returned(c.call)
+	})
+	got = receive("third Collect", collect())
+	if got.Source.State != telemetryv1alpha1.SourceAvailable || len(got.GPUs) != 8 {
+		t.Errorf("third Collect: %d GPUs, source %+v; want 8, Available", len(got.GPUs), got.Source)
+	}
+	if n := powerCalls(); n != 2 {
+		t.Errorf("GPU 3's power read %d times in all, want 2", n)
 	}
 }

@@ -72,3 +72,27 @@ func Healthy(d *dgxa100.Device) {
 		return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS
 	}
 }
+
+// Steady makes a mock GPU healthy (see Healthy) and answers the telemetry
+// calls the DGX A100 mock leaves unset with fixed readings: 50% busy, 60 °C
+// (slowdown 90 °C, shutdown 95 °C), 250 W of a 400 W limit, 1000 J since
+// the driver loaded.
+func Steady(d *dgxa100.Device) {
+	Healthy(d)
+	d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		return gonvml.Utilization{Gpu: 50, Memory: 25}, gonvml.SUCCESS
+	}
+	d.GetTemperatureFunc = func(gonvml.TemperatureSensors) (uint32, gonvml.Return) { return 60, gonvml.SUCCESS }
+	d.GetTemperatureThresholdFunc = func(th gonvml.TemperatureThresholds) (uint32, gonvml.Return) {
+		switch th {
+		case gonvml.TEMPERATURE_THRESHOLD_SLOWDOWN:
+			return 90, gonvml.SUCCESS
+		case gonvml.TEMPERATURE_THRESHOLD_SHUTDOWN:
+			return 95, gonvml.SUCCESS
+		}
+		return 0, gonvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 250_000, gonvml.SUCCESS }
+	d.GetEnforcedPowerLimitFunc = func() (uint32, gonvml.Return) { return 400_000, gonvml.SUCCESS }
+	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return 1_000_000, gonvml.SUCCESS }
+}
