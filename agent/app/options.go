@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/nvml"
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/publisher"
@@ -43,7 +44,8 @@ type Options struct {
 	// write with it). Not a flag.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Interval is the longest a move past the deadbands waits to be
-	// published while it does not settle, and the readiness unit.
+	// published while it does not settle, and the unit of readiness and
+	// of /healthz's window.
 	Interval time.Duration
 	// SampleInterval is how often the agent reads the host, and the window
 	// its rates cover; Complete caps it at Interval.
@@ -55,8 +57,14 @@ type Options struct {
 
 	Publish        bool
 	MetricsAddress string
-	NVML           bool
-	PodResources   string
+	// HealthzMissedIntervals is how many Intervals may pass without a
+	// completed sample before /healthz fails.
+	HealthzMissedIntervals int
+	NVML                   bool
+	// NVMLTimeout bounds the NVML calls of one sample (see
+	// collector.GPUCollector).
+	NVMLTimeout  time.Duration
+	PodResources string
 	// NVMLLibrary, when set, is used instead of the system's
 	// libnvidia-ml.so.1: the sandbox gives simulated nodes go-nvml's mock
 	// GPUs this way. It is not a flag.
@@ -64,6 +72,10 @@ type Options struct {
 
 	Publisher publisher.Config
 	Heat      status.HeatConfig
+	// SensorHold is how long a temperature sensor's last good reading
+	// stands in for it while its reads fail (see
+	// collector.ThermalCollector).
+	SensorHold time.Duration
 	// StateFile keeps the models' state on the node between restarts;
 	// "" keeps none. StateEvery is how often it is written.
 	StateFile    string
@@ -79,16 +91,18 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		HostRoot:       "/",
-		NodeName:       os.Getenv("NODE_NAME"),
-		Interval:       DefaultInterval,
-		SampleInterval: DefaultSampleInterval,
-		Output:         "json",
-		OnceWindow:     DefaultOnceWindow,
-		Publish:        true,
-		MetricsAddress: DefaultMetricsAddress,
-		NVML:           true,
-		PodResources:   DefaultPodResourcesSocket,
+		HostRoot:               "/",
+		NodeName:               os.Getenv("NODE_NAME"),
+		Interval:               DefaultInterval,
+		SampleInterval:         DefaultSampleInterval,
+		Output:                 "json",
+		OnceWindow:             DefaultOnceWindow,
+		Publish:                true,
+		MetricsAddress:         DefaultMetricsAddress,
+		HealthzMissedIntervals: DefaultHealthzMissedIntervals,
+		NVML:                   true,
+		NVMLTimeout:            collector.DefaultNVMLTimeout,
+		PodResources:           DefaultPodResourcesSocket,
 		Publisher: publisher.Config{
 			FieldManager:   publisher.DefaultFieldManager,
 			Heartbeat:      publisher.DefaultHeartbeat,
@@ -98,6 +112,7 @@ func NewOptions() *Options {
 			BackoffMax:     publisher.DefaultBackoffMax,
 			Deadbands:      publisher.DefaultDeadbands(),
 		},
+		SensorHold:                 collector.DefaultSensorHold,
 		StateEvery:                 DefaultStateEvery,
 		PowerModel:                 powermodel.DefaultConfig(),
 		ThermalModel:               thermalmodel.DefaultConfig(),
@@ -122,7 +137,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.BoolVar(&o.Publish, "publish", o.Publish, "Publish NodeTelemetry to the API server. With --publish=false the agent samples and serves /metrics without a cluster.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the HTTP server for /metrics, /healthz and /readyz. Empty disables it.")
+	fs.IntVar(&o.HealthzMissedIntervals, "healthz-missed-intervals", o.HealthzMissedIntervals, "/healthz fails (503, saying when the last sample completed and how long ago) once this many --interval pass without a completed sample, as when a read of the host hangs; a liveness probe on it restarts a stuck agent. At least 1.")
 	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
+	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval.")
 	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations. Absent socket: the source is reported unavailable.")
 
 	fs.DurationVar(&o.Publisher.Heartbeat, "heartbeat", o.Publisher.Heartbeat, "Longest time between writes while no signal moves past its deadband.")
@@ -137,6 +154,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.hotHeadroomCelsius, "overheat-headroom-celsius", o.hotHeadroomCelsius, "The node is Overheating (condition, NodeOverheating event) when a sensor is this close to its effective limit, or when its CPUs throttle. Keep it equal to EnergyAware's thermalMarginCelsius.")
 	fs.Float64Var(&o.absoluteLimitCelsius, "absolute-limit-celsius", o.absoluteLimitCelsius, "Limit of a sensor that reports none (no crit, no max, no known vendor limit), e.g. AMD k10temp Tctl on an unlisted part. Keep it equal to EnergyAware's absoluteLimitCelsius.")
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
+	fs.DurationVar(&o.SensorHold, "sensor-hold-duration", o.SensorHold, "How long, from when it was read, a temperature sensor's last good reading stands in for it while its reads fail (EIO, ENODATA, a value no sensor can have): it still counts toward the hottest sensor and the headroom, so a node last seen hot does not read cool. Then the sensor is left out. Either way the thermal source is Degraded, naming the sensor and its error, while its reads fail. 0 holds none.")
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
 	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is published as fitted (before then it is published as prior where RAPL gives package power limits).")
@@ -178,6 +196,12 @@ func (o *Options) Validate() error {
 	if err := o.Heat.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius: %w", err))
 	}
+	if o.SensorHold < 0 {
+		errs = append(errs, fmt.Errorf("--sensor-hold-duration %v: must not be negative", o.SensorHold))
+	}
+	if o.NVMLTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be positive", o.NVMLTimeout))
+	}
 	if o.StateEvery < time.Second {
 		return fmt.Errorf("--state-every %v must be at least 1s", o.StateEvery)
 	}
@@ -195,6 +219,11 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--once-window %v: must be at least 100ms", o.OnceWindow))
 		}
 		return errors.Join(errs...)
+	}
+	if o.HealthzMissedIntervals < 1 {
+		errs = append(errs, fmt.Errorf("--healthz-missed-intervals %d: must be at least 1", o.HealthzMissedIntervals))
+	} else if window := time.Duration(o.HealthzMissedIntervals) * o.Interval; o.NVML && o.MetricsAddress != "" && o.NVMLTimeout >= window {
+		errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be shorter than --healthz-missed-intervals × --interval (%v), or one sample held up by NVML fails /healthz", o.NVMLTimeout, window))
 	}
 	if o.Publish {
 		if err := o.Publisher.Validate(); err != nil {

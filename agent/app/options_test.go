@@ -35,3 +35,40 @@ func TestValidateInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateFailClosedFlags checks the flags of the agent's fail-closed
+// behaviour: the sensor hold, the NVML timeout and the /healthz window,
+// which must outlast one sample held up by NVML.
+func TestValidateFailClosedFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     func(o *Options)
+		wantErr string
+	}{
+		{"defaults", func(o *Options) {}, ""},
+		{"no hold", func(o *Options) { o.SensorHold = 0 }, ""},
+		{"negative hold", func(o *Options) { o.SensorHold = -time.Second }, "--sensor-hold-duration -1s: must not be negative"},
+		{"zero NVML timeout", func(o *Options) { o.NVMLTimeout = 0 }, "--nvml-timeout 0s: must be positive"},
+		{"no missed intervals", func(o *Options) { o.HealthzMissedIntervals = 0 }, "--healthz-missed-intervals 0: must be at least 1"},
+		// 3 × 5s = 15s
+		{"NVML timeout as long as the /healthz window", func(o *Options) { o.NVMLTimeout = 15 * time.Second },
+			"--nvml-timeout 15s: must be shorter than --healthz-missed-intervals × --interval (15s)"},
+		{"NVML timeout within a longer window", func(o *Options) { o.NVMLTimeout, o.HealthzMissedIntervals = 15*time.Second, 4 }, ""},
+		{"long NVML timeout without NVML", func(o *Options) { o.NVMLTimeout, o.NVML = time.Minute, false }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.HostRoot = t.TempDir()
+			o.NodeName = "n"
+			tc.set(o)
+			o.Complete()
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v, want no error", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

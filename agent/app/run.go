@@ -55,14 +55,14 @@ func sources(o *Options, root hostfs.Root) []collector.Collector {
 		collector.NewCPUCollector(root),
 		collector.NewMemoryCollector(root),
 		collector.NewNUMACollector(root),
-		collector.NewThermalCollector(root),
+		collector.NewThermalCollector(root).WithSensorHold(o.SensorHold),
 	}
 	if o.NVML {
 		lib := o.NVMLLibrary
 		if lib == nil {
 			lib = nvml.New()
 		}
-		list = append(list, collector.NewGPUCollector(lib, root))
+		list = append(list, collector.NewGPUCollector(lib, root).WithTimeout(o.NVMLTimeout))
 	}
 	return append(list,
 		collector.NewPowerCollector(root),
@@ -216,7 +216,8 @@ func once(ctx context.Context, o *Options, sampler *agent.Sampler, stdout io.Wri
 // in a row agree (the first sample after a change on the host straddles it
 // and reads a value halfway), or --interval after it was first seen. So a
 // change reaches the API server about two samples after it happens, written
-// once, at the value it settled at.
+// once, at the value it settled at. /healthz fails once no sample has
+// completed for --healthz-missed-intervals × --interval (see liveness).
 func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	logger := klog.FromContext(ctx)
 	reg := prometheus.NewRegistry()
@@ -252,8 +253,9 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	defer func() { saveState(time.Now()) }()
 
 	var lastSample, lastPublish atomic.Int64 // unix nanos
+	live := newLiveness(clock.RealClock{}, o.HealthzMissedIntervals, o.Interval)
 	if o.MetricsAddress != "" {
-		srv, err := serve(ctx, o.MetricsAddress, reg, func() error {
+		srv, err := serve(ctx, o.MetricsAddress, reg, live, func() error {
 			return ready(o, time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()))
 		})
 		if err != nil {
@@ -302,6 +304,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 
 	last := time.Now()
 	sampler.Observe(ctx, last) // baseline for rate-based collectors
+	live.sampled()
 	ticker := time.NewTicker(o.SampleInterval)
 	defer ticker.Stop()
 	failing := map[telemetryv1alpha1.SourceName]string{}
@@ -318,6 +321,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			}
 			last = now
 			obs := sampler.Observe(ctx, now)
+			live.sampled()
 			lastSample.Store(now.UnixNano())
 			m.Observe(&obs)
 			logSources(logger, obs.Sample.Sources, failing)
@@ -383,17 +387,25 @@ func offerLatest(ch chan *telemetryv1alpha1.NodeTelemetryStatus, st *telemetryv1
 	}
 }
 
-// logSources logs a source's state when it changes, not every cycle.
+// logSources logs a source's state when it changes, not every cycle; for a
+// source read in part (Degraded), also when what its message names changes.
 func logSources(logger klog.Logger, sources []telemetryv1alpha1.SourceStatus, seen map[telemetryv1alpha1.SourceName]string) {
 	for _, s := range sources {
 		key := string(s.State) + "/" + s.Reason
+		partly := s.State == telemetryv1alpha1.SourceAvailable && s.Reason != ""
+		if partly {
+			key += "/" + s.Message
+		}
 		if seen[s.Name] == key {
 			continue
 		}
 		seen[s.Name] = key
-		if s.State == telemetryv1alpha1.SourceAvailable {
+		switch {
+		case partly:
+			logger.Info("source read in part", "source", s.Name, "reason", s.Reason, "message", s.Message)
+		case s.State == telemetryv1alpha1.SourceAvailable:
 			logger.Info("source available", "source", s.Name)
-		} else {
+		default:
 			logger.Info("source not available", "source", s.Name, "state", s.State, "reason", s.Reason, "message", s.Message)
 		}
 	}
@@ -412,10 +424,12 @@ func ready(o *Options, lastSample, lastPublish time.Time) error {
 	return nil
 }
 
-func serve(ctx context.Context, addr string, reg *prometheus.Registry, readyFn func() error) (*http.Server, error) {
+// serve serves /metrics, /healthz (healthz: 503 while no sample completes)
+// and /readyz (readyFn) on addr.
+func serve(ctx context.Context, addr string, reg *prometheus.Registry, healthz http.Handler, readyFn func() error) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.Handle("/healthz", healthz)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := readyFn(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

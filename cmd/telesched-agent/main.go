@@ -31,6 +31,12 @@ as the node's NodeTelemetry object (server-side apply on the status
 subresource) and as Prometheus metrics. It emits NodeOverheating,
 NodeTemperatureNormal and GPUThermalThrottling events on the Node.
 
+It fails closed on heat: a temperature sensor whose read fails keeps its
+last reading for --sensor-hold-duration and the thermal source turns
+Degraded, naming it; NVML calls are bounded by --nvml-timeout; /healthz
+fails once no sample has completed for --healthz-missed-intervals x
+--interval.
+
 Usage:
   telesched-agent [flags]
   telesched-agent --once [-o json|yaml]   print one sample and exit; no cluster needed
