@@ -38,6 +38,7 @@ func main() {
 	// The one reservation book: the pods bound to each node that its
 	// telemetry does not show yet, which every plugin counts.
 	book := estimate.NewBook(cache, estimate.DefaultOptions())
+	estimate.RegisterMetrics()
 	// The PowerBudgets and their nodes; the status writer starts with the
 	// first PowerBudget plugin, on the options the flags below set.
 	status := powerbudget.DefaultStatusOptions()

@@ -80,8 +80,10 @@ type Book struct {
 type reservation struct {
 	Demand
 	at time.Time
-	// running is when the pod was seen running; zero until then.
+	// running is when the pod was seen running; zero until then. base is
+	// its node's view then, which the calibration measures its jump from.
 	running time.Time
+	base    *telemetry.Node
 }
 
 type undone struct {
@@ -90,9 +92,17 @@ type undone struct {
 	gone time.Time
 }
 
-// resEntry is one node's sums. Writers hold Book.mu.
+// resEntry is one node's sums and calibration. Writers hold Book.mu.
 type resEntry struct {
 	cpuMilli, memoryBytes, gpus atomic.Int64
+	// ratio is the node's measured over predicted watts (float64 bits,
+	// calibration.go), over calibrations measurements.
+	ratio        atomic.Uint64
+	calibrations atomic.Int64
+	// disturbed is when a pod of the node last stopped counting other
+	// than by a sample showing it: a jump measured across it is not the
+	// placed pods' alone.
+	disturbed time.Time
 	// retired is what the node's sums were before the sample retired
 	// some of them, tagged with that sample's view: a hint handed that
 	// view compares the pod's fit before and after.
@@ -268,12 +278,17 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	}
 	hold := Hold(cur.Interval)
 	before := e.load()
-	retired := false
+	var shown []*reservation
 	for uid, res := range b.pods[name] {
 		if !res.running.IsZero() && !cur.Observed.Before(res.running.Add(hold)) {
 			delete(b.pods[name], uid)
-			retired = true
+			shown = append(shown, res)
 		}
+	}
+	retired := len(shown) > 0
+	if retired {
+		b.calibrate(name, e, cur, shown)
+		e.disturbed = cur.Observed
 	}
 	if !retired {
 		b.setLoad(name, loadOf(cur, before)) // the new sample's load; no reservation changed
@@ -306,14 +321,17 @@ func (b *Book) reserve(node string, uid types.UID, d Demand, at, running time.Ti
 	}
 	if res, ok := m[uid]; ok {
 		if res.running.IsZero() && !running.IsZero() {
-			res.running = running
+			b.run(node, res, running)
 		}
 		return
 	}
 	if _, ok := b.ended[uid]; ok {
 		return // deleted or finished before this late event
 	}
-	m[uid] = &reservation{Demand: d, at: at, running: running}
+	m[uid] = &reservation{Demand: d, at: at}
+	if !running.IsZero() {
+		b.run(node, m[uid], running)
+	}
 	if exp := at.Add(MaxReservationAge).UnixNano(); b.nextExpiry.Load() == 0 || exp < b.nextExpiry.Load() {
 		b.nextExpiry.Store(exp)
 	}
@@ -325,7 +343,7 @@ func (b *Book) Running(node string, uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if res, ok := b.pods[node][uid]; ok && res.running.IsZero() {
-		res.running = b.cache.Now()
+		b.run(node, res, b.cache.Now())
 	}
 }
 
@@ -339,6 +357,9 @@ func (b *Book) Unreserve(node string, pod types.UID) (Demand, bool) {
 	defer b.mu.Unlock()
 	if res, ok := b.pods[node][pod]; ok {
 		delete(b.pods[node], pod)
+		if e := b.lookup(node); e != nil {
+			e.disturbed = now
+		}
 		b.undone[pod] = undone{node: node, Demand: res.Demand, gone: now}
 		b.publish(node, b.lookup(node))
 		return res.Demand, true

@@ -369,6 +369,7 @@ func (d *Domains) Retired(view *telemetry.Node) bool { return d.book.Retired(vie
 type Snapshot struct {
 	Domains []Domain
 	nodes   map[string]*NodeState
+	book    *estimate.Book
 	// built from version, valid until a member's telemetry turns stale or
 	// a reservation expires.
 	version    uint64
@@ -578,7 +579,7 @@ func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*
 		}
 	}
 	if ns.Metered {
-		w, _ := estimate.ReservedWatts(ns.View, ns.Reserved)
+		w, _ := d.book.ReservedWatts(ns.View, ns.Reserved)
 		ns.reservedWatts = w.Upper
 	}
 	return ns, until
@@ -614,7 +615,7 @@ func without(ns *NodeState, power bool) int32 {
 
 // build computes a Snapshot. The caller holds d.mu.
 func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Snapshot {
-	s := &Snapshot{nodes: map[string]*NodeState{}, version: version, maxAge: maxAge, at: now, validUntil: now.Add(estimate.MaxReservationAge)}
+	s := &Snapshot{nodes: map[string]*NodeState{}, book: d.book, version: version, maxAge: maxAge, at: now, validUntil: now.Add(estimate.MaxReservationAge)}
 	names := make([]string, 0, len(d.budgets))
 	for name := range d.budgets {
 		names = append(names, name)
@@ -655,12 +656,13 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 
 // PodWatts is the watts a pod of demand pod adds to member ns, upper
 // estimate (package estimate's convention for limits), on top of its
-// reservations; ok is false when ns is not metered.
-func PodWatts(ns *NodeState, pod estimate.Demand) (float64, bool) {
+// reservations, calibrated by the book; ok is false when ns is not
+// metered.
+func (s *Snapshot) PodWatts(ns *NodeState, pod estimate.Demand) (float64, bool) {
 	if ns == nil || !ns.Metered {
 		return 0, false
 	}
-	w, ok := estimate.PodWatts(ns.View, pod, ns.Reserved)
+	w, ok := s.book.PodWatts(ns.View, pod, ns.Reserved)
 	return w.Upper, ok
 }
 

@@ -79,8 +79,14 @@ type podEstimate struct {
 // with the node's CPU watts now, the reserved pods' and this pod's (upper
 // estimates, GPUs excluded: the model is of a CPU sensor).
 func estimatePod(n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
+	return estimateWith(nil, n, d, reserved)
+}
+
+// estimateWith is estimatePod with the watts calibrated by book (nil: not
+// calibrated).
+func estimateWith(book *estimate.Book, n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
 	var e podEstimate
-	w, ok := estimate.PodWatts(n, d, reserved)
+	w, ok := book.PodWatts(n, d, reserved)
 	if !ok {
 		return e
 	}
@@ -93,8 +99,8 @@ func estimatePod(n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
 			watts, gpuWatts = n.LastWatts, 0
 		}
 		e.nowWatts = float64(max(0, watts-gpuWatts))
-		r, _ := estimate.ReservedWatts(n, estimate.Demand{CPUMilli: reserved.CPUMilli})
-		cpu, _ := estimate.PodWatts(n, estimate.Demand{CPUMilli: d.CPUMilli}, reserved)
+		r, _ := book.ReservedWatts(n, estimate.Demand{CPUMilli: reserved.CPUMilli})
+		cpu, _ := book.PodWatts(n, estimate.Demand{CPUMilli: d.CPUMilli}, reserved)
 		e.reservedWatts, e.podW = r.Upper, cpu.Upper
 		e.watts = e.nowWatts + e.reservedWatts + e.podW
 		e.predicted, e.steadyMilli, e.limMilli = true, t.Steady(e.watts), t.LimitMilli

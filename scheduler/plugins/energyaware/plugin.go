@@ -49,15 +49,9 @@ type EnergyAware struct {
 	hot *telemetry.Counter
 	// reserved is the pods placed on a node since its sample (the
 	// scheduler's estimate.Book); nil counts none.
-	reserved Reserved
+	reserved *estimate.Book
 	// predicting counts the nodes with a thermal model.
 	predicting *telemetry.Counter
-}
-
-// Reserved tells the demand of the pods placed on a node since its last
-// sample: estimate.Book.
-type Reserved interface {
-	Get(node string) estimate.Demand
 }
 
 var (
@@ -70,7 +64,7 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs, and reads the pods
 // placed since each node's sample from reserved.
-func NewFactory(cache *telemetry.Cache, reserved Reserved) frameworkruntime.PluginFactory {
+func NewFactory(cache *telemetry.Cache, reserved *estimate.Book) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(_ context.Context, args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := New(args, cache)
 		pl.reserved = reserved
@@ -202,7 +196,7 @@ func (pl *EnergyAware) estimate(tel *telemetry.Node, s *podState) podEstimate {
 	if pl.reserved != nil {
 		reserved = pl.reserved.Get(tel.Name)
 	}
-	return estimatePod(tel, s.Demand, reserved)
+	return estimateWith(pl.reserved, tel, s.Demand, reserved)
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.

@@ -141,7 +141,7 @@ func fits(snap *powerbudget.Snapshot, node string, d estimate.Demand) string {
 	if ns == nil {
 		return ""
 	}
-	podW, _ := powerbudget.PodWatts(ns, d)
+	podW, _ := snap.PodWatts(ns, d)
 	for _, i := range ns.Domains {
 		d := &snap.Domains[i]
 		w := podW
@@ -191,7 +191,7 @@ func score(snap *powerbudget.Snapshot, node string, d estimate.Demand, fullPerce
 	if ns == nil {
 		return fwk.MaxScore
 	}
-	podW, _ := powerbudget.PodWatts(ns, d)
+	podW, _ := snap.PodWatts(ns, d)
 	best := int64(fwk.MaxScore)
 	for _, i := range ns.Domains {
 		d := &snap.Domains[i]

@@ -1,0 +1,160 @@
+package estimate
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Closed-loop calibration: when a sample shows pods that started on a
+// node (it retires their reservations), the jump in the node's measured
+// watts since the sample before they ran is compared with the jump the
+// scheduler predicted for them from that sample (PodWatts, by their
+// requests: what the placement was decided on). The ratio measured /
+// predicted is followed per node as a moving mean, published as a metric,
+// and used: Book.PodWatts scales a node's estimates by it and widens their
+// upper estimate by how far it is from 1, so a node whose curve, or whose
+// pods' use of their requests, the estimates misprice is priced by what it
+// really does.
+//
+// A jump counts only when it can be the pods' alone: every pod that
+// started since the base sample is among those shown, no pod of the node
+// stopped counting in between (deleted, or shown by another sample), both
+// samples have watts, and the prediction is at least MinCalibrationWatts.
+// Other changes of the node's load (its own work, the pods already there)
+// are noise the moving mean evens out.
+const (
+	// MinCalibrationWatts is the smallest predicted jump measured: below
+	// it a sample's noise is the jump.
+	MinCalibrationWatts = 5
+	// calibrationWeight is the weight of a new measurement in the mean.
+	calibrationWeight = 0.3
+	// MinCalibrations is how many measurements a node's ratio needs
+	// before estimates use it.
+	MinCalibrations = 2
+	// A ratio is kept within [minRatio, maxRatio]: a measurement beyond
+	// is clamped, so one wild sample moves the mean by a bounded step.
+	minRatio, maxRatio = 0.25, 4
+)
+
+var (
+	predictionRatio = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name: "telesched_scheduler_power_prediction_ratio",
+		Help: "Per node: the moving mean of the measured jump in node watts when placed pods start over the jump the scheduler " +
+			"predicted for them at placement (1 is exact; 2 means pods cost twice the estimate). Estimates use it after " +
+			"2 measurements.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"node"})
+	calibrations = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "telesched_scheduler_power_calibrations_total",
+		Help: "Samples that showed placed pods running, by whether the jump in watts was measured (measured) or could " +
+			"not be told from other changes (confounded) or had nothing to measure (unmetered).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+)
+
+var registerOnce sync.Once
+
+// RegisterMetrics registers the calibration's metrics with kube-scheduler's
+// registry; calls after the first do nothing.
+func RegisterMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(predictionRatio, calibrations) })
+}
+
+// run records that a reserved pod was seen running at t, and its node's
+// view then. The caller holds b.mu.
+func (b *Book) run(node string, res *reservation, t time.Time) {
+	res.running = t
+	if view, ok := b.cache.Get(node); ok {
+		res.base = view
+	}
+}
+
+// calibrate measures the jump the sample cur shows for the pods shown,
+// against the prediction from the earliest of their base views. The
+// caller holds b.mu.
+func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []*reservation) {
+	var base *telemetry.Node
+	var first time.Time
+	var sum Demand
+	for _, res := range shown {
+		if res.base == nil || !res.base.HasPower {
+			calibrations.WithLabelValues("unmetered").Inc()
+			return
+		}
+		if first.IsZero() || res.running.Before(first) {
+			first, base = res.running, res.base
+		}
+		sum = sum.Plus(res.Demand)
+	}
+	if !cur.HasPower || base == nil {
+		calibrations.WithLabelValues("unmetered").Inc()
+		return
+	}
+	clean := !e.disturbed.After(base.Observed)
+	for _, res := range b.pods[node] {
+		if !res.running.IsZero() && res.running.After(base.Observed) {
+			clean = false // started since the base, not shown yet: its load is in cur too
+		}
+	}
+	predicted, ok := PodWatts(base, sum, Demand{})
+	if !clean || !ok || predicted.Mean < MinCalibrationWatts {
+		calibrations.WithLabelValues("confounded").Inc()
+		return
+	}
+	measured := float64(cur.Watts - base.Watts)
+	ratio := math.Min(maxRatio, math.Max(minRatio, measured/predicted.Mean))
+	mean := ratio
+	if n := e.calibrations.Load(); n > 0 {
+		old := math.Float64frombits(e.ratio.Load())
+		mean = old + calibrationWeight*(ratio-old)
+	}
+	e.ratio.Store(math.Float64bits(mean))
+	e.calibrations.Add(1)
+	calibrations.WithLabelValues("measured").Inc()
+	predictionRatio.WithLabelValues(node).Set(mean)
+	klog.V(4).InfoS("placed pods' watts measured", "node", node, "pods", len(shown), "predictedWatts", math.Round(predicted.Mean),
+		"measuredWatts", measured, "ratio", math.Round(ratio*100)/100, "meanRatio", math.Round(mean*100)/100)
+}
+
+// Calibration is a node's ratio of measured to predicted watts and how
+// many measurements it rests on (1 and 0 without any).
+func (b *Book) Calibration(node string) (ratio float64, n int64) {
+	e := b.lookup(node)
+	if e == nil || e.calibrations.Load() == 0 {
+		return 1, 0
+	}
+	return math.Float64frombits(e.ratio.Load()), e.calibrations.Load()
+}
+
+// PodWatts is the package's PodWatts for node n, calibrated: once the node
+// has MinCalibrations measurements, its mean scaled by the node's ratio,
+// and its upper estimate widened by the part of the mean the ratio moved
+// (a node whose estimates miss is less certain either way).
+func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
+	w, ok := PodWatts(n, d, reserved)
+	if !ok || b == nil {
+		return w, ok
+	}
+	return b.calibrated(n.Name, w), true
+}
+
+// ReservedWatts is PodWatts of what is reserved on n, calibrated.
+func (b *Book) ReservedWatts(n *telemetry.Node, reserved Demand) (Watts, bool) {
+	return b.PodWatts(n, reserved, Demand{})
+}
+
+func (b *Book) calibrated(node string, w Watts) Watts {
+	ratio, count := b.Calibration(node)
+	if count < MinCalibrations {
+		return w
+	}
+	mean := w.Mean * ratio
+	return Watts{Mean: mean, Upper: math.Max(w.Upper, mean) + math.Abs(mean-w.Mean)}
+}

@@ -1,0 +1,72 @@
+package estimate
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// curved is a 16-core node at cpu percent drawing watts, on a straight
+// curve from 100 W idle to 900 W at full load: 50 W a core.
+func (f *bookFixture) curved(node string, cpu, watts int32) {
+	n := &telemetry.Node{Name: node, SampleTime: f.t, Interval: 5 * time.Second, HasCPU: true, CPUPercent: cpu, LogicalCores: 16,
+		HasPower: true, Watts: watts, Models: &telemetry.Models{CurveBasis: telemetry.BasisFitted}}
+	for k := range n.Models.Watts {
+		n.Models.Watts[k] = 100 + 80*float64(k)
+	}
+	f.cache.Set(n)
+}
+
+// Pods whose starts measure half the watts predicted (they use half the
+// CPU they request) bring the node's ratio to 0.5, and its estimates
+// follow once two measurements are in.
+func TestCalibration(t *testing.T) {
+	RegisterMetrics()
+	f := newBookFixture()
+	f.curved("n", 40, 420)
+	four := Demand{CPUMilli: 4000}
+	view, _ := f.cache.Get("n")
+	if w, _ := f.book.PodWatts(view, four, Demand{}); w.Mean != 200 {
+		t.Fatalf("uncalibrated: %v W for 4 cores, want 200", w.Mean)
+	}
+	watts := int32(420)
+	for i, uid := range []string{"a", "b"} {
+		f.book.podSeen(boundPod(uid, "n", "4", v1.PodRunning, f.t, f.t), false)
+		f.t = f.t.Add(10 * time.Second)
+		watts += 100 // predicted 200 W
+		f.curved("n", 40+int32(i+1)*12, watts)
+		ratio, n := f.book.Calibration("n")
+		if n != int64(i+1) || math.Abs(ratio-0.5) > 1e-9 {
+			t.Fatalf("after %s: ratio %v over %d, want 0.5 over %d", uid, ratio, n, i+1)
+		}
+	}
+	view, _ = f.cache.Get("n")
+	raw, _ := PodWatts(view, four, Demand{})
+	w, _ := f.book.PodWatts(view, four, Demand{})
+	// mean: 200 x 0.5 = 100; upper: max(200, 100) + |100 - 200| = 300
+	if w.Mean != raw.Mean*0.5 || w.Upper != raw.Upper+raw.Mean*0.5 {
+		t.Errorf("calibrated %+v from %+v, want the mean halved and the upper widened by as much", w, raw)
+	}
+}
+
+// A jump across a pod's deletion is not the started pods' alone: it is
+// not measured.
+func TestCalibrationConfounded(t *testing.T) {
+	f := newBookFixture()
+	f.curved("n", 40, 420)
+	f.book.podSeen(boundPod("gone", "n", "2", v1.PodPending, f.t, f.t), false)
+	f.t = f.t.Add(time.Second)
+	f.curved("n", 40, 420)
+	f.book.podSeen(boundPod("a", "n", "4", v1.PodRunning, f.t, f.t), false)
+	f.t = f.t.Add(time.Second)
+	f.book.End("n", "gone")
+	f.t = f.t.Add(10 * time.Second)
+	f.curved("n", 52, 520)
+	if _, n := f.book.Calibration("n"); n != 0 {
+		t.Errorf("%d measurements across a deletion, want 0", n)
+	}
+}
