@@ -30,6 +30,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/telesched/telesched/internal/powercurve"
 )
 
 // Defaults for Config.
@@ -43,8 +45,9 @@ const (
 	DefaultBinMemory = 100
 )
 
-// Knots is how many points the published curve has: 0 %, 10 % … 100 %.
-const Knots = 11
+// Knots is how many points the published curve has: 0 %, 10 % … 100 %
+// (powercurve.Knots; agent/status reads it from here).
+const Knots = powercurve.Knots
 
 // Config sets the fit's thresholds.
 type Config struct {
@@ -101,7 +104,7 @@ const (
 // before any sample: watts at the 11 knots, and how far off it may be, as
 // a fraction of the watts it moves by (0.5: the shape may be off by half).
 type PriorCurve struct {
-	Watts [Knots]float64
+	Watts powercurve.Curve
 	// Uncertainty is the fraction of a prior-based step that is uncertain.
 	Uncertainty float64
 	// Source says where it came from, for people.
@@ -123,9 +126,9 @@ func ShapePrior(idle, full float64, source string) *PriorCurve {
 // SPECpower_ssj2008 result power_ssj2008-20170829-00780 (52.3, 129, 147,
 // 170, 195, 224, 255, 292, 344, 408, 457 W): idle well below the 10 % level
 // and a steeper climb above 70 %, as most current two-socket servers show.
-var Shape = func() [Knots]float64 {
-	w := [Knots]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}
-	var s [Knots]float64
+var Shape = func() powercurve.Curve {
+	w := powercurve.Curve{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}
+	var s powercurve.Curve
 	for k := range w {
 		s[k] = (w[k] - w[0]) / (w[Knots-1] - w[0])
 	}
@@ -257,21 +260,25 @@ func (f Fit) IdleWatts() float64     { return f.Curve[0].Watts }
 func (f Fit) FullLoadWatts() float64 { return f.Curve[Knots-1].Watts }
 
 // At is the curve at utilization u in [0, 1], interpolated between knots,
-// and its uncertainty there.
+// and its uncertainty there; 0, 0 without a curve.
 func (f Fit) At(u float64) (watts, uncertainty float64) {
-	return Interpolate(f.Curve, u)
-}
-
-// Interpolate reads a curve of Knots points at u in [0, 1].
-func Interpolate(curve []Point, u float64) (watts, uncertainty float64) {
-	if len(curve) == 0 {
+	if len(f.Curve) != Knots {
 		return 0, 0
 	}
-	x := math.Min(1, math.Max(0, u)) * float64(len(curve)-1)
-	i := min(int(x), len(curve)-2)
-	t := x - float64(i)
-	a, b := curve[i], curve[i+1]
-	return a.Watts + (b.Watts-a.Watts)*t, a.Uncertainty + (b.Uncertainty-a.Uncertainty)*t
+	w, unc := f.PowerCurve()
+	return w.At(u), unc.At(u)
+}
+
+// PowerCurve is the curve's watts and their uncertainties at the knots,
+// as the scheduler reads them (zero without a curve).
+func (f Fit) PowerCurve() (watts, uncertainty powercurve.Curve) {
+	if len(f.Curve) != Knots {
+		return watts, uncertainty
+	}
+	for k, p := range f.Curve {
+		watts[k], uncertainty[k] = p.Watts, p.Uncertainty
+	}
+	return watts, uncertainty
 }
 
 // pooled is a run of bins merged by pool-adjacent-violators.
@@ -313,7 +320,8 @@ func (m *Model) Fit() Fit {
 	for k := 1; k < Knots; k++ { // extrapolation may dip; keep it monotone
 		f.Curve[k].Watts = math.Max(f.Curve[k].Watts, f.Curve[k-1].Watts)
 	}
-	f.R2 = r2(raw, f.Curve)
+	watts, _ := f.PowerCurve()
+	f.R2 = r2(raw, watts)
 	return f
 }
 
@@ -383,9 +391,7 @@ func (m *Model) extrapolate(pts []pooled, edge pooled, u float64, above bool) (f
 	var step float64
 	switch {
 	case m.prior != nil:
-		pu, _ := Interpolate(priorPoints(m.prior), u)
-		pe, _ := Interpolate(priorPoints(m.prior), edge.util)
-		step = pu - pe
+		step = m.prior.Watts.At(u) - m.prior.Watts.At(edge.util)
 		return edge.watts + step, edge.se + m.prior.Uncertainty*math.Abs(step)
 	case len(pts) >= 2:
 		a, b := pts[0], pts[1]
@@ -402,14 +408,6 @@ func (m *Model) extrapolate(pts []pooled, edge pooled, u float64, above bool) (f
 		return edge.watts + step, edge.se
 	}
 	return edge.watts + step, edge.se + 0.5*math.Abs(step)*far/math.Abs(u-edge.util)
-}
-
-func priorPoints(p *PriorCurve) []Point {
-	pts := make([]Point, Knots)
-	for k := range pts {
-		pts[k] = Point{UtilizationPercent: k * 10, Watts: p.Watts[k]}
-	}
-	return pts
 }
 
 // monotone pools adjacent bins until their watts never fall as
@@ -435,7 +433,7 @@ func monotone(pts []pooled) []pooled {
 
 // r2 is the share of the bins' variance in watts the curve explains, each
 // bin weighed by its samples.
-func r2(bins []pooled, curve []Point) float64 {
+func r2(bins []pooled, curve powercurve.Curve) float64 {
 	if len(bins) == 0 {
 		return 0
 	}
@@ -447,7 +445,7 @@ func r2(bins []pooled, curve []Point) float64 {
 	mean /= sw
 	var res, tot float64
 	for _, b := range bins {
-		w, _ := Interpolate(curve, b.util)
+		w := curve.At(b.util)
 		res += b.weight * (b.watts - w) * (b.watts - w)
 		tot += b.weight * (b.watts - mean) * (b.watts - mean)
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/telesched/telesched/internal/powercurve"
 )
 
 // specpower are published SPECpower_ssj2008 results: average active power
@@ -13,26 +15,19 @@ import (
 // idle, current ones with a low idle, a jump to 10 % and a steep top.
 var specpower = []struct {
 	id, system string
-	watts      [Knots]float64
+	watts      powercurve.Curve
 }{
-	{"power_ssj2008-20170829-00780", "Dell PowerEdge R740", [Knots]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}},
-	{"power_ssj2008-20170829-00781", "Dell PowerEdge R640", [Knots]float64{55, 125, 151, 176, 202, 232, 261, 301, 357, 421, 469}},
-	{"power_ssj2008-20160705-00737", "Dell PowerEdge R830", [Knots]float64{86.4, 181, 215, 253, 287, 315, 340, 377, 421, 483, 562}},
-	{"power_ssj2008-20171010-00789", "Dell PowerEdge R940", [Knots]float64{106, 245, 292, 336, 383, 437, 502, 583, 694, 820, 915}},
-	{"power_ssj2008-20080116-00034", "Fujitsu Siemens PRIMERGY RX300 S4", [Knots]float64{166, 179, 191, 200, 212, 224, 235, 245, 252, 259, 265}},
-	{"power_ssj2008-20080115-00026", "SuperMicro 6025B-TR+ (Xeon E5345)", [Knots]float64{220, 235, 249, 261, 273, 286, 298, 309, 319, 327, 334}},
+	{"power_ssj2008-20170829-00780", "Dell PowerEdge R740", powercurve.Curve{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}},
+	{"power_ssj2008-20170829-00781", "Dell PowerEdge R640", powercurve.Curve{55, 125, 151, 176, 202, 232, 261, 301, 357, 421, 469}},
+	{"power_ssj2008-20160705-00737", "Dell PowerEdge R830", powercurve.Curve{86.4, 181, 215, 253, 287, 315, 340, 377, 421, 483, 562}},
+	{"power_ssj2008-20171010-00789", "Dell PowerEdge R940", powercurve.Curve{106, 245, 292, 336, 383, 437, 502, 583, 694, 820, 915}},
+	{"power_ssj2008-20080116-00034", "Fujitsu Siemens PRIMERGY RX300 S4", powercurve.Curve{166, 179, 191, 200, 212, 224, 235, 245, 252, 259, 265}},
+	{"power_ssj2008-20080115-00026", "SuperMicro 6025B-TR+ (Xeon E5345)", powercurve.Curve{220, 235, 249, 261, 273, 286, 298, 309, 319, 327, 334}},
 }
 
 // published is a result's curve between its load levels, read linearly
 // (the result gives nothing between them).
-func published(w [Knots]float64, u float64) float64 {
-	pts := make([]Point, Knots)
-	for k := range pts {
-		pts[k] = Point{Watts: w[k]}
-	}
-	v, _ := Interpolate(pts, u)
-	return v
-}
+func published(w powercurve.Curve, u float64) float64 { return w.At(u) }
 
 // TestFitSPECpower: once a node's samples have visited the whole
 // utilization range, the fitted curve is within 5 % of the published one at
