@@ -199,7 +199,9 @@ type SourceStatus struct {
 	// +required
 	State SourceState `json:"state"`
 	// reason is a CamelCase word for why the source is not Available, e.g.
-	// NoPowercap, PermissionDenied or NVMLNotFound. Empty when Available.
+	// NoPowercap, PermissionDenied or NVMLNotFound; for an Available source
+	// read only in part, Degraded (e.g. a temperature sensor whose reads
+	// fail, named in message). Empty when Available and whole.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([A-Z][A-Za-z0-9]*)?$`
