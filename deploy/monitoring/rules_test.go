@@ -30,6 +30,7 @@ import (
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/fixtures"
@@ -318,7 +319,8 @@ func exportedLabels(t *testing.T) map[string][]string {
 	}
 	// The scheduler's: the power budgets' metrics, for one budget.
 	powerbudget.RegisterMetrics()
-	domains := powerbudget.NewDomains(telemetry.NewCache(), nil)
+	cache := telemetry.NewCache()
+	domains := powerbudget.NewDomains(cache, estimate.NewBook(cache, estimate.DefaultOptions()), nil)
 	if err := domains.SetBudget(&telemetryv1alpha1.PowerBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "rack-a"},
 		Spec: telemetryv1alpha1.PowerBudgetSpec{
