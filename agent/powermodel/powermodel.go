@@ -7,17 +7,30 @@
 // wide by default), so the thousands of samples an idle node produces at 2 %
 // cannot drown the few it takes at 70 %, and a machine whose curve drifts is
 // followed. The curve is read at 11 knots (0 %, 10 % … 100 %, the load
-// levels SPECpower_ssj2008 publishes):
+// levels SPECpower_ssj2008 publishes; internal/powercurve), fitted to the
+// bins in one least-squares problem (solve.go):
 //
-//   - between the lowest and highest visited bins, it interpolates the bins'
-//     means after making them non-decreasing (pool-adjacent-violators, each
-//     bin weighed by its samples);
-//   - outside that range, it follows the shape of the prior (Prior, from the
-//     hardware's identity) joined to the nearest visited bin, or without a
-//     prior the slope of the two outermost bins;
-//   - a knot's uncertainty is the standard error of the bins it rests on
-//     plus, for a knot the samples do not reach, half the watts it was
-//     extrapolated by.
+//   - each bin pulls the curve at its mean utilization towards its mean
+//     watts, weighed by its precision (samples over variance);
+//   - the prior's shape (Prior, from the hardware's identity; Shape without
+//     a prior) is the curve's expected form: each segment's slope over the
+//     shape's slope there, its local scale, may drift from its neighbour's
+//     by ShapeDrift of the curve's span. Where samples are many the bins
+//     decide; where they are few and noisy (a calibration ramp's three a
+//     level) a segment's slope leans on its neighbours', so the slope
+//     where the node runs rests on every bin around it; where there are
+//     none, below the lowest bin and above the highest, the curve goes on
+//     along the shape at the local scale of the nearest segment the samples
+//     reach: the shape relative to the node's own slope, not the prior's
+//     watts (a RAPL limit bounds the power, it does not measure it) nor a
+//     line through the two outermost bins, which flattened the climb from
+//     idle to 10 % and put the 0 % knot far above the true idle;
+//   - the knots never fall (knots that would are tied and fitted together)
+//     and are never negative;
+//   - a knot's uncertainty is its standard error in that fit: about the
+//     bins' where they are, growing a segment at a time beyond them, most
+//     across the climb from idle (IdleShapeDrift), where servers differ
+//     most.
 //
 // The model is Fitted once it has MinSamples samples over MinSpreadPercent
 // of utilization; before that it is published as Prior when a prior exists
@@ -29,7 +42,6 @@ package powermodel
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/telesched/telesched/internal/powercurve"
 )
@@ -103,9 +115,13 @@ const (
 // PriorCurve is what the hardware's identity says of the node's power
 // before any sample: watts at the 11 knots, and how far off it may be, as
 // a fraction of the watts it moves by (0.5: the shape may be off by half).
+// Once the node has samples, only its shape is followed, at the scale the
+// samples show, and its span (full load − idle) weighs as one loose guess
+// of theirs.
 type PriorCurve struct {
 	Watts powercurve.Curve
-	// Uncertainty is the fraction of a prior-based step that is uncertain.
+	// Uncertainty is the fraction of a prior-based step that is uncertain,
+	// for the prior published before any sample.
 	Uncertainty float64
 	// Source says where it came from, for people.
 	Source string
@@ -281,22 +297,10 @@ func (f Fit) PowerCurve() (watts, uncertainty powercurve.Curve) {
 	return watts, uncertainty
 }
 
-// pooled is a run of bins merged by pool-adjacent-violators.
-type pooled struct {
-	weight, util, watts, se float64
-}
-
 // Fit returns the model's curve.
 func (m *Model) Fit() Fit {
 	f := Fit{Samples: m.samples, Prior: m.prior}
-	var pts []pooled
-	for _, b := range m.bins {
-		if b.Samples == 0 {
-			continue
-		}
-		se := math.Sqrt(b.Variance / float64(b.Samples))
-		pts = append(pts, pooled{weight: float64(b.Samples), util: b.Utilization, watts: b.Watts, se: se})
-	}
+	pts := m.points()
 	if len(pts) >= 2 {
 		f.SpreadPercent = int(math.Round((pts[len(pts)-1].util - pts[0].util) * 100))
 	}
@@ -309,145 +313,74 @@ func (m *Model) Fit() Fit {
 	default:
 		return f
 	}
-	raw := append([]pooled(nil), pts...)
-	pts = monotone(pts)
 	f.Curve = make([]Point, Knots)
+	if len(pts) == 0 { // a prior and nothing else
+		for k := range f.Curve {
+			w := m.prior.Watts[k]
+			f.Curve[k] = Point{UtilizationPercent: k * 100 / (Knots - 1), Watts: w, Uncertainty: m.prior.Uncertainty * w}
+		}
+		return f
+	}
+	var span float64
+	if m.prior != nil {
+		span = math.Max(0, m.prior.Watts[Knots-1]-m.prior.Watts[0])
+	}
+	watts, se, ok := fitCurve(pts, shapeOf(m.prior), span)
+	if !ok { // not seen: the shape's terms and one bin make it solvable
+		return Fit{Samples: m.samples, SpreadPercent: f.SpreadPercent, Prior: m.prior}
+	}
 	for k := range f.Curve {
-		u := float64(k) / float64(Knots-1)
-		w, unc := m.knot(pts, u)
-		f.Curve[k] = Point{UtilizationPercent: k * 100 / (Knots - 1), Watts: math.Max(0, w), Uncertainty: unc}
+		f.Curve[k] = Point{UtilizationPercent: k * 100 / (Knots - 1), Watts: watts[k], Uncertainty: se[k]}
 	}
-	for k := 1; k < Knots; k++ { // extrapolation may dip; keep it monotone
-		f.Curve[k].Watts = math.Max(f.Curve[k].Watts, f.Curve[k-1].Watts)
-	}
-	watts, _ := f.PowerCurve()
-	f.R2 = r2(raw, watts)
+	f.R2 = r2(pts, watts)
 	return f
 }
 
-// knot is the curve at u from the pooled bins (sorted by utilization),
-// with its uncertainty.
-func (m *Model) knot(pts []pooled, u float64) (float64, float64) {
+// points are the bins with samples, by utilization, each with the
+// standard error of its mean. A bin's variance is raised towards the
+// bins' pooled variance as if priorVarianceSamples of the pooled had
+// joined its own (a bin of one sample has none of its own), never
+// lowered, and is at least a fifth of a percent of its watts.
+func (m *Model) points() []point {
+	var sw, sv float64
+	for _, b := range m.bins {
+		sw += float64(b.Samples)
+		sv += float64(b.Samples) * b.Variance
+	}
+	var pts []point
+	for _, b := range m.bins {
+		if b.Samples == 0 {
+			continue
+		}
+		n := float64(b.Samples)
+		v := math.Max(b.Variance, (n*b.Variance+priorVarianceSamples*sv/sw)/(n+priorVarianceSamples))
+		v = math.Max(v, math.Pow(0.002*b.Watts, 2)+1e-4)
+		pts = append(pts, point{util: b.Utilization, watts: b.Watts, weight: n, se: math.Sqrt(v / n)})
+	}
+	return pts
+}
+
+// priorVarianceSamples is how many samples' worth the pooled variance
+// weighs in a bin's.
+const priorVarianceSamples = 2
+
+// r2 is the share of the points' variance in watts the curve explains,
+// each point weighed by its samples.
+func r2(pts []point, curve powercurve.Curve) float64 {
 	if len(pts) == 0 {
-		return m.prior.Watts[int(math.Round(u*float64(Knots-1)))], m.prior.Uncertainty * m.prior.Watts[int(math.Round(u*float64(Knots-1)))]
-	}
-	first, last := pts[0], pts[len(pts)-1]
-	switch {
-	case u < first.util:
-		return m.extrapolate(pts, first, u, false)
-	case u > last.util:
-		return m.extrapolate(pts, last, u, true)
-	}
-	i := sort.Search(len(pts), func(i int) bool { return pts[i].util >= u })
-	if pts[i].util == u || i == 0 {
-		return pts[i].watts, pts[i].se
-	}
-	a, b := pts[i-1], pts[i]
-	t := (u - a.util) / (b.util - a.util)
-	w := a.watts + (b.watts-a.watts)*t
-	unc := math.Max(a.se, b.se)
-	// A knot between two bin means may sit on a bend (SPECpower curves
-	// bend at their load levels): read it from the lines through the two
-	// bins on each side, extended to it, which a bend does not blur, kept
-	// between its neighbours; their disagreement adds to the uncertainty.
-	near := 2.5 * float64(m.cfg.BinWidthPercent) / 100
-	var sum float64
-	var lines []float64
-	if i >= 2 && a.util-pts[i-2].util <= near {
-		lines = append(lines, line(pts[i-2], a, u))
-	}
-	if i+1 < len(pts) && pts[i+1].util-b.util <= near {
-		lines = append(lines, line(b, pts[i+1], u))
-	}
-	if len(lines) > 0 {
-		for _, l := range lines {
-			sum += l
-		}
-		w = math.Min(b.watts, math.Max(a.watts, sum/float64(len(lines))))
-		unc *= 1.6 // a line read half a bin beyond its points
-		if len(lines) == 2 {
-			unc += math.Abs(lines[0]-lines[1]) / 2
-		}
-	}
-	// A gap of more than two bins between the samples: the curve may bend
-	// inside it, by up to half the step across it.
-	if gap := b.util - a.util; gap > 2*float64(m.cfg.BinWidthPercent)/100 {
-		unc += (b.watts - a.watts) * math.Min(t, 1-t)
-	}
-	return w, unc
-}
-
-// line is the line through a and b at u.
-func line(a, b pooled, u float64) float64 {
-	if b.util == a.util {
-		return (a.watts + b.watts) / 2
-	}
-	return a.watts + (b.watts-a.watts)*(u-a.util)/(b.util-a.util)
-}
-
-// extrapolate goes from the edge bin to u: along the prior's shape when
-// there is one, else along the slope of the two outermost bins.
-func (m *Model) extrapolate(pts []pooled, edge pooled, u float64, above bool) (float64, float64) {
-	var step float64
-	switch {
-	case m.prior != nil:
-		step = m.prior.Watts.At(u) - m.prior.Watts.At(edge.util)
-		return edge.watts + step, edge.se + m.prior.Uncertainty*math.Abs(step)
-	case len(pts) >= 2:
-		a, b := pts[0], pts[1]
-		if above {
-			a, b = pts[len(pts)-2], pts[len(pts)-1]
-		}
-		if b.util > a.util {
-			step = (b.watts - a.watts) / (b.util - a.util) * (u - edge.util)
-		}
-	}
-	// Within half a bin of the edge bin's mean the samples reach the knot.
-	far := math.Abs(u-edge.util) - float64(m.cfg.BinWidthPercent)/200
-	if far <= 0 {
-		return edge.watts + step, edge.se
-	}
-	return edge.watts + step, edge.se + 0.5*math.Abs(step)*far/math.Abs(u-edge.util)
-}
-
-// monotone pools adjacent bins until their watts never fall as
-// utilization rises (pool-adjacent-violators, weighted by samples).
-func monotone(pts []pooled) []pooled {
-	var out []pooled
-	for _, p := range pts {
-		out = append(out, p)
-		for len(out) >= 2 && out[len(out)-2].watts > out[len(out)-1].watts {
-			a, b := out[len(out)-2], out[len(out)-1]
-			w := a.weight + b.weight
-			merged := pooled{
-				weight: w,
-				util:   (a.util*a.weight + b.util*b.weight) / w,
-				watts:  (a.watts*a.weight + b.watts*b.weight) / w,
-				se:     math.Max(a.se, b.se),
-			}
-			out = append(out[:len(out)-2], merged)
-		}
-	}
-	return out
-}
-
-// r2 is the share of the bins' variance in watts the curve explains, each
-// bin weighed by its samples.
-func r2(bins []pooled, curve powercurve.Curve) float64 {
-	if len(bins) == 0 {
 		return 0
 	}
 	var sw, mean float64
-	for _, b := range bins {
-		sw += b.weight
-		mean += b.weight * b.watts
+	for _, p := range pts {
+		sw += p.weight
+		mean += p.weight * p.watts
 	}
 	mean /= sw
 	var res, tot float64
-	for _, b := range bins {
-		w := curve.At(b.util)
-		res += b.weight * (b.watts - w) * (b.watts - w)
-		tot += b.weight * (b.watts - mean) * (b.watts - mean)
+	for _, p := range pts {
+		w := curve.At(p.util)
+		res += p.weight * (p.watts - w) * (p.watts - w)
+		tot += p.weight * (p.watts - mean) * (p.watts - mean)
 	}
 	if tot == 0 {
 		return 1

@@ -14,13 +14,32 @@ func TestFit(t *testing.T) {
 		wantSpread  int
 		wantIdle    float64
 		wantFull    float64
-		wantR2Above float64
+		// idleWithin and fullWithin are how far the ends may be (0:
+		// half a watt).
+		idleWithin, fullWithin float64
+		wantR2Above            float64
 	}{
+		{
+			name: "exact Shape, many idle samples",
+			samples: func(add func(u, w float64)) {
+				// 1000 samples at 2% and one each at 40% and 80% on
+				// the R740's curve, which is Shape: the idle samples
+				// must not dominate, and the ends follow Shape.
+				for i := 0; i < 1000; i++ {
+					add(0.02, 52.3+(129-52.3)*0.2) // 67.64
+				}
+				add(0.40, 195)
+				add(0.80, 344)
+			},
+			wantReady: true, wantSamples: 1002, wantSpread: 78, // 80% - 2%
+			wantIdle: 52.3, wantFull: 457, wantR2Above: 0.999,
+		},
 		{
 			name: "exact line, many idle samples",
 			samples: func(add func(u, w float64)) {
-				// 1000 samples at 2% and one each at 40% and 80% on
-				// watts = 100 + 200u: the idle samples must not dominate.
+				// The same on watts = 100 + 200u, a line, which no
+				// current server draws: the samples are met, and beyond
+				// them the curve follows Shape at their slope.
 				for i := 0; i < 1000; i++ {
 					add(0.02, 104) // 100 + 200*0.02
 				}
@@ -28,7 +47,16 @@ func TestFit(t *testing.T) {
 				add(0.80, 260) // 100 + 200*0.80
 			},
 			wantReady: true, wantSamples: 1002, wantSpread: 78, // 80% - 2%
-			wantIdle: 100, wantFull: 300, wantR2Above: 0.999,
+			// 0% lies a fifth of the first segment below the 2% samples;
+			// Shape climbs from idle to 10% by 0.19 of its span (about
+			// 240 W here: 46 W a segment, 9 W a fifth) where the line
+			// climbs 20 W (4 W a fifth): 95 W, within 6 W of 100.
+			wantIdle: 100, idleWithin: 6,
+			// 100% lies two segments beyond the 80% samples; Shape
+			// climbs 0.28 of its span there (about 60 W), the line 40
+			// W: 320 W, within 25 W of 300.
+			wantFull: 300, fullWithin: 25,
+			wantR2Above: 0.999,
 		},
 		{
 			name: "too few samples",
@@ -77,8 +105,9 @@ func TestFit(t *testing.T) {
 				}
 				return
 			}
-			if f.Basis != Fitted || math.Abs(f.IdleWatts()-tc.wantIdle) > 0.5 || math.Abs(f.FullLoadWatts()-tc.wantFull) > 0.5 || f.R2 < tc.wantR2Above {
-				t.Errorf("Fit = %+v, want idle %.0f full %.0f R2 > %.3f", f, tc.wantIdle, tc.wantFull, tc.wantR2Above)
+			within := func(v float64) float64 { return max(v, 0.5) }
+			if f.Basis != Fitted || math.Abs(f.IdleWatts()-tc.wantIdle) > within(tc.idleWithin) || math.Abs(f.FullLoadWatts()-tc.wantFull) > within(tc.fullWithin) || f.R2 < tc.wantR2Above {
+				t.Errorf("Fit = %+v, want idle %.1f ± %.1f full %.0f ± %.1f R2 > %.3f", f, tc.wantIdle, within(tc.idleWithin), tc.wantFull, within(tc.fullWithin), tc.wantR2Above)
 			}
 		})
 	}

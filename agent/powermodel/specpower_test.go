@@ -154,3 +154,75 @@ func TestRestore(t *testing.T) {
 		t.Errorf("restore of bad bins kept %v (%d samples), want the one good bin", bins, n)
 	}
 }
+
+// TestIdleFollowsShapeBelowSamples: a node that never ran below 20 %
+// gets its 0 % knot from the shape (the prior's, or Shape) at the slope
+// its samples show, whatever watts the prior puts there, and says it is
+// less sure of it than of the knots its samples reach.
+func TestIdleFollowsShapeBelowSamples(t *testing.T) {
+	r740, r940 := specpower[0], specpower[3]
+	for _, tc := range []struct {
+		name  string
+		watts powercurve.Curve
+		prior *PriorCurve
+		// within: how far the 0 % knot may be from the published idle,
+		// as a share of it; 0: only within its uncertainty.
+		within float64
+	}{
+		// Shape is the R740's: its climb from idle is the curve's.
+		{name: "R740 without a prior", watts: r740.watts, within: 0.05},
+		// RAPL limits of one 230 W package: the prior's watts are half
+		// the node's, its shape is right.
+		{name: "R740 prior at half its watts", watts: r740.watts, prior: ShapePrior(46, 230, "test"), within: 0.05},
+		{name: "R740 prior at twice its watts", watts: r740.watts, prior: ShapePrior(184, 920, "test"), within: 0.05},
+		// The R940 climbs from idle less steeply than Shape at its
+		// slope above: 0 % comes out low, and its uncertainty says so.
+		{name: "R940 without a prior", watts: r940.watts},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.SetPrior(tc.prior)
+			rng := rand.New(rand.NewPCG(7, 8))
+			for range 2000 {
+				u := 0.2 + 0.6*rng.Float64()
+				m.Add(u, published(tc.watts, u)*(1+0.01*rng.NormFloat64()))
+			}
+			f := m.Fit()
+			idle, unc := f.Curve[0].Watts, f.Curve[0].Uncertainty
+			t.Logf("0%%: %.1f ± %.1f W, published %.1f W", idle, unc, tc.watts[0])
+			if tc.within > 0 && math.Abs(idle-tc.watts[0]) > tc.within*tc.watts[0] {
+				t.Errorf("0%%: %.1f W, published %.1f W: want within %.0f%%", idle, tc.watts[0], 100*tc.within)
+			}
+			if math.Abs(idle-tc.watts[0]) > unc {
+				t.Errorf("0%%: %.1f ± %.1f W does not cover the published %.1f W", idle, unc, tc.watts[0])
+			}
+			if mid := f.Curve[5].Uncertainty; unc <= mid {
+				t.Errorf("uncertainty at 0%% %.1f W not above that at 50%% %.1f W, where the samples are", unc, mid)
+			}
+		})
+	}
+}
+
+// TestNeverNegative: a steep line seen only from 30 % to 70 % would,
+// continued along Shape, fall below 0 W at 0 %; the curve stops at 0 W
+// and still never falls.
+func TestNeverNegative(t *testing.T) {
+	m, _ := New(DefaultConfig())
+	for i := range 800 {
+		// 130 W at 30 %, 290 W at 70 %; Shape climbs 0.291 of its span
+		// to 30 % and 0.302 from 30 to 70 %: 154 W below 130 W.
+		u := 0.3 + 0.4*float64(i)/800
+		m.Add(u, 10+400*u)
+	}
+	f := m.Fit()
+	w, _ := f.PowerCurve()
+	if err := w.Check(0); err != nil {
+		t.Errorf("curve %v: %v", w, err)
+	}
+	if f.IdleWatts() != 0 {
+		t.Errorf("0%%: %.1f W, want the 0 W it is stopped at", f.IdleWatts())
+	}
+}
