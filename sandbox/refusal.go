@@ -14,8 +14,9 @@ import (
 type Refusal struct {
 	Pod, Phase string
 	// Reasons are the PowerBudget reasons of its last FailedScheduling
-	// event.
+	// event, Message the whole of it (other nodes' reasons too).
 	Reasons []string
+	Message string
 }
 
 // budgetReason is a PowerBudget reason in a FailedScheduling message (the
@@ -62,7 +63,7 @@ func refusedByBudget(pending []podSpec, rejections map[string][]string, quiet, n
 		if len(reasons) == 0 {
 			return nil, false
 		}
-		out = append(out, Refusal{Pod: p.name, Phase: p.phase, Reasons: reasons})
+		out = append(out, Refusal{Pod: p.name, Phase: p.phase, Reasons: reasons, Message: msgs[len(msgs)-1]})
 	}
 	return out, true
 }

@@ -135,8 +135,12 @@ type Result struct {
 	// ones over telesched's placements.
 	Marginal MarginalErrors
 	// Refused are the pods the racks' power budgets kept out, which the
-	// scenario deleted and went on without.
-	Refused []Refusal
+	// scenario deleted and went on without; the oracles are then of the
+	// pods telesched placed. WorkloadInfeasible: with pods refused, no
+	// placement of the whole workload meets the constraints (proven, see
+	// OracleResult.Infeasible).
+	Refused            []Refusal
+	WorkloadInfeasible bool
 	// Phases are the scenario's phases that ran, in order: baseline, web,
 	// burst, gpu, heat-ahead, heat, cool. Skipped says why a phase did
 	// not run, by phase.

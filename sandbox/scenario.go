@@ -208,7 +208,7 @@ func (s *sandbox) waitPlaced(ctx context.Context, specs []podSpec) error {
 	}
 	zero := int64(0)
 	for _, r := range refused {
-		s.printf("    %s refused: still pending %.0fs after the last binding, by %s\n", r.Pod, settle.Seconds(), strings.Join(r.Reasons, "; "))
+		s.printf("    %s refused: still pending %.0fs after the last binding, by %s\n      (the scheduler's last word: %s)\n", r.Pod, settle.Seconds(), strings.Join(r.Reasons, "; "), r.Message)
 		if err := s.kube.CoreV1().Pods(demoNamespace).Delete(ctx, r.Pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s: %w", r.Pod, err)
 		}
@@ -615,8 +615,13 @@ func (s *sandbox) summary() {
 		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements, false), s.fleetWatts(res.Baseline, false)
 		res.IdleWatts = s.fleetWatts(nil, false)
 		res.TeleschedWork, res.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
-		res.Oracle = s.oracleReport(OracleOptions{})
-		res.OracleOffGPU = s.oracleReport(OracleOptions{CPUPodsOffGPUNodes: true})
+		placed := s.placedPods()
+		res.Oracle = s.oracleReport(placed, OracleOptions{})
+		res.OracleOffGPU = s.oracleReport(placed, OracleOptions{CPUPodsOffGPUNodes: true})
+		if len(res.Refused) > 0 {
+			whole := Oracle(s.opts.Fleet, workloadPods(), OracleOptions{})
+			res.WorkloadInfeasible = whole.Infeasible
+		}
 		res.Marginal = marginalErrors(res.Placements)
 		load := func(ps []Placement, node string) string {
 			n, milli := 0, int64(0)
@@ -679,11 +684,22 @@ func (s *sandbox) summary() {
 	})
 }
 
-// oracleReport runs the oracle on the workload, the whole workload's
-// watts and the CPU pods' apart, as workload watts. The caller holds the
-// watcher's lock; IdleWatts is set.
-func (s *sandbox) oracleReport(opts OracleOptions) OracleReport {
-	pods := workloadPods()
+// placedPods are the workload's pods that telesched placed: all of them
+// but those the racks' budgets refused.
+func (s *sandbox) placedPods() []podSpec {
+	var out []podSpec
+	for _, p := range workloadPods() {
+		if !s.res.refused(p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// oracleReport runs the oracle on pods, the whole workload's watts and
+// the CPU pods' apart, as workload watts. The caller holds the watcher's
+// lock; IdleWatts is set.
+func (s *sandbox) oracleReport(pods []podSpec, opts OracleOptions) OracleReport {
 	all := Oracle(s.opts.Fleet, pods, opts)
 	opts.CPUPodsObjective = true
 	cpu := Oracle(s.opts.Fleet, pods, opts)
@@ -717,8 +733,27 @@ func (s *sandbox) oracleReport(opts OracleOptions) OracleReport {
 func (s *sandbox) printEnergy() {
 	res := s.res
 	t, d, o, off := res.TeleschedWork, res.DefaultWork, res.Oracle, res.OracleOffGPU
+	placed := s.placedPods()
+	if len(res.Refused) > 0 {
+		// Compare like with like: the pods telesched placed, as each
+		// profile and the oracle placed them.
+		var ps []Placement
+		for _, p := range res.Baseline {
+			if !res.refused(p.Pod) {
+				ps = append(ps, p)
+			}
+		}
+		d = s.work(ps)
+		s.printf("  The figures below are over the %d pods telesched placed (the default profile placed all %d: %.0f W of workload watts with the %d refused among them).\n",
+			len(placed), len(workloadPods()), res.DefaultWork.Total(), len(res.Refused))
+		if res.WorkloadInfeasible {
+			s.printf("  No placement of all %d pods fits the constraints below, budgets included: the refusals were necessary (the oracle's lower bound; see sandbox/oracle.go).\n", len(workloadPods()))
+		} else {
+			s.printf("  A placement of all %d pods within the constraints below may exist: the oracle does not prove otherwise.\n", len(workloadPods()))
+		}
+	}
 	s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' true curves, leakage\n", res.IdleWatts)
-	s.printf("  at the settled temperature included). The oracle is the cheapest placement of the same %d pods under the constraints\n", len(workloadPods()))
+	s.printf("  at the settled temperature included). The oracle is the cheapest placement of the same %d pods under the constraints\n", len(placed))
 	s.printf("  telesched enforces (allocatable CPU, memory and GPUs; single-NUMA pods on one NUMA node; base load + requests within\n")
 	s.printf("  LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve); its CPU pods may use GPU nodes' CPUs, as\n",
 		configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
@@ -731,7 +766,7 @@ func (s *sandbox) printEnergy() {
 	fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()),
 		wattsCell(o.Work.Total()), s.shareCell(t.Total(), d.Total(), o.Work.Total()), wattsCell(off.Work.Total()), s.shareCell(t.Total(), d.Total(), off.Work.Total()))
 	_ = tw.Flush()
-	s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W, oracle %s.\n", res.TeleschedWatts, res.DefaultWatts, wattsCell(o.Work.Total()+res.IdleWatts))
+	s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W, oracle %s.\n", res.TeleschedWatts, d.Total()+res.IdleWatts, wattsCell(o.Work.Total()+res.IdleWatts))
 	for _, x := range []struct {
 		name string
 		r    OracleReport
@@ -768,10 +803,7 @@ func captured(tel, def, oracle float64) (float64, bool) {
 
 // shareCell is captured for the report, or what stands in its place.
 func (s *sandbox) shareCell(tel, def, oracle float64) string {
-	switch {
-	case len(s.res.Refused) > 0:
-		return "- (pods refused)"
-	case math.IsNaN(oracle):
+	if math.IsNaN(oracle) {
 		return "-"
 	}
 	if c, ok := captured(tel, def, oracle); ok {
