@@ -55,7 +55,17 @@ type Options struct {
 	// Fleet is the simulated fleet and its racks' power budgets; nil runs
 	// the default (DefaultFleet).
 	Fleet *Fleet
+	// Profile is the telesched profile of deploy/scheduler's configuration
+	// that schedules the workload: DefaultProfile (balanced) or
+	// EnergyProfile.
+	Profile string
 }
+
+// The telesched profiles the sandbox can run the workload under.
+const (
+	DefaultProfile = "telesched"
+	EnergyProfile  = "telesched-energy"
+)
 
 // Placement is where a pod went.
 type Placement struct {
@@ -208,6 +218,9 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
+	if opts.Profile == "" {
+		opts.Profile = DefaultProfile
+	}
 	if opts.Fleet == nil {
 		opts.Fleet = DefaultFleet()
 	}
@@ -352,7 +365,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 		return err
 	}
 
-	s.progress(6, "scenario: the workload under the telesched profile")
+	s.progress(6, "scenario: the workload under the %s profile", s.opts.Profile)
 	if err := s.scenario(ctx); err != nil {
 		return err
 	}

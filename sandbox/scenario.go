@@ -254,7 +254,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 
 	s.printf("\n  web: %d pods of 2 CPUs, one every half second\n", len(w[phaseWeb]))
 	s.printf("    (ADDS: the watts the pod adds to its node, as the scheduler estimates them from the node's published curve / by the simulation's true curve)\n")
-	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseWeb], 500*time.Millisecond); err != nil {
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseWeb], 500*time.Millisecond); err != nil {
 		return err
 	}
 	if err := s.waitPlaced(ctx, w[phaseWeb]); err != nil {
@@ -264,7 +264,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	s.res.ran(phaseWeb)
 
 	s.printf("\n  burst: %d pods of 1 CPU at once, before any telemetry refresh\n", len(w[phaseBurst]))
-	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseBurst], 0); err != nil {
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseBurst], 0); err != nil {
 		return err
 	}
 	if err := s.waitPlaced(ctx, w[phaseBurst]); err != nil {
@@ -275,7 +275,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	s.res.ran(phaseBurst)
 
 	s.printf("\n  gpu: %d training pods, each asking for %d GPUs, 16 CPUs, 64Gi and %s: %s\n", len(w[phaseGPU]), trainingGPUs, config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
-	if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseGPU], 0); err != nil {
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseGPU], 0); err != nil {
 		return err
 	}
 	if err := s.waitPlaced(ctx, w[phaseGPU]); err != nil {
@@ -293,7 +293,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 		s.res.skip(phaseFault, why)
 		s.res.skip(phaseCool, why)
 		s.printf("\n  heat: %s; %d pods of 2 CPUs\n", why, len(w[phaseHeat]))
-		if err := s.createPods(ctx, demoNamespace, "telesched", w[phaseHeat], 0); err != nil {
+		if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseHeat], 0); err != nil {
 			return err
 		}
 		if err := s.waitPlaced(ctx, w[phaseHeat]); err != nil {
@@ -326,7 +326,7 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 	s.read(func(v *view) { s.printf("    %s reports %s\n", name, describe(v.telemetry[name])) })
 	probe := podSpec{name: probePod, phase: phaseProbe, cpu: "500m", memory: "512Mi", nodeName: name}
 	s.printf("    now %d pods of 2 CPUs, and %s (nodeSelector: %s)\n", len(pods), probePod, name)
-	if err := s.createPods(ctx, demoNamespace, "telesched", append(pods, probe), 0); err != nil {
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, append(pods, probe), 0); err != nil {
 		return err
 	}
 	if err := s.waitPlaced(ctx, pods); err != nil {
@@ -476,7 +476,7 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 	pod := podSpec{name: aheadPod, phase: phaseAhead, cpu: fmt.Sprint(cpus), memory: "1Gi", nodeName: name}
 	s.res.AheadRan = true
 	s.res.ran(phaseAhead)
-	if err := s.createPods(ctx, demoNamespace, "telesched", []podSpec{pod}, 0); err != nil {
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, []podSpec{pod}, 0); err != nil {
 		return err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

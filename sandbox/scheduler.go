@@ -79,7 +79,7 @@ func (s *sandbox) startScheduler(ctx context.Context, bin, kubeconfig string) er
 		if resp, err := client.Get(url); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				s.printf("      healthy on 127.0.0.1:%d; profiles telesched and default-scheduler; log %s\n", port, s.logs.schedulerPath)
+				s.printf("      healthy on 127.0.0.1:%d; profiles telesched, telesched-energy and default-scheduler (the workload: %s); log %s\n", port, s.opts.Profile, s.logs.schedulerPath)
 				return nil
 			}
 		}

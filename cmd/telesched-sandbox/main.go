@@ -25,6 +25,7 @@ func main() {
 	fs.BoolVar(&opts.Keep, "keep", false, "Leave the cluster up after the scenario and print a kubectl command to try; Ctrl-C stops it.")
 	fs.DurationVar(&opts.Timeout, "timeout", sandbox.DefaultTimeout, "Give up if the run (start and scenario) takes longer.")
 	fs.DurationVar(&opts.Interval, "interval", sandbox.DefaultInterval, "Every agent's sampling interval.")
+	fs.StringVar(&opts.Profile, "profile", sandbox.DefaultProfile, "The telesched profile that schedules the workload: "+sandbox.DefaultProfile+" (balanced) or "+sandbox.EnergyProfile+" (energy first; deploy/scheduler/scheduler-config.yaml). The baseline is always the default profile.")
 	var fleet string
 	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts, racks and their power budgets); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
 	fs.Usage = func() {
@@ -46,6 +47,10 @@ Flags:
 		if err == pflag.ErrHelp {
 			os.Exit(0)
 		}
+		os.Exit(2)
+	}
+	if opts.Profile != sandbox.DefaultProfile && opts.Profile != sandbox.EnergyProfile {
+		fmt.Fprintf(os.Stderr, "telesched-sandbox: --profile %q: want %s or %s\n", opts.Profile, sandbox.DefaultProfile, sandbox.EnergyProfile)
 		os.Exit(2)
 	}
 	if fleet != "" {
