@@ -5,9 +5,9 @@ import (
 )
 
 // Watts is what pods add to a node's power draw: Mean is the best
-// estimate, read off the node's power curve; Upper adds the uncertainty
-// the step adds to the curve's (a prior's shape is unsure far from the
-// node's samples).
+// estimate, read off the node's power curve; Upper adds UpperSigmas of the
+// curve's uncertainty at the load the pods bring the node to (a prior's
+// shape is unsure far from the node's samples, a fit's beyond them).
 //
 // One convention for every plugin: a pod's own watts are ranked by Mean
 // (EnergyAware's score, the best estimate of what the fleet will burn),
@@ -34,15 +34,27 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 	}
 	capacity := float64(n.LogicalCores) * 1000
 	u0 := float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/capacity
-	w0, unc0, ok := n.Models.CurveAt(u0)
+	w0, _, ok := n.Models.CurveAt(u0)
 	if !ok {
 		return Watts{}, false
 	}
 	w1, unc1, _ := n.Models.CurveAt(u0 + float64(d.CPUMilli)/capacity)
 	cpu := max(0, w1-w0)
 	gpu := GPUWatts(n, d.GPUs)
-	return Watts{Mean: cpu + gpu, Upper: cpu + max(0, unc1-unc0) + gpu}, true
+	if d.CPUMilli <= 0 {
+		return Watts{Mean: gpu, Upper: gpu}, true
+	}
+	return Watts{Mean: cpu + gpu, Upper: cpu + UpperSigmas*unc1 + gpu}, true
 }
+
+// UpperSigmas is how many of the curve's uncertainties (standard errors)
+// the upper estimate adds at the load a pod brings its node to: two, about
+// a 95 % bound. The start of the step is where the node runs, which its
+// watts measure, so the step is as unsure as its far end. A fit's standard
+// error holds only as far as the curve's form does; the sandbox's
+// heat-ahead pod, sized to settle 5°C past limit − margin, went through
+// on one standard error of a curve fitted 18 % low across the top.
+const UpperSigmas = 2
 
 // ReservedWatts is what the pods placed on n since its sample add to its
 // measured watts (PodWatts from the measured load).

@@ -86,7 +86,12 @@ func TestSandboxScenario(t *testing.T) {
 			t.Errorf("%s: %+v", name, o)
 			continue
 		}
-		if o.Work.Total() > res.TeleschedWork.Total()+1 || o.CPUWatts > res.TeleschedWork.CPU+1 || o.Work.Total() < o.LowerBound-1 {
+		// Only the oracle under telesched's own constraints bounds
+		// telesched's watts: the one that keeps CPU pods off GPU nodes has
+		// a constraint telesched does not (TopologyFit only scores
+		// against it), and may be dearer.
+		dearer := name == "oracle" && (o.Work.Total() > res.TeleschedWork.Total()+1 || o.CPUWatts > res.TeleschedWork.CPU+1)
+		if dearer || o.Work.Total() < o.LowerBound-1 {
 			t.Errorf("%s: all %.0f W (bound %.0f W), CPU pods %.0f W; telesched all %.0f W, CPU pods %.0f W",
 				name, o.Work.Total(), o.LowerBound, o.CPUWatts, res.TeleschedWork.Total(), res.TeleschedWork.CPU)
 		}

@@ -93,19 +93,21 @@ func TestEstimatePod(t *testing.T) {
 	// 20 % measured + 10 CPUs reserved = 30 % (170 W); + a 20-CPU pod = 50 %
 	// (224 W): 54 W, on the curve's bend, not the straight line's 81 W.
 	e := estimatePod(fitted, estimate.Demand{CPUMilli: 20_000, GPUs: 0}, estimate.Demand{CPUMilli: 10_000})
-	if !e.hasPower || e.mw != 54_000 || e.upperMW != 54_000 {
-		t.Errorf("CPU pod: %+v, want 54000 mW", e)
+	// upper: 54 W + 2 x the 2 W uncertainty at 50 % = 58 W
+	if !e.hasPower || e.mw != 54_000 || e.upperMW != 58_000 {
+		t.Errorf("CPU pod: %+v, want 54000 mW, upper 58000", e)
 	}
-	// The node's power without GPUs (200 W) + the reserved pods' 23 W + the
-	// pod's 54 W = 277 W: 30 + 0.2 x 277 = 85.4°C.
-	if !e.predicted || e.steadyMilli != 85_400 || e.limMilli != 100_000 {
-		t.Errorf("prediction: %+v, want 85400 m°C of 100000", e)
+	// The node's power without GPUs (200 W) + the reserved pods' 23 W + 2 x
+	// 2 W = 27 W + the pod's 58 W = 285 W, upper estimates: 30 + 0.2 x 285
+	// = 87.0°C.
+	if !e.predicted || e.steadyMilli != 87_000 || e.limMilli != 100_000 {
+		t.Errorf("prediction: %+v, want 87000 m°C of 100000", e)
 	}
 	if why := tooHotPredicted(fitted, e, 5_000); why != "" {
-		t.Errorf("85.4°C against 100 - 5°C rejected: %s", why)
+		t.Errorf("87.0°C against 100 - 5°C rejected: %s", why)
 	}
-	want := "predicted steady temperature of pkg with the pod 85.4°C >= limit 100.0°C - margin 15.0°C: 30.0°C + 0.200°C/W x 277W (now 200W, +23W reserved, +54W this pod); time constant 40s, 300 samples"
-	if why := tooHotPredicted(fitted, e, 15_000); why != want {
+	want := "predicted steady temperature of pkg with the pod 87.0°C >= limit 100.0°C - margin 13.0°C: 30.0°C + 0.200°C/W x 285W (now 200W, +27W reserved, +58W this pod); time constant 40s, 300 samples"
+	if why := tooHotPredicted(fitted, e, 13_000); why != want {
 		t.Errorf("reason:\n got %s\nwant %s", why, want)
 	}
 	// Two GPUs: + 2 x (650 - 60) W, a busy GPU's power minus an idle one's
@@ -114,10 +116,10 @@ func TestEstimatePod(t *testing.T) {
 		t.Errorf("GPU pod: %d mW, want 1234000", e.mw)
 	}
 	// A prior whose uncertainty grows 10 W a knot: the upper estimate adds
-	// the 20 W it grows from 30 % to 50 %.
+	// two of the 50 W at 50 %, where the pod takes the node: 54 + 100 W.
 	prior := curveNode(telemetryv1alpha1.PowerModelPrior, func(k int) int32 { return int32(10 * k) })
-	if e := estimatePod(prior, estimate.Demand{CPUMilli: 20_000, GPUs: 0}, estimate.Demand{CPUMilli: 10_000}); e.mw != 54_000 || e.upperMW != 74_000 {
-		t.Errorf("prior: %+v, want 54000 mW, upper 74000", e)
+	if e := estimatePod(prior, estimate.Demand{CPUMilli: 20_000, GPUs: 0}, estimate.Demand{CPUMilli: 10_000}); e.mw != 54_000 || e.upperMW != 154_000 {
+		t.Errorf("prior: %+v, want 54000 mW, upper 154000", e)
 	}
 	// Past 100 %: the curve ends there.
 	if e := estimatePod(fitted, estimate.Demand{CPUMilli: 200_000, GPUs: 0}, estimate.Demand{CPUMilli: 0}); e.mw != (457-147)*1000 {
