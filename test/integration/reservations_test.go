@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
@@ -106,14 +105,9 @@ func waitRejected(t *testing.T, c clients, pod string, timeout time.Duration) st
 		if p, err := c.kube.CoreV1().Pods("default").Get(t.Context(), pod, metav1.GetOptions{}); err == nil && p.Spec.NodeName != "" {
 			t.Fatalf("%s was placed on %s", pod, p.Spec.NodeName)
 		}
-		list, err := c.kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
-			FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "FailedScheduling"}.String(),
-		})
-		if err != nil || len(list.Items) == 0 {
-			return false
-		}
-		msg = list.Items[len(list.Items)-1].Message
-		return true
+		var ok bool
+		msg, ok = lastFailedScheduling(t, c, pod)
+		return ok
 	})
 	return msg
 }

@@ -289,16 +289,23 @@ func waitFailedScheduling(t *testing.T, c clients, pod string, timeout time.Dura
 	t.Helper()
 	var msg string
 	waitFor(t, pod+" FailedScheduling event", timeout, func() bool {
-		list, err := c.kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
-			FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "FailedScheduling"}.String(),
-		})
-		if err != nil || len(list.Items) == 0 {
-			return false
-		}
-		msg = list.Items[len(list.Items)-1].Message
-		return true
+		var ok bool
+		msg, ok = lastFailedScheduling(t, c, pod)
+		return ok
 	})
 	return msg
+}
+
+// lastFailedScheduling is the message of the pod's latest FailedScheduling
+// event; false when it has none yet.
+func lastFailedScheduling(t *testing.T, c clients, pod string) (string, bool) {
+	list, err := c.kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "FailedScheduling"}.String(),
+	})
+	if err != nil || len(list.Items) == 0 {
+		return "", false
+	}
+	return list.Items[len(list.Items)-1].Message, true
 }
 
 func unstructuredOf(obj map[string]any) *unstructured.Unstructured {
