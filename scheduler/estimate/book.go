@@ -278,9 +278,10 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	}
 	hold := Hold(cur.Interval)
 	before := e.load()
+	jump := shownByJump(b.pods[name], cur)
 	var shown []*reservation
 	for uid, res := range b.pods[name] {
-		if !res.running.IsZero() && !cur.Observed.Before(res.running.Add(hold)) {
+		if !res.running.IsZero() && (jump || !cur.Observed.Before(res.running.Add(hold))) {
 			delete(b.pods[name], uid)
 			shown = append(shown, res)
 		}
@@ -296,6 +297,45 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	}
 	e.retired.Store(&retirement{view: cur, before: before})
 	b.publish(name, e)
+}
+
+// ShownFraction is how much of the CPU its running pods request a node's
+// sample must show above the sample before they ran for the book to take
+// them as shown before their hold is over (shownByJump).
+const ShownFraction = 0.8
+
+// shownByJump reports whether cur, a node's new sample, shows the load of
+// every pod running there that it still counts: each seen running at least
+// one sampling interval before the sample, so the sample measured a whole
+// interval of it, and the node's measured CPU above the earliest of their
+// base views by at least ShownFraction of what they request. Counting them
+// on until the hold would count them twice, measured and reserved: a node
+// that took a burst would refuse pods for up to a heartbeat with its CPUs
+// no busier than the burst made them. Pods that use less than they request
+// show no such jump and retire by the hold.
+func shownByJump(pods map[types.UID]*reservation, cur *telemetry.Node) bool {
+	if !cur.HasCPU || cur.LogicalCores <= 0 {
+		return false
+	}
+	var base *telemetry.Node
+	var cpu int64
+	for _, res := range pods {
+		if res.running.IsZero() {
+			continue // pending: no load yet, nothing to show
+		}
+		if res.base == nil || !res.base.HasCPU || cur.Observed.Before(res.running.Add(cur.Interval)) {
+			return false
+		}
+		if base == nil || res.base.Observed.Before(base.Observed) {
+			base = res.base
+		}
+		cpu += res.CPUMilli
+	}
+	if base == nil || cpu <= 0 {
+		return false
+	}
+	expected := float64(cpu) / (float64(cur.LogicalCores) * 1000) * 100
+	return float64(cur.CPUPercent-base.CPUPercent) >= ShownFraction*expected
 }
 
 // Reserve counts a pod toward its node from now, as the scheduler places

@@ -150,3 +150,30 @@ func TestBookOnChange(t *testing.T) {
 		t.Errorf("listener heard %v, want [n n] (the reservation, its retirement)", heard)
 	}
 }
+
+// A sample that shows the running pods' load (their CPU above the sample
+// before they ran, by ShownFraction of their requests) retires them before
+// the hold: counting them on would count them twice.
+func TestReservationShownByJump(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cpu     int32 // the sample 5 s after the pod ran, on 16 cores at 40 % before
+		want    int64
+		comment string
+	}{
+		// 4 CPUs of 16 = 25 points; 0.8 x 25 = 20: 60 % or more shows it
+		{"shown", 62, 0, "62 - 40 = 22 >= 20"},
+		{"not yet", 55, 4000, "55 - 40 = 15 < 20"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newBookFixture()
+			f.sample("n")
+			f.book.podSeen(boundPod("a", "n", "4", v1.PodRunning, f.t, f.t), false)
+			f.t = f.t.Add(5 * time.Second)
+			f.cache.Set(&telemetry.Node{Name: "n", SampleTime: f.t, Interval: 5 * time.Second, HasCPU: true, CPUPercent: tc.cpu, LogicalCores: 16})
+			if got := f.book.Get("n").CPUMilli; got != tc.want {
+				t.Errorf("%dm reserved, want %dm (%s)", got, tc.want, tc.comment)
+			}
+		})
+	}
+}
