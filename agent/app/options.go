@@ -139,7 +139,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the HTTP server for /metrics, /healthz and /readyz. Empty disables it.")
 	fs.IntVar(&o.HealthzMissedIntervals, "healthz-missed-intervals", o.HealthzMissedIntervals, "/healthz fails (503, saying when the last sample completed and how long ago) once this many --interval pass without a completed sample, as when a read of the host hangs; a liveness probe on it restarts a stuck agent. At least 1.")
 	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
-	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval.")
+	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval; left at its default, it is half of that when that is shorter than 10s.")
 	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations. Absent socket: the source is reported unavailable.")
 
 	fs.DurationVar(&o.Publisher.Heartbeat, "heartbeat", o.Publisher.Heartbeat, "Longest time between writes while no signal moves past its deadband.")
@@ -223,7 +223,13 @@ func (o *Options) Validate() error {
 	if o.HealthzMissedIntervals < 1 {
 		errs = append(errs, fmt.Errorf("--healthz-missed-intervals %d: must be at least 1", o.HealthzMissedIntervals))
 	} else if window := time.Duration(o.HealthzMissedIntervals) * o.Interval; o.NVML && o.MetricsAddress != "" && o.NVMLTimeout >= window {
-		errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be shorter than --healthz-missed-intervals × --interval (%v), or one sample held up by NVML fails /healthz", o.NVMLTimeout, window))
+		if o.NVMLTimeout == collector.DefaultNVMLTimeout {
+			// Left at its default with a short --interval: half the
+			// window, so the default never contradicts the other flags.
+			o.NVMLTimeout = window / 2
+		} else {
+			errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be shorter than --healthz-missed-intervals × --interval (%v), or one sample held up by NVML fails /healthz", o.NVMLTimeout, window))
+		}
 	}
 	if o.Publish {
 		if err := o.Publisher.Validate(); err != nil {

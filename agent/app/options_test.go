@@ -55,6 +55,8 @@ func TestValidateFailClosedFlags(t *testing.T) {
 			"--nvml-timeout 15s: must be shorter than --healthz-missed-intervals × --interval (15s)"},
 		{"NVML timeout within a longer window", func(o *Options) { o.NVMLTimeout, o.HealthzMissedIntervals = 15*time.Second, 4 }, ""},
 		{"long NVML timeout without NVML", func(o *Options) { o.NVMLTimeout, o.NVML = time.Minute, false }, ""},
+		// the default 10s against a 1.5s window (3 x 500ms): taken as 750ms
+		{"default NVML timeout with a short interval", func(o *Options) { o.Interval = 500 * time.Millisecond; o.SampleInterval = 100 * time.Millisecond }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()

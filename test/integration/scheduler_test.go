@@ -442,17 +442,22 @@ func TestSchedulerGPUSingleNUMA(t *testing.T) {
 }
 
 // TestSchedulerStaleTelemetry: a node whose last sample, which says it is
-// hot, was written longer than telemetryMaxAge (5 s here) ago is not
+// busy, was written longer than telemetryMaxAge (5 s here) ago is not
 // rejected under the default policy (Ignore: stale data is not trusted
 // either way) and is rejected, with the age, under Reject. The age is the
 // scheduler's: since the API server wrote the sample, for a scheduler that
-// started after it.
+// started after it. A node whose last sample says it is too hot stays
+// rejected under Ignore too: silence is no sign that it cooled.
 func TestSchedulerStaleTelemetry(t *testing.T) {
 	needControlPlane(t)
 	ctx := t.Context()
 	c := newClients(t)
 	node := schedNode(ctx, t, c, "stale-node")
-	if _, err := c.applyStatusCreating(ctx, node, nodeStatus(95, 99, 100)); err != nil {
+	if _, err := c.applyStatusCreating(ctx, node, nodeStatus(95, 50, 100)); err != nil {
+		t.Fatal(err)
+	}
+	hot := schedNode(ctx, t, c, "stale-hot")
+	if _, err := c.applyStatusCreating(ctx, hot, nodeStatus(10, 99, 100)); err != nil {
 		t.Fatal(err)
 	}
 	written := time.Now()
@@ -460,17 +465,23 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 	time.Sleep(time.Until(written.Add(7 * time.Second)))
 
 	cmd, _ := startScheduler(t, base)
-	createPod(t, c, "stale-ignore", "telesched")
+	hostPod(t, c, "stale-ignore", "stale-node", "500m")
 	if got := waitScheduled(t, c, "stale-ignore", 60*time.Second); got != "stale-node" {
 		t.Errorf("stale-ignore went to %q", got)
+	}
+	hostPod(t, c, "stale-hot-ignore", "stale-hot", "500m")
+	msg := waitRejected(t, c, "stale-hot-ignore", 30*time.Second)
+	t.Logf("FailedScheduling: %s", msg)
+	if !strings.Contains(msg, "node thermal headroom 1.0°C <= margin 5.0°C") || !strings.Contains(msg, "as last seen") {
+		t.Errorf("the stale hot node's rejection does not say it was last seen too hot: %s", msg)
 	}
 	_ = cmd.Process.Signal(os.Interrupt)
 	_ = cmd.Wait()
 
 	reject := strings.ReplaceAll(base, "staleTelemetryPolicy: Ignore", "staleTelemetryPolicy: Reject")
 	startScheduler(t, reject)
-	createPod(t, c, "stale-reject", "telesched")
-	msg := waitFailedScheduling(t, c, "stale-reject", 30*time.Second)
+	hostPod(t, c, "stale-reject", "stale-node", "500m")
+	msg = waitFailedScheduling(t, c, "stale-reject", 30*time.Second)
 	t.Logf("FailedScheduling: %s", msg)
 	if !strings.Contains(msg, "old > telemetryMaxAge 5s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)") {
 		t.Errorf("FailedScheduling message does not give the age and policy: %s", msg)

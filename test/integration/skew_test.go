@@ -115,7 +115,16 @@ func TestSchedulerSkewedAgents(t *testing.T) {
 			return len(pending) == 1
 		})
 	}
-	reserved := time.Now() // the reservations were made before this
+	// The kubelets start the two placed pods: their hold (10 s on the
+	// scheduler's clock) runs from when the scheduler sees them running.
+	for _, n := range skewedNodes {
+		for i := range 3 {
+			if name := fmt.Sprintf("%s-%d", n.name, i); name != held[n.name] {
+				markRunning(t, c, name)
+			}
+		}
+	}
+	reserved := time.Now() // the pods were seen running before this
 	for _, n := range skewedNodes {
 		msg := waitFailedScheduling(t, c, held[n.name], 30*time.Second)
 		if !strings.Contains(msg, "node cpu 85 percent > threshold 80 percent") {
@@ -123,7 +132,8 @@ func TestSchedulerSkewedAgents(t *testing.T) {
 		}
 	}
 	// A sample a second later: the reservations hold (the hold is 10 s on
-	// the scheduler's clock), whatever the agent's sampleTime says.
+	// the scheduler's clock from the pods running), whatever the agent's
+	// sampleTime says.
 	for _, n := range skewedNodes {
 		write(n.name, n.offset, false)
 	}
