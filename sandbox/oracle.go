@@ -130,7 +130,9 @@ func Oracle(fleet *Fleet, pods []podSpec, opts OracleOptions) OracleResult {
 		if res.Unplaced == nil {
 			// Every pod found a node, but no start left the racks
 			// within their budgets: name the pods on racks over theirs.
-			for _, st := range starts {
+			// (the first start's placement names them)
+			if len(starts) > 0 {
+				st := starts[0]
 				for p, n := range st.at {
 					for _, bi := range o.nodes[n].budgets {
 						if o.over(bi, st.rack[bi]) > 0 {
@@ -139,7 +141,6 @@ func Oracle(fleet *Fleet, pods []podSpec, opts OracleOptions) OracleResult {
 						}
 					}
 				}
-				break
 			}
 		}
 		res.Watts = math.NaN()
