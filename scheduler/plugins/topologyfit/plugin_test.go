@@ -140,7 +140,10 @@ func newPluginOn(clk *plugintest.Clock, policy config.StaleTelemetryPolicy, node
 		if !n.SampleTime.IsZero() {
 			clk.Set(n.SampleTime)
 		}
-		c.Set(n)
+		// A copy: the cache stamps the view it stores, and parallel
+		// subtests share their table's views.
+		view := *n
+		c.Set(&view)
 		clk.Set(now)
 	}
 	return New(args, c)
