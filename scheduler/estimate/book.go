@@ -495,13 +495,6 @@ func (b *Book) Get(node string) Demand {
 	return e.load()
 }
 
-// Pods is how many pods count toward a node.
-func (b *Book) Pods(node string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.pods[node])
-}
-
 // Before returns what was reserved on a node before view's sample retired
 // part of it, or what is reserved now when view retired nothing.
 func (b *Book) Before(node string, view *telemetry.Node) Demand {

@@ -36,17 +36,17 @@ const DefaultPowerHold = 2 * time.Minute
 // count its last plausible watts. The caller holds c.mu, or owns n.
 func (c *Cache) vet(n, old *Node, report bool) {
 	var why []string
-	max := float64(c.maxNodeWatts)
+	maxW := float64(c.maxNodeWatts)
 	if m := n.Models; m != nil {
 		if m.CurveBasis != BasisNone {
-			if err := m.Watts.Check(max); err != nil {
+			if err := m.Watts.Check(maxW); err != nil {
 				m.CurveBasis, m.Watts, m.Uncertainty = BasisNone, [CurveKnots]float64{}, [CurveKnots]float64{}
 				why = append(why, "power curve: "+err.Error())
 				c.countRejected(report, "power_curve")
 			}
 		}
-		if m.GPUBasis != BasisNone && (m.GPUIdleWatts < 0 || m.GPUBusyWatts*float64(max1(len(n.GPUs))) > max) {
-			why = append(why, fmt.Sprintf("GPU power model: %.0f W busy for each of %d GPUs exceeds %.0f W", m.GPUBusyWatts, len(n.GPUs), max))
+		if m.GPUBasis != BasisNone && (m.GPUIdleWatts < 0 || m.GPUBusyWatts*float64(max(1, len(n.GPUs))) > maxW) {
+			why = append(why, fmt.Sprintf("GPU power model: %.0f W busy for each of %d GPUs exceeds %.0f W", m.GPUBusyWatts, len(n.GPUs), maxW))
 			m.GPUBasis, m.GPUIdleWatts, m.GPUBusyWatts = BasisNone, 0, 0
 			c.countRejected(report, "gpu_model")
 		}
@@ -55,7 +55,7 @@ func (c *Cache) vet(n, old *Node, report bool) {
 		}
 	}
 	if n.HasPower {
-		if env := n.Envelope(max); float64(n.Watts) > env || n.GPUWatts > n.Watts {
+		if env := n.Envelope(maxW); float64(n.Watts) > env || n.GPUWatts > n.Watts {
 			why = append(why, fmt.Sprintf("watts: %d W (GPUs %d W) beyond the node's envelope of %.0f W", n.Watts, n.GPUWatts, env))
 			n.HasPower, n.Watts, n.GPUWatts = false, 0, 0
 			c.countRejected(report, "watts")
@@ -83,8 +83,6 @@ func (c *Cache) countRejected(report bool, what string) {
 		rejected.WithLabelValues(what).Inc()
 	}
 }
-
-func max1(n int) int { return max(1, n) }
 
 // Envelope is the most the node may plausibly draw, by its own models: its
 // curve's full-load watts plus its GPUs busy, times envelopeFactor, and
