@@ -95,9 +95,12 @@ type TopologyFitArgs struct {
 	// GPUResourceName is the extended resource that counts GPUs.
 	GPUResourceName string
 	// NonGPUPodPenaltyPercent is how much a pod that requests no GPU has its
-	// score on a node with GPUs reduced, to keep GPU nodes for GPU pods.
-	// 0 to 100.
+	// score reduced on a node with GPUs where it would take CPUs of the
+	// node's GPU reserve (GPUCPUReserveMilli). 0 to 100.
 	NonGPUPodPenaltyPercent int32
+	// GPUCPUReserveMilli is the CPU, in millicores, a node with GPUs keeps
+	// per unallocated GPU (per NUMA node, for the GPUs on it) for GPU pods.
+	GPUCPUReserveMilli int64
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

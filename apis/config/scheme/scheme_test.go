@@ -91,6 +91,7 @@ profiles:
     args:
       gpuResourceName: amd.com/gpu
       nonGPUPodPenaltyPercent: 0
+      gpuCPUReserveMilli: 0
       staleTelemetryPolicy: Reject
   - name: EnergyAware
     args:
@@ -151,6 +152,7 @@ func TestLoadConfig(t *testing.T) {
 				TelemetryArgs:           config.TelemetryArgs{TelemetryMaxAge: 60 * time.Second, StaleTelemetryPolicy: config.StaleTelemetryReject},
 				GPUResourceName:         "amd.com/gpu",
 				NonGPUPodPenaltyPercent: 0,
+				GPUCPUReserveMilli:      0,
 			},
 		},
 		{

@@ -122,6 +122,7 @@ func Convert_v1_TopologyFitArgs_To_config_TopologyFitArgs(in *TopologyFitArgs, o
 	}
 	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
 	out.NonGPUPodPenaltyPercent = ptr.Deref(in.NonGPUPodPenaltyPercent, 0)
+	out.GPUCPUReserveMilli = ptr.Deref(in.GPUCPUReserveMilli, 0)
 	return nil
 }
 
@@ -133,6 +134,7 @@ func Convert_config_TopologyFitArgs_To_v1_TopologyFitArgs(in *config.TopologyFit
 	}
 	out.GPUResourceName = ptr.To(in.GPUResourceName)
 	out.NonGPUPodPenaltyPercent = ptr.To(in.NonGPUPodPenaltyPercent)
+	out.GPUCPUReserveMilli = ptr.To(in.GPUCPUReserveMilli)
 	return nil
 }
 

@@ -67,6 +67,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				},
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](25),
+				GPUCPUReserveMilli:      ptr.To[int64](8000),
 			},
 			internal: &config.TopologyFitArgs{},
 			want: &config.TopologyFitArgs{
@@ -76,6 +77,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				},
 				GPUResourceName:         "amd.com/gpu",
 				NonGPUPodPenaltyPercent: 25,
+				GPUCPUReserveMilli:      8000,
 			},
 		},
 		{
@@ -199,6 +201,7 @@ func TestDefaultInternalArgs(t *testing.T) {
 				TelemetryArgs:           telemetry,
 				GPUResourceName:         "nvidia.com/gpu",
 				NonGPUPodPenaltyPercent: 50,
+				GPUCPUReserveMilli:      4000,
 			},
 		},
 		{

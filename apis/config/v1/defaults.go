@@ -38,6 +38,8 @@ const (
 const (
 	DefaultGPUResourceName               = "nvidia.com/gpu"
 	DefaultNonGPUPodPenaltyPercent int32 = 50
+	// DefaultGPUCPUReserveMilli keeps 4 CPUs per free GPU for GPU pods.
+	DefaultGPUCPUReserveMilli int64 = 4000
 )
 
 // Defaults of EnergyAwareArgs.
@@ -91,6 +93,7 @@ func SetDefaults_TopologyFitArgs(obj *TopologyFitArgs) {
 	SetDefaults_TelemetryArgs(&obj.TelemetryArgs)
 	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 	setDefault(&obj.NonGPUPodPenaltyPercent, DefaultNonGPUPodPenaltyPercent)
+	setDefault(&obj.GPUCPUReserveMilli, DefaultGPUCPUReserveMilli)
 }
 
 // SetDefaults_EnergyAwareArgs sets the unset fields of EnergyAwareArgs.

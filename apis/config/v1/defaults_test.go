@@ -76,6 +76,7 @@ func TestDefaults(t *testing.T) {
 				TelemetryArgs:           defaultTelemetryArgs(),
 				GPUResourceName:         ptr.To("nvidia.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](50),
+				GPUCPUReserveMilli:      ptr.To[int64](4000),
 			},
 		},
 		{
@@ -83,11 +84,13 @@ func TestDefaults(t *testing.T) {
 			in: &TopologyFitArgs{
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
+				GPUCPUReserveMilli:      ptr.To[int64](0),
 			},
 			want: &TopologyFitArgs{
 				TelemetryArgs:           defaultTelemetryArgs(),
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
+				GPUCPUReserveMilli:      ptr.To[int64](0),
 			},
 		},
 		{

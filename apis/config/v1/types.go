@@ -111,10 +111,20 @@ type TopologyFitArgs struct {
 	// +optional
 	GPUResourceName *string `json:"gpuResourceName,omitempty"`
 	// nonGPUPodPenaltyPercent is how much a pod that requests no GPU has its
-	// score on a node with GPUs reduced, to keep GPU nodes for GPU pods.
-	// 0 to 100, default 50.
+	// score reduced on a node with GPUs where it would take CPUs kept for
+	// that node's free GPUs (see gpuCPUReserveMilli). 0 to 100, default 50.
 	// +optional
 	NonGPUPodPenaltyPercent *int32 `json:"nonGPUPodPenaltyPercent,omitempty"`
+	// gpuCPUReserveMilli is the CPU, in millicores, that a node with GPUs
+	// keeps per unallocated GPU for the GPU pods to come, on each NUMA node
+	// for the GPUs on it. A pod that requests no GPU is penalized
+	// (nonGPUPodPenaltyPercent) only on a node where, with it placed, the
+	// unrequested CPU would fall below that reserve; the rest of a GPU node's
+	// CPUs take CPU pods like any node's. Default 4000 (4 CPUs a GPU); a
+	// value at least a GPU node's CPUs per GPU penalizes every pod that
+	// requests no GPU while the node has a free GPU.
+	// +optional
+	GPUCPUReserveMilli *int64 `json:"gpuCPUReserveMilli,omitempty"`
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

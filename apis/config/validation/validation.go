@@ -66,6 +66,7 @@ func ValidateTopologyFitArgs(path *field.Path, args *config.TopologyFitArgs) err
 	allErrs := validateTelemetryArgs(path, &args.TelemetryArgs)
 	allErrs = append(allErrs, validateExtendedResourceName(path.Child("gpuResourceName"), args.GPUResourceName)...)
 	allErrs = append(allErrs, validateRange(path.Child("nonGPUPodPenaltyPercent"), args.NonGPUPodPenaltyPercent, MinPenaltyPercent, MaxPenaltyPercent)...)
+	allErrs = append(allErrs, validateNonNegative(path.Child("gpuCPUReserveMilli"), args.GPUCPUReserveMilli)...)
 	return allErrs.ToAggregate()
 }
 

@@ -242,6 +242,12 @@ func TestValidateTopologyFitArgs(t *testing.T) {
 			wantErr: "nonGPUPodPenaltyPercent: Invalid value: -1: must be between 0 and 100",
 		},
 		{name: "nonGPUPodPenaltyPercent 100", set: func(a *config.TopologyFitArgs) { a.NonGPUPodPenaltyPercent = 100 }},
+		{name: "gpuCPUReserveMilli 0", set: func(a *config.TopologyFitArgs) { a.GPUCPUReserveMilli = 0 }},
+		{
+			name:    "gpuCPUReserveMilli -1",
+			set:     func(a *config.TopologyFitArgs) { a.GPUCPUReserveMilli = -1 },
+			wantErr: "gpuCPUReserveMilli: Invalid value: -1: must not be negative",
+		},
 		{
 			name:    "nonGPUPodPenaltyPercent 101",
 			set:     func(a *config.TopologyFitArgs) { a.NonGPUPodPenaltyPercent = 101 },

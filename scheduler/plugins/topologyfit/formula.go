@@ -23,9 +23,11 @@ import (
 // (best fit), which keeps whole GPU nodes free for large pods. A pod taking
 // every free GPU of a node scores 100; one GPU of an empty 8-GPU node, 12.
 //
-// A pod that requests no GPU scores 100 on a node without GPUs and
-// 100*(100-penalty)/100 on a node with GPUs, so CPU pods fill CPU nodes
-// first (penalty is TopologyFitArgs.NonGPUPodPenaltyPercent).
+// A pod that requests no GPU scores 100*(100-penalty)/100 on a node with
+// GPUs where it would take CPUs that the node keeps for its free GPUs
+// (TopologyFitArgs.GPUCPUReserveMilli each; see takesGPUReserve), and 100
+// on any other node, so CPU pods leave GPU pods the CPUs they will need
+// (penalty is TopologyFitArgs.NonGPUPodPenaltyPercent).
 
 // gpuPackScore is 100 * requested / unallocated, 0 when the pod does not
 // fit (or there is nothing free).
@@ -46,8 +48,8 @@ func gpuPodScore(aligned bool, pack int64) int64 {
 }
 
 // nonGPUPodScore is the score of a pod that requests no GPU.
-func nonGPUPodScore(gpuNode bool, penaltyPercent int32) int64 {
-	if !gpuNode {
+func nonGPUPodScore(penalized bool, penaltyPercent int32) int64 {
+	if !penalized {
 		return fwk.MaxScore
 	}
 	return clampScore(fwk.MaxScore * (100 - int64(penaltyPercent)) / 100)

@@ -9,21 +9,21 @@ func TestScores(t *testing.T) {
 		got  int64
 		want int64
 	}{
-		{"pack: takes every free GPU", gpuPackScore(4, 4), 100},       // 100*4/4
-		{"pack: half of the free GPUs", gpuPackScore(4, 8), 50},       // 100*4/8
-		{"pack: one of 8", gpuPackScore(1, 8), 12},                    // 100*1/8 = 12.5
-		{"pack: does not fit", gpuPackScore(4, 3), 0},                 // 4 > 3
-		{"pack: nothing free", gpuPackScore(1, 0), 0},                 // zero capacity
-		{"pack: negative free", gpuPackScore(1, -2), 0},               // more held than healthy
-		{"pack: no GPU requested", gpuPackScore(0, 8), 0},             // not a GPU pod
-		{"aligned, full pack", gpuPodScore(true, 100), 100},           // 51 + 100*49/100
-		{"aligned, no pack", gpuPodScore(true, 0), 51},                // 51 + 0
-		{"aligned, pack 12", gpuPodScore(true, 12), 56},               // 51 + 12*49/100 = 51 + 5
-		{"unaligned, full pack", gpuPodScore(false, 100), 50},         // 100*50/100: below any aligned node
-		{"unaligned, pack 25", gpuPodScore(false, 25), 12},            // 25*50/100 = 12.5
-		{"pack out of range is clamped", gpuPodScore(true, 250), 100}, // clamp 250 -> 100
-		{"CPU pod on a CPU node", nonGPUPodScore(false, 50), 100},     // no penalty
-		{"CPU pod on a GPU node", nonGPUPodScore(true, 50), 50},       // 100*(100-50)/100
+		{"pack: takes every free GPU", gpuPackScore(4, 4), 100},         // 100*4/4
+		{"pack: half of the free GPUs", gpuPackScore(4, 8), 50},         // 100*4/8
+		{"pack: one of 8", gpuPackScore(1, 8), 12},                      // 100*1/8 = 12.5
+		{"pack: does not fit", gpuPackScore(4, 3), 0},                   // 4 > 3
+		{"pack: nothing free", gpuPackScore(1, 0), 0},                   // zero capacity
+		{"pack: negative free", gpuPackScore(1, -2), 0},                 // more held than healthy
+		{"pack: no GPU requested", gpuPackScore(0, 8), 0},               // not a GPU pod
+		{"aligned, full pack", gpuPodScore(true, 100), 100},             // 51 + 100*49/100
+		{"aligned, no pack", gpuPodScore(true, 0), 51},                  // 51 + 0
+		{"aligned, pack 12", gpuPodScore(true, 12), 56},                 // 51 + 12*49/100 = 51 + 5
+		{"unaligned, full pack", gpuPodScore(false, 100), 50},           // 100*50/100: below any aligned node
+		{"unaligned, pack 25", gpuPodScore(false, 25), 12},              // 25*50/100 = 12.5
+		{"pack out of range is clamped", gpuPodScore(true, 250), 100},   // clamp 250 -> 100
+		{"CPU pod off any GPU reserve", nonGPUPodScore(false, 50), 100}, // no penalty
+		{"CPU pod in a GPU reserve", nonGPUPodScore(true, 50), 50},      // 100*(100-50)/100
 		{"CPU pod on a GPU node, penalty 0", nonGPUPodScore(true, 0), 100},
 		{"CPU pod on a GPU node, penalty 100", nonGPUPodScore(true, 100), 0},
 	} {

@@ -6,7 +6,7 @@
 // telesched.io/numa-policy: single-numa-node off nodes where no single NUMA
 // node has its CPUs, memory and GPUs free. Score prefers NUMA-aligned
 // placements, then packs GPU pods onto the nodes they fill best, and keeps
-// pods that request no GPU off GPU nodes while CPU nodes have room.
+// pods that request no GPU off the CPUs a GPU node keeps for its free GPUs.
 //
 // The rules, in full:
 //

@@ -11,14 +11,16 @@ import (
 
 // PreScore computes the pod's facts for scoring, or reuses PreFilter's. A
 // pod that requests no GPU is scored by the GPU-node penalty alone: with no
-// penalty configured, or when the candidates are all GPU nodes or all not,
-// every node would get the same score, so Score is skipped.
+// penalty or reserve configured, or when the candidates are all GPU nodes or
+// all not,
+// every node would get the same score (a GPU node whose free CPU covers its
+// GPUs' reserve scores like a CPU node), so Score is skipped.
 func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	s, err := pl.state(cs, pod)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if s.gpus == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || !pl.mixedGPUNodes(nodes)) {
+	if s.gpus == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	if _, ok := pl.last.Read(cs, stateKey); !ok {
@@ -37,7 +39,8 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
 	if s.gpus == 0 {
-		return nonGPUPodScore(pl.gpuNode(nodeInfo, tel), pl.args.NonGPUPodPenaltyPercent), nil
+		penalized := pl.gpuNode(nodeInfo, tel) && pl.takesGPUReserve(s.cpuMilli, nodeInfo, tel)
+		return nonGPUPodScore(penalized, pl.args.NonGPUPodPenaltyPercent), nil
 	}
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || !tel.HasGPUSource {
 		return telemetry.NoTelemetry, nil
@@ -84,6 +87,53 @@ func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
 // resource, or its telemetry (of any age: hardware does not age) lists GPUs.
 func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool {
 	return nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || (tel != nil && len(tel.GPUs) > 0)
+}
+
+// takesGPUReserve reports whether a pod of podMilli CPU that requests no GPU
+// would, on this GPU node, leave less CPU unrequested than the node keeps for
+// its unallocated GPUs (GPUCPUReserveMilli each):
+//
+//   - on the node: allocatable CPU - requested CPU - podMilli against
+//     reserve * (GPUs - GPUs requested by its pods), the GPUs counted from
+//     its telemetry's healthy GPUs, else from its allocatable;
+//   - on each NUMA node, where telemetry lists them: its free CPUs
+//     (numaFreeCPUMilli, the pod included) against reserve * its
+//     unallocated GPUs, the pods' GPUs filling NUMA nodes from the lowest
+//     id up, as Filter assumes for a single-numa-node GPU pod.
+//
+// So a GPU node's CPUs beyond what its free GPUs need take CPU pods like
+// any node's, and a node whose GPUs are all allocated keeps none.
+func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool {
+	reserve := pl.args.GPUCPUReserveMilli
+	if reserve == 0 {
+		return false
+	}
+	requested := nodeInfo.GetRequested()
+	after := requested.GetMilliCPU() + podMilli
+	held := requested.GetScalarResources()[pl.gpuResource]
+	gpus := nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource]
+	withTelemetry := tel != nil && tel.HasGPUSource && len(tel.GPUs) > 0
+	m := gpuMatcher{s: &podState{}} // healthy GPUs of any model
+	var unknown int64
+	if withTelemetry {
+		gpus, unknown = m.count(tel)
+	}
+	if nodeInfo.GetAllocatable().GetMilliCPU()-after < max(gpus-held, 0)*reserve {
+		return true
+	}
+	if !withTelemetry {
+		return false
+	}
+	held -= unknown
+	for i := range tel.NUMA {
+		nn := &tel.NUMA[i]
+		var free int64
+		free, held = takeFromLowest(m.countOn(tel, nn.ID), held)
+		if numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, after, len(tel.NUMA)) < free*reserve {
+			return true
+		}
+	}
+	return false
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.

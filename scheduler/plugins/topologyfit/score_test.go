@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/telesched/telesched/apis/config"
+	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -23,6 +24,7 @@ type scoreNode struct {
 	tel       *telemetry.Node // nil: no NodeTelemetry
 	allocGPUs int64
 	held      []int64 // GPUs requested by each pod on the node
+	heldCPU   string  // CPU requested by each of those pods; "" is 1
 }
 
 // scoreAll runs PreFilter, PreScore, Score on every node and NormalizeScore,
@@ -38,8 +40,12 @@ func scoreAll(t *testing.T, pl *TopologyFit, pod *v1.Pod, nodes []scoreNode) (ma
 	infos := make([]fwk.NodeInfo, len(nodes))
 	for i, n := range nodes {
 		var pods []*v1.Pod
+		cpu := n.heldCPU
+		if cpu == "" {
+			cpu = "1"
+		}
 		for _, g := range n.held {
-			pods = append(pods, onNode(makePod("running", g, "1", "1Gi"), n.name))
+			pods = append(pods, onNode(makePod("running", g, cpu, "1Gi"), n.name))
 		}
 		infos[i] = nodeInfo(n.name, n.allocGPUs, pods...)
 	}
@@ -65,8 +71,9 @@ func scoreAll(t *testing.T, pl *TopologyFit, pod *v1.Pod, nodes []scoreNode) (ma
 }
 
 // scorePlugin is a plugin whose cache holds the nodes' telemetry, with the
-// given penalty for pods that request no GPU.
-func scorePlugin(penalty int32, nodes []scoreNode) *TopologyFit {
+// given penalty for pods that request no GPU, where they take more than
+// reserve millicores per free GPU.
+func scorePlugin(penalty int32, reserve int64, nodes []scoreNode) *TopologyFit {
 	var tels []*telemetry.Node
 	for _, n := range nodes {
 		if n.tel != nil {
@@ -75,6 +82,7 @@ func scorePlugin(penalty int32, nodes []scoreNode) *TopologyFit {
 	}
 	pl := newPlugin(config.StaleTelemetryIgnore, tels...)
 	pl.args.NonGPUPodPenaltyPercent = penalty
+	pl.args.GPUCPUReserveMilli = reserve
 	return pl
 }
 
@@ -84,6 +92,7 @@ func TestScore(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		penalty int32
+		reserve int64 // GPUCPUReserveMilli
 		pod     *v1.Pod
 		nodes   []scoreNode
 		want    map[string]int64
@@ -123,8 +132,11 @@ func TestScore(t *testing.T) {
 			},
 		},
 		{
-			name:    "CPU pod: default penalty on GPU nodes",
+			// A reserve above the 128 CPUs a GPU: any CPU pod takes it
+			// while the node has a free GPU.
+			name:    "CPU pod: penalty 50 on GPU nodes, every CPU reserved",
 			penalty: 50,
+			reserve: 1_000_000,
 			pod:     makePod("p", 0, "1", "1Gi"),
 			nodes: []scoreNode{
 				{name: "cpu", tel: telNode("cpu", 2, nil)},
@@ -146,6 +158,7 @@ func TestScore(t *testing.T) {
 		{
 			name:    "single-numa-node CPU pod: penalty 20",
 			penalty: 20,
+			reserve: 1_000_000,
 			pod:     makePod("p", 0, "16", "64Gi", numaPolicy, singleNUMA),
 			nodes: []scoreNode{
 				{name: "cpu", tel: telNode("cpu", 2, nil)},
@@ -156,10 +169,47 @@ func TestScore(t *testing.T) {
 				"gpu": 80, // 100 * (100-20) / 100
 			},
 		},
+		{
+			// Nodes of 128 CPUs; telemetry: 2 NUMA nodes of 64 CPUs, 4
+			// H100s each, 16 CPUs each allocated exclusively unless
+			// unpublished.
+			name:    "CPU pod: penalized only where it takes the CPUs kept for free GPUs",
+			penalty: 50,
+			reserve: 4000,
+			pod:     makePod("p", 0, "8", "1Gi"),
+			nodes: []scoreNode{
+				{name: "cpu", tel: telNode("cpu", 2, nil)},
+				// 8 free GPUs keep 32 CPUs: 128 - 0 - 8 = 120 left.
+				{name: "gpu-idle", tel: telNode("gpu-idle", 2, h100s(8, 4)), allocGPUs: 8},
+				// 128 - 90 - 8 = 30 left < 32.
+				{name: "gpu-host-busy", tel: telNode("gpu-host-busy", 2, h100s(8, 4)), allocGPUs: 8, held: []int64{0}, heldCPU: "90"},
+				// Same, read from allocatable alone.
+				{name: "gpu-host-busy-no-telemetry", allocGPUs: 8, held: []int64{0}, heldCPU: "90"},
+				// All 8 GPUs allocated: nothing kept; 128 - 120 - 8 = 0.
+				{name: "gpu-all-allocated", tel: telNode("gpu-all-allocated", 2, h100s(8, 4)), allocGPUs: 8, held: []int64{8}, heldCPU: "120"},
+				// 4 GPUs held (NUMA node 0's): 128 - 100 - 8 = 20 left
+				// on the node >= 16, but NUMA node 1, with 4 free
+				// GPUs, has 64 - 108/2 = 10 CPUs < 16.
+				{name: "gpu-numa-short", tel: telNode("gpu-numa-short", 2, h100s(8, 4), exclusive(-1, -1)), allocGPUs: 8, held: []int64{4}, heldCPU: "100"},
+				// The same with exclusive allocations published (16 per
+				// NUMA node): the pod runs in the shared pool, so only
+				// the node's sum counts.
+				{name: "gpu-numa-exclusive", tel: telNode("gpu-numa-exclusive", 2, h100s(8, 4)), allocGPUs: 8, held: []int64{4}, heldCPU: "100"},
+			},
+			want: map[string]int64{
+				"cpu":                        100,
+				"gpu-idle":                   100,
+				"gpu-host-busy":              50,
+				"gpu-host-busy-no-telemetry": 50,
+				"gpu-all-allocated":          100,
+				"gpu-numa-short":             50,
+				"gpu-numa-exclusive":         100,
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pl := scorePlugin(tc.penalty, tc.nodes)
+			pl := scorePlugin(tc.penalty, tc.reserve, tc.nodes)
 			got, st := scoreAll(t, pl, tc.pod, tc.nodes)
 			if !st.IsSuccess() {
 				t.Fatalf("PreScore: %v", st)
@@ -185,6 +235,7 @@ func TestPreScoreSkipsUniformCPUPodScores(t *testing.T) {
 		wantSkip bool
 	}{
 		{"no penalty", 0, cpuPod, []scoreNode{{name: "gpu", allocGPUs: 8}, {name: "cpu"}}, true},
+		{"no reserve", -1, cpuPod, []scoreNode{{name: "gpu", allocGPUs: 8, held: []int64{0}, heldCPU: "127"}, {name: "cpu"}}, true},
 		{"no GPU node", 50, cpuPod, []scoreNode{{name: "a", tel: telNode("a", 2, nil)}, {name: "b"}}, true},
 		{"all GPU nodes by allocatable", 50, cpuPod, []scoreNode{{name: "a", allocGPUs: 8}, {name: "b", allocGPUs: 4}}, true},
 		{"all GPU nodes, one by telemetry only", 50, cpuPod, []scoreNode{{name: "a", allocGPUs: 8}, {name: "b", tel: gpuTel("b")}}, true},
@@ -195,7 +246,11 @@ func TestPreScoreSkipsUniformCPUPodScores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pl := scorePlugin(tc.penalty, tc.nodes)
+			penalty, reserve := tc.penalty, int64(configv1.DefaultGPUCPUReserveMilli)
+			if penalty < 0 { // "no reserve"
+				penalty, reserve = 50, 0
+			}
+			pl := scorePlugin(penalty, reserve, tc.nodes)
 			_, st := scoreAll(t, pl, tc.pod, tc.nodes)
 			if st.IsSkip() != tc.wantSkip || (!tc.wantSkip && !st.IsSuccess()) {
 				t.Errorf("PreScore = %v, want skip %v", st, tc.wantSkip)
