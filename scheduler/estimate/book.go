@@ -99,6 +99,7 @@ type resEntry struct {
 	// calibration.go), over calibrations measurements.
 	ratio        atomic.Uint64
 	calibrations atomic.Int64
+	calibratedAt atomic.Int64 // unix ns of the last measurement
 	// disturbed is when a pod of the node last stopped counting other
 	// than by a sample showing it: a jump measured across it is not the
 	// placed pods' alone.

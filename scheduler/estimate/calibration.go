@@ -116,6 +116,7 @@ func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []
 		mean = old + calibrationWeight*(ratio-old)
 	}
 	e.ratio.Store(math.Float64bits(mean))
+	e.calibratedAt.Store(cur.Observed.UnixNano())
 	e.calibrations.Add(1)
 	calibrations.WithLabelValues("measured").Inc()
 	predictionRatio.WithLabelValues(node).Set(mean)
@@ -131,6 +132,32 @@ func (b *Book) Calibration(node string) (ratio float64, n int64) {
 		return 1, 0
 	}
 	return math.Float64frombits(e.ratio.Load()), e.calibrations.Load()
+}
+
+// NodeCalibration is a node's calibration as its NodeTelemetry status
+// shows it.
+type NodeCalibration struct {
+	Node string
+	// Ratio is measured over predicted watts, over Measurements pod
+	// starts; At is when the scheduler saw the last of them.
+	Ratio        float64
+	Measurements int64
+	At           time.Time
+}
+
+// Calibrations returns the calibration of every node measured at least
+// once, in no order.
+func (b *Book) Calibrations() []NodeCalibration {
+	var out []NodeCalibration
+	for name, e := range *b.entries.Load() {
+		n := e.calibrations.Load()
+		if n == 0 {
+			continue
+		}
+		out = append(out, NodeCalibration{Node: name, Ratio: math.Float64frombits(e.ratio.Load()), Measurements: n,
+			At: time.Unix(0, e.calibratedAt.Load())})
+	}
+	return out
 }
 
 // PodWatts is the package's PodWatts for node n, calibrated: once the node

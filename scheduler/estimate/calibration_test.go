@@ -44,6 +44,10 @@ func TestCalibration(t *testing.T) {
 			t.Fatalf("after %s: ratio %v over %d, want 0.5 over %d", uid, ratio, n, i+1)
 		}
 	}
+	cs := f.book.Calibrations()
+	if len(cs) != 1 || cs[0].Node != "n" || cs[0].Measurements != 2 || math.Abs(cs[0].Ratio-0.5) > 1e-9 || cs[0].At.IsZero() {
+		t.Errorf("Calibrations() = %+v, want n at 0.5 over 2, with its time", cs)
+	}
 	view, _ = f.cache.Get("n")
 	raw, _ := PodWatts(view, four, Demand{})
 	w, _ := f.book.PodWatts(view, four, Demand{})

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,6 +99,9 @@ type statusWriter struct {
 	client  dynamic.Interface
 	leading func() bool
 	written map[string]writtenStatus
+	// calibrated is, per node, how many measurements its NodeTelemetry's
+	// status.calibration was last written with.
+	calibrated map[string]int64
 }
 
 type writtenStatus struct {
@@ -153,7 +157,7 @@ func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOp
 			elector.Run(ctx) // returns when the lease is lost; stand again
 		}
 	}()
-	w := &statusWriter{d: d, opts: opts, maxAge: maxAge, client: client, leading: leading.Load, written: map[string]writtenStatus{}}
+	w := &statusWriter{d: d, opts: opts, maxAge: maxAge, client: client, leading: leading.Load, written: map[string]writtenStatus{}, calibrated: map[string]int64{}}
 	go w.loop(ctx, won)
 	return nil
 }
@@ -218,6 +222,44 @@ func (w *statusWriter) tick(ctx context.Context) {
 	for name := range w.written {
 		if !snap.has(name) {
 			delete(w.written, name)
+		}
+	}
+	w.writeCalibrations(ctx)
+}
+
+// writeCalibrations writes status.calibration of each NodeTelemetry whose
+// node the book measured again since the last write (estimate's
+// calibration). The agent owns the rest of the status and never writes
+// this field, so its server-side applies leave it.
+func (w *statusWriter) writeCalibrations(ctx context.Context) {
+	if w.d.book == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, c := range w.d.book.Calibrations() {
+		seen[c.Node] = true
+		if w.calibrated[c.Node] == c.Measurements {
+			continue
+		}
+		cal := telemetryv1alpha1.PowerCalibration{
+			MeasuredPercentOfPredicted: int32(math.Round(100 * c.Ratio)),
+			Measurements:               c.Measurements,
+			UpdateTime:                 metav1.NewTime(c.At),
+		}
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"calibration": cal}})
+		if err != nil {
+			continue
+		}
+		_, err = w.client.Resource(NodeTelemetryResource).Patch(ctx, c.Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "telesched-scheduler"}, "status")
+		if err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).Error(err, "writing NodeTelemetry status.calibration", "node", c.Node)
+			continue
+		}
+		w.calibrated[c.Node] = c.Measurements
+	}
+	for name := range w.calibrated {
+		if !seen[name] {
+			delete(w.calibrated, name)
 		}
 	}
 }

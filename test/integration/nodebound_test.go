@@ -45,9 +45,11 @@ import (
 const (
 	agentNamespace      = "telesched-system"
 	agentServiceAccount = "telesched-agent"
-	nodeBoundPolicy     = "telesched-agent-node-bound-writes"
-	agentEventsPolicy   = "telesched-agent-events"
-	nodeNameExtra       = "authentication.kubernetes.io/node-name"
+	// The scheduler's ServiceAccount, in the same namespace.
+	schedulerServiceAccount = "telesched-scheduler"
+	nodeBoundPolicy         = "telesched-agent-node-bound-writes"
+	agentEventsPolicy       = "telesched-agent-events"
+	nodeNameExtra           = "authentication.kubernetes.io/node-name"
 )
 
 // deployDir is deploy/ of this checkout, seen from test/integration.
@@ -271,6 +273,44 @@ func TestNodeBoundWrites(t *testing.T) {
 		}
 	})
 
+	// The scheduler's token is bound to its pod on a node as well; it
+	// patches status.calibration of every node's NodeTelemetry (the
+	// PowerBudget status writer), and the agent's next apply keeps it.
+	t.Run("scheduler writes status.calibration, the agent keeps it", func(t *testing.T) {
+		applyManifests(ctx, t, admin, filepath.Join(deployDir, "scheduler", "rbac.yaml"))
+		schedPod := createPodAs(ctx, t, admin, "scheduler-"+suffix, nodeA, schedulerServiceAccount)
+		sched := agentClients(t, tokenFor(ctx, t, admin, schedulerServiceAccount, schedPod))
+		patch := []byte(`{"status":{"calibration":{"measuredPercentOfPredicted":130,"measurements":3,"updateTime":"2026-11-25T10:00:00Z"}}}`)
+		var err error
+		waitFor(t, "the scheduler's RBAC to allow patching NodeTelemetry status", 30*time.Second, func() bool {
+			_, err = sched.dyn.Resource(ntResource).Patch(ctx, nodeB, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "telesched-scheduler"}, "status")
+			return err == nil || isPolicyDenial(err)
+		})
+		if err != nil {
+			t.Fatalf("scheduler (pod on %s) patching NodeTelemetry %s status.calibration: %v", nodeA, nodeB, err)
+		}
+		kc, err := kube.New(agentB.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fixtures.FullStatus(time.Now().Add(time.Second), 1, 0)
+		if out := newPublisher(t, kc, nodeB).Offer(ctx, &st); !out.Published || out.Err != nil {
+			t.Fatalf("agent on %s publishing: %+v", nodeB, out)
+		}
+		got := admin.get(ctx, t, nodeB)
+		if c := got.Status.Calibration; c == nil || c.MeasuredPercentOfPredicted != 130 || c.Measurements != 3 {
+			t.Errorf("status.calibration after the agent's apply: %+v, want 130%% over 3", c)
+		}
+		if !got.Status.SampleTime.Equal(&st.SampleTime) {
+			t.Errorf("sampleTime %v, want the agent's %v", got.Status.SampleTime, st.SampleTime)
+		}
+		// Status only: the object itself stays the agent's.
+		_, err = sched.dyn.Resource(ntResource).Patch(ctx, nodeB, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) || isPolicyDenial(err) {
+			t.Errorf("scheduler patching NodeTelemetry %s itself: %v, want RBAC's Forbidden", nodeB, err)
+		}
+	})
+
 	// Last, as it deletes the object and creates it again.
 	t.Run("agent on A writing A is allowed", func(t *testing.T) {
 		for _, op := range writeOps(admin) {
@@ -477,10 +517,17 @@ func applyManifests(ctx context.Context, t *testing.T, admin clients, files ...s
 // node ("" for none). No kubelet runs it; the token binds to it all the same.
 func createAgentPod(ctx context.Context, t *testing.T, admin clients, name, node string) *corev1.Pod {
 	t.Helper()
+	return createPodAs(ctx, t, admin, name, node, agentServiceAccount)
+}
+
+// createPodAs creates a pod of the ServiceAccount sa in agentNamespace
+// bound to node ("" for none).
+func createPodAs(ctx context.Context, t *testing.T, admin clients, name, node, sa string) *corev1.Pod {
+	t.Helper()
 	pod, err := admin.kube.CoreV1().Pods(agentNamespace).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: agentNamespace},
 		Spec: corev1.PodSpec{
-			ServiceAccountName: agentServiceAccount,
+			ServiceAccountName: sa,
 			NodeName:           node,
 			Containers:         []corev1.Container{{Name: "agent", Image: "telesched-agent:test"}},
 		},
@@ -499,11 +546,18 @@ func createAgentPod(ctx context.Context, t *testing.T, admin clients, name, node
 // a token bound to nothing.
 func agentToken(ctx context.Context, t *testing.T, admin clients, pod *corev1.Pod) string {
 	t.Helper()
+	return tokenFor(ctx, t, admin, agentServiceAccount, pod)
+}
+
+// tokenFor requests a token of the ServiceAccount sa in agentNamespace
+// bound to pod (nil: to nothing).
+func tokenFor(ctx context.Context, t *testing.T, admin clients, sa string, pod *corev1.Pod) string {
+	t.Helper()
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if pod != nil {
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
-	tr, err := admin.kube.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentServiceAccount, req, metav1.CreateOptions{})
+	tr, err := admin.kube.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("requesting a token: %v", err)
 	}

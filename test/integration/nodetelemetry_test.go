@@ -154,6 +154,8 @@ func TestNodeTelemetryTable(t *testing.T) {
 
 	gpu := c.createNodeAndTelemetry(ctx, t, "table-gpu-node")
 	gpuStatus := fixtures.FullStatus(time.Now().Add(-15*time.Minute), 2, 8)
+	// What the scheduler writes once it has measured pods starting here.
+	gpuStatus.Calibration = &telemetryv1alpha1.PowerCalibration{MeasuredPercentOfPredicted: 112, Measurements: 4, UpdateTime: metav1.NewTime(time.Now().Truncate(time.Second))}
 	if _, err := c.applyStatus(ctx, gpu.Name, gpuStatus); err != nil {
 		t.Fatalf("applying status: %v", err)
 	}
@@ -234,7 +236,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 		}
 	}
 	wantColumns := []string{"Name", "CPU", "MEMORY", "TEMP", "POWER", "GPUS",
-		"READY(wide)", "OVERHEATING(wide)", "HOTTEST(wide)", "ALARMS(wide)", "AGENT(wide)", "SAMPLED"}
+		"READY(wide)", "OVERHEATING(wide)", "HOTTEST(wide)", "ALARMS(wide)", "POWER-EST%(wide)", "AGENT(wide)", "SAMPLED"}
 	if diff := cmp.Diff(wantColumns, columns); diff != "" {
 		t.Errorf("table columns (-want +got):\n%s", diff)
 	}
@@ -255,14 +257,14 @@ func TestNodeTelemetryTable(t *testing.T) {
 		{
 			node: gpu.Name,
 			want: []any{gpu.Name, "45%", "62%", "71°C", "2150W", "7/8",
-				"True", "False", "coretemp.0/Package id 0", float64(1), "v0.1.0-12-gabcdef0"},
+				"True", "False", "coretemp.0/Package id 0", float64(1), float64(112), "v0.1.0-12-gabcdef0"},
 			sampledAge: regexp.MustCompile(`^1[56]m$`), // 15 minutes old
 		},
 		{
 			node: vm.Name,
 			// No thermal, power or GPU data: n/a, never 0. No Overheating
-			// condition or hottest sensor: empty cells.
-			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "True", nil, nil, nil, "v0.1.0"},
+			// condition, hottest sensor or calibration: empty cells.
+			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "True", nil, nil, nil, nil, "v0.1.0"},
 			sampledAge: regexp.MustCompile(`^[5-9]s$`), // 5 seconds old
 		},
 	} {

@@ -25,6 +25,7 @@ import (
 // +kubebuilder:printcolumn:name="OVERHEATING",type=string,JSONPath=`.status.conditions[?(@.type=="Overheating")].status`,priority=1,description="Whether the node is at or near its thermal limit."
 // +kubebuilder:printcolumn:name="HOTTEST",type=string,JSONPath=`.status.thermal.hottestSensor`,priority=1,description="Name of the hottest sensor."
 // +kubebuilder:printcolumn:name="ALARMS",type=integer,JSONPath=`.status.thermal.alarms`,priority=1,description="Sensors with an alarm flag raised (some alarms are sticky until reboot)."
+// +kubebuilder:printcolumn:name="POWER-EST%",type=integer,JSONPath=`.status.calibration.measuredPercentOfPredicted`,priority=1,description="Measured watts of the pods placed here as a percentage of the scheduler's estimate (100 is exact); written by telesched-scheduler."
 // +kubebuilder:printcolumn:name="AGENT",type=string,JSONPath=`.status.agentVersion`,priority=1,description="Version of the agent that published the sample."
 // +kubebuilder:printcolumn:name="SAMPLED",type=date,JSONPath=`.status.sampleTime`,description="Age of the last sample; a large value means stale telemetry."
 type NodeTelemetry struct {
@@ -131,6 +132,33 @@ type NodeTelemetryStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// calibration is how the scheduler's estimates of this node's pods'
+	// watts held against its measured watts. telesched-scheduler writes it
+	// (the replica holding the PowerBudget status Lease), never the agent;
+	// absent until the scheduler has measured a pod start here.
+	// +optional
+	Calibration *PowerCalibration `json:"calibration,omitempty"`
+}
+
+// PowerCalibration compares, on one node, the jump in measured watts when
+// pods the scheduler placed started with the jump it predicted for them at
+// placement.
+type PowerCalibration struct {
+	// measuredPercentOfPredicted is the moving mean of measured over
+	// predicted, in percent: 100 means the estimates were right, 150 that
+	// the node's pods cost half again what was estimated. Once it rests on
+	// 2 measurements the scheduler scales the node's estimates by it.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MeasuredPercentOfPredicted int32 `json:"measuredPercentOfPredicted"`
+	// measurements is how many pod starts the mean rests on.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Measurements int64 `json:"measurements"`
+	// updateTime is when the scheduler last measured.
+	// +required
+	UpdateTime metav1.Time `json:"updateTime"`
 }
 
 // Summary is the text that `kubectl get nodetelemetry` prints. A field is

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/test/fixtures"
 )
@@ -33,6 +35,8 @@ func TestObjectSizeBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nt := fixtures.FullNodeTelemetry("gpu-node-a1.us-east-1.compute.internal", "0b7c3d62-4a45-4d5e-9a3c-5f1e2d3c4b5a", sample, tc.numa, tc.gpus)
+			// The scheduler's field, which the agent's fixture leaves out.
+			nt.Status.Calibration = &telemetryv1alpha1.PowerCalibration{MeasuredPercentOfPredicted: 1234, Measurements: 123456, UpdateTime: metav1.NewTime(sample)}
 			if tc.wantEvery {
 				if unset := unsetFields(reflect.ValueOf(nt.Status), "status", false); len(unset) > 0 {
 					t.Fatalf("the fixture must set every field to measure the worst case; unset: %s", strings.Join(unset, ", "))
