@@ -99,7 +99,11 @@ func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool 
 //   - on each NUMA node, where telemetry lists them: its free CPUs
 //     (numaFreeCPUMilli, the pod included) against reserve * its
 //     unallocated GPUs, the pods' GPUs filling NUMA nodes from the lowest
-//     id up, as Filter assumes for a single-numa-node GPU pod.
+//     id up, as Filter assumes for a single-numa-node GPU pod. The GPU
+//     pods to come on the other NUMA nodes count as requested too (their
+//     reserve): where the kubelet's exclusive CPUs are not published,
+//     Filter spreads every request over the NUMA nodes, so the last GPU
+//     pod must still find its CPUs after the others took theirs.
 //
 // So a GPU node's CPUs beyond what its free GPUs need take CPU pods like
 // any node's, and a node whose GPUs are all allocated keeps none.
@@ -125,11 +129,18 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 		return false
 	}
 	held -= unknown
+	var total int64 // free GPUs on known NUMA nodes
+	for i, h := 0, held; i < len(tel.NUMA); i++ {
+		var free int64
+		free, h = takeFromLowest(m.countOn(tel, tel.NUMA[i].ID), h)
+		total += free
+	}
 	for i := range tel.NUMA {
 		nn := &tel.NUMA[i]
 		var free int64
 		free, held = takeFromLowest(m.countOn(tel, nn.ID), held)
-		if numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, after, len(tel.NUMA)) < free*reserve {
+		others := (total - free) * reserve
+		if numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, after+others, len(tel.NUMA)) < free*reserve {
 			return true
 		}
 	}

@@ -191,6 +191,10 @@ func TestScore(t *testing.T) {
 				// on the node >= 16, but NUMA node 1, with 4 free
 				// GPUs, has 64 - 108/2 = 10 CPUs < 16.
 				{name: "gpu-numa-short", tel: telNode("gpu-numa-short", 2, h100s(8, 4), exclusive(-1, -1)), allocGPUs: 8, held: []int64{4}, heldCPU: "100"},
+				// No pod holds a GPU; 128 - 80 - 8 = 40 left >= 32 on the
+				// node, but once the 4 GPUs of one NUMA node have their
+				// 16 CPUs, the other has 64 - (88 + 16)/2 = 12 < 16.
+				{name: "gpu-numa-last-pod-short", tel: telNode("gpu-numa-last-pod-short", 2, h100s(8, 4), exclusive(-1, -1)), allocGPUs: 8, held: []int64{0}, heldCPU: "80"},
 				// The same with exclusive allocations published (16 per
 				// NUMA node): the pod runs in the shared pool, so only
 				// the node's sum counts.
@@ -203,6 +207,7 @@ func TestScore(t *testing.T) {
 				"gpu-host-busy-no-telemetry": 50,
 				"gpu-all-allocated":          100,
 				"gpu-numa-short":             50,
+				"gpu-numa-last-pod-short":    50,
 				"gpu-numa-exclusive":         100,
 			},
 		},
