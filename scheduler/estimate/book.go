@@ -59,9 +59,12 @@ type Book struct {
 	cache   *telemetry.Cache
 	counter Counter
 
-	entries    atomic.Pointer[map[string]*resEntry]
-	bound      atomic.Pointer[LoadBound]
-	nextExpiry atomic.Int64 // unix ns at which the oldest reservation expires; 0: none
+	entries atomic.Pointer[map[string]*resEntry]
+	bound   atomic.Pointer[LoadBound]
+	// cpuThreshold is the lowest CPU threshold of the LoadAware plugins
+	// that share the book (LimitCPU), 0 when none does.
+	cpuThreshold atomic.Int32
+	nextExpiry   atomic.Int64 // unix ns at which the oldest reservation expires; 0: none
 
 	watchOnce sync.Once
 	watchErr  error
@@ -131,6 +134,22 @@ func NewBook(cache *telemetry.Cache, opts Options) *Book {
 	cache.Watch(b.observe)
 	return b
 }
+
+// LimitCPU records a LoadAware profile's cpuThresholdPercent: no pod may
+// bring a node's estimated CPU (measured, plus the pods placed since) past
+// it. The book keeps the lowest, for the plugins that must leave a node
+// room under it (TopologyFit's CPUs kept for free GPUs).
+func (b *Book) LimitCPU(percent int32) {
+	for {
+		cur := b.cpuThreshold.Load()
+		if percent <= 0 || (cur != 0 && cur <= percent) || b.cpuThreshold.CompareAndSwap(cur, percent) {
+			return
+		}
+	}
+}
+
+// CPUThresholdPercent is the lowest LimitCPU recorded, 0 when none was.
+func (b *Book) CPUThresholdPercent() int32 { return b.cpuThreshold.Load() }
 
 // Demand is the pod's demand as the book counts it.
 func (b *Book) Demand(pod *v1.Pod) Demand { return b.counter.Of(pod) }

@@ -104,6 +104,7 @@ func New(args config.LoadAwareArgs, cache *telemetry.Cache) *LoadAware {
 func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, book *estimate.Book) *LoadAware {
 	opts := estimate.DefaultOptions()
 	opts.DefaultCPUMilli, opts.DefaultMemoryBytes = args.DefaultPodCPUMilli, args.DefaultPodMemoryBytes
+	book.LimitCPU(args.CPUThresholdPercent)
 	return &LoadAware{args: args, cache: cache, book: book, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), demand: estimate.NewCounter(opts)}
 }
 

@@ -59,6 +59,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/apis/config/validation"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
@@ -76,7 +77,10 @@ type TopologyFit struct {
 	args        config.TopologyFitArgs
 	gpuResource v1.ResourceName
 	cache       *telemetry.Cache
-	last        cyclestate.Last[*podState]
+	// book is the scheduler's one estimate: the pods placed on each node
+	// since its sample, and LoadAware's CPU threshold. Nil: not known.
+	book *estimate.Book
+	last cyclestate.Last[*podState]
 	// gpuAllocatable is the set of nodes whose allocatable has the GPU
 	// resource; nil until WatchNodes.
 	gpuAllocatable *nodeset.Set
@@ -112,9 +116,9 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs. Each instance follows
 // Nodes through the scheduler's Node informer (see WatchNodes).
-func NewFactory(cache *telemetry.Cache) frameworkruntime.PluginFactory {
+func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(_ context.Context, args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
-		pl := New(args, cache)
+		pl := NewWith(args, cache, book)
 		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
 			return nil, err
 		}
@@ -140,7 +144,13 @@ func (pl *TopologyFit) WatchNodes(informer toolscache.SharedIndexInformer) error
 
 // New returns the plugin for valid args. Time is the cache's clock.
 func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
-	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, facts: podmemo.New[podFactsResult]()}
+	return NewWith(args, cache, nil)
+}
+
+// NewWith returns the plugin for valid args, reading what LoadAware lets
+// a node take from book (nil: nothing; see takesGPUReserve).
+func NewWith(args config.TopologyFitArgs, cache *telemetry.Cache, book *estimate.Book) *TopologyFit {
+	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, book: book, facts: podmemo.New[podFactsResult]()}
 }
 
 // Name implements fwk.Plugin.

@@ -96,6 +96,7 @@ func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool 
 //   - on the node: allocatable CPU - requested CPU - podMilli against
 //     reserve * (GPUs - GPUs requested by its pods), the GPUs counted from
 //     its telemetry's healthy GPUs, else from its allocatable;
+//
 //   - on each NUMA node, where telemetry lists them: its free CPUs
 //     (numaFreeCPUMilli, the pod included) against reserve * its
 //     unallocated GPUs, the pods' GPUs filling NUMA nodes from the lowest
@@ -104,6 +105,13 @@ func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool 
 //     reserve): where the kubelet's exclusive CPUs are not published,
 //     Filter spreads every request over the NUMA nodes, so the last GPU
 //     pod must still find its CPUs after the others took theirs.
+//
+//   - under LoadAware's CPU threshold (the lowest of the profiles', from the
+//     book), where the node has CPU telemetry: the threshold's share of its
+//     CPUs minus its estimated load with the pod (measured, plus the pods
+//     placed since its sample, plus podMilli) against the same reserve, so
+//     that the GPU pods to come still pass LoadAware's filter on a node
+//     busy with work its requests do not show.
 //
 // So a GPU node's CPUs beyond what its free GPUs need take CPU pods like
 // any node's, and a node whose GPUs are all allocated keeps none.
@@ -122,8 +130,18 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	if withTelemetry {
 		gpus, unknown = m.count(tel)
 	}
-	if nodeInfo.GetAllocatable().GetMilliCPU()-after < max(gpus-held, 0)*reserve {
+	kept := max(gpus-held, 0) * reserve
+	if nodeInfo.GetAllocatable().GetMilliCPU()-after < kept {
 		return true
+	}
+	if pl.book != nil && tel != nil && tel.HasCPU && tel.LogicalCores > 0 {
+		if t := int64(pl.book.CPUThresholdPercent()); t > 0 {
+			capacity := int64(tel.LogicalCores) * 1000
+			estimated := int64(tel.CPUPercent)*capacity/100 + pl.book.Get(tel.Name).CPUMilli + podMilli
+			if capacity*t/100-estimated < kept {
+				return true
+			}
+		}
 	}
 	if !withTelemetry {
 		return false

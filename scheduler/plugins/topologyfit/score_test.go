@@ -14,6 +14,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -312,5 +313,45 @@ func TestPreScoreUsesTheGPUNodeSet(t *testing.T) {
 		Status: v1.NodeStatus{Allocatable: v1.ResourceList{gpuResource: resource.MustParse("8")}}})
 	if _, st := scoreAll(t, pl, makePod("p", 0, "1", "1Gi"), nodes); !st.IsSuccess() {
 		t.Errorf("PreScore with a GPU node in the set = %v, want success", st)
+	}
+}
+
+// The CPUs a GPU node keeps for its free GPUs must also fit under
+// LoadAware's CPU threshold, as the book records it, with the node's
+// measured load and the pods placed since its sample: the GPU pods to come
+// must pass LoadAware's filter too.
+func TestGPUReserveUnderLoadAwareThreshold(t *testing.T) {
+	t.Parallel()
+	// 128 CPUs (2 NUMA nodes of 64, exclusive allocations published),
+	// 8 free H100s, measured 45 % busy: 57.6 CPUs.
+	gpuTel, cpuTel := telNode("gpu", 2, h100s(8, 4)), telNode("cpu", 2, nil)
+	base := newPlugin(config.StaleTelemetryIgnore, gpuTel, cpuTel)
+	book := estimate.NewBook(base.cache, estimate.DefaultOptions())
+	pl := NewWith(base.args, base.cache, book) // 4 CPUs kept a free GPU: 32
+	pod := makePod("p", 0, "8", "1Gi")
+	nodes := []scoreNode{{name: "cpu", tel: cpuTel}, {name: "gpu", tel: gpuTel, allocGPUs: 8}}
+	for _, step := range []struct {
+		name string
+		do   func()
+		want int64
+	}{
+		{"no LoadAware: 128 - 8 requested >= 32", func() {}, 100},
+		// 102.4 - (57.6 + 8) = 36.8 >= 32
+		{"LoadAware at 80%", func() { book.LimitCPU(80) }, 100},
+		// 102.4 - (57.6 + 6 + 8) = 30.8 < 32
+		{"6 CPUs placed since the sample", func() { book.ReserveDemand("gpu", "placed", estimate.Demand{CPUMilli: 6000}) }, 50},
+		{"placed pod gone", func() { book.End("gpu", "placed") }, 100},
+		// 89.6 - 65.6 = 24 < 32
+		{"another profile's LoadAware at 70%", func() { book.LimitCPU(70) }, 50},
+		{"a third at 90% does not raise it", func() { book.LimitCPU(90) }, 50},
+	} {
+		step.do()
+		got, st := scoreAll(t, pl, pod, nodes)
+		if !st.IsSuccess() {
+			t.Fatalf("%s: PreScore: %v", step.name, st)
+		}
+		if got["gpu"] != step.want || got["cpu"] != 100 {
+			t.Errorf("%s: scores %v, want gpu %d, cpu 100", step.name, got, step.want)
+		}
 	}
 }
