@@ -46,7 +46,7 @@ func main() {
 	domains := powerbudget.NewDomains(cache, book, &status)
 	cmd := app.NewSchedulerCommand(
 		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache, book)),
-		app.WithPlugin(topologyfit.Name, topologyfit.NewFactory(cache, book)),
+		app.WithPlugin(topologyfit.Name, topologyfit.NewFactory(cache, book, domains)),
 		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache, book)),
 		app.WithPlugin(powerbudgetplugin.Name, powerbudgetplugin.NewFactory(cache, domains)),
 	)

@@ -673,3 +673,56 @@ func (s *Snapshot) PodWatts(ns *NodeState, pod estimate.Demand) (float64, bool) 
 // RoundUp is watts as a whole number, up: what a message or a status says
 // of an estimate must not read under it.
 func RoundUp(w float64) int64 { return int64(math.Ceil(w - 1e-9)) }
+
+// PowerableGPUs is how many of node's free GPUs the budgets it is in can
+// still power busy. In each of its domains, the free GPUs of every member
+// (free: the member's free GPUs, given its view) take the domain's
+// headroom cheapest first (what a busy GPU adds over an idle one,
+// estimate.GPUWatts; ties by node name), as energy-aware placement would
+// fill them; the node gets what it got in its tightest domain. ok is false
+// for a node in no budget: nothing limits it.
+func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *telemetry.Node) int64) (n int64, ok bool) {
+	ns := s.Node(node)
+	if ns == nil || len(ns.Domains) == 0 {
+		return 0, false
+	}
+	type gpus struct {
+		node  string
+		watts float64 // each
+		free  int64
+	}
+	n = math.MaxInt64
+	for _, i := range ns.Domains {
+		dom := &s.Domains[i]
+		var all []gpus
+		for _, m := range dom.Members {
+			ms := s.Node(m)
+			if ms == nil || ms.View == nil {
+				continue
+			}
+			if f := free(m, ms.View); f > 0 {
+				all = append(all, gpus{node: m, watts: estimate.GPUWatts(ms.View, 1), free: f})
+			}
+		}
+		sort.Slice(all, func(a, b int) bool {
+			if all[a].watts != all[b].watts {
+				return all[a].watts < all[b].watts
+			}
+			return all[a].node < all[b].node
+		})
+		left, got := dom.HeadroomWatts(), int64(0)
+		for _, g := range all {
+			k := g.free
+			if g.watts > 0 {
+				k = min(g.free, int64(math.Max(0, left)/g.watts))
+			}
+			if g.node == node {
+				got = k
+				break
+			}
+			left -= float64(k) * g.watts
+		}
+		n = min(n, got)
+	}
+	return n, true
+}

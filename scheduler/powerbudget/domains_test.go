@@ -572,3 +572,46 @@ func TestDeriveMatchesBuild(t *testing.T) {
 		t.Errorf("n1 after the retiring sample: %+v", *s.Node("n1"))
 	}
 }
+
+// TestPowerableGPUs: a rack's headroom goes to its members' free GPUs
+// cheapest first; a node gets what its tightest budget leaves it.
+func TestPowerableGPUs(t *testing.T) {
+	f := newFixture()
+	f.budget(t, "rack-gpu", "rack", "gpu", 4500, nil, nil)
+	f.budget(t, "row-1", "row", "1", 100000, nil, nil)
+	f.node("a100", "rack", "gpu", "row", "1")
+	f.node("h100", "rack", "gpu", "row", "1")
+	f.node("alone")
+	gpuNode := func(name string, idle, busy float64) {
+		n := telemetry.FromStatus(name, status(f.t, 5, 10, 700, true))
+		n.GPUs = make([]telemetry.GPU, 8)
+		n.Models.GPUBasis, n.Models.GPUIdleWatts, n.Models.GPUBusyWatts = telemetry.BasisFitted, idle, busy
+		f.cache.Set(n)
+	}
+	gpuNode("a100", 50, 400)  // 350 W a busy GPU
+	gpuNode("h100", 100, 750) // 650 W
+	gpuNode("alone", 100, 750)
+	free := map[string]int64{"a100": 8, "h100": 8, "alone": 8}
+	freeOf := func(m string, _ *telemetry.Node) int64 { return free[m] }
+	powerable := func(node string) (int64, bool) {
+		return f.d.Snapshot(f.t, maxAge).PowerableGPUs(node, freeOf)
+	}
+	// rack-gpu: 4500 - 1400 measured = 3100 W: the A100s take 8 x 350 =
+	// 2800, the 300 W left power no H100. row-1 would power them all.
+	for _, tc := range []struct {
+		node string
+		want int64
+	}{{"a100", 8}, {"h100", 0}} {
+		if got, ok := powerable(tc.node); !ok || got != tc.want {
+			t.Errorf("%s: %d powerable (ok %v), want %d", tc.node, got, ok, tc.want)
+		}
+	}
+	if _, ok := powerable("alone"); ok {
+		t.Errorf("a node in no budget is limited")
+	}
+	// Four A100s allocated: 4 x 350 = 1400, 1700 W left power two H100s.
+	free["a100"] = 4
+	if got, _ := powerable("h100"); got != 2 {
+		t.Errorf("h100 with 4 A100s free: %d powerable, want 2", got)
+	}
+}

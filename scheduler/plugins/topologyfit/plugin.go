@@ -64,6 +64,7 @@ import (
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
+	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -80,7 +81,13 @@ type TopologyFit struct {
 	// book is the scheduler's one estimate: the pods placed on each node
 	// since its sample, and LoadAware's CPU threshold. Nil: not known.
 	book *estimate.Book
-	last cyclestate.Last[*podState]
+	// powerable is how many of a node's free GPUs its PowerBudgets can
+	// still power busy (powerbudget.Snapshot.PowerableGPUs), nil without
+	// budgets; nodeInfos is the scheduler's snapshot of the nodes, for
+	// their free GPUs (nil until NewFactory).
+	powerable func(node string, free func(string, *telemetry.Node) int64) (int64, bool)
+	nodeInfos fwk.NodeInfoLister
+	last      cyclestate.Last[*podState]
 	// gpuAllocatable is the set of nodes whose allocatable has the GPU
 	// resource; nil until WatchNodes.
 	gpuAllocatable *nodeset.Set
@@ -116,9 +123,17 @@ var (
 // NewFactory returns the plugin factory; every profile's instance shares
 // cache, which the first instance starts and syncs. Each instance follows
 // Nodes through the scheduler's Node informer (see WatchNodes).
-func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.PluginFactory {
+func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudget.Domains) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(_ context.Context, args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
 		pl := NewWith(args, cache, book)
+		if domains != nil {
+			pl.powerable = func(node string, free func(string, *telemetry.Node) int64) (int64, bool) {
+				return domains.Snapshot(cache.Now(), args.TelemetryMaxAge).PowerableGPUs(node, free)
+			}
+		}
+		if lister := h.SnapshotSharedLister(); lister != nil {
+			pl.nodeInfos = lister.NodeInfos()
+		}
 		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
 			return nil, err
 		}

@@ -292,7 +292,7 @@ func TestPreFilter(t *testing.T) {
 
 func TestNewFactory(t *testing.T) {
 	t.Parallel()
-	factory := NewFactory(newCache(), nil)
+	factory := NewFactory(newCache(), nil, nil)
 	if _, err := factory(context.Background(), &config.LoadAwareArgs{}, nil); err == nil || !strings.Contains(err.Error(), "want args of type TopologyFitArgs") {
 		t.Errorf("wrong args type: err = %v", err)
 	}

@@ -113,8 +113,14 @@ func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool 
 //     that the GPU pods to come still pass LoadAware's filter on a node
 //     busy with work its requests do not show.
 //
+// The free GPUs counted are those the node's PowerBudgets can still power
+// busy (powerbudget.Snapshot.PowerableGPUs: each rack's headroom goes to
+// its members' free GPUs, cheapest first): a GPU that no budget leaves
+// room to run needs no CPUs kept for it.
+//
 // So a GPU node's CPUs beyond what its free GPUs need take CPU pods like
-// any node's, and a node whose GPUs are all allocated keeps none.
+// any node's, and a node whose GPUs are all allocated, or that its rack
+// cannot power busy, keeps none.
 func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool {
 	reserve := pl.args.GPUCPUReserveMilli
 	if reserve == 0 {
@@ -130,7 +136,16 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	if withTelemetry {
 		gpus, unknown = m.count(tel)
 	}
-	kept := max(gpus-held, 0) * reserve
+	free := max(gpus-held, 0)
+	if free > 0 && pl.powerable != nil {
+		if p, ok := pl.powerable(nodeInfo.Node().Name, pl.freeGPUs); ok && p < free {
+			free = p
+		}
+	}
+	if free == 0 {
+		return false
+	}
+	kept := free * reserve
 	if nodeInfo.GetAllocatable().GetMilliCPU()-after < kept {
 		return true
 	}
@@ -146,23 +161,53 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	if !withTelemetry {
 		return false
 	}
+	// The powerable GPUs, per NUMA node: the free ones, lowest NUMA node
+	// first (as the pods' GPUs are assumed to fill them), up to free.
 	held -= unknown
-	var total int64 // free GPUs on known NUMA nodes
-	for i, h := 0, held; i < len(tel.NUMA); i++ {
-		var free int64
-		free, h = takeFromLowest(m.countOn(tel, tel.NUMA[i].ID), h)
-		total += free
+	onNUMA := func(i int, held, left int64) (n, heldRest, leftRest int64) {
+		n, heldRest = takeFromLowest(m.countOn(tel, tel.NUMA[i].ID), held)
+		n = min(n, left)
+		return n, heldRest, left - n
 	}
+	var total int64
+	for i, h, left := 0, held, free; i < len(tel.NUMA); i++ {
+		var n int64
+		n, h, left = onNUMA(i, h, left)
+		total += n
+	}
+	left := free
 	for i := range tel.NUMA {
 		nn := &tel.NUMA[i]
-		var free int64
-		free, held = takeFromLowest(m.countOn(tel, nn.ID), held)
-		others := (total - free) * reserve
-		if numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, after+others, len(tel.NUMA)) < free*reserve {
+		var n int64
+		n, held, left = onNUMA(i, held, left)
+		others := (total - n) * reserve
+		if numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, after+others, len(tel.NUMA)) < n*reserve {
 			return true
 		}
 	}
 	return false
+}
+
+// freeGPUs is a node's healthy GPUs (by its view, else its allocatable)
+// less those its pods request, for PowerableGPUs; its view's count alone
+// when the scheduler's snapshot does not have the node.
+func (pl *TopologyFit) freeGPUs(name string, view *telemetry.Node) int64 {
+	var gpus int64
+	if view.HasGPUSource {
+		m := gpuMatcher{s: &podState{}}
+		gpus, _ = m.count(view)
+	}
+	if pl.nodeInfos == nil {
+		return gpus
+	}
+	ni, err := pl.nodeInfos.Get(name)
+	if err != nil || ni.Node() == nil {
+		return gpus
+	}
+	if !view.HasGPUSource {
+		gpus = ni.GetAllocatable().GetScalarResources()[pl.gpuResource]
+	}
+	return max(0, gpus-ni.GetRequested().GetScalarResources()[pl.gpuResource])
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.

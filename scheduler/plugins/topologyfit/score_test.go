@@ -2,6 +2,7 @@ package topologyfit
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -353,5 +354,53 @@ func TestGPUReserveUnderLoadAwareThreshold(t *testing.T) {
 		if got["gpu"] != step.want || got["cpu"] != 100 {
 			t.Errorf("%s: scores %v, want gpu %d, cpu 100", step.name, got, step.want)
 		}
+	}
+}
+
+// A GPU node keeps CPUs only for the free GPUs its PowerBudgets can still
+// power (powerbudget.Snapshot.PowerableGPUs, tested there), filling its
+// NUMA nodes from the lowest.
+func TestGPUReserveOnlyForPowerableGPUs(t *testing.T) {
+	t.Parallel()
+	// 128 CPUs, 2 NUMA nodes of 64, exclusive CPUs not published; 8
+	// H100s, 4 a NUMA node; 80 CPUs requested, and the pod's 8.
+	tel := telNode("gpu", 2, h100s(8, 4), exclusive(-1, -1))
+	pod := makePod("p", 0, "8", "1Gi")
+	nodes := []scoreNode{{name: "cpu", tel: telNode("cpu", 2, nil)}, {name: "gpu", tel: tel, allocGPUs: 8, held: []int64{0}, heldCPU: "80"}}
+	for _, tc := range []struct {
+		name      string
+		powerable int64 // -1: in no budget
+		want      int64
+	}{
+		// 8 GPUs keep 32: 128 - 88 = 40 left on the node, but NUMA node
+		// 1 has 64 - (88 + 16)/2 = 12 < 16 once node 0's GPU pods took
+		// theirs.
+		{"in no budget", -1, 50},
+		{"all 8 powerable", 8, 50},
+		// 4, on NUMA node 0: 16 kept there, 64 - 88/2 = 20 free.
+		{"4 powerable", 4, 100},
+		{"none powerable", 0, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pl := scorePlugin(50, 4000, nodes)
+			var asked []string
+			pl.powerable = func(node string, free func(string, *telemetry.Node) int64) (int64, bool) {
+				asked = append(asked, fmt.Sprintf("%s:%d", node, free(node, tel)))
+				return tc.powerable, tc.powerable >= 0
+			}
+			got, st := scoreAll(t, pl, pod, nodes)
+			if !st.IsSuccess() {
+				t.Fatalf("PreScore: %v", st)
+			}
+			if got["gpu"] != tc.want {
+				t.Errorf("gpu scored %d, want %d", got["gpu"], tc.want)
+			}
+			// Without the scheduler's snapshot, a node's free GPUs are
+			// its telemetry's healthy ones.
+			if len(asked) != 1 || asked[0] != "gpu:8" {
+				t.Errorf("asked for %v, want gpu:8 once", asked)
+			}
+		})
 	}
 }
