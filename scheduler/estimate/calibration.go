@@ -76,9 +76,9 @@ func (b *Book) run(node string, res *reservation, t time.Time) {
 	}
 }
 
-// calibrate measures the jump the sample cur shows for the pods shown,
-// against the prediction from the earliest of their base views. The
-// caller holds b.mu.
+// calibrate measures the jump in CPU-side watts (the node's less its GPUs')
+// the sample cur shows for the pods shown, against the prediction of their
+// CPUs from the earliest of their base views. The caller holds b.mu.
 func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []*reservation) {
 	var base *telemetry.Node
 	var first time.Time
@@ -103,12 +103,14 @@ func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []
 			clean = false // started since the base, not shown yet: its load is in cur too
 		}
 	}
-	predicted, ok := PodWatts(base, sum, Demand{})
+	// The CPU side alone: a GPU's busy watts come from its own power
+	// model, which NVML measures; what the curve misprices is the CPUs'.
+	predicted, ok := PodWatts(base, sum.CPUOnly(), Demand{})
 	if !clean || !ok || predicted.Mean < MinCalibrationWatts {
 		calibrations.WithLabelValues("confounded").Inc()
 		return
 	}
-	measured := float64(cur.Watts - base.Watts)
+	measured := float64((cur.Watts - cur.GPUWatts) - (base.Watts - base.GPUWatts))
 	ratio := math.Min(maxRatio, math.Max(minRatio, measured/predicted.Mean))
 	mean := ratio
 	if n := e.calibrations.Load(); n > 0 {
@@ -161,15 +163,22 @@ func (b *Book) Calibrations() []NodeCalibration {
 }
 
 // PodWatts is the package's PodWatts for node n, calibrated: once the node
-// has MinCalibrations measurements, its mean scaled by the node's ratio,
-// and its upper estimate widened by the part of the mean the ratio moved
-// (a node whose estimates miss is less certain either way).
+// has MinCalibrations measurements, the CPU side's mean scaled by the
+// node's ratio, and its upper estimate widened by the part of the mean the
+// ratio moved (a node whose estimates miss is less certain either way).
+// The GPUs' watts are left as their power model has them: the ratio
+// measures the CPU side's jumps (calibrate).
 func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 	w, ok := PodWatts(n, d, reserved)
-	if !ok || b == nil {
+	if !ok || b == nil || d.GPUs == 0 {
+		if ok && b != nil {
+			w = b.calibrated(n.Name, w)
+		}
 		return w, ok
 	}
-	return b.calibrated(n.Name, w), true
+	gpu := GPUWatts(n, d.GPUs)
+	cpu := Watts{Mean: w.Mean - gpu, Upper: w.Upper - gpu}
+	return b.calibrated(n.Name, cpu).Plus(Watts{Mean: gpu, Upper: gpu}), true
 }
 
 // ReservedWatts is PodWatts of what is reserved on n, calibrated.

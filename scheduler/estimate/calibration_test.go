@@ -6,17 +6,22 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
+	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // curved is a 16-core node at cpu percent drawing watts, on a straight
 // curve from 100 W idle to 900 W at full load: 50 W a core.
-func (f *bookFixture) curved(node string, cpu, watts int32) {
+func (f *bookFixture) curved(node string, cpu, watts int32, mods ...func(*telemetry.Node)) {
 	n := &telemetry.Node{Name: node, SampleTime: f.t, Interval: 5 * time.Second, HasCPU: true, CPUPercent: cpu, LogicalCores: 16,
 		HasPower: true, Watts: watts, Models: &telemetry.Models{CurveBasis: telemetry.BasisFitted}}
 	for k := range n.Models.Watts {
 		n.Models.Watts[k] = 100 + 80*float64(k)
+	}
+	for _, m := range mods {
+		m(n)
 	}
 	f.cache.Set(n)
 }
@@ -54,6 +59,39 @@ func TestCalibration(t *testing.T) {
 	// mean: 200 x 0.5 = 100; upper: max(200, 100) + |100 - 200| = 300
 	if w.Mean != raw.Mean*0.5 || w.Upper != raw.Upper+raw.Mean*0.5 {
 		t.Errorf("calibrated %+v from %+v, want the mean halved and the upper widened by as much", w, raw)
+	}
+
+	// The ratio measures the CPU side: a GPU pod's GPUs (350 W each busy
+	// by their power model) are not scaled by it.
+	gpuView := *view
+	gpuView.GPUs = make([]telemetry.GPU, 4)
+	gpuView.Models = &telemetry.Models{CurveBasis: view.Models.CurveBasis, Watts: view.Models.Watts,
+		GPUBasis: telemetry.BasisFitted, GPUIdleWatts: 50, GPUBusyWatts: 400}
+	withGPUs, _ := f.book.PodWatts(&gpuView, Demand{CPUMilli: 4000, GPUs: 2}, Demand{})
+	if want := (Watts{Mean: w.Mean + 700, Upper: w.Upper + 700}); withGPUs != want {
+		t.Errorf("4 cores and 2 GPUs on the calibrated node: %+v, want %+v (the GPUs' 700 W unscaled)", withGPUs, want)
+	}
+}
+
+// A GPU pod's start is measured on the CPU side alone: the node's watts
+// less its GPUs', against its CPUs' prediction.
+func TestCalibrationCPUSide(t *testing.T) {
+	f := newBookFixture()
+	set := func(cpu, watts, gpuWatts int32) {
+		f.curved("n", cpu, watts, func(n *telemetry.Node) { n.GPUs, n.GPUWatts = make([]telemetry.GPU, 8), gpuWatts })
+	}
+	set(40, 420+80, 80) // 8 idle GPUs at 10 W
+	for i, uid := range []string{"a", "b"} {
+		pod := boundPod(uid, "n", "4", v1.PodRunning, f.t, f.t)
+		pod.Spec.Containers[0].Resources.Requests[v1.ResourceName(configv1.DefaultGPUResourceName)] = resource.MustParse("1")
+		pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceName(configv1.DefaultGPUResourceName): resource.MustParse("1")}
+		f.book.podSeen(pod, false)
+		f.t = f.t.Add(10 * time.Second)
+		// CPU side +100 W (200 W predicted); a GPU busy: +50 W.
+		set(40+int32(i+1)*12, 420+int32(i+1)*100+80+int32(i+1)*50, 80+int32(i+1)*50)
+	}
+	if ratio, n := f.book.Calibration("n"); n != 2 || math.Abs(ratio-0.5) > 1e-9 {
+		t.Errorf("ratio %v over %d, want 0.5 over 2 (the CPU side's 100 W of 200)", ratio, n)
 	}
 }
 

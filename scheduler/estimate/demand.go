@@ -26,6 +26,9 @@ func (d Demand) Plus(o Demand) Demand {
 	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs}
 }
 
+// CPUOnly is d without its GPUs.
+func (d Demand) CPUOnly() Demand { return Demand{CPUMilli: d.CPUMilli, MemoryBytes: d.MemoryBytes} }
+
 // Minus is d less o.
 func (d Demand) Minus(o Demand) Demand {
 	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs}
