@@ -26,6 +26,7 @@ import (
 const (
 	DefaultMinSamples         = 60
 	DefaultMinPowerStdDevWatt = 5
+	DefaultMinPowerVariation  = 0.1
 	DefaultMemory             = 600
 )
 
@@ -37,6 +38,13 @@ type Config struct {
 	// (standard deviation over the fit's memory) for R and τ to be told
 	// apart from the ambient: a node at constant power shows none of them.
 	MinPowerStdDevWatts float64
+	// MinPowerVariation is the same as a share of the mean power: a node
+	// whose power wanders a few percent around one load (its own noise,
+	// small pods) shows too little of R against its sensor's noise and
+	// rounding, and the fit then puts R anywhere, near zero among them
+	// (an ambient just below the sensor's temperature: no pod can heat
+	// the node).
+	MinPowerVariation float64
 	// Memory is the weight, in samples, of the fit's past: each new sample
 	// discounts the old ones by 1 − 1/Memory.
 	Memory int
@@ -44,7 +52,7 @@ type Config struct {
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{MinSamples: DefaultMinSamples, MinPowerStdDevWatts: DefaultMinPowerStdDevWatt, Memory: DefaultMemory}
+	return Config{MinSamples: DefaultMinSamples, MinPowerStdDevWatts: DefaultMinPowerStdDevWatt, MinPowerVariation: DefaultMinPowerVariation, Memory: DefaultMemory}
 }
 
 // Validate reports a Config that cannot work.
@@ -54,6 +62,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("thermal model minimum samples %d must be at least 4", c.MinSamples)
 	case c.MinPowerStdDevWatts <= 0 || math.IsNaN(c.MinPowerStdDevWatts):
 		return fmt.Errorf("thermal model minimum power standard deviation %v W must be positive", c.MinPowerStdDevWatts)
+	case c.MinPowerVariation < 0 || c.MinPowerVariation >= 1 || math.IsNaN(c.MinPowerVariation):
+		return fmt.Errorf("thermal model minimum power variation %v must be within [0, 1)", c.MinPowerVariation)
 	case c.Memory < c.MinSamples:
 		return fmt.Errorf("thermal model memory %d must be at least its minimum samples %d", c.Memory, c.MinSamples)
 	}
@@ -221,7 +231,8 @@ func (m *Model) fit() (Params, bool) {
 	}
 	w := m.xx[2][2] // the weights' sum
 	meanP := m.xx[1][2] / w
-	if v := m.xx[1][1]/w - meanP*meanP; v < m.cfg.MinPowerStdDevWatts*m.cfg.MinPowerStdDevWatts {
+	minStd := math.Max(m.cfg.MinPowerStdDevWatts, m.cfg.MinPowerVariation*meanP)
+	if v := m.xx[1][1]/w - meanP*meanP; v < minStd*minStd {
 		return Params{}, false
 	}
 	theta, ok := solve3(m.xx, m.xy)
