@@ -163,6 +163,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ThermalModel.MinSamples, "thermal-model-min-samples", o.ThermalModel.MinSamples, "Consecutive sample pairs the thermal model needs before it is published.")
 	fs.Float64Var(&o.ThermalModel.MinPowerStdDevWatts, "thermal-model-min-power-stddev-watts", o.ThermalModel.MinPowerStdDevWatts, "How much the node's power must have varied (standard deviation, watts) before the thermal model can tell its °C per watt and time constant.")
 	fs.Float64Var(&o.ThermalModel.MinPowerVariation, "thermal-model-min-power-variation", o.ThermalModel.MinPowerVariation, "The same as a share of the node's mean power (0 to 1): a node whose power wanders a few percent around one load fits any °C per watt, near zero among them, which would let any pod through.")
+	fs.Float64Var(&o.ThermalModel.MaxAmbientCelsius, "thermal-model-max-ambient-celsius", o.ThermalModel.MaxAmbientCelsius, "The warmest 0 W temperature (°C) a thermal model may have: a fit flattened by noisy power raises its ambient toward the sensor's temperature and predicts that no pod can heat the node. Default: ASHRAE class A4's 45 °C inlet, plus 5.")
 	fs.IntVar(&o.ThermalModel.Memory, "thermal-model-memory", o.ThermalModel.Memory, "Weight, in samples, of the thermal model's past: each sample discounts older ones by 1 - 1/memory, so a failed fan is learned.")
 }
 

@@ -28,6 +28,11 @@ const (
 	DefaultMinPowerStdDevWatt = 5
 	DefaultMinPowerVariation  = 0.1
 	DefaultMemory             = 600
+	// DefaultMaxAmbientCelsius is the warmest 0 W temperature a model may
+	// have: ASHRAE TC 9.9's class A4, the widest of its data-centre
+	// classes, allows inlet air up to 45 °C, and a package at 0 W settles
+	// near its inlet air. 5 °C more for a sensor downstream of others.
+	DefaultMaxAmbientCelsius = 50
 )
 
 // Config sets the fit's thresholds.
@@ -45,6 +50,13 @@ type Config struct {
 	// (an ambient just below the sensor's temperature: no pod can heat
 	// the node).
 	MinPowerVariation float64
+	// MaxAmbientCelsius bounds the model's ambient (its 0 W temperature).
+	// Noise in the power the fit regresses on (samples timed late on a
+	// busy host) flattens R, and the fit, which must pass through where
+	// the node runs, raises its ambient to match: the sandbox's degenerate
+	// models had 0.015-0.12 °C/W against 0.18-0.25 with ambients of
+	// 59-65 °C, and let through pods that took their nodes to the limit.
+	MaxAmbientCelsius float64
 	// Memory is the weight, in samples, of the fit's past: each new sample
 	// discounts the old ones by 1 − 1/Memory.
 	Memory int
@@ -52,7 +64,8 @@ type Config struct {
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{MinSamples: DefaultMinSamples, MinPowerStdDevWatts: DefaultMinPowerStdDevWatt, MinPowerVariation: DefaultMinPowerVariation, Memory: DefaultMemory}
+	return Config{MinSamples: DefaultMinSamples, MinPowerStdDevWatts: DefaultMinPowerStdDevWatt, MinPowerVariation: DefaultMinPowerVariation,
+		MaxAmbientCelsius: DefaultMaxAmbientCelsius, Memory: DefaultMemory}
 }
 
 // Validate reports a Config that cannot work.
@@ -64,6 +77,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("thermal model minimum power standard deviation %v W must be positive", c.MinPowerStdDevWatts)
 	case c.MinPowerVariation < 0 || c.MinPowerVariation >= 1 || math.IsNaN(c.MinPowerVariation):
 		return fmt.Errorf("thermal model minimum power variation %v must be within [0, 1)", c.MinPowerVariation)
+	case !(c.MaxAmbientCelsius > -40 && c.MaxAmbientCelsius <= 80):
+		return fmt.Errorf("thermal model maximum ambient %v °C must be within (-40, 80]", c.MaxAmbientCelsius)
 	case c.Memory < c.MinSamples:
 		return fmt.Errorf("thermal model memory %d must be at least its minimum samples %d", c.Memory, c.MinSamples)
 	}
@@ -141,7 +156,7 @@ func (m *Model) Sensor() string { return m.sensor }
 // returns it until the new samples are enough. An implausible one is
 // dropped.
 func (m *Model) Restore(p Params) {
-	if !plausible(p) || p.Sensor == "" {
+	if !m.plausible(p) || p.Sensor == "" {
 		return
 	}
 	m.restored = &p
@@ -252,7 +267,7 @@ func (m *Model) fit() (Params, bool) {
 		Samples:         m.pairs,
 		ResidualCelsius: math.Sqrt(math.Max(0, sse) / w),
 	}
-	return p, plausible(p)
+	return p, m.plausible(p)
 }
 
 // minCelsiusPerWatt is the least steady-state rise a modelled sensor can
@@ -262,10 +277,10 @@ const minCelsiusPerWatt = 0.01
 
 // plausible bounds a model to physics: a sensor that warms with power,
 // settles within a day, and an ambient a data centre can have.
-func plausible(p Params) bool {
+func (m *Model) plausible(p Params) bool {
 	return p.CelsiusPerWatt >= minCelsiusPerWatt && p.CelsiusPerWatt <= 10 &&
 		p.TimeConstant > 0 && p.TimeConstant <= 24*time.Hour &&
-		p.AmbientCelsius >= -40 && p.AmbientCelsius <= 80 &&
+		p.AmbientCelsius >= -40 && p.AmbientCelsius <= m.cfg.MaxAmbientCelsius &&
 		!math.IsNaN(p.ResidualCelsius)
 }
 
