@@ -170,13 +170,10 @@ func (b *Book) Calibrations() []NodeCalibration {
 // measures the CPU side's jumps (calibrate).
 func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 	w, ok := PodWatts(n, d, reserved)
-	if !ok || b == nil || d.GPUs == 0 {
-		if ok && b != nil {
-			w = b.calibrated(n.Name, w)
-		}
+	if !ok || b == nil {
 		return w, ok
 	}
-	gpu := GPUWatts(n, d.GPUs)
+	gpu := GPUWatts(n, d.GPUs) // 0 without GPUs
 	cpu := Watts{Mean: w.Mean - gpu, Upper: w.Upper - gpu}
 	return b.calibrated(n.Name, cpu).Plus(Watts{Mean: gpu, Upper: gpu}), true
 }

@@ -43,10 +43,6 @@ import (
 // Resource is the PowerBudget resource.
 var Resource = telemetryv1alpha1.SchemeGroupVersion.WithResource("powerbudgets")
 
-// NodeTelemetryResource is the NodeTelemetry resource, whose
-// status.calibration the status writer writes.
-var NodeTelemetryResource = telemetryv1alpha1.SchemeGroupVersion.WithResource("nodetelemetries")
-
 // EventResource names PowerBudget in the scheduler's cluster events.
 const EventResource fwk.EventResource = "powerbudgets.v1alpha1.telemetry.telesched.io"
 

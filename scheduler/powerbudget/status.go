@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Defaults of StatusOptions.
@@ -44,6 +45,9 @@ const (
 	ReasonOverBudget        = "OverBudget"
 	ReasonWithinBudget      = "WithinBudget"
 )
+
+// fieldManager is the field manager of the status writer's patches.
+const fieldManager = "telesched-scheduler"
 
 // StatusOptions are how the status writer runs.
 type StatusOptions struct {
@@ -250,7 +254,7 @@ func (w *statusWriter) writeCalibrations(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		_, err = w.client.Resource(NodeTelemetryResource).Patch(ctx, c.Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "telesched-scheduler"}, "status")
+		_, err = w.client.Resource(telemetry.Resource).Patch(ctx, c.Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
 		if err != nil && !apierrors.IsNotFound(err) {
 			klog.FromContext(ctx).Error(err, "writing NodeTelemetry status.calibration", "node", c.Node)
 			continue
@@ -300,7 +304,7 @@ func (w *statusWriter) write(ctx context.Context, name string, st telemetryv1alp
 	if err != nil {
 		return err
 	}
-	_, err = w.client.Resource(Resource).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "telesched-scheduler"}, "status")
+	_, err = w.client.Resource(Resource).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
 	return err
 }
 

@@ -12,9 +12,8 @@ import (
 // PreScore computes the pod's facts for scoring, or reuses PreFilter's. A
 // pod that requests no GPU is scored by the GPU-node penalty alone: with no
 // penalty or reserve configured, or when the candidates are all GPU nodes or
-// all not,
-// every node would get the same score (a GPU node whose free CPU covers its
-// GPUs' reserve scores like a CPU node), so Score is skipped.
+// all not, every node would get the same score (a GPU node whose free CPU
+// covers its GPUs' reserve scores like a CPU node), so Score is skipped.
 func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	s, err := pl.state(cs, pod)
 	if err != nil {
