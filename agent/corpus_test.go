@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/telesched/telesched/agent"
@@ -98,13 +99,15 @@ func TestCorpus(t *testing.T) {
 				faults[p] = errno
 			}
 			root := hostfs.New(host).WithFaults(faults)
+			t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			clk := clocktesting.NewFakePassiveClock(t0)
 			sampler, err := agent.NewSampler(agent.SamplerConfig{
 				Collectors: []collector.Collector{
 					collector.NewCPUCollector(root),
 					collector.NewMemoryCollector(root),
 					collector.NewNUMACollector(root),
 					collector.NewThermalCollector(root),
-					collector.NewPowerCollector(root),
+					collector.NewPowerCollector(root).WithClock(clk),
 				},
 				Interval:     time.Duration(g.IntervalSeconds) * time.Second,
 				AgentVersion: "corpus",
@@ -115,12 +118,12 @@ func TestCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 			sampler.Observe(ctx, t0)
 			if second := filepath.Join(dir, "second"); exists(second) {
 				copyTree(t, second, host)
 			}
-			obs := sampler.Observe(ctx, t0.Add(time.Duration(g.IntervalSeconds)*time.Second))
+			clk.SetTime(t0.Add(time.Duration(g.IntervalSeconds) * time.Second))
+			obs := sampler.Observe(ctx, clk.Now())
 			got := gotFields(t, obs)
 
 			keys := make([]string, 0, len(g.Expect))

@@ -313,7 +313,11 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		case <-ctx.Done():
 			logger.Info("stopping")
 			return nil
-		case now := <-ticker.C:
+		case <-ticker.C:
+			// The time the loop woke, not the tick's: a loop that wakes
+			// late reads its sensors late, and the thermal model steps
+			// over the time between the reads.
+			now := time.Now()
 			if now.Sub(last) < o.SampleInterval/2 {
 				// A tick the ticker held while the loop was busy: sampling
 				// now would measure rates over a sliver of time.

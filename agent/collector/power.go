@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/telesched/telesched/agent/hostfs"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -53,11 +54,18 @@ const (
 // Rates from counters need a baseline: the first call, and the first call
 // after a counter reset or a meter's reappearance, returns ErrWarmingUp.
 // Gauges (hwmon power, the ACPI meter, GPU PowerWatts) need none, so a node
-// measured by gauges alone reports from the first call. The interval is the
-// difference between this call's Sample.Time and the previous call's. A
-// zone's EnergyJoules adds up its deltas (counters) or the trapezoid of its
-// readings (gauges) over every interval it was read at both ends; the
-// node's EnergyJoules adds up the intervals that were reported.
+// measured by gauges alone reports from the first call. A meter's interval
+// is the time between its reads in this call and the previous one, as the
+// collector's clock gives them when each group of meters has been read
+// (the GPUs': when the collector starts, right after the GPU collector):
+// not Sample.Time, which is when the sample was due. On a busy host the
+// sampling loop wakes late and the collectors before this one take longer
+// at some ticks than at others; counters divided by the due interval read
+// those delays as watts (a tick 50 ms late after one on time reads 5 %
+// high at a 1 s interval). A zone's EnergyJoules adds up its deltas
+// (counters) or the trapezoid of its readings (gauges) over every interval
+// it was read at both ends; the node's EnergyJoules adds up the intervals
+// that were reported.
 //
 // When RAPL exists but cannot be read (permission denied on energy_uj since
 // CVE-2020-8694, or an I/O error) and a fallback meter works, the sample has
@@ -68,6 +76,7 @@ const (
 type PowerCollector struct {
 	root            hostfs.Root
 	rediscoverEvery time.Duration
+	clock           clock.PassiveClock
 
 	discovered   bool
 	discoveredAt time.Time
@@ -77,8 +86,9 @@ type PowerCollector struct {
 	gpus         map[string]*meter // by GPU UUID
 	cpuModel     string
 
-	// last is Sample.Time of the previous call.
-	last time.Time
+	// calls counts the calls to Collect; a meter read in the previous
+	// call has an interval to measure over.
+	calls uint64
 	// energyJoules is the energy of every reported interval since the
 	// agent started.
 	energyJoules float64
@@ -91,7 +101,14 @@ var _ Collector = (*PowerCollector)(nil)
 // NewPowerCollector returns a collector that reads RAPL, hwmon and ACPI
 // power meters under root, and GPU power from the sample.
 func NewPowerCollector(root hostfs.Root) *PowerCollector {
-	return &PowerCollector{root: root, rediscoverEvery: defaultRediscoverEvery, gpus: map[string]*meter{}}
+	return &PowerCollector{root: root, rediscoverEvery: defaultRediscoverEvery, clock: clock.RealClock{}, gpus: map[string]*meter{}}
+}
+
+// WithClock sets the clock that times the meters' reads (tests that
+// replay a tree at times of their own).
+func (c *PowerCollector) WithClock(clk clock.PassiveClock) *PowerCollector {
+	c.clock = clk
+	return c
 }
 
 // Name returns telemetryv1alpha1.SourcePower.
@@ -129,17 +146,18 @@ type meter struct {
 
 	have      bool      // a value has been read
 	at        time.Time // when it was read
+	call      uint64    // in which call to Collect
 	prev      uint64    // the counter's last value
 	prevWatts float64   // the gauge's last value
 	energyJ   float64   // energy measured since the agent started
 }
 
-// update takes a new value read at now. last is the previous call's time:
-// only a meter read then has an interval to measure over. ready is false
-// when a counter has no baseline yet.
-func (m *meter) update(v uint64, now, last time.Time) (watts, joules float64, ready bool) {
-	continuous := m.have && m.at.Equal(last) && now.After(last)
-	dt := now.Sub(last).Seconds()
+// update takes a new value read at now in the given call to Collect: only
+// a meter read in the call before has an interval to measure over. ready
+// is false when a counter has no baseline yet.
+func (m *meter) update(v uint64, now time.Time, call uint64) (watts, joules float64, ready bool) {
+	continuous := m.have && m.call+1 == call && now.After(m.at)
+	dt := now.Sub(m.at).Seconds()
 	if m.counter {
 		if continuous {
 			if d, ok := energyDelta(m.prev, v, m.maxRange); ok {
@@ -158,7 +176,7 @@ func (m *meter) update(v uint64, now, last time.Time) (watts, joules float64, re
 		}
 		m.prevWatts = watts
 	}
-	m.have, m.at = true, now
+	m.have, m.at, m.call = true, now, call
 	m.energyJ += joules
 	return watts, joules, ready
 }
@@ -187,12 +205,15 @@ type groupResult struct {
 	// advanced over a whole interval: a zone the firmware exposes but does
 	// not update, not a node drawing 0 W.
 	stalled bool
+	// interval is the time since the group's previous read, when ready.
+	interval time.Duration
 }
 
-// readGroup reads every meter of a group. It reads all values before it
-// changes any meter's state, so a group that fails leaves its meters as
-// they were (they take a new baseline when next read).
-func (c *PowerCollector) readGroup(meters []*meter, now time.Time) (groupResult, error) {
+// readGroup reads every meter of a group and times the read by the
+// collector's clock. It reads all values before it changes any meter's
+// state, so a group that fails leaves its meters as they were (they take
+// a new baseline when next read).
+func (c *PowerCollector) readGroup(meters []*meter) (groupResult, error) {
 	values := make([]uint64, len(meters))
 	for i, m := range meters {
 		v, err := c.root.ReadUint(m.path)
@@ -201,7 +222,7 @@ func (c *PowerCollector) readGroup(meters []*meter, now time.Time) (groupResult,
 		}
 		values[i] = v
 	}
-	return c.updateGroup(meters, values, now), nil
+	return c.updateGroup(meters, values, c.clock.Now()), nil
 }
 
 // updateGroup feeds each meter its value.
@@ -209,8 +230,11 @@ func (c *PowerCollector) updateGroup(meters []*meter, values []uint64, now time.
 	res := groupResult{ready: true}
 	moved := false
 	for i, m := range meters {
-		prev := m.prev
-		w, j, ok := m.update(values[i], now, c.last)
+		prev, since := m.prev, now.Sub(m.at)
+		w, j, ok := m.update(values[i], now, c.calls)
+		if ok {
+			res.interval = since
+		}
 		res.ready = res.ready && ok
 		res.watts += w
 		res.joules += j
@@ -223,15 +247,16 @@ func (c *PowerCollector) updateGroup(meters []*meter, values []uint64, now time.
 
 // Collect fills s.Power.
 func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
+	c.calls++
 	now := s.Time
-	defer func() { c.last = now }()
+	gpusRead := c.clock.Now()
 
 	if !c.discovered || now.Sub(c.discoveredAt) >= c.rediscoverEvery || now.Before(c.discoveredAt) {
 		c.discover(now)
 	}
 
 	base, baseSource, failures := c.readBase(now)
-	gpu, haveGPU := c.readGPUs(s.GPUs, now)
+	gpu, haveGPU := c.readGPUs(s.GPUs, gpusRead)
 
 	var raplErr *SourceError
 	for _, f := range failures {
@@ -326,10 +351,10 @@ func (c *PowerCollector) readBase(now time.Time) (*groupResult, telemetryv1alpha
 			if len(g.meters) == 0 {
 				continue
 			}
-			res, err := c.readGroup(g.meters, now)
+			res, err := c.readGroup(g.meters)
 			if err == nil && res.stalled {
 				failures = append(failures, meterFailure{g.source, Failed("NoProgress", nil,
-					"the %s energy counters did not advance over %v (the firmware exposes the zones but does not update them)", g.source, now.Sub(c.last).Round(time.Millisecond))})
+					"the %s energy counters did not advance over %v (the firmware exposes the zones but does not update them)", g.source, res.interval.Round(time.Millisecond))})
 				continue
 			}
 			if err == nil {

@@ -83,15 +83,15 @@ func FuzzMeterCounter(f *testing.F) {
 		t0 := time.Unix(1_700_000_000, 0)
 		t1 := t0.Add(time.Duration(dt1ms) * time.Millisecond)
 		t2 := t1.Add(time.Duration(dt2ms) * time.Millisecond)
-		if _, _, ready := m.update(v0, t0, time.Time{}); ready {
+		if _, _, ready := m.update(v0, t0, 1); ready {
 			t.Fatal("first reading is ready")
 		}
 		var sum float64
-		for _, r := range []struct {
+		for i, r := range []struct {
 			v         uint64
 			now, last time.Time
 		}{{v1, t1, t0}, {v2, t2, t1}} {
-			w, j, ready := m.update(r.v, r.now, r.last)
+			w, j, ready := m.update(r.v, r.now, uint64(i)+2)
 			if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 || j < 0 {
 				t.Fatalf("update(%d) = %v W, %v J", r.v, w, j)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent/hostfs"
@@ -504,10 +506,12 @@ func TestPowerCollector(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			root := tc.root(t)
-			c := NewPowerCollector(root.WithFaults(tc.faults))
 			t0 := time.Unix(1_700_000_000, 0)
+			clk := clocktesting.NewFakePassiveClock(t0)
+			c := NewPowerCollector(root.WithFaults(tc.faults)).WithClock(clk)
 			for i, st := range tc.steps {
 				setFiles(t, root, st.files)
+				clk.SetTime(t0.Add(st.at))
 				s := &Sample{Time: t0.Add(st.at), GPUs: st.gpus}
 				err := c.Collect(context.Background(), s)
 				t.Run(fmt.Sprintf("step %d at %v", i, st.at), func(t *testing.T) {
@@ -560,10 +564,12 @@ func TestPowerSourceStatus(t *testing.T) {
 // their baselines.
 func TestPowerRediscovery(t *testing.T) {
 	root := copyFixture(t, "power/server-2s")
-	c := NewPowerCollector(root)
 	t0 := time.Unix(1_700_000_000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewPowerCollector(root).WithClock(clk)
 	collect := func(at time.Duration, files map[string]string) (*Power, error) {
 		setFiles(t, root, files)
+		clk.SetTime(t0.Add(at))
 		s := &Sample{Time: t0.Add(at)}
 		err := c.Collect(context.Background(), s)
 		return s.Power, err
@@ -592,17 +598,53 @@ func TestPowerRediscovery(t *testing.T) {
 	}
 }
 
+// TestPowerIntervalIsTheReads: a sample due at 1 s intervals whose reads
+// fall 50 ms late, then on time, measures its counters over the time
+// between the reads. Divided by the due interval, the 20 W the package
+// drew read 21 W and then 19 W (the failure before reads were
+// timed: "the agent measures 211.3 W, the model draws 200.9 W" on a
+// loaded CI host).
+func TestPowerIntervalIsTheReads(t *testing.T) {
+	root := raplTree(t, 0, 0)
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewPowerCollector(root).WithClock(clk)
+	energyAt := func(d time.Duration) string { // 20 W since t0, in µJ
+		return fmt.Sprint(int64(20 * d.Seconds() * 1e6))
+	}
+	for i, read := range []time.Duration{0, 1050 * time.Millisecond, 2 * time.Second, 3 * time.Second} {
+		setFiles(t, root, map[string]string{raplPkg0: energyAt(read)})
+		clk.SetTime(t0.Add(read))
+		s := &Sample{Time: t0.Add(time.Duration(i) * time.Second)} // when it was due
+		err := c.Collect(context.Background(), s)
+		if i == 0 {
+			if !errors.Is(err, ErrWarmingUp) {
+				t.Fatalf("first read: err = %v, want ErrWarmingUp", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("read %d at %v: %v", i, read, err)
+		}
+		if math.Abs(s.Power.Watts-20) > 1e-6 {
+			t.Errorf("read %d at %v (due at %v): %.3f W, want 20", i, read, s.Time.Sub(t0), s.Power.Watts)
+		}
+	}
+}
+
 // BenchmarkPowerCollect is one collection cycle over the server tree (four
 // RAPL counters), after discovery.
 func BenchmarkPowerCollect(b *testing.B) {
 	root := copyFixture(b, "power/server-2s")
-	c := NewPowerCollector(root)
 	ctx := context.Background()
 	t0 := time.Unix(1_700_000_000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewPowerCollector(root).WithClock(clk)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
+		clk.SetTime(t0.Add(time.Duration(i) * time.Second))
 		s := &Sample{Time: t0.Add(time.Duration(i) * time.Second)}
 		if err := c.Collect(ctx, s); err != nil && !errors.Is(err, ErrWarmingUp) {
 			b.Fatal(err)
