@@ -140,6 +140,12 @@ type EnergyAwareArgs struct {
 	// ThermalWeight is the weight of thermal headroom in the score. 0 to 100;
 	// not zero together with PowerWeight.
 	ThermalWeight int32
+	// ConsolidationPods: the power score ranks a pod by its share of the
+	// watts that it and up to ConsolidationPods-1 more pods like it would
+	// add to the node, the least over 1 to ConsolidationPods of them that
+	// fit the node's unrequested CPU and LoadAware's threshold. 1 ranks by
+	// the pod's own marginal watts. 1 to 64.
+	ConsolidationPods int32
 }
 
 // PowerBudgetArgs are the arguments of the PowerBudget plugin, which keeps

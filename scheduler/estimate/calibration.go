@@ -178,6 +178,20 @@ func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 	return b.calibrated(n.Name, cpu).Plus(Watts{Mean: gpu, Upper: gpu}), true
 }
 
+// RankWatts is what EnergyAware ranks a pod of demand d on node n by: the
+// CPU side amortized over up to pods pods like it (AmortizedCPUWatts),
+// calibrated as PodWatts' mean is, plus its GPUs' watts.
+func (b *Book) RankWatts(n *telemetry.Node, d, reserved Demand, pods int, headroomMilli int64) (float64, bool) {
+	cpu, ok := AmortizedCPUWatts(n, d, reserved, pods, headroomMilli)
+	if !ok {
+		return 0, false
+	}
+	if b != nil {
+		cpu = b.calibrated(n.Name, Watts{Mean: cpu, Upper: cpu}).Mean
+	}
+	return cpu + GPUWatts(n, d.GPUs), true
+}
+
 // ReservedWatts is PodWatts of what is reserved on n, calibrated.
 func (b *Book) ReservedWatts(n *telemetry.Node, reserved Demand) (Watts, bool) {
 	return b.PodWatts(n, reserved, Demand{})

@@ -1,6 +1,8 @@
 package estimate
 
 import (
+	"math"
+
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -45,6 +47,45 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 		return Watts{Mean: gpu, Upper: gpu}, true
 	}
 	return Watts{Mean: cpu + gpu, Upper: cpu + UpperSigmas*unc1 + gpu}, true
+}
+
+// AmortizedCPUWatts is the CPU side of what a pod of demand d is charged
+// on node n to rank it, when up to pods-1 more pods like it may follow it
+// there: the least, over k = 1 to pods, of what k such pods add to the
+// node's power curve (from its estimated load, as PodWatts) divided by k.
+// Only the k whose CPUs fit in headroomMilli count; the pod itself always
+// does. pods 1 gives PodWatts' CPU side.
+//
+// A power curve climbs steeply from idle to its first knee (SPECpower's
+// 10 % target load costs many servers half their idle watts again) and
+// gently after it. Ranked by its own marginal watts, the first pod on a
+// node below the knee pays the whole climb and goes elsewhere; so does
+// every pod after it, and the node's cheap CPUs beyond the knee stay idle
+// while other nodes climb their steeper tops. Charged its share of the
+// climb, the pod goes where the pods like it will cost least together.
+// On a node past its knee the least is k = 1, the pod's own watts.
+func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroomMilli int64) (float64, bool) {
+	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
+		return 0, false
+	}
+	capacity := float64(n.LogicalCores) * 1000
+	u0 := float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/capacity
+	w0, _, ok := n.Models.CurveAt(u0)
+	if !ok {
+		return 0, false
+	}
+	if d.CPUMilli <= 0 {
+		return 0, true
+	}
+	best := math.Inf(1)
+	for k := int64(1); k <= int64(max(1, pods)); k++ {
+		if k > 1 && k*d.CPUMilli > headroomMilli {
+			break
+		}
+		w, _, _ := n.Models.CurveAt(u0 + float64(k*d.CPUMilli)/capacity)
+		best = math.Min(best, max(0, w-w0)/float64(k))
+	}
+	return best, true
 }
 
 // UpperSigmas is how many of the curve's uncertainties (standard errors)

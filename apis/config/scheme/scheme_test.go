@@ -168,6 +168,7 @@ func TestLoadConfig(t *testing.T) {
 				GPUResourceName:          "nvidia.com/gpu",
 				PowerWeight:              0,
 				ThermalWeight:            100,
+				ConsolidationPods:        8,
 			},
 		},
 		// A plugin enabled without a pluginConfig entry gets one, defaulted

@@ -151,6 +151,7 @@ func Convert_v1_EnergyAwareArgs_To_config_EnergyAwareArgs(in *EnergyAwareArgs, o
 	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
 	out.PowerWeight = ptr.Deref(in.PowerWeight, 0)
 	out.ThermalWeight = ptr.Deref(in.ThermalWeight, 0)
+	out.ConsolidationPods = ptr.Deref(in.ConsolidationPods, 0)
 	return nil
 }
 
@@ -167,6 +168,7 @@ func Convert_config_EnergyAwareArgs_To_v1_EnergyAwareArgs(in *config.EnergyAware
 	out.GPUResourceName = ptr.To(in.GPUResourceName)
 	out.PowerWeight = ptr.To(in.PowerWeight)
 	out.ThermalWeight = ptr.To(in.ThermalWeight)
+	out.ConsolidationPods = ptr.To(in.ConsolidationPods)
 	return nil
 }
 

@@ -94,6 +94,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				GPUResourceName:          ptr.To("amd.com/gpu"),
 				PowerWeight:              ptr.To[int32](40),
 				ThermalWeight:            ptr.To[int32](60),
+				ConsolidationPods:        ptr.To[int32](4),
 			},
 			internal: &config.EnergyAwareArgs{},
 			want: &config.EnergyAwareArgs{
@@ -108,6 +109,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				GPUResourceName:          "amd.com/gpu",
 				PowerWeight:              40,
 				ThermalWeight:            60,
+				ConsolidationPods:        4,
 			},
 		},
 		{
@@ -216,6 +218,7 @@ func TestDefaultInternalArgs(t *testing.T) {
 				GPUResourceName:          "nvidia.com/gpu",
 				PowerWeight:              70,
 				ThermalWeight:            30,
+				ConsolidationPods:        8,
 			},
 		},
 		{

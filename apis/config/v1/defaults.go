@@ -50,6 +50,9 @@ const (
 	DefaultGPUSlowdownMarginCelsius int32 = 3
 	DefaultPowerWeight              int32 = 70
 	DefaultThermalWeight            int32 = 30
+	// DefaultConsolidationPods amortizes a node's power step over up to 8
+	// pods like the one placed.
+	DefaultConsolidationPods int32 = 8
 )
 
 // Defaults of PowerBudgetArgs.
@@ -106,6 +109,7 @@ func SetDefaults_EnergyAwareArgs(obj *EnergyAwareArgs) {
 	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 	setDefault(&obj.PowerWeight, DefaultPowerWeight)
 	setDefault(&obj.ThermalWeight, DefaultThermalWeight)
+	setDefault(&obj.ConsolidationPods, DefaultConsolidationPods)
 }
 
 // SetDefaults_PowerBudgetArgs sets the unset fields of PowerBudgetArgs.

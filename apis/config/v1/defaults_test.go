@@ -105,6 +105,7 @@ func TestDefaults(t *testing.T) {
 				GPUResourceName:          ptr.To("nvidia.com/gpu"),
 				PowerWeight:              ptr.To[int32](70),
 				ThermalWeight:            ptr.To[int32](30),
+				ConsolidationPods:        ptr.To[int32](8),
 			},
 		},
 		{
@@ -112,8 +113,9 @@ func TestDefaults(t *testing.T) {
 			in: &EnergyAwareArgs{
 				TelemetryArgs:    TelemetryArgs{StaleTelemetryPolicy: ptr.To(StaleTelemetryReject)},
 				RejectThrottling: ptr.To(false),
-				PowerWeight:      ptr.To[int32](0),
-				ThermalWeight:    ptr.To[int32](100),
+				PowerWeight:       ptr.To[int32](0),
+				ThermalWeight:     ptr.To[int32](100),
+				ConsolidationPods: ptr.To[int32](1),
 			},
 			want: &EnergyAwareArgs{
 				TelemetryArgs: TelemetryArgs{
@@ -127,6 +129,7 @@ func TestDefaults(t *testing.T) {
 				GPUResourceName:          ptr.To("nvidia.com/gpu"),
 				PowerWeight:              ptr.To[int32](0),
 				ThermalWeight:            ptr.To[int32](100),
+				ConsolidationPods:        ptr.To[int32](1),
 			},
 		},
 	}

@@ -172,6 +172,16 @@ type EnergyAwareArgs struct {
 	// not zero together with powerWeight; default 30.
 	// +optional
 	ThermalWeight *int32 `json:"thermalWeight,omitempty"`
+	// consolidationPods: the power score ranks a pod by its share of the
+	// watts that it and up to consolidationPods-1 more pods like it would
+	// add to the node: the least, over 1 to consolidationPods such pods
+	// that fit the node's unrequested CPU and LoadAware's threshold, of
+	// their watts divided by their number. A node below its power curve's
+	// steep first step (idle to 10 %) then ranks by what the step costs
+	// each of the pods that will share it, not by the first pod paying it
+	// all. 1 ranks by the pod's own marginal watts. 1 to 64, default 8.
+	// +optional
+	ConsolidationPods *int32 `json:"consolidationPods,omitempty"`
 }
 
 // PowerBudgetArgs are the arguments of the PowerBudget plugin, which keeps

@@ -40,6 +40,9 @@ const (
 
 	MinWeight = 0
 	MaxWeight = 100
+
+	MinConsolidationPods = 1
+	MaxConsolidationPods = 64
 )
 
 var (
@@ -80,6 +83,7 @@ func ValidateEnergyAwareArgs(path *field.Path, args *config.EnergyAwareArgs) err
 	powerPath, thermalPath := path.Child("powerWeight"), path.Child("thermalWeight")
 	allErrs = append(allErrs, validateRange(powerPath, args.PowerWeight, MinWeight, MaxWeight)...)
 	allErrs = append(allErrs, validateRange(thermalPath, args.ThermalWeight, MinWeight, MaxWeight)...)
+	allErrs = append(allErrs, validateRange(path.Child("consolidationPods"), args.ConsolidationPods, MinConsolidationPods, MaxConsolidationPods)...)
 	if args.PowerWeight == 0 && args.ThermalWeight == 0 {
 		allErrs = append(allErrs,
 			field.Invalid(powerPath, args.PowerWeight, "cannot be zero at the same time as thermalWeight"),

@@ -349,6 +349,18 @@ func TestValidateEnergyAwareArgs(t *testing.T) {
 			wantErr: "thermalWeight: Invalid value: 101: must be between 0 and 100",
 		},
 		{
+			name:    "consolidationPods 0",
+			set:     func(a *config.EnergyAwareArgs) { a.ConsolidationPods = 0 },
+			wantErr: "consolidationPods: Invalid value: 0: must be between 1 and 64",
+		},
+		{name: "consolidationPods 1", set: func(a *config.EnergyAwareArgs) { a.ConsolidationPods = 1 }},
+		{name: "consolidationPods 64", set: func(a *config.EnergyAwareArgs) { a.ConsolidationPods = 64 }},
+		{
+			name:    "consolidationPods 65",
+			set:     func(a *config.EnergyAwareArgs) { a.ConsolidationPods = 65 },
+			wantErr: "consolidationPods: Invalid value: 65: must be between 1 and 64",
+		},
+		{
 			name: "both weights 0",
 			set: func(a *config.EnergyAwareArgs) {
 				a.PowerWeight = 0

@@ -7,6 +7,7 @@ package energyaware
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -175,10 +176,12 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
 	return nil
 }
 
-// Score reads the node's telemetry once and returns its marginal power and
-// thermal score packed into one number (see packScore); NormalizeScore
-// turns those into the final scores, once it has seen every candidate's
-// power. A node without fresh telemetry gets NoTelemetry.
+// Score reads the node's telemetry once and returns the power it ranks the
+// pod by (estimate.Book.RankWatts: its marginal watts, the CPU side
+// amortized over consolidationPods pods like it) and its thermal score
+// packed into one number (see packScore); NormalizeScore turns those into
+// the final scores, once it has seen every candidate's power. A node
+// without fresh telemetry gets NoTelemetry.
 func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.readState(cs, pod)
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
@@ -186,17 +189,45 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return telemetry.NoTelemetry, nil
 	}
 	e := pl.estimate(tel, s)
-	return packScore(e.mw, e.hasPower, thermalScore(tel, pl.limits.absoluteMilli, e)), nil
+	mw := e.mw
+	if e.hasPower {
+		reserved := pl.reservedOn(tel.Name)
+		if w, ok := pl.reserved.RankWatts(tel, s.Demand, reserved, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo, reserved)); ok {
+			mw = int64(math.Round(w * 1000))
+		}
+	}
+	return packScore(mw, e.hasPower, thermalScore(tel, pl.limits.absoluteMilli, e)), nil
+}
+
+// headroomMilli is the CPU that pods like the one placed may still take
+// on the node: its allocatable CPU less its pods' requests, and no more
+// than LoadAware's threshold (the profiles' lowest, estimate.Book) leaves
+// above the node's estimated load.
+func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, nodeInfo fwk.NodeInfo, reserved estimate.Demand) int64 {
+	free := nodeInfo.GetAllocatable().GetMilliCPU() - nodeInfo.GetRequested().GetMilliCPU()
+	if pl.reserved == nil || !tel.HasCPU {
+		return free
+	}
+	if pct := pl.reserved.CPUThresholdPercent(); pct > 0 {
+		capacity := int64(tel.LogicalCores) * 1000
+		load := capacity*int64(tel.CPUPercent)/100 + reserved.CPUMilli
+		free = min(free, capacity*int64(pct)/100-load)
+	}
+	return free
+}
+
+// reservedOn is what was placed on the node since its sample.
+func (pl *EnergyAware) reservedOn(node string) estimate.Demand {
+	if pl.reserved == nil {
+		return estimate.Demand{}
+	}
+	return pl.reserved.Get(node)
 }
 
 // estimate is the pod's estimate on a node, with the pods placed there
 // since its sample.
 func (pl *EnergyAware) estimate(tel *telemetry.Node, s *podState) podEstimate {
-	var reserved estimate.Demand
-	if pl.reserved != nil {
-		reserved = pl.reserved.Get(tel.Name)
-	}
-	return estimateWith(pl.reserved, tel, s.Demand, reserved)
+	return estimateWith(pl.reserved, tel, s.Demand, pl.reservedOn(tel.Name))
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.

@@ -2,6 +2,7 @@ package energyaware
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,73 @@ func TestPreFilterSkip(t *testing.T) {
 		if st.IsSkip() != step.wantSkip || (!step.wantSkip && !st.IsSuccess()) {
 			t.Errorf("%s: PreFilter = %v, want skip %v", step.name, st, step.wantSkip)
 		}
+	}
+}
+
+// TestScoreConsolidates: a 2-CPU pod between a 64-CPU R740 host at 8 %,
+// below its curve's knee, and a 32-CPU 2012 server (Dell R620,
+// power_ssj2008-20120306-00434) at 50 %. Alone the pod adds 17.4 W to the
+// first and 10.6 W to the second; eight such pods add 8.0 W each to the
+// first. consolidationPods 8 ranks the first ahead; 1, or a first node
+// with room for no more pods than this one, ranks the second.
+func TestScoreConsolidates(t *testing.T) {
+	curveStatus := func(cores, percent int32, curve []int32) *telemetryv1alpha1.NodeTelemetryStatus {
+		st := status(50)
+		st.CPU = &telemetryv1alpha1.CPUStatus{LogicalCores: cores, OnlineCores: cores, UtilizationPercent: percent}
+		st.Power = &telemetryv1alpha1.PowerStatus{Watts: 120, Sources: []telemetryv1alpha1.PowerSource{"rapl"},
+			Model: &telemetryv1alpha1.PowerModel{Ready: true, Basis: telemetryv1alpha1.PowerModelFitted,
+				IdleWatts: ptr.To(curve[0]), FullLoadWatts: ptr.To(curve[10]), CurveWatts: curve, CurveUncertaintyWatts: make([]int32, 11)}}
+		return st
+	}
+	cache := newCache()
+	observe(cache, "r740-quiet", curveStatus(64, 8, []int32{52, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}))
+	observe(cache, "r620-busy", curveStatus(32, 50, []int32{54, 78, 88, 100, 115, 126, 143, 165, 196, 226, 243}))
+	nodeInfo := func(name string, cpus, requested int64) fwk.NodeInfo {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{
+			Allocatable: v1.ResourceList{v1.ResourceCPU: *resource.NewQuantity(cpus, resource.DecimalSI)}}})
+		if requested > 0 {
+			ni.AddPod(cpuPod(fmt.Sprint(requested)))
+		}
+		return ni
+	}
+	pod := cpuPod("2")
+	for _, tc := range []struct {
+		name          string
+		pods          int32
+		quietRequests int64
+		want          string
+	}{
+		{name: "consolidationPods 8", pods: 8, want: "r740-quiet"},
+		{name: "consolidationPods 1", pods: 1, want: "r620-busy"},
+		{name: "consolidationPods 8, room for one pod", pods: 8, quietRequests: 62, want: "r620-busy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := *configv1.DefaultEnergyAwareArgs()
+			args.ConsolidationPods = tc.pods
+			pl := New(args, cache)
+			cs := framework.NewCycleState()
+			_, _ = pl.PreFilter(context.Background(), cs, pod, nil)
+			scores := fwk.NodeScoreList{}
+			for _, ni := range []fwk.NodeInfo{nodeInfo("r740-quiet", 64, tc.quietRequests), nodeInfo("r620-busy", 32, 0)} {
+				s, st := pl.Score(context.Background(), cs, pod, ni)
+				if !st.IsSuccess() {
+					t.Fatal(st)
+				}
+				scores = append(scores, fwk.NodeScore{Name: ni.Node().Name, Score: s})
+			}
+			if st := pl.NormalizeScore(context.Background(), cs, pod, scores); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			best := scores[0]
+			for _, s := range scores[1:] {
+				if s.Score > best.Score {
+					best = s
+				}
+			}
+			if best.Name != tc.want {
+				t.Errorf("scores %v: best %s, want %s", scores, best.Name, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,69 @@
+package estimate
+
+import (
+	"math"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// r740 is the SPECpower_ssj2008 curve of result power_ssj2008-20170829-00780
+// (Dell PowerEdge R740): watts at 0 %, 10 % … 100 % load. It climbs 77 W
+// from idle to 10 %, then 18 W to 20 %.
+var r740 = []int32{52, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}
+
+// r740Node is a 64-CPU node at percent CPU with the R740 curve, fitted.
+func r740Node(percent int32) *telemetry.Node {
+	return telemetry.FromStatus("n", &telemetryv1alpha1.NodeTelemetryStatus{
+		CPU: &telemetryv1alpha1.CPUStatus{LogicalCores: 64, OnlineCores: 64, UtilizationPercent: percent},
+		Power: &telemetryv1alpha1.PowerStatus{Watts: 114, Sources: []telemetryv1alpha1.PowerSource{"rapl"},
+			Model: &telemetryv1alpha1.PowerModel{Ready: true, Basis: telemetryv1alpha1.PowerModelFitted,
+				IdleWatts: ptr.To[int32](52), FullLoadWatts: ptr.To[int32](457), CurveWatts: r740,
+				CurveUncertaintyWatts: make([]int32, len(r740))}},
+	})
+}
+
+// TestAmortizedCPUWatts: a 2-CPU pod (3.125 % of 64 CPUs) on the R740 at
+// 8 %, below its knee at 10 %, adds 17.4 W alone (113.6 W to 131.0 W, by
+// linear interpolation between the knots); eight of them take the node to
+// 33 % (177.5 W), 8.0 W each, the least of k = 1..8 (three: 9.6 W each).
+// At 40 %, past the knee, the pod's own 9.06 W is the least: the curve
+// only steepens.
+func TestAmortizedCPUWatts(t *testing.T) {
+	pod := Demand{CPUMilli: 2000}
+	for _, tc := range []struct {
+		name     string
+		percent  int32
+		reserved int64
+		pods     int
+		headroom int64
+		want     float64
+	}{
+		{name: "below the knee, alone", percent: 8, pods: 1, headroom: 64_000, want: 17.425},
+		{name: "below the knee, 8 pods", percent: 8, pods: 8, headroom: 64_000, want: 63.9 / 8},
+		{name: "below the knee, room for 3", percent: 8, pods: 8, headroom: 6_000, want: 28.675 / 3},
+		{name: "below the knee, room for none", percent: 8, pods: 8, headroom: 0, want: 17.425},
+		// 4 % measured + 2.56 CPUs reserved = 8 %.
+		{name: "reserved count", percent: 4, reserved: 2560, pods: 8, headroom: 64_000, want: 63.9 / 8},
+		{name: "past the knee", percent: 40, pods: 8, headroom: 64_000, want: 9.0625},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := AmortizedCPUWatts(r740Node(tc.percent), pod, Demand{CPUMilli: tc.reserved}, tc.pods, tc.headroom)
+			if !ok || math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("AmortizedCPUWatts = %v, %v; want %v", got, ok, tc.want)
+			}
+			if tc.pods == 1 {
+				w, _ := PodWatts(r740Node(tc.percent), pod, Demand{CPUMilli: tc.reserved})
+				if math.Abs(w.Mean-got) > 1e-9 {
+					t.Errorf("one pod: %v, PodWatts %v", got, w.Mean)
+				}
+			}
+		})
+	}
+	if _, ok := AmortizedCPUWatts(&telemetry.Node{HasCPU: true, LogicalCores: 8, HasPower: true}, pod, Demand{}, 8, 8000); ok {
+		t.Error("a node without a curve gave an estimate")
+	}
+}
