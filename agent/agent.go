@@ -120,7 +120,11 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 			klog.FromContext(ctx).Info("thermal model published", "sensor", m.Sensor, "ambientMilliCelsius", m.AmbientMilliCelsius,
 				"milliCelsiusPerWatt", m.MilliCelsiusPerWatt, "timeConstantSeconds", m.TimeConstantSeconds, "samples", m.Samples)
 		} else {
-			klog.FromContext(ctx).Info("thermal model withdrawn: it stopped predicting the sensor (or the sensor went away); relearning")
+			why := s.thermalModel.NotReady()
+			if why == "" {
+				why = "the modelled sensor reports no limit in this sample"
+			}
+			klog.FromContext(ctx).Info("thermal model withdrawn; relearning", "why", why)
 		}
 		s.hadThermalModel = has
 	}

@@ -126,14 +126,34 @@ type Model struct {
 	// misses counts consecutive samples the model mispredicted (see
 	// missCelsius); MaxMisses of them in a row withdraw it.
 	misses int
+	// held are the pairs the model mispredicted in a row, held out of
+	// the fit; when they withdraw it, the new fit starts from them.
+	held []pair
+	// dropped says why the last fit was dropped; "" before any was.
+	dropped string
+	// good is the last fit that passed every check, kept while it
+	// predicts the sensor: a node whose load then holds steady shows no
+	// power move, and its fit, with nothing to tell R from the ambient,
+	// stops passing them, but the heatsink and fans it measured have not
+	// changed.
+	good *Params
 }
+
+// pair is one step of the recurrence: T[k−1], P[k] and T[k].
+type pair struct{ prevT, watts, celsius float64 }
 
 // A model that mispredicts the next sample by more than missCelsius (or
 // missResiduals times its own residual, or missShareOfMove of the move it
 // predicted) MaxMisses times in a row no longer
 // describes the node (a fan failed or was repaired, a filter clogged): it
-// is dropped and learned afresh, and the node is judged on its temperature
-// until then.
+// is dropped and learned afresh, from the samples it mispredicted on, and
+// the node is judged on its temperature until then. Those samples are the
+// node's answer to whatever changed: often a step in its power (a burst of
+// pods ending), the one thing that tells R from the ambient. A fit started
+// after them, at a load that then holds, would see no power move and
+// publish nothing (MinPowerVariation) for as long as the load holds; the
+// sandbox's warm-row nodes, whose models were withdrawn as the calibration
+// ramp ended, went the whole scenario without one.
 const (
 	missCelsius     = 2
 	missResiduals   = 5
@@ -174,7 +194,11 @@ func (m *Model) Add(now time.Time, interval time.Duration, sensor string, celsiu
 		return
 	}
 	if sensor != m.sensor {
-		*m = Model{cfg: m.cfg, sensor: sensor}
+		why := ""
+		if m.sensor != "" {
+			why = fmt.Sprintf("the sensor closest to its limit changed from %s to %s", m.sensor, sensor)
+		}
+		*m = Model{cfg: m.cfg, sensor: sensor, dropped: why}
 	}
 	prevT, prevAt := m.prevT, m.prevAt
 	m.prevT, m.prevAt = celsius, now
@@ -184,55 +208,113 @@ func (m *Model) Add(now time.Time, interval time.Duration, sensor string, celsiu
 	if gap := now.Sub(prevAt); gap <= 0 || gap > interval*3/2 {
 		return
 	}
+	cur := pair{prevT, watts, celsius}
 	if p, ok := m.Fit(); ok {
-		switch miss, drop := m.mispredicts(p, prevT, celsius, watts); {
+		switch miss, drop, predicted := m.mispredicts(p, prevT, celsius, watts); {
 		case drop:
-			// Start afresh from this sample.
-			*m = Model{cfg: m.cfg, sensor: sensor, prevT: celsius, prevAt: now}
+			// Start afresh from the samples the model could not describe.
+			held := append(m.held, cur)
+			why := fmt.Sprintf("it mispredicted %d samples in a row (the last: %.1f°C predicted at %.0f W, %.1f°C read)", len(held), predicted, watts, celsius)
+			*m = Model{cfg: m.cfg, sensor: sensor, prevT: celsius, prevAt: now, dropped: why}
+			for _, h := range held {
+				m.add(h, interval)
+			}
+			m.keepGood()
 			return
 		case miss:
-			return // held out: a model is not bent toward a change it does not describe
+			// Held out: a model is not bent toward a change it does not
+			// describe.
+			m.held = append(m.held, cur)
+			return
 		}
 	}
+	m.held = m.held[:0]
+	m.add(cur, interval)
+	m.keepGood()
+}
+
+// keepGood records the fit as the last good one when it passes every
+// check.
+func (m *Model) keepGood() {
+	if p, ok := m.fit(); ok {
+		m.good = &p
+	}
+}
+
+// add puts one pair into the fit's weighted sums.
+func (m *Model) add(p pair, interval time.Duration) {
 	keep := 1 - 1/float64(m.cfg.Memory)
-	x := [3]float64{prevT, watts, 1}
+	x := [3]float64{p.prevT, p.watts, 1}
 	for i := range 3 {
 		for j := range 3 {
 			m.xx[i][j] = keep*m.xx[i][j] + x[i]*x[j]
 		}
-		m.xy[i] = keep*m.xy[i] + x[i]*celsius
+		m.xy[i] = keep*m.xy[i] + x[i]*p.celsius
 	}
-	m.yy = keep*m.yy + celsius*celsius
+	m.yy = keep*m.yy + p.celsius*p.celsius
 	m.pairs++
 	m.interval = interval
 }
 
 // mispredicts reports whether the model p predicted this sample badly
-// from the one before (miss), and whether MaxMisses came in a row (drop).
-func (m *Model) mispredicts(p Params, prevT, celsius, watts float64) (miss, drop bool) {
+// from the one before (miss), and whether MaxMisses came in a row (drop),
+// with what it predicted.
+func (m *Model) mispredicts(p Params, prevT, celsius, watts float64) (miss, drop bool, predicted float64) {
 	if m.interval <= 0 || p.TimeConstant <= 0 {
-		return false, false
+		return false, false, 0
 	}
 	a := math.Exp(-m.interval.Seconds() / p.TimeConstant.Seconds())
-	predicted := a*prevT + (1-a)*p.Steady(watts)
+	predicted = a*prevT + (1-a)*p.Steady(watts)
 	// Half the predicted move is tolerated too: while the sensor moves
 	// fast, a sample a little early or late is off by a share of the move,
 	// not because the model is wrong.
 	tolerance := max(missCelsius, missResiduals*p.ResidualCelsius, missShareOfMove*math.Abs(predicted-prevT))
 	if math.Abs(celsius-predicted) <= tolerance {
 		m.misses = 0
-		return false, false
+		return false, false, predicted
 	}
 	m.misses++
-	return true, m.misses >= MaxMisses
+	return true, m.misses >= MaxMisses, predicted
+}
+
+// NotReady says why Fit returns no model, for a log: why the last fit was
+// dropped, if one was, and what the fit lacks now; "" when Fit has one.
+func (m *Model) NotReady() string {
+	if _, ok := m.Fit(); ok {
+		return ""
+	}
+	var lacks string
+	switch w := m.xx[2][2]; {
+	case m.sensor == "":
+		lacks = "no sensor sampled yet"
+	case m.pairs < m.cfg.MinSamples:
+		lacks = fmt.Sprintf("%d of %d samples", m.pairs, m.cfg.MinSamples)
+	default:
+		meanP := m.xx[1][2] / w
+		std := math.Sqrt(math.Max(0, m.xx[1][1]/w-meanP*meanP))
+		minStd := math.Max(m.cfg.MinPowerStdDevWatts, m.cfg.MinPowerVariation*meanP)
+		if std < minStd {
+			lacks = fmt.Sprintf("power varied by %.1f W (standard deviation), %.1f W needed", std, minStd)
+		} else {
+			lacks = "the fit is not physical (a warming sensor, a time constant within a day, an ambient within bounds)"
+		}
+	}
+	if m.dropped == "" {
+		return lacks
+	}
+	return m.dropped + "; now " + lacks
 }
 
 // Fit returns the model and whether it can be used: the fit's own once it
 // has MinSamples pairs with enough power variation and plausible values,
-// else a restored one for the same sensor, else false.
+// else the last fit that had them (while it predicts the sensor), else a
+// restored one for the same sensor, else false.
 func (m *Model) Fit() (Params, bool) {
 	if p, ok := m.fit(); ok {
 		return p, true
+	}
+	if m.good != nil {
+		return *m.good, true
 	}
 	if m.restored != nil && m.restored.Sensor == m.sensor {
 		return *m.restored, true

@@ -241,3 +241,117 @@ func TestFitNotPublishedWithoutPowerMoves(t *testing.T) {
 		t.Errorf("R = %.3f °C/W, plant 0.18", got.CelsiusPerWatt)
 	}
 }
+
+// TestRelearnsFromTheMisses: a node whose fan weakens (0.2 to 0.3 °C/W)
+// as a burst of pods ends (250 W, 200 W, then 150 W, where it stays) is
+// mispredicted from the first sample on, and the model is dropped. The
+// samples it mispredicted hold the burst's end, the only power move the
+// node makes: the new model starts from them, and is published with the
+// weaker fan's R once it has MinSamples, and kept while the load holds
+// (TestKeptAtSteadyLoad). Started after them, the fit saw 150 W alone and
+// published nothing ("power varied by 0.0 W (standard deviation), 15.0 W
+// needed").
+func TestRelearnsFromTheMisses(t *testing.T) {
+	const interval = time.Second
+	cfg := DefaultConfig()
+	cfg.MinSamples, cfg.Memory = 30, 60 // the sandbox's agents
+	m, _ := New(cfg)
+	p := plant{ambient: 30, perWatt: 0.2, tau: 6 * time.Second, celsius: 60}
+	now := time.Unix(0, 0)
+	rng := rand.New(rand.NewPCG(5, 6))
+	step := func(watts float64) {
+		p.step(interval, watts)
+		now = now.Add(interval)
+		m.Add(now, interval, "pkg", p.celsius, watts)
+	}
+	watts := 150.0
+	for i := range 120 {
+		if i%5 == 0 {
+			watts = 100 + 200*rng.Float64()
+		}
+		step(watts)
+	}
+	for range 20 {
+		step(250)
+	}
+	if got, ok := m.Fit(); !ok || math.Abs(got.CelsiusPerWatt-0.2) > 0.01 {
+		t.Fatalf("before: %+v, %v", got, ok)
+	}
+	p.perWatt = 0.3
+	for _, w := range []float64{250, 250, 200, 200} {
+		step(w)
+	}
+	for range 600 {
+		step(150)
+	}
+	got, ok := m.Fit()
+	if !ok || math.Abs(got.CelsiusPerWatt-0.3) > 0.03 {
+		t.Errorf("after the fan weakened: %+v, %v (%s); want 0.3°C/W", got, ok, m.NotReady())
+	}
+}
+
+// TestKeptAtSteadyLoad: a model learned while the load moved is kept
+// while the load then holds for ten times the fit's memory, though the
+// fit, no power move left in it, no longer passes its checks: the node's
+// heatsink and fans did not change. Withdrawn, the node would have no
+// prediction until its load moved again.
+func TestKeptAtSteadyLoad(t *testing.T) {
+	const interval = time.Second
+	cfg := DefaultConfig()
+	cfg.MinSamples, cfg.Memory = 30, 60
+	m, _ := New(cfg)
+	p := plant{ambient: 30, perWatt: 0.2, tau: 6 * time.Second, celsius: 60}
+	now := time.Unix(0, 0)
+	rng := rand.New(rand.NewPCG(7, 8))
+	watts := 150.0
+	for i := range 120 {
+		if i%5 == 0 {
+			watts = 100 + 200*rng.Float64()
+		}
+		p.step(interval, watts)
+		now = now.Add(interval)
+		m.Add(now, interval, "pkg", p.celsius, watts)
+	}
+	for range 600 {
+		p.step(interval, 180)
+		now = now.Add(interval)
+		m.Add(now, interval, "pkg", p.celsius, 180)
+	}
+	if _, ok := m.fit(); ok {
+		t.Fatal("the fit passes its checks after 600 samples at one load; the test shows nothing")
+	}
+	if got, ok := m.Fit(); !ok || math.Abs(got.CelsiusPerWatt-0.2) > 0.01 || math.Abs(got.AmbientCelsius-30) > 0.5 {
+		t.Errorf("after 600 samples at 180 W: %+v, %v (%s); want 30°C, 0.2°C/W", got, ok, m.NotReady())
+	}
+}
+
+// TestNotReady says why there is no model.
+func TestNotReadyReasons(t *testing.T) {
+	const interval = time.Second
+	cfg := DefaultConfig()
+	cfg.MinSamples, cfg.Memory = 30, 60
+	m, _ := New(cfg)
+	if got, want := m.NotReady(), "no sensor sampled yet"; got != want {
+		t.Errorf("new: %q, want %q", got, want)
+	}
+	now := time.Unix(0, 0)
+	for range 11 {
+		now = now.Add(interval)
+		m.Add(now, interval, "pkg", 60, 150)
+	}
+	if got, want := m.NotReady(), "10 of 30 samples"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	for range 40 {
+		now = now.Add(interval)
+		m.Add(now, interval, "pkg", 60, 150)
+	}
+	if got, want := m.NotReady(), "power varied by 0.0 W (standard deviation), 15.0 W needed"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	now = now.Add(interval)
+	m.Add(now, interval, "other", 60, 150)
+	if got, want := m.NotReady(), "the sensor closest to its limit changed from pkg to other; now 0 of 30 samples"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
