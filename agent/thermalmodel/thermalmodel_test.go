@@ -19,6 +19,44 @@ func (p *plant) step(dt time.Duration, watts float64) {
 	p.celsius = target + (p.celsius-target)*math.Exp(-dt.Seconds()/p.tau.Seconds())
 }
 
+// rig feeds a model a plant's samples, one a second.
+type rig struct {
+	m   *Model
+	p   *plant
+	now time.Time
+	rng *rand.Rand
+	// watts and moved are the moving load's power and seconds so far.
+	watts float64
+	moved int
+}
+
+func newRig(t *testing.T, cfg Config, p plant, seed uint64) *rig {
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{m: m, p: &p, now: time.Unix(0, 0), rng: rand.New(rand.NewPCG(seed, seed+1))}
+}
+
+// step runs the plant a second at watts and feeds the model the sample.
+func (r *rig) step(watts float64) {
+	r.p.step(time.Second, watts)
+	r.now = r.now.Add(time.Second)
+	r.m.Add(r.now, time.Second, "pkg", r.p.celsius, watts)
+}
+
+// moving runs n seconds of a load that moves: a new power between 100
+// and 300 W every 5 s.
+func (r *rig) moving(n int) {
+	for range n {
+		if r.moved%5 == 0 {
+			r.watts = 100 + 200*r.rng.Float64()
+		}
+		r.moved++
+		r.step(r.watts)
+	}
+}
+
 func TestFitRecoversPlant(t *testing.T) {
 	const interval = 5 * time.Second
 	for _, tc := range []struct {
@@ -128,35 +166,18 @@ func TestFanFailure(t *testing.T) {
 }
 
 func fanFailure(t *testing.T, after, maxAmbient float64, published bool) {
-	const interval = time.Second
 	cfg := DefaultConfig()
 	cfg.MinSamples, cfg.Memory, cfg.MaxAmbientCelsius = 20, 60, maxAmbient
-	m, _ := New(cfg)
-	p := plant{ambient: 30, perWatt: 0.2, tau: 4 * time.Second, celsius: 30}
-	now := time.Unix(0, 0)
-	rng := rand.New(rand.NewPCG(9, 10))
-	step := func(watts float64) {
-		p.step(interval, watts)
-		now = now.Add(interval)
-		m.Add(now, interval, "pkg", p.celsius, watts)
-	}
-	watts := 150.0
-	for i := range 120 {
-		if i%5 == 0 {
-			watts = 100 + 200*rng.Float64()
-		}
-		step(watts)
-	}
+	r := newRig(t, cfg, plant{ambient: 30, perWatt: 0.2, tau: 4 * time.Second, celsius: 30}, 9)
+	m, p := r.m, r.p
+	r.moving(120)
 	if got, ok := m.Fit(); !ok || math.Abs(got.AmbientCelsius-30) > 0.5 {
 		t.Fatalf("before the failure: %+v, %v", got, ok)
 	}
 	p.ambient = after // the fan fails
 	withdrawn := -1
 	for i := range 120 {
-		if i%5 == 0 {
-			watts = 100 + 200*rng.Float64()
-		}
-		step(watts)
+		r.moving(1)
 		if _, ok := m.Fit(); !ok && withdrawn < 0 {
 			withdrawn = i + 1
 		}
@@ -252,25 +273,11 @@ func TestFitNotPublishedWithoutPowerMoves(t *testing.T) {
 // published nothing ("power varied by 0.0 W (standard deviation), 15.0 W
 // needed").
 func TestRelearnsFromTheMisses(t *testing.T) {
-	const interval = time.Second
 	cfg := DefaultConfig()
 	cfg.MinSamples, cfg.Memory = 30, 60 // the sandbox's agents
-	m, _ := New(cfg)
-	p := plant{ambient: 30, perWatt: 0.2, tau: 6 * time.Second, celsius: 60}
-	now := time.Unix(0, 0)
-	rng := rand.New(rand.NewPCG(5, 6))
-	step := func(watts float64) {
-		p.step(interval, watts)
-		now = now.Add(interval)
-		m.Add(now, interval, "pkg", p.celsius, watts)
-	}
-	watts := 150.0
-	for i := range 120 {
-		if i%5 == 0 {
-			watts = 100 + 200*rng.Float64()
-		}
-		step(watts)
-	}
+	r := newRig(t, cfg, plant{ambient: 30, perWatt: 0.2, tau: 6 * time.Second, celsius: 60}, 5)
+	m, p, step := r.m, r.p, r.step
+	r.moving(120)
 	for range 20 {
 		step(250)
 	}
@@ -296,26 +303,13 @@ func TestRelearnsFromTheMisses(t *testing.T) {
 // heatsink and fans did not change. Withdrawn, the node would have no
 // prediction until its load moved again.
 func TestKeptAtSteadyLoad(t *testing.T) {
-	const interval = time.Second
 	cfg := DefaultConfig()
 	cfg.MinSamples, cfg.Memory = 30, 60
-	m, _ := New(cfg)
-	p := plant{ambient: 30, perWatt: 0.2, tau: 6 * time.Second, celsius: 60}
-	now := time.Unix(0, 0)
-	rng := rand.New(rand.NewPCG(7, 8))
-	watts := 150.0
-	for i := range 120 {
-		if i%5 == 0 {
-			watts = 100 + 200*rng.Float64()
-		}
-		p.step(interval, watts)
-		now = now.Add(interval)
-		m.Add(now, interval, "pkg", p.celsius, watts)
-	}
+	r := newRig(t, cfg, plant{ambient: 30, perWatt: 0.2, tau: 6 * time.Second, celsius: 60}, 7)
+	m := r.m
+	r.moving(120)
 	for range 600 {
-		p.step(interval, 180)
-		now = now.Add(interval)
-		m.Add(now, interval, "pkg", p.celsius, 180)
+		r.step(180)
 	}
 	if _, ok := m.fit(); ok {
 		t.Fatal("the fit passes its checks after 600 samples at one load; the test shows nothing")
