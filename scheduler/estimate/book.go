@@ -99,10 +99,12 @@ type undone struct {
 type resEntry struct {
 	cpuMilli, memoryBytes, gpus atomic.Int64
 	// ratio is the node's measured over predicted watts (float64 bits,
-	// calibration.go), over calibrations measurements.
-	ratio        atomic.Uint64
-	calibrations atomic.Int64
-	calibratedAt atomic.Int64 // unix ns of the last measurement
+	// calibration.go), over calibrations measurements, from the moving
+	// sums of the jumps measured and predicted.
+	ratio                     atomic.Uint64
+	calibrations              atomic.Int64
+	calibratedAt              atomic.Int64 // unix ns of the last measurement
+	measuredSum, predictedSum float64
 	// disturbed is when a pod of the node last stopped counting other
 	// than by a sample showing it: a jump measured across it is not the
 	// placed pods' alone.

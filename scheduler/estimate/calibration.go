@@ -17,11 +17,22 @@ import (
 // watts since the sample before they ran is compared with the jump the
 // scheduler predicted for them from that sample (PodWatts, by their
 // requests: what the placement was decided on). The ratio measured /
-// predicted is followed per node as a moving mean, published as a metric,
-// and used: Book.PodWatts scales a node's estimates by it and widens their
-// upper estimate by how far it is from 1, so a node whose curve, or whose
-// pods' use of their requests, the estimates misprice is priced by what it
+// predicted is followed per node, published as a metric, and used:
+// Book.PodWatts scales a node's estimates by it and widens their upper
+// estimate by how far it is from 1, so a node whose curve, or whose pods'
+// use of their requests, the estimates misprice is priced by what it
 // really does.
+//
+// The ratio is one of sums, not a mean of each start's ratio: the jumps
+// measured over the jumps predicted, each sum keeping calibrationKeep of
+// its past at every measurement, with calibrationPriorWatts of predicted
+// jumps taken as measured exactly added to both. A small pod's jump is
+// mostly the samples' noise (a 6 W prediction against a node whose watts
+// wander 2-3 W from one sample to the next); as a ratio of its own it
+// moved the node's mean as much as a 200 W pod's, and the sandbox's nodes
+// of one model were ranked ±20 % apart by noise. In the sums a start
+// weighs by the watts it was predicted to add, and a node whose pods were
+// all small stays near 1 until they add up.
 //
 // A jump counts only when it can be the pods' alone: every pod that
 // started since the base sample is among those shown, no pod of the node
@@ -33,8 +44,14 @@ const (
 	// MinCalibrationWatts is the smallest predicted jump measured: below
 	// it a sample's noise is the jump.
 	MinCalibrationWatts = 5
-	// calibrationWeight is the weight of a new measurement in the mean.
-	calibrationWeight = 0.3
+	// calibrationKeep is the share of the past sums kept at each
+	// measurement: the last few starts count most, so the ratio follows
+	// a node whose pods or curve change.
+	calibrationKeep = 0.7
+	// calibrationPriorWatts is the predicted watts, measured exactly,
+	// that both sums start from: what the jumps must add up to before
+	// they move the ratio halfway.
+	calibrationPriorWatts = 20
 	// MinCalibrations is how many measurements a node's ratio needs
 	// before estimates use it.
 	MinCalibrations = 2
@@ -46,7 +63,7 @@ const (
 var (
 	predictionRatio = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Name: "telesched_scheduler_power_prediction_ratio",
-		Help: "Per node: the moving mean of the measured jump in node watts when placed pods start over the jump the scheduler " +
+		Help: "Per node: the jumps in node watts measured when placed pods start over the jumps the scheduler " +
 			"predicted for them at placement (1 is exact; 2 means pods cost twice the estimate). Estimates use it after " +
 			"2 measurements.",
 		StabilityLevel: metrics.ALPHA,
@@ -112,11 +129,9 @@ func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []
 	}
 	measured := float64((cur.Watts - cur.GPUWatts) - (base.Watts - base.GPUWatts))
 	ratio := math.Min(maxRatio, math.Max(minRatio, measured/predicted.Mean))
-	mean := ratio
-	if n := e.calibrations.Load(); n > 0 {
-		old := math.Float64frombits(e.ratio.Load())
-		mean = old + calibrationWeight*(ratio-old)
-	}
+	e.measuredSum = calibrationKeep*e.measuredSum + ratio*predicted.Mean
+	e.predictedSum = calibrationKeep*e.predictedSum + predicted.Mean
+	mean := (e.measuredSum + calibrationPriorWatts) / (e.predictedSum + calibrationPriorWatts)
 	e.ratio.Store(math.Float64bits(mean))
 	e.calibratedAt.Store(cur.Observed.UnixNano())
 	e.calibrations.Add(1)
