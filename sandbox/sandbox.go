@@ -514,6 +514,14 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		if err := start(n.Spec.Name, n.Dir, func(o *app.Options) {
 			o.NVMLLibrary = n.NVML()
 			o.NVML = o.NVMLLibrary != nil
+			o.BeforeHostRead = func(hostPath string) {
+				if !sim.RateCounter(hostPath) {
+					return
+				}
+				if err := n.StepIfOlder(readStep); err != nil {
+					klog.FromContext(ctx).Error(err, "advancing a simulated node", "node", n.Spec.Name)
+				}
+			}
 		}); err != nil {
 			return err
 		}
@@ -537,10 +545,9 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 func (s *sandbox) calibrate(ctx context.Context) error {
 	s.printf("      ramping the simulated nodes' load 5%% to 80%% (48 samples) so each agent learns its power curve and thermal model; waiting for every node's telemetry\n")
 	// A ramp from 5 % to 80 % in 5-point steps, each held three
-	// intervals: the simulated trees advance sim.StepsPerInterval times
-	// an interval, so a sample's watts are off by up to a step's, and a
-	// sample that straddles two levels mixes neighbours on the curve, not
-	// far-off points. (A node that runs for days gives its agent far more.)
+	// intervals: a sample that straddles two levels mixes neighbours on
+	// the curve, not far-off points. (A node that runs for days gives its
+	// agent far more.)
 	for i := 1; i <= calibrationLevels; i++ {
 		for _, n := range s.nodes {
 			n.Sweep(0.05 * float64(i))
@@ -619,6 +626,13 @@ const (
 	calibrationLevels = 16
 	calibrationHold   = 3
 )
+
+// readStep: an agent's read of a counter it turns into a rate
+// (sim.RateCounter) steps its simulated node when the node's last step is
+// older than this, so the counters are as of the read, as a real host's
+// are, and the counters of one read (a RAPL zone's packages and DRAM)
+// come from one step.
+const readStep = time.Millisecond
 
 // thermalModelWait bounds the wait for the simulated nodes' thermal
 // models after calibration.

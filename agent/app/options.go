@@ -43,6 +43,11 @@ type Options struct {
 	// programs that embed the agent (the fleet-scale benchmark times each
 	// write with it). Not a flag.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// BeforeHostRead, if set, is called with the host path of each file
+	// the agent reads under HostRoot, before it reads it; for programs
+	// that embed the agent over a simulated host (the sandbox brings the
+	// host's counters up to date in it). Not a flag.
+	BeforeHostRead func(hostPath string)
 	// Interval is the longest a move past the deadbands waits to be
 	// published while it does not settle, and the unit of readiness and
 	// of /healthz's window.

@@ -150,6 +150,9 @@ func closeCollectors(list []collector.Collector) {
 // Run runs the agent until ctx ends, or takes one sample with --once.
 func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 	root := hostfs.New(o.HostRoot)
+	if o.BeforeHostRead != nil {
+		root = root.WithReadHook(o.BeforeHostRead)
+	}
 	list := sources(o, root)
 	defer closeCollectors(list)
 	// intervalSeconds is the window the sample's rates cover.

@@ -56,8 +56,9 @@ const (
 // Gauges (hwmon power, the ACPI meter, GPU PowerWatts) need none, so a node
 // measured by gauges alone reports from the first call. A meter's interval
 // is the time between its reads in this call and the previous one, as the
-// collector's clock gives them when each group of meters has been read
-// (the GPUs': when the collector starts, right after the GPU collector):
+// collector's clock gives them when it starts reading each group of
+// meters (the GPUs': when the collector starts, right after the GPU
+// collector):
 // not Sample.Time, which is when the sample was due. On a busy host the
 // sampling loop wakes late and the collectors before this one take longer
 // at some ticks than at others; counters divided by the due interval read
@@ -210,10 +211,11 @@ type groupResult struct {
 }
 
 // readGroup reads every meter of a group and times the read by the
-// collector's clock. It reads all values before it changes any meter's
+// collector's clock, as it starts. It reads all values before it changes any meter's
 // state, so a group that fails leaves its meters as they were (they take
 // a new baseline when next read).
 func (c *PowerCollector) readGroup(meters []*meter) (groupResult, error) {
+	at := c.clock.Now()
 	values := make([]uint64, len(meters))
 	for i, m := range meters {
 		v, err := c.root.ReadUint(m.path)
@@ -222,7 +224,7 @@ func (c *PowerCollector) readGroup(meters []*meter) (groupResult, error) {
 		}
 		values[i] = v
 	}
-	return c.updateGroup(meters, values, c.clock.Now()), nil
+	return c.updateGroup(meters, values, at), nil
 }
 
 // updateGroup feeds each meter its value.

@@ -23,6 +23,9 @@ type Root struct {
 	// changing are faults a test sets and clears while the root reads;
 	// nil for none.
 	changing *Faults
+	// beforeRead, when set, is called with each host path before it is
+	// read.
+	beforeRead func(hostPath string)
 }
 
 // New returns a Root for dir ("" or "/" for the real host).
@@ -101,8 +104,20 @@ func (r Root) WithFaultSet(f *Faults) Root {
 	return r
 }
 
+// WithReadHook returns a copy of r that calls f with each host path
+// before it reads the file: a program that stands a simulated host behind
+// the root (the sandbox) brings the host's counters up to date in it, as
+// a real host's are at every read.
+func (r Root) WithReadHook(f func(hostPath string)) Root {
+	r.beforeRead = f
+	return r
+}
+
 // ReadFile reads a host file.
 func (r Root) ReadFile(hostPath string) ([]byte, error) {
+	if r.beforeRead != nil {
+		r.beforeRead(hostPath)
+	}
 	clean := filepath.Clean(hostPath)
 	err, ok := r.faults[clean]
 	if !ok && r.changing != nil {

@@ -65,3 +65,29 @@ func TestFaultSet(t *testing.T) {
 		}
 	}
 }
+
+// TestReadHook: the hook sees each host path before its file is read, so
+// what it writes there is what the read returns.
+func TestReadHook(t *testing.T) {
+	dir := t.TempDir()
+	path := "/proc/stat"
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	r := New(dir).WithReadHook(func(hostPath string) {
+		seen = append(seen, hostPath)
+		if err := os.WriteFile(filepath.Join(dir, hostPath), []byte("7\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if v, err := r.ReadUint(path); err != nil || v != 7 {
+		t.Errorf("ReadUint = %d, %v; want what the hook wrote, 7", v, err)
+	}
+	if len(seen) != 1 || seen[0] != path {
+		t.Errorf("hook saw %v, want [%s]", seen, path)
+	}
+	if _, err := New(dir).ReadUint(path); err != nil || len(seen) != 1 {
+		t.Errorf("a root without the hook called it (%v, %v)", seen, err)
+	}
+}

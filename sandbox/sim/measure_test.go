@@ -111,3 +111,46 @@ func TestSampledWattsAtAnyPhase(t *testing.T) {
 	}
 	t.Logf("worst sample %.1f%% off the model's %.1f W at %d steps an interval", 100*worst, want, StepsPerInterval)
 }
+
+// TestReadsStepTheNode: an agent whose reads step the node (the
+// sandbox's read hook) measures the model's power however its reads fall
+// against the ticker's steps, here with no ticker at all and reads
+// 300-448 ms apart: within 1 %. Read as of the last step, a sample's
+// watts were off by up to a step's share of the interval (5 % at 20 steps
+// an interval, TestSampledWattsAtAnyPhase), and by far more when the
+// steps were held up on a loaded host.
+func TestReadsStepTheNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("samples for 1.5s")
+	}
+	n, err := NewNode(t.TempDir(), NodeSpec{Name: "n", BaseUtilization: 0.3,
+		Curve: [11]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457},
+		Host:  hosttree.Spec{CPUs: 16, NUMANodes: 1, Packages: 1, MemoryKiB: 16 << 20, CritMilliCelsius: 100_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.celsius, _ = n.Spec.Steady(0.3, 0)
+	_, want := n.Spec.Steady(0.3, 0)
+	root := hostfs.New(n.Dir).WithReadHook(func(hostPath string) {
+		if !RateCounter(hostPath) {
+			return
+		}
+		if err := n.StepIfOlder(time.Millisecond); err != nil {
+			t.Error(err)
+		}
+	})
+	cs := []collector.Collector{collector.NewCPUCollector(root), collector.NewPowerCollector(root)}
+	for i := range 5 {
+		time.Sleep(300*time.Millisecond + time.Duration(i)*37*time.Millisecond)
+		s, _ := collector.Run(context.Background(), cs, time.Now())
+		if i == 0 {
+			continue // the counters' baseline
+		}
+		if s.Power == nil {
+			t.Fatalf("read %d: no power (%v)", i, s.Sources)
+		}
+		if e := math.Abs(s.Power.Watts-want) / want; e > 0.01 {
+			t.Errorf("read %d: %.1f W, the model draws %.1f W: %.1f%% off, want within 1%%", i, s.Power.Watts, want, 100*e)
+		}
+	}
+}

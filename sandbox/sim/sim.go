@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -160,6 +161,10 @@ type Node struct {
 	Dir  string // the tree the agent reads as its host root
 
 	host *hosttree.Host
+
+	// stepMu orders the steps, file writes included: the sandbox's
+	// ticker and the agent reading the tree both step the node.
+	stepMu sync.Mutex
 
 	mu        sync.Mutex
 	pods      map[types.UID]podLoad
@@ -362,11 +367,55 @@ const StepsPerInterval = 20
 
 // Step advances the model by the time since the last step and rewrites the
 // node's tree.
-func (n *Node) Step() error { return n.StepTo(time.Now()) }
+func (n *Node) Step() error {
+	n.stepMu.Lock()
+	defer n.stepMu.Unlock()
+	return n.stepTo(time.Now())
+}
 
-// StepTo is Step with the time given.
-func (n *Node) StepTo(now time.Time) error {
+// StepIfOlder is Step when the last step is older than d. The sandbox's
+// agents call it before they read the node's tree (hostfs.Root's read
+// hook), so that the counters they read are as of the read, as a real
+// host's are, not as of a step up to 1/StepsPerInterval of an interval
+// before it: on a loaded host, steps held up for a few hundred
+// milliseconds turned into tens of percent of a sample's watts, and flat
+// learned curves.
+func (n *Node) StepIfOlder(d time.Duration) error {
+	n.stepMu.Lock()
+	defer n.stepMu.Unlock()
+	now := time.Now()
 	n.mu.Lock()
+	fresh := now.Sub(n.last) < d
+	n.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	return n.stepTo(now)
+}
+
+// RateCounter reports whether an agent turns the host file into a rate
+// over the time between its reads: /proc/stat's CPU times and the energy
+// counters (RAPL's energy_uj). Reads of these are what StepIfOlder keeps
+// current.
+func RateCounter(hostPath string) bool {
+	return hostPath == "/proc/stat" || strings.HasSuffix(hostPath, "/energy_uj")
+}
+
+// StepTo is Step with the time given; a time before the last step's does
+// nothing.
+func (n *Node) StepTo(now time.Time) error {
+	n.stepMu.Lock()
+	defer n.stepMu.Unlock()
+	return n.stepTo(now)
+}
+
+// stepTo is StepTo; the caller holds stepMu.
+func (n *Node) stepTo(now time.Time) error {
+	n.mu.Lock()
+	if now.Before(n.last) {
+		n.mu.Unlock()
+		return nil
+	}
 	dt := now.Sub(n.last)
 	n.last = now
 	u := n.utilization()
