@@ -13,11 +13,11 @@ import (
 )
 
 // node is a node's telemetry with a published curve of 100 W at idle,
-// rising 10 W each 10 % to 20 %, then 40 W each 10 %.
+// rising 20 W each 10 % to 20 %, then 40 W each 10 %.
 func curveNode(cores int32, cpuPercent int32) *telemetry.Node {
 	m := &telemetry.Models{CurveBasis: telemetry.BasisFitted}
 	for k := range m.Watts {
-		m.Watts[k] = 100 + 10*float64(min(k, 2)) + 40*float64(max(k-2, 0))
+		m.Watts[k] = 100 + 20*float64(min(k, 2)) + 40*float64(max(k-2, 0))
 	}
 	return &telemetry.Node{Name: "n", HasPower: true, HasCPU: true, LogicalCores: cores, CPUPercent: cpuPercent, Models: m}
 }
@@ -36,12 +36,12 @@ func TestLearnedMarginal(t *testing.T) {
 		want                float64
 		wantOK              bool
 	}{
-		// 10 cores at 10 %: 1 CPU takes it to 20 %: 110 -> 120 W.
-		{name: "from the sample's load", node: curveNode(10, 10), cpu: 1000, want: 10, wantOK: true},
-		// 10 % + 1 reserved CPU = 20 %; the pod takes it to 30 %: 120 -> 160 W.
+		// 10 cores at 10 %: 1 CPU takes it to 20 %: 120 -> 140 W.
+		{name: "from the sample's load", node: curveNode(10, 10), cpu: 1000, want: 20, wantOK: true},
+		// 10 % + 1 reserved CPU = 20 %; the pod takes it to 30 %: 140 -> 180 W.
 		{name: "after the pods placed since", node: curveNode(10, 10), cpu: 1000, reserved: 1000, want: 40, wantOK: true},
-		// 1 CPU 10 -> 20 % (+10 W) and 2 GPUs of 300 - 50 W.
-		{name: "with GPUs", node: gpuNode, cpu: 1000, gpus: 2, want: 10 + 2*250, wantOK: true},
+		// 1 CPU 10 -> 20 % (+20 W) and 2 GPUs of 300 - 50 W.
+		{name: "with GPUs", node: gpuNode, cpu: 1000, gpus: 2, want: 20 + 2*250, wantOK: true},
 		{name: "no curve", node: &telemetry.Node{HasPower: true, HasCPU: true, LogicalCores: 10}, cpu: 1000},
 		{name: "no telemetry", cpu: 1000},
 	} {
@@ -63,11 +63,11 @@ func TestPerBusyCore(t *testing.T) {
 		cores, cpuPercent int32
 		want              float64
 	}{
-		// 15 %: the 10-20 % segment, 10 W per 10 % = 100 W per unit, over 10 cores.
-		{name: "flat segment", cores: 10, cpuPercent: 15, want: 10},
-		// 4 cores at 15 %: still 100 W per unit / 4; the step to 40 %
-		// would have said (180 - 115) = 65 W.
-		{name: "few cores", cores: 4, cpuPercent: 15, want: 25},
+		// 15 %: the 10-20 % segment, 20 W per 10 % = 200 W per unit, over 10 cores.
+		{name: "flat segment", cores: 10, cpuPercent: 15, want: 20},
+		// 4 cores at 15 %: still 200 W per unit / 4; the step to 40 %
+		// would have said (220 - 130) = 90 W.
+		{name: "few cores", cores: 4, cpuPercent: 15, want: 50},
 		// 50 %: 400 W per unit / 10.
 		{name: "steep segment", cores: 10, cpuPercent: 50, want: 40},
 	} {
@@ -79,8 +79,8 @@ func TestPerBusyCore(t *testing.T) {
 		})
 	}
 	n := curveNode(4, 15)
-	n.Watts = 115
-	if got, want := describe(n), "cpu 15%, 115W, +25.0W per busy core (fitted)"; got != want {
+	n.Watts = 130
+	if got, want := describe(n), "cpu 15%, 130W, +50.0W per busy core (fitted)"; got != want {
 		t.Errorf("describe = %q, want %q", got, want)
 	}
 	if _, ok := perBusyCore(&telemetry.Node{HasCPU: true, LogicalCores: 4}); ok {

@@ -28,8 +28,9 @@ func (w Watts) Plus(o Watts) Watts { return Watts{Mean: w.Mean + o.Mean, Upper: 
 // reserved were placed since its sample: the node's power curve at its
 // estimated load (measured utilization plus reserved) with the pod, minus
 // without, plus a busy GPU's power less an idle one's for each of the
-// pod's GPUs. ok is false when the node has no watts (fresh or held), no
-// CPU count or no plausible curve; never negative.
+// pod's GPUs. The CPU side is never below MinSlopeShare of the curve's
+// mean rise over the pod's load. ok is false when the node has no watts
+// (fresh or held), no CPU count or no plausible curve; never negative.
 func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
 		return Watts{}, false
@@ -40,8 +41,9 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 	if !ok {
 		return Watts{}, false
 	}
-	w1, unc1, _ := n.Models.CurveAt(u0 + float64(d.CPUMilli)/capacity)
-	cpu := max(0, w1-w0)
+	u1 := u0 + float64(d.CPUMilli)/capacity
+	w1, unc1, _ := n.Models.CurveAt(u1)
+	cpu := rise(n.Models, u0, u1, w0, w1)
 	gpu := GPUWatts(n, d.GPUs)
 	if d.CPUMilli <= 0 {
 		return Watts{Mean: gpu, Upper: gpu}, true
@@ -82,10 +84,35 @@ func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroom
 		if k > 1 && k*d.CPUMilli > headroomMilli {
 			break
 		}
-		w, _, _ := n.Models.CurveAt(u0 + float64(k*d.CPUMilli)/capacity)
-		best = math.Min(best, max(0, w-w0)/float64(k))
+		u := u0 + float64(k*d.CPUMilli)/capacity
+		w, _, _ := n.Models.CurveAt(u)
+		best = math.Min(best, rise(n.Models, u0, u, w0, w)/float64(k))
 	}
 	return best, true
+}
+
+// MinSlopeShare: a published curve never rises, over any stretch of load,
+// less than this share of its mean rise (its watts at 100 % less at 0 %,
+// spread evenly); where a learned curve does, the estimate takes the
+// share. Of the SPECpower_ssj2008 results in this repository's fleets
+// and tests, the flattest 10-point segment against the curve's mean one
+// is 0.44 (Dell R740, power_ssj2008-20170829-00780), 0.50 (Supermicro
+// 6025B-TR+, 2008, -20080115-00030), 0.51 to 0.54 (Dell T620, R830, R720,
+// R620, R940) and 0.60 to 0.61 (Dell R640, IBM x3550 M3). A learned curve flatter than that is the fit's doing: noisy
+// bins that would make it fall are tied into a flat stretch, and a node
+// whose curve was flat where it ran (a 2008 Xeon at 25 %, +0 W a busy
+// core) looked free to the scheduler, and took pods that cost it 16 to 28
+// W each.
+const MinSlopeShare = 0.4
+
+// rise is what the curve m adds from load u0 (w0 watts) to u1 (w1), u1 >=
+// u0: never below MinSlopeShare of the curve's mean rise over the stretch
+// of it within 0-100 %, nor below 0.
+func rise(m *telemetry.Models, u0, u1, w0, w1 float64) float64 {
+	lo, _, _ := m.CurveAt(0)
+	hi, _, _ := m.CurveAt(1)
+	floor := MinSlopeShare * max(0, hi-lo) * max(0, min(u1, 1)-min(u0, 1))
+	return max(w1-w0, floor, 0)
 }
 
 // UpperSigmas is how many of the curve's uncertainties (standard errors)

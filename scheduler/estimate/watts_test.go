@@ -67,3 +67,41 @@ func TestAmortizedCPUWatts(t *testing.T) {
 		t.Error("a node without a curve gave an estimate")
 	}
 }
+
+// TestFlatCurveFloor: a learned curve tied flat where the node runs (the
+// 2008 Xeon of the mixed-generation fleet, 8 CPUs at 25 %: its fit
+// published 227, 235 and 235 W at 20, 30 and 40 %) prices half a CPU
+// there at MinSlopeShare of the curve's mean rise, 0.4 x 99 W / 16 =
+// 2.475 W, not 0 W (what it said before: the node looked free, and took pods that
+// cost it 16 to 28 W). Where the curve rises more, the curve's rise
+// stands.
+func TestFlatCurveFloor(t *testing.T) {
+	flat := []int32{216, 221, 227, 235, 235, 258, 270, 282, 294, 307, 315}
+	n := telemetry.FromStatus("n", &telemetryv1alpha1.NodeTelemetryStatus{
+		CPU: &telemetryv1alpha1.CPUStatus{LogicalCores: 8, OnlineCores: 8, UtilizationPercent: 30},
+		Power: &telemetryv1alpha1.PowerStatus{Watts: 235, Sources: []telemetryv1alpha1.PowerSource{"rapl"},
+			Model: &telemetryv1alpha1.PowerModel{Ready: true, Basis: telemetryv1alpha1.PowerModelFitted,
+				IdleWatts: ptr.To[int32](216), FullLoadWatts: ptr.To[int32](315), CurveWatts: flat,
+				CurveUncertaintyWatts: make([]int32, len(flat))}},
+	})
+	// Half a CPU: 30 % to 36.25 %, on the flat stretch.
+	half := Demand{CPUMilli: 500}
+	w, ok := PodWatts(n, half, Demand{})
+	if want := 0.4 * 99 * 0.0625; !ok || math.Abs(w.Mean-want) > 1e-9 {
+		t.Errorf("half a CPU from 30 %%: %v W, %v; want the floor, %v W", w.Mean, ok, want)
+	}
+	if a, _ := AmortizedCPUWatts(n, half, Demand{}, 1, 8000); math.Abs(a-w.Mean) > 1e-9 {
+		t.Errorf("amortized over one pod: %v W, PodWatts %v W", a, w.Mean)
+	}
+	// One CPU: 30 % to 42.5 %, 0 W on the flat stretch and 5.75 W past
+	// 40 %: above the floor's 4.95 W, the curve's rise stands.
+	if w, _ := PodWatts(n, Demand{CPUMilli: 1000}, Demand{}); math.Abs(w.Mean-5.75) > 1e-9 {
+		t.Errorf("one CPU from 30 %%: %v W, want the curve's 5.75", w.Mean)
+	}
+	// Past 100 %: the curve ends there (311 to 315 W), and so does the
+	// floor's stretch (0.4 x 99 W x 5 % = 1.98 W).
+	n.CPUPercent = 95
+	if w, _ := PodWatts(n, Demand{CPUMilli: 1000}, Demand{}); math.Abs(w.Mean-4) > 1e-9 {
+		t.Errorf("one CPU from 95 %%: %v W, want the curve's 4 W to 100 %%", w.Mean)
+	}
+}
