@@ -111,8 +111,8 @@ func TestDefaults(t *testing.T) {
 		{
 			name: "EnergyAwareArgs set fields kept, zero values included",
 			in: &EnergyAwareArgs{
-				TelemetryArgs:    TelemetryArgs{StaleTelemetryPolicy: ptr.To(StaleTelemetryReject)},
-				RejectThrottling: ptr.To(false),
+				TelemetryArgs:     TelemetryArgs{StaleTelemetryPolicy: ptr.To(StaleTelemetryReject)},
+				RejectThrottling:  ptr.To(false),
 				PowerWeight:       ptr.To[int32](0),
 				ThermalWeight:     ptr.To[int32](100),
 				ConsolidationPods: ptr.To[int32](1),
