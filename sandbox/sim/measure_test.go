@@ -57,13 +57,10 @@ func TestAgentMeasuresTheModel(t *testing.T) {
 	}
 }
 
-// TestSampledWattsAtAnyPhase: the agent reads a node's counters at times
-// of its own, unaligned with the simulation's steps. Reads that fall just
-// after a step and just before one, in turn, give windows holding one
-// step more and one step less than an interval: the worst case. At
-// StepsPerInterval steps each sample's watts stay within 5.5 % of the
-// model's (at 4 steps an interval they read 25 % off).
-func TestSampledWattsAtAnyPhase(t *testing.T) {
+// settledR740 is a 16-CPU node on the R740's curve, settled at 30 %, and
+// the watts it draws there.
+func settledR740(t *testing.T) (*Node, float64) {
+	t.Helper()
 	n, err := NewNode(t.TempDir(), NodeSpec{Name: "n", BaseUtilization: 0.3,
 		Curve: [11]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457},
 		Host:  hosttree.Spec{CPUs: 16, NUMANodes: 1, Packages: 1, MemoryKiB: 16 << 20, CritMilliCelsius: 100_000}})
@@ -72,6 +69,17 @@ func TestSampledWattsAtAnyPhase(t *testing.T) {
 	}
 	n.celsius, _ = n.Spec.Steady(0.3, 0)
 	_, want := n.Spec.Steady(0.3, 0)
+	return n, want
+}
+
+// TestSampledWattsAtAnyPhase: the agent reads a node's counters at times
+// of its own, unaligned with the simulation's steps. Reads that fall just
+// after a step and just before one, in turn, give windows holding one
+// step more and one step less than an interval: the worst case. At
+// StepsPerInterval steps each sample's watts stay within 5.5 % of the
+// model's (at 4 steps an interval they read 25 % off).
+func TestSampledWattsAtAnyPhase(t *testing.T) {
+	n, want := settledR740(t)
 
 	const interval = time.Second
 	step := interval / StepsPerInterval
@@ -123,14 +131,7 @@ func TestReadsStepTheNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("samples for 1.5s")
 	}
-	n, err := NewNode(t.TempDir(), NodeSpec{Name: "n", BaseUtilization: 0.3,
-		Curve: [11]float64{52.3, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457},
-		Host:  hosttree.Spec{CPUs: 16, NUMANodes: 1, Packages: 1, MemoryKiB: 16 << 20, CritMilliCelsius: 100_000}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.celsius, _ = n.Spec.Steady(0.3, 0)
-	_, want := n.Spec.Steady(0.3, 0)
+	n, want := settledR740(t)
 	root := hostfs.New(n.Dir).WithReadHook(func(hostPath string) {
 		if !RateCounter(hostPath) {
 			return
