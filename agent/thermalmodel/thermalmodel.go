@@ -33,6 +33,11 @@ const (
 	// classes, allows inlet air up to 45 °C, and a package at 0 W settles
 	// near its inlet air. 5 °C more for a sensor downstream of others.
 	DefaultMaxAmbientCelsius = 50
+	// DefaultMinAmbientCelsius is the coldest 0 W temperature a model may
+	// have: ASHRAE's allowable inlet air starts at 5 °C (classes A3 and
+	// A4; 15 °C for A1), a package at 0 W settles at or above its inlet,
+	// and 5 °C less covers a sensor that reads a little low.
+	DefaultMinAmbientCelsius = 0
 )
 
 // Config sets the fit's thresholds.
@@ -57,6 +62,12 @@ type Config struct {
 	// models had 0.015-0.12 °C/W against 0.18-0.25 with ambients of
 	// 59-65 °C, and let through pods that took their nodes to the limit.
 	MaxAmbientCelsius float64
+	// MinAmbientCelsius bounds the ambient from below. A fit over a
+	// ramp, where the power and the temperature rise together, can trade
+	// a low ambient for a high R and a long τ: the sandbox's nodes
+	// published ambients of −27 to 11 °C with τ of 40 to 59 s against
+	// 6 s; such a model predicts far more heat than a pod brings.
+	MinAmbientCelsius float64
 	// Memory is the weight, in samples, of the fit's past: each new sample
 	// discounts the old ones by 1 − 1/Memory.
 	Memory int
@@ -65,7 +76,7 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{MinSamples: DefaultMinSamples, MinPowerStdDevWatts: DefaultMinPowerStdDevWatt, MinPowerVariation: DefaultMinPowerVariation,
-		MaxAmbientCelsius: DefaultMaxAmbientCelsius, Memory: DefaultMemory}
+		MaxAmbientCelsius: DefaultMaxAmbientCelsius, MinAmbientCelsius: DefaultMinAmbientCelsius, Memory: DefaultMemory}
 }
 
 // Validate reports a Config that cannot work.
@@ -79,6 +90,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("thermal model minimum power variation %v must be within [0, 1)", c.MinPowerVariation)
 	case !(c.MaxAmbientCelsius > -40 && c.MaxAmbientCelsius <= 80):
 		return fmt.Errorf("thermal model maximum ambient %v °C must be within (-40, 80]", c.MaxAmbientCelsius)
+	case !(c.MinAmbientCelsius >= -40 && c.MinAmbientCelsius < c.MaxAmbientCelsius):
+		return fmt.Errorf("thermal model minimum ambient %v °C must be within [-40, the maximum ambient %v °C)", c.MinAmbientCelsius, c.MaxAmbientCelsius)
 	case c.Memory < c.MinSamples:
 		return fmt.Errorf("thermal model memory %d must be at least its minimum samples %d", c.Memory, c.MinSamples)
 	}
@@ -362,7 +375,7 @@ const minCelsiusPerWatt = 0.01
 func (m *Model) plausible(p Params) bool {
 	return p.CelsiusPerWatt >= minCelsiusPerWatt && p.CelsiusPerWatt <= 10 &&
 		p.TimeConstant > 0 && p.TimeConstant <= 24*time.Hour &&
-		p.AmbientCelsius >= -40 && p.AmbientCelsius <= m.cfg.MaxAmbientCelsius &&
+		p.AmbientCelsius >= m.cfg.MinAmbientCelsius && p.AmbientCelsius <= m.cfg.MaxAmbientCelsius &&
 		!math.IsNaN(p.ResidualCelsius)
 }
 

@@ -138,9 +138,37 @@ func TestNotReady(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{MinSamples: 3, MinPowerStdDevWatts: 5, Memory: 600}, {MinSamples: 60, MinPowerStdDevWatts: 0, Memory: 600}, {MinSamples: 60, MinPowerStdDevWatts: 5, Memory: 10}} {
+	ambient := func(lo, hi float64) Config {
+		c := DefaultConfig()
+		c.MinAmbientCelsius, c.MaxAmbientCelsius = lo, hi
+		return c
+	}
+	for _, c := range []Config{{MinSamples: 3, MinPowerStdDevWatts: 5, Memory: 600}, {MinSamples: 60, MinPowerStdDevWatts: 0, Memory: 600}, {MinSamples: 60, MinPowerStdDevWatts: 5, Memory: 10},
+		ambient(50, 50), ambient(-41, 50), ambient(math.NaN(), 50)} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+	if _, err := New(ambient(-40, 80)); err != nil {
+		t.Errorf("ambient within [-40, 80]: %v", err)
+	}
+}
+
+// TestMinAmbient: a node whose 0 W temperature is -10 °C (a cabinet
+// outdoors in winter) gets no model under the default bound, 0 °C, which
+// no data-centre inlet reaches; with the bound lowered it does.
+func TestMinAmbient(t *testing.T) {
+	for _, tc := range []struct {
+		min       float64
+		published bool
+	}{{DefaultMinAmbientCelsius, false}, {-20, true}} {
+		cfg := DefaultConfig()
+		cfg.MinAmbientCelsius = tc.min
+		r := newRig(t, cfg, plant{ambient: -10, perWatt: 0.2, tau: 5 * time.Second, celsius: 20}, 11)
+		r.moving(200)
+		got, ok := r.m.Fit()
+		if ok != tc.published || ok && math.Abs(got.AmbientCelsius+10) > 0.5 {
+			t.Errorf("bound %v°C: %+v, %v; want published %v at -10°C", tc.min, got, ok, tc.published)
 		}
 	}
 }
