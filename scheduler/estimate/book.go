@@ -140,7 +140,8 @@ func NewBook(cache *telemetry.Cache, opts Options) *Book {
 // LimitCPU records a LoadAware profile's cpuThresholdPercent: no pod may
 // bring a node's estimated CPU (measured, plus the pods placed since) past
 // it. The book keeps the lowest, for the plugins that must leave a node
-// room under it (TopologyFit's CPUs kept for free GPUs).
+// room under it (CPUUnderThresholdMilli: TopologyFit's CPUs kept for free
+// GPUs, EnergyAware's room for pods like the one placed).
 func (b *Book) LimitCPU(percent int32) {
 	for {
 		cur := b.cpuThreshold.Load()
@@ -152,6 +153,23 @@ func (b *Book) LimitCPU(percent int32) {
 
 // CPUThresholdPercent is the lowest LimitCPU recorded, 0 when none was.
 func (b *Book) CPUThresholdPercent() int32 { return b.cpuThreshold.Load() }
+
+// CPUUnderThresholdMilli is the CPU, in millicores, that the lowest
+// LimitCPU leaves above node n's estimated load (its measured utilization
+// plus the pods placed since its sample); negative when the load is past
+// it. ok is false without a book, a threshold or n's CPU telemetry.
+func (b *Book) CPUUnderThresholdMilli(n *telemetry.Node) (milli int64, ok bool) {
+	if b == nil || n == nil || !n.HasCPU || n.LogicalCores <= 0 {
+		return 0, false
+	}
+	t := int64(b.CPUThresholdPercent())
+	if t <= 0 {
+		return 0, false
+	}
+	capacity := int64(n.LogicalCores) * 1000
+	load := int64(n.CPUPercent)*capacity/100 + b.Get(n.Name).CPUMilli
+	return capacity*t/100 - load, true
+}
 
 // Demand is the pod's demand as the book counts it.
 func (b *Book) Demand(pod *v1.Pod) Demand { return b.counter.Of(pod) }

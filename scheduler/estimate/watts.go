@@ -32,22 +32,15 @@ func (w Watts) Plus(o Watts) Watts { return Watts{Mean: w.Mean + o.Mean, Upper: 
 // mean rise over the pod's load. ok is false when the node has no watts
 // (fresh or held), no CPU count or no plausible curve; never negative.
 func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
-	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
-		return Watts{}, false
-	}
-	capacity := float64(n.LogicalCores) * 1000
-	u0 := float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/capacity
-	w0, _, ok := n.Models.CurveAt(u0)
+	c, ok := curveFrom(n, reserved)
 	if !ok {
 		return Watts{}, false
 	}
-	u1 := u0 + float64(d.CPUMilli)/capacity
-	w1, unc1, _ := n.Models.CurveAt(u1)
-	cpu := rise(n.Models, u0, u1, w0, w1)
 	gpu := GPUWatts(n, d.GPUs)
 	if d.CPUMilli <= 0 {
 		return Watts{Mean: gpu, Upper: gpu}, true
 	}
+	cpu, unc1 := c.add(d.CPUMilli)
 	return Watts{Mean: cpu + gpu, Upper: cpu + UpperSigmas*unc1 + gpu}, true
 }
 
@@ -67,12 +60,7 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 // climb, the pod goes where the pods like it will cost least together.
 // On a node past its knee the least is k = 1, the pod's own watts.
 func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroomMilli int64) (float64, bool) {
-	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
-		return 0, false
-	}
-	capacity := float64(n.LogicalCores) * 1000
-	u0 := float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/capacity
-	w0, _, ok := n.Models.CurveAt(u0)
+	c, ok := curveFrom(n, reserved)
 	if !ok {
 		return 0, false
 	}
@@ -84,9 +72,8 @@ func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroom
 		if k > 1 && k*d.CPUMilli > headroomMilli {
 			break
 		}
-		u := u0 + float64(k*d.CPUMilli)/capacity
-		w, _, _ := n.Models.CurveAt(u)
-		best = math.Min(best, rise(n.Models, u0, u, w0, w)/float64(k))
+		w, _ := c.add(k * d.CPUMilli)
+		best = math.Min(best, w/float64(k))
 	}
 	return best, true
 }
@@ -97,22 +84,50 @@ func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroom
 // share. Of the SPECpower_ssj2008 results in this repository's fleets
 // and tests, the flattest 10-point segment against the curve's mean one
 // is 0.44 (Dell R740, power_ssj2008-20170829-00780), 0.50 (Supermicro
-// 6025B-TR+, 2008, -20080115-00030), 0.51 to 0.54 (Dell T620, R830, R720,
-// R620, R940) and 0.60 to 0.61 (Dell R640, IBM x3550 M3). A learned curve flatter than that is the fit's doing: noisy
-// bins that would make it fall are tied into a flat stretch, and a node
-// whose curve was flat where it ran (a 2008 Xeon at 25 %, +0 W a busy
-// core) looked free to the scheduler, and took pods that cost it 16 to 28
-// W each.
+// 6025B-TR+, 2008, -20080115-00030), 0.51 to 0.54 (Dell T620, R830,
+// R720, R620, R940) and 0.60 to 0.61 (Dell R640, IBM x3550 M3). A
+// learned curve flatter than that is the fit's doing: noisy bins that
+// would make it fall are tied into a flat stretch, and a node whose curve
+// was flat where it ran (a 2008 Xeon at 25 %, +0 W a busy core) looked
+// free to the scheduler, and took pods that cost it 16 to 28 W each.
 const MinSlopeShare = 0.4
 
-// rise is what the curve m adds from load u0 (w0 watts) to u1 (w1), u1 >=
-// u0: never below MinSlopeShare of the curve's mean rise over the stretch
-// of it within 0-100 %, nor below 0.
-func rise(m *telemetry.Models, u0, u1, w0, w1 float64) float64 {
-	lo, _, _ := m.CurveAt(0)
-	hi, _, _ := m.CurveAt(1)
-	floor := MinSlopeShare * max(0, hi-lo) * max(0, min(u1, 1)-min(u0, 1))
-	return max(w1-w0, floor, 0)
+// nodeCurve is a node's power curve read from its estimated load: what
+// PodWatts and AmortizedCPUWatts step along.
+type nodeCurve struct {
+	m                 *telemetry.Models
+	capacityMilli     float64
+	u0, w0            float64
+	floorWattsPerUnit float64 // MinSlopeShare of the curve's mean rise
+}
+
+// curveFrom reads node n's curve at its estimated load, its measured
+// utilization plus reserved; false when the node has no watts (fresh or
+// held), no CPU count or no plausible curve.
+func curveFrom(n *telemetry.Node, reserved Demand) (nodeCurve, bool) {
+	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
+		return nodeCurve{}, false
+	}
+	c := nodeCurve{m: n.Models, capacityMilli: float64(n.LogicalCores) * 1000}
+	c.u0 = float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/c.capacityMilli
+	w0, _, ok := n.Models.CurveAt(c.u0)
+	if !ok {
+		return nodeCurve{}, false
+	}
+	lo, _, _ := n.Models.CurveAt(0)
+	hi, _, _ := n.Models.CurveAt(1)
+	c.w0, c.floorWattsPerUnit = w0, MinSlopeShare*max(0, hi-lo)
+	return c, true
+}
+
+// add is what cpuMilli more CPU adds to the curve from the estimated
+// load, never below the floor over the stretch of it within 0-100 %, nor
+// below 0; and the curve's uncertainty at the load with it.
+func (c nodeCurve) add(cpuMilli int64) (watts, uncertainty float64) {
+	u1 := c.u0 + float64(cpuMilli)/c.capacityMilli
+	w1, unc1, _ := c.m.CurveAt(u1)
+	floor := c.floorWattsPerUnit * max(0, min(u1, 1)-min(c.u0, 1))
+	return max(w1-c.w0, floor, 0), unc1
 }
 
 // UpperSigmas is how many of the curve's uncertainties (standard errors)

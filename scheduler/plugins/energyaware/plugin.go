@@ -188,11 +188,11 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.NoTelemetry, nil
 	}
-	e := pl.estimate(tel, s)
+	reserved := pl.reservedOn(tel.Name)
+	e := estimateWith(pl.reserved, tel, s.Demand, reserved)
 	mw := e.mw
 	if e.hasPower {
-		reserved := pl.reservedOn(tel.Name)
-		if w, ok := pl.reserved.RankWatts(tel, s.Demand, reserved, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo, reserved)); ok {
+		if w, ok := pl.reserved.RankWatts(tel, s.Demand, reserved, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo)); ok {
 			mw = int64(math.Round(w * 1000))
 		}
 	}
@@ -203,15 +203,10 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 // on the node: its allocatable CPU less its pods' requests, and no more
 // than LoadAware's threshold (the profiles' lowest, estimate.Book) leaves
 // above the node's estimated load.
-func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, nodeInfo fwk.NodeInfo, reserved estimate.Demand) int64 {
+func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, nodeInfo fwk.NodeInfo) int64 {
 	free := nodeInfo.GetAllocatable().GetMilliCPU() - nodeInfo.GetRequested().GetMilliCPU()
-	if pl.reserved == nil || !tel.HasCPU {
-		return free
-	}
-	if pct := pl.reserved.CPUThresholdPercent(); pct > 0 {
-		capacity := int64(tel.LogicalCores) * 1000
-		load := capacity*int64(tel.CPUPercent)/100 + reserved.CPUMilli
-		free = min(free, capacity*int64(pct)/100-load)
+	if room, ok := pl.reserved.CPUUnderThresholdMilli(tel); ok {
+		free = min(free, room)
 	}
 	return free
 }

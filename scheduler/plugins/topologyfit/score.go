@@ -148,14 +148,8 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	if nodeInfo.GetAllocatable().GetMilliCPU()-after < kept {
 		return true
 	}
-	if pl.book != nil && tel != nil && tel.HasCPU && tel.LogicalCores > 0 {
-		if t := int64(pl.book.CPUThresholdPercent()); t > 0 {
-			capacity := int64(tel.LogicalCores) * 1000
-			estimated := int64(tel.CPUPercent)*capacity/100 + pl.book.Get(tel.Name).CPUMilli + podMilli
-			if capacity*t/100-estimated < kept {
-				return true
-			}
-		}
+	if room, ok := pl.book.CPUUnderThresholdMilli(tel); ok && room-podMilli < kept {
+		return true
 	}
 	if !withTelemetry {
 		return false
