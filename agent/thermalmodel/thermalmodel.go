@@ -290,6 +290,16 @@ func (m *Model) mispredicts(p Params, prevT, celsius, watts float64) (miss, drop
 	return true, m.misses >= MaxMisses, predicted
 }
 
+// powerSpread is the standard deviation of the power over the fit's
+// memory, and the least the fit needs (MinPowerStdDevWatts, and
+// MinPowerVariation of the mean power).
+func (m *Model) powerSpread() (std, minStd float64) {
+	w := m.xx[2][2] // the weights' sum
+	meanP := m.xx[1][2] / w
+	std = math.Sqrt(math.Max(0, m.xx[1][1]/w-meanP*meanP))
+	return std, math.Max(m.cfg.MinPowerStdDevWatts, m.cfg.MinPowerVariation*meanP)
+}
+
 // NotReady says why Fit returns no model, for a log: why the last fit was
 // dropped, if one was, and what the fit lacks now; "" when Fit has one.
 func (m *Model) NotReady() string {
@@ -297,16 +307,13 @@ func (m *Model) NotReady() string {
 		return ""
 	}
 	var lacks string
-	switch w := m.xx[2][2]; {
+	switch {
 	case m.sensor == "":
 		lacks = "no sensor sampled yet"
 	case m.pairs < m.cfg.MinSamples:
 		lacks = fmt.Sprintf("%d of %d samples", m.pairs, m.cfg.MinSamples)
 	default:
-		meanP := m.xx[1][2] / w
-		std := math.Sqrt(math.Max(0, m.xx[1][1]/w-meanP*meanP))
-		minStd := math.Max(m.cfg.MinPowerStdDevWatts, m.cfg.MinPowerVariation*meanP)
-		if std < minStd {
+		if std, minStd := m.powerSpread(); std < minStd {
 			lacks = fmt.Sprintf("power varied by %.1f W (standard deviation), %.1f W needed", std, minStd)
 		} else {
 			lacks = "the fit is not physical (a warming sensor, a time constant within a day, an ambient within bounds)"
@@ -323,9 +330,8 @@ func (m *Model) NotReady() string {
 // else the last fit that had them (while it predicts the sensor), else a
 // restored one for the same sensor, else false.
 func (m *Model) Fit() (Params, bool) {
-	if p, ok := m.fit(); ok {
-		return p, true
-	}
+	// good is the fit as of the last sample added whenever it passed
+	// (keepGood runs after every change to the sums).
 	if m.good != nil {
 		return *m.good, true
 	}
@@ -339,12 +345,10 @@ func (m *Model) fit() (Params, bool) {
 	if m.pairs < m.cfg.MinSamples || m.interval <= 0 {
 		return Params{}, false
 	}
-	w := m.xx[2][2] // the weights' sum
-	meanP := m.xx[1][2] / w
-	minStd := math.Max(m.cfg.MinPowerStdDevWatts, m.cfg.MinPowerVariation*meanP)
-	if v := m.xx[1][1]/w - meanP*meanP; v < minStd*minStd {
+	if std, minStd := m.powerSpread(); std < minStd {
 		return Params{}, false
 	}
+	w := m.xx[2][2] // the weights' sum
 	theta, ok := solve3(m.xx, m.xy)
 	if !ok {
 		return Params{}, false
