@@ -515,10 +515,7 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 			o.NVMLLibrary = n.NVML()
 			o.NVML = o.NVMLLibrary != nil
 			o.BeforeHostRead = func(hostPath string) {
-				if !sim.RateCounter(hostPath) {
-					return
-				}
-				if err := n.StepIfOlder(readStep); err != nil {
+				if err := n.BeforeRead(hostPath); err != nil {
 					klog.FromContext(ctx).Error(err, "advancing a simulated node", "node", n.Spec.Name)
 				}
 			}
@@ -626,13 +623,6 @@ const (
 	calibrationLevels = 16
 	calibrationHold   = 3
 )
-
-// readStep: an agent's read of a counter it turns into a rate
-// (sim.RateCounter) steps its simulated node when the node's last step is
-// older than this, so the counters are as of the read, as a real host's
-// are, and the counters of one read (a RAPL zone's packages and DRAM)
-// come from one step.
-const readStep = time.Millisecond
 
 // thermalModelWait bounds the wait for the simulated nodes' thermal
 // models after calibration.

@@ -133,10 +133,7 @@ func TestReadsStepTheNode(t *testing.T) {
 	}
 	n, want := settledR740(t)
 	root := hostfs.New(n.Dir).WithReadHook(func(hostPath string) {
-		if !RateCounter(hostPath) {
-			return
-		}
-		if err := n.StepIfOlder(time.Millisecond); err != nil {
+		if err := n.BeforeRead(hostPath); err != nil {
 			t.Error(err)
 		}
 	})

@@ -367,20 +367,30 @@ const StepsPerInterval = 20
 
 // Step advances the model by the time since the last step and rewrites the
 // node's tree.
-func (n *Node) Step() error {
-	n.stepMu.Lock()
-	defer n.stepMu.Unlock()
-	return n.stepTo(time.Now())
+func (n *Node) Step() error { return n.stepIfOlder(0) }
+
+// BeforeRead steps the node before an agent reads hostPath in its tree
+// (the agent's host read hook), when the file is a counter the agent
+// turns into a rate (/proc/stat's CPU times, RAPL's energy_uj) and the
+// last step is older than ReadStep. The counters the agent reads are so
+// as of the read, as a real host's are, not as of a step up to
+// 1/StepsPerInterval of an interval before it: on a loaded host, steps
+// held up for a few hundred milliseconds turned into tens of percent of a
+// sample's watts, and flat learned curves.
+func (n *Node) BeforeRead(hostPath string) error {
+	if hostPath != "/proc/stat" && !strings.HasSuffix(hostPath, "/energy_uj") {
+		return nil
+	}
+	return n.stepIfOlder(ReadStep)
 }
 
-// StepIfOlder is Step when the last step is older than d. The sandbox's
-// agents call it before they read the node's tree (hostfs.Root's read
-// hook), so that the counters they read are as of the read, as a real
-// host's are, not as of a step up to 1/StepsPerInterval of an interval
-// before it: on a loaded host, steps held up for a few hundred
-// milliseconds turned into tens of percent of a sample's watts, and flat
-// learned curves.
-func (n *Node) StepIfOlder(d time.Duration) error {
+// ReadStep: a read of a rate counter steps the node when its last step is
+// older than this, so the counters of one read (a RAPL zone's packages
+// and DRAM) come from one step.
+const ReadStep = time.Millisecond
+
+// stepIfOlder is Step when the last step is older than d.
+func (n *Node) stepIfOlder(d time.Duration) error {
 	n.stepMu.Lock()
 	defer n.stepMu.Unlock()
 	now := time.Now()
@@ -391,14 +401,6 @@ func (n *Node) StepIfOlder(d time.Duration) error {
 		return nil
 	}
 	return n.stepTo(now)
-}
-
-// RateCounter reports whether an agent turns the host file into a rate
-// over the time between its reads: /proc/stat's CPU times and the energy
-// counters (RAPL's energy_uj). Reads of these are what StepIfOlder keeps
-// current.
-func RateCounter(hostPath string) bool {
-	return hostPath == "/proc/stat" || strings.HasSuffix(hostPath, "/energy_uj")
 }
 
 // StepTo is Step with the time given; a time before the last step's does
