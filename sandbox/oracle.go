@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,37 +39,50 @@ import (
 //   - the node settling below its package's critical limit − EnergyAware's
 //     margin (5°C), by the simulation's physics;
 //   - every rack within budgetWatts − reserveWatts with its pods, by the
-//     same true watts (PowerBudget).
+//     same true watts (PowerBudget);
+//   - a phase's pods off a node that was too hot for any pod while they
+//     were placed (OracleOptions.Closed: the heat phase's pods off the
+//     heater, scenarioClosures). Blind to time, the oracle put one of
+//     them on the mixed-generation fleet's heater, a placement no
+//     scheduler that keeps pods off an overheating node can make; kept
+//     off, it puts a web pod of the same CPUs there instead, at the same
+//     watts on all three fleets: the oracle sees every pod at once.
 //
-// The last three are telesched's filters, which the default profile does
+// The last four are telesched's filters, which the default profile does
 // not apply: the oracle is the best placement telesched's own rules allow.
 // TopologyFit's preference for CPU pods off GPU nodes is a score, not a
 // filter; CPUPodsOffGPUNodes makes it one, for the report's second oracle.
 //
-// How: greedy by marginal true watts (GPU and single-NUMA pods first) from
-// three pod orders, and a fourth start built from the lower bound below,
-// each improved by local search, moving one pod or swapping two pods of
-// different shapes while that lowers the objective; the best start is
-// kept. While the search runs, a rack over its budget costs
+// How: greedy by marginal true watts (GPU and single-NUMA pods first, then
+// the pods kept off the most nodes) from three pod orders, and two starts
+// built from the lower bound below, each improved by local search: moving
+// one pod or swapping two pods of different shapes while that lowers the
+// objective, and when neither does, moving two pods at once. The best
+// start is kept. While the search runs, a rack over its budget costs
 // overBudgetPenalty a watt, so it can pass through such placements; a
 // result over budget is no placement.
 //
 // How far from optimal: LowerBound is a bound no placement can beat: the
 // GPU and single-NUMA pods placed every way they fit, and for each the
 // other pods' CPUs spread over the nodes by dynamic programming on the
-// nodes' true watts (thresholds, thermal limits and NUMA shares kept; those
-// pods' memory and the racks' budgets relaxed, save that a placement whose
-// GPU and single-NUMA pods alone take a rack over its budget is dropped;
-// their CPUs taken as divisible into the smallest pod's). Its placement, packed into pods,
-// is the fourth start. On the sandbox's three fleets, every variant of
-// the oracle meets the bound to 0.01 W (TestOracleNearLowerBound): it is
-// the optimum of the model. On 300 random small fleets (4 nodes, 6 pods,
-// budgets binding in some) it matches exhaustive search to 0.01 W
+// nodes' true watts (thresholds, thermal limits, NUMA shares and closures
+// kept; those pods' memory and the racks' budgets relaxed, save that a
+// placement whose GPU and single-NUMA pods alone take a rack over its
+// budget is dropped; their CPUs taken as divisible into the smallest
+// pod's). Its placement, packed into pods around its GPU and single-NUMA
+// pods (seed) and packed with them by each node's CPUs (seedTotals), gives
+// the two starts. On the sandbox's three fleets, every variant of the
+// oracle, with and without the scenario's closure, meets the bound to
+// 0.01 W (TestOracleNearLowerBound): it is the optimum of the model. On
+// 300 random small fleets (4 nodes, 6 pods, budgets binding in some, a
+// closure in about half) it matches exhaustive search to 0.01 W
 // (TestOracleMatchesBruteForce). Greedy and local search alone, without
-// the fourth start, were up to 54 W (2.2 %) above the optimum on those
-// small fleets and 32 W (0.6 %) on the example fleet with CPU pods kept off
-// GPU nodes: single moves and swaps cannot cross the curves' humps where
-// several pods must move at once.
+// the starts from the bound, were up to 54 W (2.2 %) above the optimum on
+// those small fleets and 32 W (0.6 %) on the example fleet with CPU pods
+// kept off GPU nodes: single moves and swaps cannot cross the curves' humps
+// where several pods must move at once. Of the 300 instances, two
+// needed two pods moved at once (66 W and 0.1 W above the
+// optimum without them), and one needed the second start (0.4 W).
 
 // OracleOptions choose the oracle's variant.
 type OracleOptions struct {
@@ -76,6 +91,18 @@ type OracleOptions struct {
 	// CPUPodsObjective minimizes the watts of the fleet running its CPU
 	// pods only.
 	CPUPodsObjective bool
+	// Closed keeps a phase's pods off a node.
+	Closed []Closure
+}
+
+// Closure keeps the pods of Phase off Node: the scenario creates the heat
+// phase's pods while the heater reports itself past its thermal limit,
+// when no pod may go there (EnergyAware's filter; the promise that nothing
+// runs on a node that is overheating), and nothing moves a pod once it
+// runs. An oracle blind to time would give the heater the pods it can
+// take once its fan is repaired, a placement no scheduler can make.
+type Closure struct {
+	Phase, Node string
 }
 
 // OracleResult is the oracle's placement.
@@ -117,6 +144,9 @@ func Oracle(fleet *Fleet, pods []podSpec, opts OracleOptions) OracleResult {
 		starts = append(starts, st)
 	}
 	if st := o.seed(b); st != nil {
+		starts = append(starts, st)
+	}
+	if st := o.seedTotals(b); st != nil {
 		starts = append(starts, st)
 	}
 	var best *oState
@@ -179,6 +209,7 @@ type oPod struct {
 	cpuMilli, memBytes int64
 	gpus               int
 	singleNUMA         bool
+	closed             []int // nodes it may not go to (Closure)
 }
 
 // cpuPod: a pod without GPUs (the CPU pods of the report).
@@ -242,7 +273,19 @@ func newOracle(fleet *Fleet, pods []podSpec, opts OracleOptions) *oracle {
 	}
 	for _, p := range pods {
 		cpu, mem := resource.MustParse(p.cpu), resource.MustParse(p.memory)
-		o.pods = append(o.pods, oPod{name: p.name, cpuMilli: cpu.MilliValue(), memBytes: mem.Value(), gpus: int(p.gpus), singleNUMA: p.singleNUMA})
+		op := oPod{name: p.name, cpuMilli: cpu.MilliValue(), memBytes: mem.Value(), gpus: int(p.gpus), singleNUMA: p.singleNUMA}
+		for _, c := range opts.Closed {
+			if c.Phase != p.phase {
+				continue
+			}
+			for n := range o.nodes {
+				if o.nodes[n].spec.Name == c.Node && !slices.Contains(op.closed, n) {
+					op.closed = append(op.closed, n)
+				}
+			}
+		}
+		slices.Sort(op.closed)
+		o.pods = append(o.pods, op)
 	}
 	return o
 }
@@ -335,9 +378,9 @@ func (o *oracle) nodeWatts(n int, cpuMilli int64, gpus int) float64 {
 }
 
 // allowed reports whether pod p may go to node n at all (the variant's
-// rule on CPU pods).
+// rule on CPU pods, and the pod's closures).
 func (o *oracle) allowed(p, n int) bool {
-	return !(o.opts.CPUPodsOffGPUNodes && o.pods[p].cpuPod() && o.nodes[n].gpus > 0)
+	return !(o.opts.CPUPodsOffGPUNodes && o.pods[p].cpuPod() && o.nodes[n].gpus > 0) && !slices.Contains(o.pods[p].closed, n)
 }
 
 // numaChoices are the NUMA nodes pod p may be pinned to on node n; -1
@@ -464,8 +507,9 @@ func (o *oracle) place(st *oState, p, n, k int) {
 }
 
 // orders are the pod orders the greedy pass starts from: GPU and
-// single-NUMA pods first in each, then the largest CPU pods first, the
-// smallest first, and the workload's own order.
+// single-NUMA pods first in each, then the pods kept off the most nodes,
+// then the largest CPU pods first, the smallest first, and the workload's
+// own order.
 func (o *oracle) orders() [][]int {
 	base := make([]int, len(o.pods))
 	for i := range base {
@@ -481,6 +525,9 @@ func (o *oracle) orders() [][]int {
 			}
 			if a.gpus != b.gpus {
 				return a.gpus > b.gpus
+			}
+			if len(a.closed) != len(b.closed) {
+				return len(a.closed) > len(b.closed) // fewer nodes to go to
 			}
 			return less(a, b)
 		})
@@ -526,7 +573,7 @@ func (o *oracle) greedy(st *oState, order []int) []string {
 }
 
 // improve moves single pods and swaps pairs of pods of different shapes
-// while that lowers the total.
+// or closures while that lowers the total.
 func (o *oracle) improve(st *oState) {
 	const eps = 1e-6
 	for {
@@ -561,17 +608,110 @@ func (o *oracle) improve(st *oState) {
 			}
 		}
 		if !improved {
+			// Only when no single move or swap is left: two pods moved
+			// at once, which crosses a curve's step that neither pod
+			// pays alone.
+			for _, pq := range o.distinctPairs(st) {
+				if o.tryPairMove(st, pq[0], pq[1], eps) {
+					improved = true
+				}
+			}
+		}
+		if !improved {
 			return
 		}
 	}
 }
 
-// trySwap swaps pods p and q, on different nodes and of different shapes,
-// when that lowers the total by more than eps.
+// distinctPairs are the pairs of pods that tryPairMove needs to try: pods
+// alike (shape, closures, node and NUMA node) are interchangeable, so one
+// pair per two kinds of pod, and one of two pods of the same kind.
+func (o *oracle) distinctPairs(st *oState) [][2]int {
+	type kind struct {
+		node, numa, gpus   int
+		cpuMilli, memBytes int64
+		singleNUMA         bool
+		closed             string
+	}
+	var firsts [][2]int // per kind: its first pod, and a second or -1
+	index := map[kind]int{}
+	for p := range o.pods {
+		pod := &o.pods[p]
+		k := kind{st.at[p], st.numa[p], pod.gpus, pod.cpuMilli, pod.memBytes, pod.singleNUMA, fmt.Sprint(pod.closed)}
+		i, ok := index[k]
+		if !ok {
+			index[k] = len(firsts)
+			firsts = append(firsts, [2]int{p, -1})
+		} else if firsts[i][1] < 0 {
+			firsts[i][1] = p
+		}
+	}
+	var out [][2]int
+	for i, a := range firsts {
+		if a[1] >= 0 {
+			out = append(out, [2]int{a[0], a[1]})
+		}
+		for _, b := range firsts[i+1:] {
+			out = append(out, [2]int{a[0], b[0]})
+		}
+	}
+	return out
+}
+
+// tryPairMove moves pods p and q to other nodes at once (the same node or
+// two), the best such move, when that lowers the total by more than eps.
+func (o *oracle) tryPairMove(st *oState, p, q int, eps float64) bool {
+	a, b := st.at[p], st.at[q]
+	best := -eps
+	var bestChanges []change
+	var bestAt [2][2]int
+	for n := range o.nodes {
+		if n == a || !o.allowed(p, n) {
+			continue
+		}
+		for _, kp := range o.numaChoices(p, n) {
+			for m := range o.nodes {
+				if m == b || !o.allowed(q, m) {
+					continue
+				}
+				for _, kq := range o.numaChoices(q, m) {
+					// Each node's load after both moves.
+					loads := map[int]oLoad{}
+					get := func(x int) oLoad {
+						if l, ok := loads[x]; ok {
+							return l
+						}
+						return st.load[x]
+					}
+					loads[a] = o.with(get(a), p, st.numa[p], -1)
+					loads[b] = o.with(get(b), q, st.numa[q], -1)
+					loads[n] = o.with(get(n), p, kp, 1)
+					loads[m] = o.with(get(m), q, kq, 1)
+					changes := make([]change, 0, len(loads))
+					for x, l := range loads {
+						changes = append(changes, change{x, l})
+					}
+					if d, ok := o.try(st, changes...); ok && d < best {
+						best, bestChanges, bestAt = d, changes, [2][2]int{{n, kp}, {m, kq}}
+					}
+				}
+			}
+		}
+	}
+	if bestChanges == nil {
+		return false
+	}
+	o.apply(st, bestChanges...)
+	st.at[p], st.numa[p], st.at[q], st.numa[q] = bestAt[0][0], bestAt[0][1], bestAt[1][0], bestAt[1][1]
+	return true
+}
+
+// trySwap swaps pods p and q, on different nodes and of different shapes
+// or closures, when that lowers the total by more than eps.
 func (o *oracle) trySwap(st *oState, p, q int, eps float64) bool {
 	a, b := st.at[p], st.at[q]
 	pp, qq := &o.pods[p], &o.pods[q]
-	if a == b || (pp.cpuMilli == qq.cpuMilli && pp.memBytes == qq.memBytes && pp.gpus == qq.gpus && pp.singleNUMA == qq.singleNUMA) ||
+	if a == b || (pp.cpuMilli == qq.cpuMilli && pp.memBytes == qq.memBytes && pp.gpus == qq.gpus && pp.singleNUMA == qq.singleNUMA && slices.Equal(pp.closed, qq.closed)) ||
 		!o.allowed(p, b) || !o.allowed(q, a) {
 		return false
 	}
@@ -620,24 +760,38 @@ type bound struct {
 // CPUs over the nodes, in units of their greatest common divisor, by
 // dynamic programming on each node's true watts (its threshold, thermal
 // limit and NUMA shares kept; those pods' memory and the racks' budgets
-// relaxed). Its watts are NaN when there are too many ways or none.
+// relaxed; the pods kept off some nodes by a closure kept off them, for
+// one set of such nodes: pods under any other set count as free to go
+// anywhere, which only lowers the bound). Its watts are NaN when there
+// are too many ways or none.
 func (o *oracle) lowerBound() bound {
-	var big, small []int
+	var big []int
+	var sp spreadPods
 	res := bound{watts: math.Inf(1)}
 	for p := range o.pods {
 		if o.pods[p].gpus > 0 || o.pods[p].singleNUMA {
 			big = append(big, p)
-		} else {
-			small = append(small, p)
-			res.unit = gcd(res.unit, o.pods[p].cpuMilli)
+			continue
+		}
+		res.unit = gcd(res.unit, o.pods[p].cpuMilli)
+		if c := o.pods[p].closed; len(c) > 0 && (sp.closed == nil || slices.Equal(c, sp.closed)) {
+			sp.closed = c
 		}
 	}
-	var units int
 	if res.unit > 0 {
-		for _, p := range small {
-			units += int(o.pods[p].cpuMilli / res.unit)
+		for p := range o.pods {
+			if o.pods[p].gpus > 0 || o.pods[p].singleNUMA {
+				continue
+			}
+			u := int(o.pods[p].cpuMilli / res.unit)
+			if sp.closed != nil && slices.Equal(o.pods[p].closed, sp.closed) {
+				sp.closedUnits += u
+			} else {
+				sp.freeUnits += u
+			}
 		}
 	}
+	sp.unit = res.unit
 	tried := 0
 	loads := make([]oLoad, len(o.nodes))
 	for n := range loads {
@@ -668,7 +822,7 @@ func (o *oracle) lowerBound() bound {
 					return
 				}
 			}
-			if w, per := o.spread(loads, units, res.unit); w < res.watts {
+			if w, per := o.spread(loads, sp); w < res.watts {
 				res.watts, res.units = w, per
 				res.node, res.numa = append([]int(nil), node...), append([]int(nil), numa...)
 			}
@@ -700,16 +854,26 @@ func (o *oracle) lowerBound() bound {
 	return res
 }
 
-// spread is the least objective of the nodes running loads plus units of
-// unit CPU (CPU pods, not pinned) spread over them, and how many units
-// each node takes there.
-func (o *oracle) spread(loads []oLoad, units int, unit int64) (float64, []int) {
+// spreadPods are the CPUs of the pods the lower bound spreads, in units of
+// unit: freeUnits of pods that may go to any node, closedUnits of pods
+// kept off the nodes in closed.
+type spreadPods struct {
+	unit                   int64
+	freeUnits, closedUnits int
+	closed                 []int
+}
+
+// spread is the least objective of the nodes running loads plus the
+// pods' units spread over them, and how many units each node takes there.
+func (o *oracle) spread(loads []oLoad, sp spreadPods) (float64, []int) {
 	inf := math.Inf(1)
-	// dp[n][j]: least objective of nodes 0..n-1 taking j units; took[n][j]
-	// the units node n-1 takes there.
+	units := sp.freeUnits + sp.closedUnits
+	F, C := sp.freeUnits+1, sp.closedUnits+1
+	// dp[n][i*C+j]: least objective of nodes 0..n-1 taking i free and j
+	// closed units; tookF, tookC the units node n-1 takes there.
 	dp := make([][]float64, len(o.nodes)+1)
-	took := make([][]int, len(o.nodes)+1)
-	dp[0] = make([]float64, units+1)
+	tookF, tookC := make([][]int, len(o.nodes)+1), make([][]int, len(o.nodes)+1)
+	dp[0] = make([]float64, F*C)
 	for j := range dp[0] {
 		dp[0][j] = inf
 	}
@@ -726,8 +890,8 @@ func (o *oracle) spread(loads []oLoad, units int, unit int64) (float64, []int) {
 				break
 			}
 			l := loads[n].clone()
-			l.cpuMilli += int64(c) * unit
-			l.cpuPodMilli += int64(c) * unit
+			l.cpuMilli += int64(c) * sp.unit
+			l.cpuPodMilli += int64(c) * sp.unit
 			if c > 0 {
 				l.pods++ // at least one
 			}
@@ -736,24 +900,38 @@ func (o *oracle) spread(loads []oLoad, units int, unit int64) (float64, []int) {
 			}
 			_, f[c] = o.watts(n, &l)
 		}
-		dp[n+1], took[n+1] = make([]float64, units+1), make([]int, units+1)
-		for j := range dp[n+1] {
-			dp[n+1][j] = inf
-			for c := 0; c <= j; c++ {
-				if v := dp[n][j-c] + f[c]; v < dp[n+1][j] {
-					dp[n+1][j], took[n+1][j] = v, c
+		maxClosed := sp.closedUnits
+		if slices.Contains(sp.closed, n) {
+			maxClosed = 0
+		}
+		cur := make([]float64, F*C)
+		tf, tc := make([]int, F*C), make([]int, F*C)
+		for i := range F {
+			for j := range C {
+				best, bi, bj := inf, 0, 0
+				for a := 0; a <= i; a++ {
+					for b := 0; b <= min(j, maxClosed); b++ {
+						if v := dp[n][(i-a)*C+j-b] + f[a+b]; v < best {
+							best, bi, bj = v, a, b
+						}
+					}
 				}
+				cur[i*C+j], tf[i*C+j], tc[i*C+j] = best, bi, bj
 			}
 		}
+		dp[n+1], tookF[n+1], tookC[n+1] = cur, tf, tc
 	}
 	per := make([]int, len(o.nodes))
-	if j := units; !math.IsInf(dp[len(o.nodes)][j], 1) {
+	end := sp.freeUnits*C + sp.closedUnits
+	if !math.IsInf(dp[len(o.nodes)][end], 1) {
+		i, j := sp.freeUnits, sp.closedUnits
 		for n := len(o.nodes); n > 0; n-- {
-			per[n-1] = took[n][j]
-			j -= took[n][j]
+			a, b := tookF[n][i*C+j], tookC[n][i*C+j]
+			per[n-1] = a + b
+			i, j = i-a, j-b
 		}
 	}
-	return dp[len(o.nodes)][units], per
+	return dp[len(o.nodes)][end], per
 }
 
 // seed is a placement from the lower bound's: its GPU and single-NUMA pods
@@ -790,6 +968,76 @@ func (o *oracle) seed(b bound) *oState {
 	return st
 }
 
+// seedTotals is a placement of every pod, the GPU and single-NUMA pods
+// too, that gives each node the CPUs the lower bound's placement gives it
+// (its pinned pods' and its units), by depth-first search over the pods
+// in the greedy's first order, each on a node it fits; nil when none is
+// found within maxPackSteps. Where the bound's units cannot be packed
+// into pods around its pinned pods, moving a pinned pod can make them
+// fit: the optimum of one small fleet was a 3-CPU pod on a node the bound
+// gave a pinned 1-CPU pod and 2 units, which single moves, swaps and
+// pairs of moves from every other start never reached.
+func (o *oracle) seedTotals(b bound) *oState {
+	if b.node == nil || b.unit <= 0 {
+		return nil
+	}
+	left := append([]int(nil), b.units...)
+	for p, n := range b.node {
+		if n < 0 {
+			continue
+		}
+		if o.pods[p].cpuMilli%b.unit != 0 {
+			return nil
+		}
+		left[n] += int(o.pods[p].cpuMilli / b.unit)
+	}
+	order := o.orders()[0]
+	for _, p := range order {
+		if o.pods[p].cpuMilli%b.unit != 0 {
+			return nil
+		}
+	}
+	st := o.newState()
+	steps := 0
+	var dfs func(i int) bool
+	dfs = func(i int) bool {
+		if i == len(order) {
+			return true
+		}
+		if steps++; steps > maxPackSteps {
+			return false
+		}
+		p := order[i]
+		need := int(o.pods[p].cpuMilli / b.unit)
+		for n := range o.nodes {
+			if left[n] < need || !o.allowed(p, n) {
+				continue
+			}
+			for _, k := range o.numaChoices(p, n) {
+				l := o.with(st.load[n], p, k, 1)
+				if !o.fits(n, &l, true) {
+					continue
+				}
+				prev := st.load[n]
+				o.apply(st, change{n, l})
+				st.at[p], st.numa[p] = n, k
+				left[n] -= need
+				if dfs(i + 1) {
+					return true
+				}
+				left[n] += need
+				o.apply(st, change{n, prev})
+				st.at[p], st.numa[p] = -1, -1
+			}
+		}
+		return false
+	}
+	if !dfs(0) {
+		return nil
+	}
+	return st
+}
+
 // maxPackSteps bounds pack's search.
 const maxPackSteps = 200_000
 
@@ -807,7 +1055,7 @@ func (o *oracle) pack(st *oState, pods []int, b bound) []int {
 	need := func(i int) int { return int(o.pods[pods[i]].cpuMilli / b.unit) }
 	same := func(i, j int) bool {
 		a, c := &o.pods[pods[i]], &o.pods[pods[j]]
-		return a.cpuMilli == c.cpuMilli && a.memBytes == c.memBytes
+		return a.cpuMilli == c.cpuMilli && a.memBytes == c.memBytes && slices.Equal(a.closed, c.closed)
 	}
 	steps := 0
 	var dfs func(i int) bool
@@ -858,6 +1106,16 @@ func gcd(a, b int64) int64 {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// scenarioClosures are the closures the scenario imposes on a fleet: the
+// heat phase's pods are created once the heater reports itself past its
+// limit.
+func scenarioClosures(f *Fleet) []Closure {
+	if h := heaterOf(f.Nodes); h != "" {
+		return []Closure{{Phase: phaseHeat, Node: h}}
+	}
+	return nil
 }
 
 // workloadPods are the scenario's pods, in its phases' order.

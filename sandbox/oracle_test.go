@@ -242,14 +242,15 @@ func bruteForce(o *oracle) (float64, bool) {
 // SPECpower curves, CPU counts, base loads and NUMA layouts drawn at
 // random, plus a GPU node) and six pods (CPU pods of 1-4 CPUs, sometimes a
 // single-NUMA pod and a GPU pod), with a budget over some of the nodes that
-// binds in part of them, the oracle's objective is the exhaustive search's:
+// binds in part of them and, in about half, a node closed to some of the
+// pods (a Closure), the oracle's objective is the exhaustive search's:
 // 300 instances, both objectives and both variants, none off by more than
 // 0.01 W. The lower bound is never above the optimum.
 func TestOracleMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	curves := []string{curveR740, curveR830, curve2008, curveR620, curveX5670}
 	var gaps []float64
-	infeasible, binding := 0, 0
+	infeasible, binding, closed := 0, 0, 0
 	for i := range 300 {
 		var nodes string
 		for n := range 3 {
@@ -259,7 +260,7 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 		}
 		var pods []podSpec
 		for p := range 6 {
-			pods = append(pods, podSpec{name: fmt.Sprintf("p%d", p), cpu: fmt.Sprint(1 + rng.IntN(4)), memory: fmt.Sprintf("%dGi", 1+rng.IntN(8))})
+			pods = append(pods, podSpec{name: fmt.Sprintf("p%d", p), phase: []string{"early", "late"}[rng.IntN(2)], cpu: fmt.Sprint(1 + rng.IntN(4)), memory: fmt.Sprintf("%dGi", 1+rng.IntN(8))})
 		}
 		if rng.IntN(2) == 0 {
 			pods[0].singleNUMA = true
@@ -277,6 +278,10 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 		}
 		f := mustFleet(t, nodes, budgets)
 		opts := OracleOptions{CPUPodsOffGPUNodes: i%2 == 0, CPUPodsObjective: i%3 == 0}
+		if rng.IntN(2) == 0 {
+			opts.Closed = []Closure{{Phase: "late", Node: fmt.Sprintf("n%d", rng.IntN(3))}}
+			closed++
+		}
 		o := newOracle(f, pods, opts)
 		want, ok := bruteForce(o)
 		got := Oracle(f, pods, opts)
@@ -298,22 +303,23 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 		}
 		gaps = append(gaps, got.Watts-want)
 		if got.Watts-want > 0.01 {
-			t.Errorf("instance %d (%+v): oracle %.2f W, optimum %.2f W\n%s", i, opts, got.Watts, want, nodes)
+			t.Errorf("instance %d (%+v): oracle %.2f W, optimum %.2f W, bound %.2f W\n%s%v", i, opts, got.Watts, want, got.LowerBound, nodes, pods)
 		}
 		if got.LowerBound > want+1e-6 {
 			t.Errorf("instance %d: lower bound %.2f W above the optimum %.2f W", i, got.LowerBound, want)
 		}
 	}
 	sort.Float64s(gaps)
-	t.Logf("%d instances with a placement (%d with a binding budget), %d without; oracle - optimum: max %.4f W", len(gaps), binding, infeasible, gaps[len(gaps)-1])
+	t.Logf("%d instances with a placement (%d with a binding budget), %d without, %d with a closure; oracle - optimum: max %.4f W", len(gaps), binding, infeasible, closed, gaps[len(gaps)-1])
 	if binding < 10 || len(gaps) < 200 {
 		t.Errorf("only %d feasible instances, %d with a binding budget: the test no longer exercises the budgets", len(gaps), binding)
 	}
 }
 
 // TestOracleNearLowerBound: on the sandbox's fleets, for the scenario's
-// workload, every variant of the oracle places every pod and meets the
-// lower bound no placement can beat, to 0.01 W.
+// workload, every variant of the oracle, with and without the scenario's
+// closure, places every pod and meets the lower bound no placement can
+// beat, to 0.01 W.
 func TestOracleNearLowerBound(t *testing.T) {
 	mixed, err := ReadFleet("fleets/mixed-generations.yaml")
 	if err != nil {
@@ -324,7 +330,14 @@ func TestOracleNearLowerBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": example, "mixed-generations": mixed} {
-		for _, opts := range []OracleOptions{{}, {CPUPodsOffGPUNodes: true}, {CPUPodsObjective: true}, {CPUPodsOffGPUNodes: true, CPUPodsObjective: true}} {
+		var variants []OracleOptions
+		for _, closed := range [][]Closure{nil, scenarioClosures(f)} {
+			for _, opts := range []OracleOptions{{}, {CPUPodsOffGPUNodes: true}, {CPUPodsObjective: true}, {CPUPodsOffGPUNodes: true, CPUPodsObjective: true}} {
+				opts.Closed = closed
+				variants = append(variants, opts)
+			}
+		}
+		for _, opts := range variants {
 			got := Oracle(f, workloadPods(), opts)
 			if len(got.Unplaced) > 0 {
 				t.Errorf("%s %+v: unplaced %v", name, opts, got.Unplaced)
@@ -407,7 +420,7 @@ func TestConsolidationPlacesNearTheOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := workloadPods()
-	opts := OracleOptions{CPUPodsObjective: true}
+	opts := OracleOptions{CPUPodsObjective: true, Closed: scenarioClosures(f)}
 	o := newOracle(f, pods, opts)
 	fault := -1
 	for n := range o.nodes {
@@ -489,5 +502,54 @@ func TestConsolidationPlacesNearTheOracle(t *testing.T) {
 	}
 	if amortized-oracle > 3 {
 		t.Errorf("amortized over 8 pods %.1f W, the oracle %.1f W: want within 3 W", amortized, oracle)
+	}
+}
+
+// TestOracleKeepsTheHeatPhaseOffTheHeater: on every sandbox fleet, the
+// oracle with the scenario's closure puts none of the heat phase's pods on
+// the heater, which reports itself past its limit while they are placed,
+// and costs no less than the oracle blind to time. On the mixed-generation
+// fleet the blind one put heat-phase pods there, the placement no
+// scheduler could have made.
+func TestOracleKeepsTheHeatPhaseOffTheHeater(t *testing.T) {
+	mixed, err := ReadFleet("fleets/mixed-generations.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := ReadFleet("fleets/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase := map[string]string{}
+	for _, p := range workloadPods() {
+		phase[p.name] = p.phase
+	}
+	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": example, "mixed-generations": mixed} {
+		heater := heaterOf(f.Nodes)
+		if heater == "" {
+			t.Fatalf("%s: no heater", name)
+		}
+		for _, cpu := range []bool{false, true} {
+			blind := Oracle(f, workloadPods(), OracleOptions{CPUPodsObjective: cpu})
+			kept := Oracle(f, workloadPods(), OracleOptions{CPUPodsObjective: cpu, Closed: scenarioClosures(f)})
+			onHeater := func(r OracleResult) (n int) {
+				for pod, node := range r.Nodes {
+					if node == heater && phase[pod] == phaseHeat {
+						n++
+					}
+				}
+				return n
+			}
+			t.Logf("%s (CPU pods' objective %v): blind to time %.1f W, %d heat-phase pods on %s; with the closure %.1f W, %d", name, cpu, blind.Watts, onHeater(blind), heater, kept.Watts, onHeater(kept))
+			if n := onHeater(kept); n > 0 || len(kept.Unplaced) > 0 {
+				t.Errorf("%s: with the closure, %d heat-phase pods on %s, unplaced %v", name, n, heater, kept.Unplaced)
+			}
+			if kept.Watts < blind.Watts-1e-6 {
+				t.Errorf("%s: the oracle with a closure costs %.2f W, less than without (%.2f W)", name, kept.Watts, blind.Watts)
+			}
+			if name == "mixed-generations" && cpu && onHeater(blind) == 0 {
+				t.Errorf("the oracle blind to time no longer puts heat-phase pods on %s: the test shows nothing", heater)
+			}
+		}
 	}
 }

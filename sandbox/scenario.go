@@ -621,10 +621,11 @@ func (s *sandbox) summary() {
 		res.IdleWatts = s.fleetWatts(nil, false)
 		res.TeleschedWork, res.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
 		placed := s.placedPods()
-		res.Oracle = s.oracleReport(placed, OracleOptions{})
-		res.OracleOffGPU = s.oracleReport(placed, OracleOptions{CPUPodsOffGPUNodes: true})
+		closed := scenarioClosures(s.opts.Fleet)
+		res.Oracle = s.oracleReport(placed, OracleOptions{Closed: closed})
+		res.OracleOffGPU = s.oracleReport(placed, OracleOptions{CPUPodsOffGPUNodes: true, Closed: closed})
 		if len(res.Refused) > 0 {
-			whole := Oracle(s.opts.Fleet, workloadPods(), OracleOptions{})
+			whole := Oracle(s.opts.Fleet, workloadPods(), OracleOptions{Closed: closed})
 			res.WorkloadInfeasible = whole.Infeasible
 		}
 		res.Marginal = marginalErrors(res.Placements)
@@ -760,8 +761,11 @@ func (s *sandbox) printEnergy() {
 	s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' true curves, leakage\n", res.IdleWatts)
 	s.printf("  at the settled temperature included). The oracle is the cheapest placement of the same %d pods under the constraints\n", len(placed))
 	s.printf("  telesched enforces (allocatable CPU, memory and GPUs; single-NUMA pods on one NUMA node; base load + requests within\n")
-	s.printf("  LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve); its CPU pods may use GPU nodes' CPUs, as\n",
-		configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
+	s.printf("  LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve", configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
+	if res.Heater != "" {
+		s.printf(";\n  the %s pods off %s, past its limit while they were placed", phaseHeat, res.Heater)
+	}
+	s.printf("); its CPU pods may use GPU nodes' CPUs, as\n")
 	s.printf("  TopologyFit only scores against that. SHARE is telesched's share of the achievable saving, (default - telesched) / (default - oracle):\n")
 	tw := newTable(s.opts.Out)
 	fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tSHARE\tORACLE, CPU PODS OFF GPU NODES\tSHARE\n")
