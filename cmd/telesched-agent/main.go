@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/telesched/telesched/agent/app"
+	"github.com/telesched/telesched/internal/version"
 )
 
 func main() {
@@ -24,6 +25,8 @@ func main() {
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	var showVersion bool
+	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-agent samples this node's CPU, memory, NUMA topology, temperatures,
 power and GPUs from /proc, /sys and NVML every --interval, and publishes them
@@ -48,7 +51,12 @@ Flags:
 		if err == pflag.ErrHelp {
 			os.Exit(0)
 		}
+		fmt.Fprintf(os.Stderr, "telesched-agent: %v (see --help)\n", err)
 		os.Exit(2)
+	}
+	if showVersion {
+		fmt.Println(version.Line("telesched-agent"))
+		os.Exit(0)
 	}
 	opts.Complete()
 	if err := opts.Validate(); err != nil {

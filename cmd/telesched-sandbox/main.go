@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/telesched/telesched/internal/version"
 	"github.com/telesched/telesched/sandbox"
 )
 
@@ -28,6 +29,8 @@ func main() {
 	fs.StringVar(&opts.Profile, "profile", sandbox.DefaultProfile, "The telesched profile that schedules the workload: "+sandbox.DefaultProfile+" (balanced) or "+sandbox.EnergyProfile+" (energy first; deploy/scheduler/scheduler-config.yaml). The baseline is always the default profile.")
 	var fleet string
 	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts, racks and their power budgets); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
+	var showVersion bool
+	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-sandbox starts a local control plane, registers this machine and
 %d simulated nodes (or the fleet of --fleet), each read by the real telesched agent, runs the real
@@ -47,7 +50,12 @@ Flags:
 		if err == pflag.ErrHelp {
 			os.Exit(0)
 		}
+		fmt.Fprintf(os.Stderr, "telesched-sandbox: %v (see --help)\n", err)
 		os.Exit(2)
+	}
+	if showVersion {
+		fmt.Println(version.Line("telesched-sandbox"))
+		os.Exit(0)
 	}
 	if opts.Profile != sandbox.DefaultProfile && opts.Profile != sandbox.EnergyProfile {
 		fmt.Fprintf(os.Stderr, "telesched-sandbox: --profile %q: want %s or %s\n", opts.Profile, sandbox.DefaultProfile, sandbox.EnergyProfile)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	configscheme "github.com/telesched/telesched/apis/config/scheme"
+	"github.com/telesched/telesched/internal/version"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/energyaware"
 	"github.com/telesched/telesched/scheduler/plugins/loadaware"
@@ -83,6 +84,14 @@ func main() {
 	})
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		// kube-scheduler's --version prints the Kubernetes version it
+		// was built from, which a build outside Kubernetes' own tree
+		// does not stamp ("v0.0.0-master"): print telesched's, with the
+		// Kubernetes modules it links.
+		if f := c.Flags().Lookup("version"); f != nil && f.Value.String() != "false" {
+			fmt.Fprintln(c.OutOrStdout(), version.Line("telesched-scheduler"))
+			return nil
+		}
 		if skew <= 0 {
 			return fmt.Errorf("--telemetry-clock-skew-tolerance must be greater than 0, got %v", skew)
 		}

@@ -1,7 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package version is the version of the telesched binaries.
 package version
 
-import "runtime/debug"
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
 
 // Version is set at build time by the Makefile:
 // -ldflags "-X github.com/telesched/telesched/internal/version.Version=v0.1.0".
@@ -17,4 +24,38 @@ func Get() string {
 		return info.Main.Version
 	}
 	return "dev"
+}
+
+// Line is what a binary prints for --version: its name and version, the
+// Kubernetes libraries it was built with (k8s.io/kubernetes for the
+// scheduler, k8s.io/client-go for all), Go's version and the platform:
+//
+//	telesched-scheduler v0.1.0 (k8s.io/kubernetes v1.36.3, k8s.io/client-go v0.36.3, go1.26.0 linux/amd64)
+func Line(binary string) string {
+	parts := kubernetesModules()
+	parts = append(parts, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)
+	return fmt.Sprintf("%s %s (%s)", binary, Get(), strings.Join(parts, ", "))
+}
+
+// kubernetesModules are the versions of the Kubernetes modules linked in,
+// as "path version", in a fixed order.
+func kubernetesModules() []string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, path := range []string{"k8s.io/kubernetes", "k8s.io/client-go"} {
+		for _, d := range info.Deps {
+			if d.Path != path {
+				continue
+			}
+			v := d.Version
+			if d.Replace != nil && d.Replace.Version != "" {
+				v = d.Replace.Version
+			}
+			out = append(out, path+" "+v)
+		}
+	}
+	return out
 }
