@@ -102,7 +102,13 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD YAML into deploy/crds/.
 ##@ Verify
 
 .PHONY: verify
-verify: verify-fmt verify-vet verify-staticcheck verify-generated verify-mod ## Run every check: gofmt, go vet, staticcheck, generated files, go.mod tidiness.
+verify: verify-fmt verify-vet verify-staticcheck verify-generated verify-mod verify-licence ## Run every check: gofmt, go vet, staticcheck, generated files, go.mod tidiness, licence headers.
+
+.PHONY: verify-licence
+verify-licence: ## Fail if LICENSE is missing or a Go file lacks the SPDX header (Apache-2.0) in its first lines.
+	@test -f LICENSE || { echo "LICENSE is missing"; exit 1; }
+	@out=$$(for f in $$(git ls-files '*.go'); do head -5 "$$f" | grep -q 'SPDX-License-Identifier: Apache-2.0' || echo "$$f"; done); \
+	if [ -n "$$out" ]; then echo "no SPDX-License-Identifier: Apache-2.0 header in:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-fmt
 verify-fmt: ## Fail if any Go file is not gofmt-formatted.

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent is the telesched node agent: it samples the node's
 // telemetry sources once per interval and turns each Sample into the one
 // NodeTelemetry status that the publisher, the metrics and the events all

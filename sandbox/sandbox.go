@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandbox is the embedded demo cluster behind `make demo`: a local
 // control plane, the real host and simulated nodes each running the real
 // agent, the real telesched-scheduler binary, and a scenario that shows

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the telesched-agent command: its flags, and the loop that
 // samples, publishes, exports metrics and records events until SIGTERM.
 package app

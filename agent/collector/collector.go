@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package collector reads node telemetry from procfs, sysfs and NVML. Each
 // source is one Collector in its own file; the agent runs a fixed list of
 // them, in order, once per interval, into one Sample that feeds every output

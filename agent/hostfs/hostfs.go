@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hostfs reads host files (procfs, sysfs) under an injectable root,
 // so the agent reads a real host's /proc and /sys, a real-machine snapshot
 // or a simulated node's tree through the same code.

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kube is the agent's narrow API client. The agent makes four
 // kinds of call: it reads its Node, reads its NodeTelemetry once at start
 // (to resume its models), applies its NodeTelemetry and creates Events. A REST client over a core/v1-only scheme does all three; client-

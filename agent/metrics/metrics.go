@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics exports the agent's last sample and its own health as
 // Prometheus metrics. Every value comes from the same Observation the status
 // was built from; a signal the node does not have is an absent series, never

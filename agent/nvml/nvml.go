@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvml is the agent's narrow view of NVIDIA's management library
 // (NVML): the device readings the GPU collector needs, as plain Go values.
 // It is the only package of the project that imports go-nvml; no go-nvml type

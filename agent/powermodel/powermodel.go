@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package powermodel learns a node's power curve online: power (GPUs
 // excluded) as a monotone piecewise-linear function of CPU utilization, with
 // a measure of its uncertainty at every point, so the scheduler can estimate

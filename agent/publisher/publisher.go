@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package publisher writes the agent's NodeTelemetry status to the API
 // server: by server-side apply on the status subresource, only when a signal
 // moved past its deadband or the heartbeat is due, under a token-bucket rate

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package status turns one collector.Sample into the NodeTelemetry status
 // the agent publishes: thermal aggregation (hottest sensor, headroom), power
 // in API units with the fitted power model, the display summary and the

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package thermalmodel learns how a node's temperature answers its power:
 // a first-order thermal model, fitted online from the agent's samples,
 //

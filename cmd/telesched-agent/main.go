@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command telesched-agent samples a node's hardware telemetry and publishes
 // it as the node's NodeTelemetry object and as Prometheus metrics.
 package main

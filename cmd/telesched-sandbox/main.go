@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command telesched-sandbox runs telesched on this machine: a local etcd
 // and kube-apiserver, the real host and simulated nodes each read by the
 // real agent, the real telesched-scheduler, and a scenario that shows

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command telesched-scheduler is kube-scheduler with telesched's plugins:
 // LoadAware, TopologyFit and EnergyAware, which filter and score nodes from
 // their NodeTelemetry, and PowerBudget, which keeps power domains (racks,

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crds embeds the generated CustomResourceDefinitions of telesched so
 // that tests and the sandbox install exactly the YAML that is committed.
 package crds

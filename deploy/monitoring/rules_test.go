@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package monitoring holds telesched's Prometheus alert rules: the plain
 // rule file and its promtool unit tests under rules/, and the same groups as
 // a Prometheus Operator PrometheusRule. These tests keep them valid, tested,

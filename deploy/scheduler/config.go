@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scheduler embeds telesched-scheduler's default configuration, so
 // the sandbox runs the scheduler exactly as deployed.
 package scheduler

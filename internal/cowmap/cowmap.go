@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cowmap builds the copies of the read-only maps that the
 // scheduler's lock-free readers load: a map is copied on every write
 // (rare: a node's first view, or its deletion) and never changed after it

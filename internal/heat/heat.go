@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package heat is telesched's one definition of "too hot". The agent's
 // Overheating condition, its heat Events and metrics, EnergyAware's filter
 // and thermal score, and the sandbox's report all judge a node with it, and

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package powercurve is telesched's one power-curve type: a node's watts
 // (GPUs excluded) at 0 %, 10 % … 100 % CPU utilization, the load levels
 // SPECpower_ssj2008 publishes, read between knots by linear interpolation.

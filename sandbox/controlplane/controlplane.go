@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controlplane starts a local Kubernetes control plane — etcd and
 // kube-apiserver built from source into bin/ — with the telesched CRDs
 // installed. Integration tests and the sandbox both run on it.

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hosttree writes a simulated node's /proc and /sys: CPU counters,
 // memory, pressure, NUMA nodes, hwmon sensors, thermal zones and RAPL
 // energy counters, advanced over wall-clock time at a chosen utilization,

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim drives the sandbox's simulated nodes: each has a hardware tree
 // (sandbox/hosttree) and, for GPU nodes, go-nvml mock GPUs, which the real
 // agent reads through its real collectors. The load model closes the loop:

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package estimate is the scheduler's one answer to "what does this pod
 // cost this node": its demand (Demand), the pods placed on a node that its
 // telemetry does not show yet (Book), the watts a pod adds (Watts) and

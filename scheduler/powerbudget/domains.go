@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package powerbudget is the scheduler's view of its power domains: every
 // PowerBudget, the nodes its selector picks, the watts those nodes measured
 // and the pods placed on them since their nodes' samples. The PowerBudget

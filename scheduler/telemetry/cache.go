@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package telemetry is the scheduler's cache of NodeTelemetry: one informer
 // per process, shared by every plugin and profile, that decodes each object
 // once, on update, into an immutable per-node view. Filter and Score read

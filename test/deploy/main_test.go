@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy tests the installable manifests under deploy/: it renders
 // every kustomization with the kustomize API, checks the workloads'
 // security settings, and applies every object to a real kube-apiserver by

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e runs the sandbox's scenario headless, as `make demo` does,
 // and checks its outcomes. It needs bin/ (make build); -short skips it.
 package e2e

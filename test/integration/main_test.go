@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package integration holds tests that run on a real etcd and kube-apiserver
 // (built from source into bin/ by `make control-plane`) with the committed
 // CRDs installed. `go test -short` skips them.

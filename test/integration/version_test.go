@@ -1,3 +1,4 @@
+// Copyright The telesched Authors.
 // SPDX-License-Identifier: Apache-2.0
 
 package integration

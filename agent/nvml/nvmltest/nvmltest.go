@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvmltest sets up go-nvml's mock servers for tests: fixed GPU
 // UUIDs and the event calls the mocks leave unset.
 package nvmltest

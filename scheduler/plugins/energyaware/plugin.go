@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package energyaware is the EnergyAware plugin: it keeps pods off nodes at
 // or near their thermal limits (and GPU pods off nodes whose GPUs are near
 // slowdown), and scores the rest by the power the pod would add, from each

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loadaware is the LoadAware plugin: it filters out nodes whose
 // estimated CPU or memory utilization would exceed a threshold and scores
 // nodes by it, spreading load (Spread) or consolidating it (Pack).

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package powerbudget is the PowerBudget plugin: it places no pod that
 // would take a power domain (a PowerBudget: a rack, a PDU) past its budget,
 // and scores nodes by their domains' headroom.

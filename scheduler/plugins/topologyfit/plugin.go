@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package topologyfit is the TopologyFit plugin: it places pods by the NUMA
 // and GPU topology that nodes publish in their NodeTelemetry.
 //

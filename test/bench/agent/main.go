@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command agentbench measures the telesched agent's cost beside
 // node_exporter's on the same simulated host tree, in one run: CPU time per
 // collection cycle (agent) and per scrape (node_exporter) of the equivalent

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command fleetbench runs many real telesched agents in one process, each
 // on a simulated host tree (sandbox/hosttree), against one local API server
 // at the agent's defaults (sample every 1 s, publish a settled change at

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command schedbench measures scheduling throughput: one telesched-scheduler
 // process with two profiles, the default one (default-scheduler) and
 // telesched's, on one local API server with N nodes that all have

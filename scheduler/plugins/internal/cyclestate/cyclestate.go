@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cyclestate keeps a plugin's per-pod state where its Filter and
 // Score find it without a CycleState lookup.
 //

@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nodeset keeps the set of Nodes that satisfy a predicate, from the
 // scheduler's Node informer, so that a plugin can tell in constant time
 // whether any node does (and skip per-node work when none does).

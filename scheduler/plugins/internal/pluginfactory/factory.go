@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pluginfactory builds the telesched plugins' factories, which all
 // take their args the same way.
 package pluginfactory

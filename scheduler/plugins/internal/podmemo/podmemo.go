@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podmemo remembers what a plugin computed from a pod, so that a
 // QueueingHint, which the scheduler calls for every pending pod on every
 // event, does not compute a pending pod's requests again each time.

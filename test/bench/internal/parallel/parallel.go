@@ -1,3 +1,6 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package parallel is what the benchmark commands share for creating
 // objects in bulk.
 package parallel
