@@ -324,15 +324,7 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 // closure, places every pod and meets the lower bound no placement can
 // beat, to 0.01 W.
 func TestOracleNearLowerBound(t *testing.T) {
-	mixed, err := ReadFleet("fleets/mixed-generations.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	example, err := ReadFleet("fleets/example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": example, "mixed-generations": mixed} {
+	for name, f := range sandboxFleets(t) {
 		var variants []OracleOptions
 		for _, closed := range [][]Closure{nil, scenarioClosures(f)} {
 			for _, opts := range []OracleOptions{{}, {CPUPodsOffGPUNodes: true}, {CPUPodsObjective: true}, {CPUPodsOffGPUNodes: true, CPUPodsObjective: true}} {
@@ -515,19 +507,11 @@ func TestConsolidationPlacesNearTheOracle(t *testing.T) {
 // fleet the blind one put heat-phase pods there, the placement no
 // scheduler could have made.
 func TestOracleKeepsTheHeatPhaseOffTheHeater(t *testing.T) {
-	mixed, err := ReadFleet("fleets/mixed-generations.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	example, err := ReadFleet("fleets/example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	phase := map[string]string{}
 	for _, p := range workloadPods() {
 		phase[p.name] = p.phase
 	}
-	for name, f := range map[string]*Fleet{"default": DefaultFleet(), "example": example, "mixed-generations": mixed} {
+	for name, f := range sandboxFleets(t) {
 		heater := heaterOf(f.Nodes)
 		if heater == "" {
 			t.Fatalf("%s: no heater", name)
@@ -555,4 +539,18 @@ func TestOracleKeepsTheHeatPhaseOffTheHeater(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sandboxFleets are the sandbox's three fleets by name.
+func sandboxFleets(t *testing.T) map[string]*Fleet {
+	t.Helper()
+	out := map[string]*Fleet{"default": DefaultFleet()}
+	for _, name := range []string{"example", "mixed-generations"} {
+		f, err := ReadFleet("fleets/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = f
+	}
+	return out
 }
