@@ -29,12 +29,15 @@ const MaxInterval = 3600 * time.Second
 
 // Defaults of the flags that are not the defaults of another package.
 const (
-	DefaultInterval           = 5 * time.Second
-	DefaultSampleInterval     = time.Second
-	DefaultMetricsAddress     = ":9102"
-	DefaultOnceWindow         = time.Second
-	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
-	DefaultStateEvery         = 30 * time.Second
+	DefaultInterval       = 5 * time.Second
+	DefaultSampleInterval = time.Second
+	DefaultMetricsAddress = ":9102"
+	// DefaultMetricsMaxConnections caps the metrics server's open
+	// connections: a scrape, two probes and a person with curl need four.
+	DefaultMetricsMaxConnections = 16
+	DefaultOnceWindow            = time.Second
+	DefaultPodResourcesSocket    = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultStateEvery            = 30 * time.Second
 )
 
 // Options are the agent's flags.
@@ -65,6 +68,9 @@ type Options struct {
 
 	Publish        bool
 	MetricsAddress string
+	// MetricsMaxConnections caps the metrics server's open connections;
+	// more wait to be accepted.
+	MetricsMaxConnections int
 	// HealthzMissedIntervals is how many Intervals may pass without a
 	// completed sample before /healthz fails.
 	HealthzMissedIntervals int
@@ -107,6 +113,7 @@ func NewOptions() *Options {
 		OnceWindow:             DefaultOnceWindow,
 		Publish:                true,
 		MetricsAddress:         DefaultMetricsAddress,
+		MetricsMaxConnections:  DefaultMetricsMaxConnections,
 		HealthzMissedIntervals: DefaultHealthzMissedIntervals,
 		NVML:                   true,
 		NVMLTimeout:            collector.DefaultNVMLTimeout,
@@ -145,6 +152,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.BoolVar(&o.Publish, "publish", o.Publish, "Publish NodeTelemetry to the API server. With --publish=false the agent samples and serves /metrics without a cluster.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the HTTP server for /metrics, /healthz and /readyz. Empty disables it.")
+	fs.IntVar(&o.MetricsMaxConnections, "metrics-max-connections", o.MetricsMaxConnections, "Most connections the server of --metrics-bind-address holds open at once; more wait to be accepted. A client that sends no request headers within 5s, no body within 10s, or stays idle for 60s is disconnected, so slow or stuck clients cannot hold them. At least 1.")
 	fs.IntVar(&o.HealthzMissedIntervals, "healthz-missed-intervals", o.HealthzMissedIntervals, "/healthz fails (503, saying when the last sample completed and how long ago) once this many --interval pass without a completed sample, as when a read of the host hangs; a liveness probe on it restarts a stuck agent. At least 1.")
 	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
 	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval; left at its default, it is half of that when that is shorter than 10s.")
@@ -230,6 +238,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--once-window %v: must be at least 100ms", o.OnceWindow))
 		}
 		return errors.Join(errs...)
+	}
+	if o.MetricsMaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("--metrics-max-connections %d: must be at least 1", o.MetricsMaxConnections))
 	}
 	if o.HealthzMissedIntervals < 1 {
 		errs = append(errs, fmt.Errorf("--healthz-missed-intervals %d: must be at least 1", o.HealthzMissedIntervals))

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -261,7 +262,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	var lastSample, lastPublish atomic.Int64 // unix nanos
 	live := newLiveness(clock.RealClock{}, o.HealthzMissedIntervals, o.Interval)
 	if o.MetricsAddress != "" {
-		srv, err := serve(ctx, o.MetricsAddress, reg, live, func() error {
+		srv, err := serve(ctx, o.MetricsAddress, o.MetricsMaxConnections, reg, live, func() error {
 			return ready(o, time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()))
 		})
 		if err != nil {
@@ -435,8 +436,8 @@ func ready(o *Options, lastSample, lastPublish time.Time) error {
 }
 
 // serve serves /metrics, /healthz (healthz: 503 while no sample completes)
-// and /readyz (readyFn) on addr.
-func serve(ctx context.Context, addr string, reg *prometheus.Registry, healthz http.Handler, readyFn func() error) (*http.Server, error) {
+// and /readyz (readyFn) on addr, holding at most maxConns connections open.
+func serve(ctx context.Context, addr string, maxConns int, reg *prometheus.Registry, healthz http.Handler, readyFn func() error) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("/healthz", healthz)
@@ -451,13 +452,33 @@ func serve(ctx context.Context, addr string, reg *prometheus.Registry, healthz h
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newMetricsServer(mux)
+	ln = netutil.LimitListener(ln, maxConns)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.FromContext(ctx).Error(err, "metrics server stopped")
 		}
 	}()
 	return srv, nil
+}
+
+// metricsLimits are the metrics server's timeouts: a scrape of the agent's
+// few hundred series takes milliseconds, so a client this slow is stuck or
+// hostile, and its connection is better given to the next scrape or probe.
+var metricsLimits = struct {
+	readHeader, read, write, idle time.Duration
+	maxHeaderBytes                int
+}{5 * time.Second, 10 * time.Second, 30 * time.Second, 60 * time.Second, 16 << 10}
+
+func newMetricsServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: metricsLimits.readHeader,
+		ReadTimeout:       metricsLimits.read,
+		WriteTimeout:      metricsLimits.write,
+		IdleTimeout:       metricsLimits.idle,
+		MaxHeaderBytes:    metricsLimits.maxHeaderBytes,
+	}
 }
 
 func shutdownServer(srv *http.Server) {
