@@ -21,6 +21,10 @@ KUSTOMIZE := $(BIN)/kustomize
 # promtool, from its own tools module, checks and unit-tests the alert rules.
 PROMTOOL     := $(BIN)/promtool
 PROMTOOL_MOD := hack/promtool
+# helm, from its own tools module: make test lints and renders the chart in
+# deploy/helm/telesched and checks it against the kustomize tree.
+HELM     := $(BIN)/helm
+HELM_MOD := hack/helm
 # node_exporter, built from the Go module proxy, for the agent benchmark.
 NODE_EXPORTER_VERSION := v1.12.1
 NODE_EXPORTER := $(BIN)/node_exporter
@@ -80,6 +84,13 @@ $(PROMTOOL): $(PROMTOOL_MOD)/go.mod $(PROMTOOL_MOD)/go.sum
 .PHONY: promtool
 promtool: $(PROMTOOL) ## Build promtool (alert rule checks and unit tests) from source into bin/.
 
+$(HELM): $(HELM_MOD)/go.mod $(HELM_MOD)/go.sum
+	@echo "building bin/helm from helm.sh/helm/v3 (first build takes minutes)"
+	$(GO) build -C $(HELM_MOD) -o $@ helm.sh/helm/v3/cmd/helm
+
+.PHONY: helm
+helm: $(HELM) ## Build helm (the chart's lint and render checks) from source into bin/.
+
 $(CONTROLLER_GEN): $(TOOLS)/go.mod $(TOOLS)/go.sum
 	$(GO) build -C $(TOOLS) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
@@ -128,10 +139,11 @@ verify-generated: $(CONTROLLER_GEN) ## Fail if generated code or CRD YAML is sta
 	hack/verify-generated.sh
 
 .PHONY: verify-mod
-verify-mod: ## Fail if go.mod/go.sum (root or tools) are not tidy.
+verify-mod: ## Fail if go.mod/go.sum (root or the tools modules) are not tidy.
 	$(GO) mod tidy -diff
 	cd $(TOOLS) && $(GO) mod tidy -diff
 	cd $(PROMTOOL_MOD) && $(GO) mod tidy -diff
+	cd $(HELM_MOD) && $(GO) mod tidy -diff
 
 ##@ Test
 
@@ -143,7 +155,7 @@ verify-mod: ## Fail if go.mod/go.sum (root or tools) are not tidy.
 RACE_PKGS ?= ./scheduler/telemetry/... ./scheduler/estimate/... ./scheduler/powerbudget/... ./scheduler/plugins/... ./agent/publisher/... ./agent/app/... ./internal/cowmap/...
 
 .PHONY: test
-test: build $(PROMTOOL) $(KUSTOMIZE) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules), then the concurrent packages' unit tests under the race detector.
+test: build $(PROMTOOL) $(KUSTOMIZE) $(HELM) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules, helm lint and template of the chart), then the concurrent packages' unit tests under the race detector.
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 	$(MAKE) test-race
 
@@ -152,7 +164,7 @@ test-race: ## Run the unit tests of the packages with concurrency (RACE_PKGS) un
 	$(GO) test -race -short -count=1 $(GOTESTFLAGS) $(RACE_PKGS)
 
 .PHONY: test-unit
-test-unit: $(PROMTOOL) ## Run unit tests only (no control plane).
+test-unit: $(PROMTOOL) $(HELM) ## Run unit tests only (no control plane).
 	$(GO) test -short $(GOTESTFLAGS) ./...
 
 ##@ Bench

@@ -4,11 +4,8 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -119,8 +115,9 @@ func renderWithComponents(t *testing.T, components ...string) []*unstructured.Un
 	return renderKustomization(t, overlay)
 }
 
-// manifestSets renders every installable kustomization: the full install,
-// its variants alone and together, and the monitoring overlay.
+// manifestSets renders every installable kustomization (the full install,
+// its variants alone and together, and the monitoring overlay) and the
+// Helm chart.
 func manifestSets(t *testing.T) []manifestSet {
 	t.Helper()
 	return []manifestSet{
@@ -129,6 +126,12 @@ func manifestSets(t *testing.T) []manifestSet {
 		{"deploy+gpu", renderWithComponents(t, "gpu")},
 		{"deploy+gpu+rapl", renderWithComponents(t, "gpu", "rapl")},
 		{"monitoring", renderKustomization(t, filepath.Join(manifestsRoot, "monitoring"))},
+		// The Helm chart (deploy/helm/telesched), with every object of
+		// its defaults and variants.
+		{"helm", renderHelm(t, "namespace.create=true")},
+		{"helm gpu+rapl", renderHelm(t, "agent.gpu.enabled=true", "agent.rapl.enabled=true")},
+		{"helm monitoring", renderHelm(t, "agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
+			"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true")},
 	}
 }
 
@@ -375,20 +378,7 @@ func readManifests(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding %s: %v", path, err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
-	return objs
+	return decodeManifests(t, path, data)
 }
 
 func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {

@@ -1,0 +1,372 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/telesched/telesched/sandbox/controlplane"
+)
+
+// chartDir is the Helm chart of this checkout.
+var chartDir = filepath.Join(manifestsRoot, "helm", "telesched")
+
+// helmKubeVersion is the Kubernetes version the chart is rendered for:
+// the one the scheduler is built from.
+const helmKubeVersion = "1.36.3"
+
+// helm returns bin/helm, which make test builds from hack/helm.
+func helm(t *testing.T) string {
+	t.Helper()
+	dir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s: %v (run `make test`, which builds it from hack/helm)", bin, err)
+	}
+	return bin
+}
+
+// runHelm runs bin/helm and returns its standard output; the chart's
+// links into deploy/ make helm note each on stderr, which is dropped
+// unless it fails.
+func runHelm(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), helm(t), args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, withoutLinkNotes(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// withoutLinkNotes drops helm's note about each symbolic link it follows.
+func withoutLinkNotes(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.Contains(l, "found symbolic link in path") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// helmTemplateArgs renders the chart as `helm install telesched
+// deploy/helm/telesched --namespace telesched-system` would, CRDs included.
+func helmTemplateArgs(values ...string) []string {
+	args := []string{"template", "telesched", chartDir, "--namespace", "telesched-system",
+		"--include-crds", "--kube-version", helmKubeVersion}
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	return args
+}
+
+// renderHelm renders the chart with the values set (key=value, as --set).
+func renderHelm(t *testing.T, values ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := runHelm(t, helmTemplateArgs(values...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeManifests(t, "helm template", out)
+}
+
+// decodeManifests decodes a multi-document YAML stream through JSON, as
+// renderKustomization does, so numbers are int64 as the API machinery
+// expects.
+func decodeManifests(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if string(js) == "null" {
+			continue // a document of comments only
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(js); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, doc)
+		}
+		objs = append(objs, obj)
+	}
+	if len(objs) == 0 {
+		t.Fatalf("%s: no objects", what)
+	}
+	return objs
+}
+
+// helmVariants are the value sets the chart is linted, rendered and
+// installed with: the defaults and each variant the kustomize tree has.
+var helmVariants = []struct {
+	name   string
+	values []string
+	// kustomize is the manifest set (manifestSets) that must render the
+	// same objects.
+	kustomize string
+}{
+	{"defaults", []string{"namespace.create=true"}, "deploy"},
+	{"rapl", []string{"namespace.create=true", "agent.rapl.enabled=true"}, "deploy+rapl"},
+	{"gpu", []string{"namespace.create=true", "agent.gpu.enabled=true"}, "deploy+gpu"},
+	{"gpu+rapl", []string{"namespace.create=true", "agent.gpu.enabled=true", "agent.rapl.enabled=true"}, "deploy+gpu+rapl"},
+	{"monitoring", []string{"agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
+		"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true"}, "monitoring"},
+}
+
+// TestHelmLint runs `helm lint --strict` on the defaults and every variant.
+func TestHelmLint(t *testing.T) {
+	for _, v := range helmVariants {
+		t.Run(v.name, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir, "--namespace", "telesched-system", "--kube-version", helmKubeVersion}
+			for _, s := range v.values {
+				args = append(args, "--set", s)
+			}
+			out, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), "0 chart(s) failed") {
+				t.Fatalf("helm lint:\n%s", out)
+			}
+		})
+	}
+}
+
+// kustomizeHash is the content hash kustomize's configMapGenerator appends.
+var kustomizeHash = regexp.MustCompile(`^(telesched-scheduler-config)-[a-z0-9]{10}$`)
+
+// normalize makes a kustomize and a Helm rendering comparable: the
+// scheduler's ConfigMap without kustomize's hash suffix, its configuration
+// parsed (the comments differ), and the Deployment without Helm's checksum
+// annotation (which kustomize's suffix stands for).
+func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	t.Helper()
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		o = o.DeepCopy()
+		switch o.GetKind() {
+		case "ConfigMap":
+			if m := kustomizeHash.FindStringSubmatch(o.GetName()); m != nil {
+				o.SetName(m[1])
+			}
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			parsed := map[string]any{}
+			for k, v := range data {
+				var doc any
+				if err := yaml.Unmarshal([]byte(v), &doc); err != nil {
+					t.Fatalf("ConfigMap %s key %s: %v", o.GetName(), k, err)
+				}
+				parsed[k] = doc
+			}
+			o.Object["data"] = parsed
+		case "Deployment":
+			ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
+			delete(ann, "checksum/config")
+			if len(ann) == 0 {
+				unstructured.RemoveNestedField(o.Object, "spec", "template", "metadata", "annotations")
+			}
+			vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+			for _, v := range vols {
+				cm, ok := v.(map[string]any)["configMap"].(map[string]any)
+				if !ok {
+					continue
+				}
+				if m := kustomizeHash.FindStringSubmatch(fmt.Sprint(cm["name"])); m != nil {
+					cm["name"] = m[1]
+				}
+			}
+			_ = unstructured.SetNestedSlice(o.Object, vols, "spec", "template", "spec", "volumes")
+		}
+		id := objectID(o)
+		if _, dup := out[id]; dup {
+			t.Fatalf("%s rendered twice", id)
+		}
+		out[id] = o
+	}
+	return out
+}
+
+// TestHelmRendersWhatKustomizeDoes: with its defaults, and with each
+// variant's values, the chart renders the very objects of the matching
+// kustomization, field for field.
+func TestHelmRendersWhatKustomizeDoes(t *testing.T) {
+	sets := manifestSets(t)
+	for _, v := range helmVariants {
+		t.Run(v.name, func(t *testing.T) {
+			i := slices.IndexFunc(sets, func(s manifestSet) bool { return s.name == v.kustomize })
+			if i < 0 {
+				t.Fatalf("no manifest set %s", v.kustomize)
+			}
+			want := normalize(t, sets[i].objs)
+			got := normalize(t, renderHelm(t, v.values...))
+			if v.name == "monitoring" {
+				// helm template --include-crds always renders the CRDs;
+				// deploy/monitoring/ goes on top of deploy/, which has them.
+				for id, o := range got {
+					if o.GetKind() == "CustomResourceDefinition" {
+						delete(got, id)
+					}
+				}
+			}
+			var ids []string
+			for id := range want {
+				ids = append(ids, id)
+			}
+			for id := range got {
+				if _, ok := want[id]; !ok {
+					ids = append(ids, id)
+				}
+			}
+			sort.Strings(ids)
+			for _, id := range ids {
+				w, g := want[id], got[id]
+				switch {
+				case g == nil:
+					t.Errorf("%s: in kustomize %s, not rendered by the chart", id, v.kustomize)
+				case w == nil:
+					t.Errorf("%s: rendered by the chart, not in kustomize %s", id, v.kustomize)
+				default:
+					if diff := cmp.Diff(w.Object, g.Object); diff != "" {
+						t.Errorf("%s differs (-kustomize +helm):\n%s", id, diff)
+					}
+				}
+			}
+			if !t.Failed() {
+				t.Logf("%d objects, the same in both", len(want))
+			}
+		})
+	}
+}
+
+// schedulerConfigOf returns the KubeSchedulerConfiguration in the
+// rendered ConfigMap.
+func schedulerConfigOf(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	cm := findObject(t, objs, "ConfigMap", "telesched-scheduler-config")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "scheduler-config.yaml")
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// pluginArgs returns, per "profile/plugin", the args of every plugin in the
+// configuration.
+func pluginArgs(t *testing.T, cfg map[string]any) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	profiles, _, _ := unstructured.NestedSlice(cfg, "profiles")
+	for _, p := range profiles {
+		p := p.(map[string]any)
+		pcs, _, _ := unstructured.NestedSlice(p, "pluginConfig")
+		for _, pc := range pcs {
+			pc := pc.(map[string]any)
+			out[fmt.Sprintf("%s/%s", p["schedulerName"], pc["name"])] = pc["args"].(map[string]any)
+		}
+	}
+	return out
+}
+
+// TestHelmSharedValues: each setting the agent and the plugins must agree
+// on is one value, and it reaches every flag and arg that carries it, in
+// both profiles and both agent DaemonSets.
+func TestHelmSharedValues(t *testing.T) {
+	objs := renderHelm(t, "agent.gpu.enabled=true",
+		"shared.thermalMarginCelsius=7", "shared.absoluteLimitCelsius=95",
+		"shared.gpuResourceName=example.com/accelerator", "shared.telemetryMaxAge=2m",
+		"shared.staleTelemetryPolicy=Reject", "agent.heartbeat=45s")
+	args := pluginArgs(t, schedulerConfigOf(t, objs))
+	want := map[string]struct {
+		value   any
+		plugins []string
+	}{
+		"telemetryMaxAge":      {"2m", []string{"LoadAware", "TopologyFit", "EnergyAware", "PowerBudget"}},
+		"staleTelemetryPolicy": {"Reject", []string{"LoadAware", "TopologyFit", "EnergyAware"}},
+		"gpuResourceName":      {"example.com/accelerator", []string{"TopologyFit", "EnergyAware", "PowerBudget"}},
+		"thermalMarginCelsius": {float64(7), []string{"EnergyAware"}},
+		"absoluteLimitCelsius": {float64(95), []string{"EnergyAware"}},
+	}
+	for key, w := range want {
+		for _, profile := range []string{"telesched", "telesched-energy"} {
+			for _, plugin := range w.plugins {
+				a, ok := args[profile+"/"+plugin]
+				if !ok {
+					t.Errorf("profile %s has no args for %s", profile, plugin)
+					continue
+				}
+				if got := a[key]; fmt.Sprint(got) != fmt.Sprint(w.value) {
+					t.Errorf("profile %s, %s.%s = %v, want %v", profile, plugin, key, got, w.value)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
+		ds := findObject(t, objs, "DaemonSet", name)
+		containers, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+		var got []string
+		for _, a := range containers[0].(map[string]any)["args"].([]any) {
+			got = append(got, a.(string))
+		}
+		for _, flag := range []string{"--overheat-headroom-celsius=7", "--absolute-limit-celsius=95", "--heartbeat=45s"} {
+			if !slices.Contains(got, flag) {
+				t.Errorf("DaemonSet %s: args %v, want %s", name, got, flag)
+			}
+		}
+	}
+}
+
+// TestHelmRejectsBadValues: a value of the wrong type or range, an unknown
+// key, or settings that contradict each other stop the render with the
+// value's path.
+func TestHelmRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		set     string
+		wantErr string
+	}{
+		{"shared.thermalMarginCelsius=-1", "/shared/thermalMarginCelsius"},
+		{"shared.telemetryMaxAge=60", "/shared/telemetryMaxAge"},
+		{"shared.staleTelemetryPolicy=Drop", "/shared/staleTelemetryPolicy"},
+		{"scheduler.loadAware.cpuTreshold=70", "cpuTreshold"},
+		{"scheduler.replicas=0", "/scheduler/replicas"},
+		{"agent.extraArgs={interval=5s}", "/agent/extraArgs/0"},
+		{"shared.telemetryMaxAge=20s", "shared.telemetryMaxAge (20s) must be longer than agent.heartbeat (30s)"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := runHelm(t, helmTemplateArgs(tc.set)...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("helm template --set %s: error %v, want one containing %q", tc.set, err, tc.wantErr)
+			}
+		})
+	}
+}
