@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/utils/ptr"
@@ -55,6 +56,10 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 		c.close()
 		return Unavailable("SocketNotMounted", "kubelet pod-resources socket %s not found; mount it to report exclusive CPU allocations", c.root.Path(c.socket))
 	}
+	if err := socketAccess(c.root.Path(c.socket)); err != nil {
+		c.close()
+		return Unavailable("SocketPermissionDenied", "kubelet pod-resources socket %s: %v: connecting needs write permission on it, and the kubelet creates it as root's; run the agent as uid 0 to read it (deploy/variants/rapl, or the chart's agent.rapl.enabled)", c.root.Path(c.socket), err)
+	}
 	if c.client == nil {
 		conn, err := grpc.NewClient("unix://"+c.root.Path(c.socket),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -98,6 +103,10 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 	}
 	return nil
 }
+
+// socketAccess reports whether this process may connect to the unix
+// socket at path: connect(2) needs write permission on it.
+var socketAccess = func(path string) error { return unix.Access(path, unix.W_OK) }
 
 func (c *PodResourcesCollector) close() {
 	if c.conn != nil {

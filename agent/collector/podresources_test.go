@@ -9,9 +9,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"k8s.io/utils/ptr"
 
@@ -84,6 +86,22 @@ func TestPodResourcesCollector(t *testing.T) {
 	got := []*int32{s.NUMA[0].AllocatedExclusiveCPUs, s.NUMA[1].AllocatedExclusiveCPUs}
 	if diff := cmp.Diff([]*int32{ptr.To[int32](3), ptr.To[int32](2)}, got); diff != "" {
 		t.Errorf("allocated exclusive CPUs per NUMA node (-want +got):\n%s", diff)
+	}
+
+	// A socket this process may not write to (the kubelet's is root's,
+	// srwxr-xr-x, and the agent runs as 65532): named, not a dial error.
+	// access(2) lets root through whatever the mode, so the check is
+	// replaced here by what it answers a non-root agent.
+	saved := socketAccess
+	socketAccess = func(string) error { return unix.EACCES }
+	s = twoNodes()
+	err = c.Collect(context.Background(), s)
+	socketAccess = saved
+	if !errors.As(err, &se) || se.Reason != "SocketPermissionDenied" || !strings.Contains(err.Error(), "uid 0") {
+		t.Errorf("Collect on a socket it may not write = %v, want SocketPermissionDenied saying to run as uid 0", err)
+	}
+	if s.NUMA[0].AllocatedExclusiveCPUs != nil {
+		t.Error("allocations reported without access to the socket")
 	}
 
 	// Without NUMA topology there is nothing to count against.

@@ -78,8 +78,8 @@ func renderKustomization(t *testing.T, dir string) []*unstructured.Unstructured 
 	return objs
 }
 
-// renderWithComponents builds deploy/ with the components under
-// deploy/variants/ named, in that order, as the overlay a user writes
+// renderWithComponents builds deploy/crds and deploy/ with the components
+// under deploy/variants/ named, in that order, as the overlay a user writes
 // (see each variant's README.md).
 func renderWithComponents(t *testing.T, components ...string) []*unstructured.Unstructured {
 	t.Helper()
@@ -98,7 +98,7 @@ func renderWithComponents(t *testing.T, components ...string) []*unstructured.Un
 	k := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
-		"resources":  []string{rel(manifestsRoot)},
+		"resources":  []string{rel(filepath.Join(manifestsRoot, "crds")), rel(manifestsRoot)},
 	}
 	var paths []string
 	for _, c := range components {
@@ -121,7 +121,8 @@ func renderWithComponents(t *testing.T, components ...string) []*unstructured.Un
 func manifestSets(t *testing.T) []manifestSet {
 	t.Helper()
 	return []manifestSet{
-		{"deploy", renderKustomization(t, manifestsRoot)},
+		// What the README's two commands install: deploy/crds, then deploy/.
+		{"deploy", append(renderKustomization(t, filepath.Join(manifestsRoot, "crds")), renderKustomization(t, manifestsRoot)...)},
 		{"deploy+rapl", renderWithComponents(t, "rapl")},
 		{"deploy+gpu", renderWithComponents(t, "gpu")},
 		{"deploy+gpu+rapl", renderWithComponents(t, "gpu", "rapl")},
@@ -143,7 +144,14 @@ func TestDeployKustomizations(t *testing.T) {
 	for _, o := range renderKustomization(t, manifestsRoot) {
 		full[objectID(o)] = true
 	}
-	for _, part := range []string{"crds", "agent", "scheduler", "policy"} {
+	for _, o := range renderKustomization(t, manifestsRoot) {
+		// `kubectl delete -k deploy/` must not take the CRDs, and with
+		// them every PowerBudget users wrote.
+		if o.GetKind() == "CustomResourceDefinition" {
+			t.Errorf("deploy/ holds %s: uninstalling it would delete every object of that kind; the CRDs belong in deploy/crds alone", objectID(o))
+		}
+	}
+	for _, part := range []string{"agent", "scheduler", "policy"} {
 		t.Run(part, func(t *testing.T) {
 			for _, o := range renderKustomization(t, filepath.Join(manifestsRoot, part)) {
 				if !full[objectID(o)] {
@@ -483,16 +491,31 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.Daem
 			mounted[p] = m
 		}
 	}
-	if len(mounted) != 2 {
-		t.Errorf("%s: host paths mounted %v, want /proc and /sys only", what, mounted)
+	if len(mounted) != 3 {
+		t.Errorf("%s: host paths mounted %v, want /proc, /sys and the kubelet's pod-resources directory only", what, mounted)
 	}
-	for _, p := range []string{"/proc", "/sys"} {
+	for _, p := range []string{"/proc", "/sys", "/var/lib/kubelet/pod-resources"} {
 		m, ok := mounted[p]
 		switch {
 		case !ok:
 			t.Errorf("%s: host %s not mounted", what, p)
 		case m.MountPath != "/host"+p || !m.ReadOnly:
 			t.Errorf("%s: host %s mounted at %s readOnly %v, want /host%s readOnly", what, p, m.MountPath, m.ReadOnly, p)
+		}
+	}
+	// Linux nodes only, and not virtual-kubelet ones, in every term.
+	if spec.NodeSelector[corev1.LabelOSStable] != "linux" {
+		t.Errorf("%s: nodeSelector %v, want %s: linux", what, spec.NodeSelector, corev1.LabelOSStable)
+	}
+	if a := spec.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Errorf("%s: no required node affinity keeping it off virtual-kubelet nodes", what)
+	} else {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			if !slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+				return r.Key == "type" && r.Operator == corev1.NodeSelectorOpNotIn && slices.Equal(r.Values, []string{"virtual-kubelet"})
+			}) {
+				t.Errorf("%s: node selector term %v lets it onto virtual-kubelet nodes (type NotIn [virtual-kubelet])", what, term)
+			}
 		}
 	}
 	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool {
@@ -529,8 +552,10 @@ func TestDeploySecurity(t *testing.T) {
 	t.Run("agent", func(t *testing.T) {
 		ds := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent"))
 		checkAgent(t, objs, ds, false)
-		if ds.Spec.Template.Spec.Affinity != nil {
-			t.Errorf("without the GPU variant the agent must run on every node; affinity %v", ds.Spec.Template.Spec.Affinity)
+		// Without the GPU variant, every (Linux, real) node: the one term
+		// checkAgent asks for, and nothing else.
+		if terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms) != 1 || len(terms[0].MatchExpressions) != 1 {
+			t.Errorf("without the GPU variant the agent must run on every node but virtual ones; node selector terms %v", terms)
 		}
 	})
 
@@ -538,6 +563,13 @@ func TestDeploySecurity(t *testing.T) {
 		dep := decodeObject[appsv1.Deployment](t, findObject(t, objs, "Deployment", "telesched-scheduler"))
 		spec := dep.Spec.Template.Spec
 		checkHardened(t, "Deployment telesched-scheduler", spec, false)
+		// A process reads another's /proc/<pid>/root, environ and mem when
+		// both run as one uid, and the agent sees the host's /proc: the
+		// scheduler (and its token) must run as a user of its own.
+		agent := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent")).Spec.Template.Spec.SecurityContext
+		if a, s := ptr.Deref(agent.RunAsUser, -1), ptr.Deref(spec.SecurityContext.RunAsUser, -2); a == s {
+			t.Errorf("the scheduler runs as uid %d, the agent's: a compromised agent could read its token through the host's /proc", s)
+		}
 		c := spec.Containers[0]
 		if got := ptr.Deref(dep.Spec.Replicas, 1); got != 2 {
 			t.Errorf("replicas %d, want 2", got)
@@ -575,29 +607,27 @@ func TestDeploySecurity(t *testing.T) {
 			t.Errorf("ConfigMap %s differs from scheduler-config.yaml (-want +got):\n%s", cm.Name, diff)
 		}
 
-		// The Role for leader election is in the namespace, and names the
-		// Lease, that the configuration elects on.
+		// A ClusterRole bound to the scheduler names the Lease the
+		// configuration elects on (TestSchedulerRBAC asks the API server).
 		var config struct {
 			LeaderElection struct {
-				ResourceNamespace string `json:"resourceNamespace"`
-				ResourceName      string `json:"resourceName"`
+				ResourceName string `json:"resourceName"`
 			} `json:"leaderElection"`
 		}
 		if err := yaml.Unmarshal(want, &config); err != nil {
 			t.Fatal(err)
 		}
-		le := config.LeaderElection
 		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
-			if o.GetKind() != "Role" || o.GetNamespace() != le.ResourceNamespace {
+			if o.GetKind() != "ClusterRole" {
 				return false
 			}
-			role := decodeObject[rbacv1.Role](t, o)
+			role := decodeObject[rbacv1.ClusterRole](t, o)
 			return slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
-				return slices.Contains(r.Resources, "leases") && slices.Contains(r.ResourceNames, le.ResourceName) &&
+				return slices.Contains(r.Resources, "leases") && slices.Contains(r.ResourceNames, config.LeaderElection.ResourceName) &&
 					slices.Contains(r.Verbs, "get") && slices.Contains(r.Verbs, "update")
 			})
 		}) {
-			t.Errorf("no Role in %s grants get and update on the Lease %s", le.ResourceNamespace, le.ResourceName)
+			t.Errorf("no ClusterRole grants get and update on the Lease %s", config.LeaderElection.ResourceName)
 		}
 	})
 }
@@ -648,10 +678,14 @@ func TestDeployVariants(t *testing.T) {
 				t.Fatalf("DaemonSet %s has no required node affinity", ds.Name)
 			}
 			terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-			if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || len(terms[0].MatchFields) != 0 {
-				t.Fatalf("DaemonSet %s: node selector terms %v, want one with one expression", ds.Name, terms)
+			if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 || len(terms[0].MatchFields) != 0 {
+				t.Fatalf("DaemonSet %s: node selector terms %v, want one with two expressions (virtual-kubelet, GPU)", ds.Name, terms)
 			}
-			return terms[0].MatchExpressions[0]
+			i := slices.IndexFunc(terms[0].MatchExpressions, func(r corev1.NodeSelectorRequirement) bool { return r.Key != "type" })
+			if i < 0 {
+				t.Fatalf("DaemonSet %s: node selector terms %v name no GPU label", ds.Name, terms)
+			}
+			return terms[0].MatchExpressions[i]
 		}
 		in, notIn := term(gpu), term(base)
 		if in.Operator != corev1.NodeSelectorOpIn || notIn.Operator != corev1.NodeSelectorOpNotIn || in.Key != notIn.Key || !slices.Equal(in.Values, notIn.Values) {
