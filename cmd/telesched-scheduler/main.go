@@ -12,6 +12,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ import (
 
 	configscheme "github.com/telesched/telesched/apis/config/scheme"
 	"github.com/telesched/telesched/internal/version"
+	"github.com/telesched/telesched/scheduler/compat"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/energyaware"
 	"github.com/telesched/telesched/scheduler/plugins/loadaware"
@@ -56,8 +58,13 @@ func main() {
 	)
 	cmd.Use = "telesched-scheduler"
 	var skew, powerHold time.Duration
+	var skipVersionCheck bool
 	var maxNodeWatts int32
 	fs := pflag.NewFlagSet("telesched", pflag.ContinueOnError)
+	fs.BoolVar(&skipVersionCheck, strings.TrimPrefix(compat.SkipFlag, "--"), false,
+		fmt.Sprintf("start against any API server; without it the scheduler stops at start, naming the server's version, unless the server is Kubernetes 1.%d or 1.%d "+
+			"(Kubernetes' version skew policy: kube-scheduler must not be newer than its API server, and at most one minor version older)",
+			compat.MinServerMinor, compat.MaxServerMinor))
 	fs.Int32Var(&maxNodeWatts, "telemetry-max-node-watts", telemetry.DefaultMaxNodeWatts,
 		"the most watts any node may draw: a published power curve beyond it (or falling, or negative) reads as no curve, "+
 			"and measured watts beyond it, or beyond half again the node's own curve and GPUs at full load, read as missing "+
@@ -110,6 +117,9 @@ func main() {
 		cache.SetClockSkewTolerance(skew)
 		cache.SetMaxNodeWatts(maxNodeWatts)
 		cache.SetPowerHold(powerHold)
+		if !skipVersionCheck {
+			cache.SetServerCheck(compat.Check)
+		}
 		return run(c, args)
 	}
 	os.Exit(cli.Run(cmd))

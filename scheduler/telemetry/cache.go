@@ -62,6 +62,8 @@ const tombstoneAge = 10 * time.Minute
 type Cache struct {
 	startOnce sync.Once
 	startErr  error
+	// serverCheck runs on the API server before the informer starts.
+	serverCheck func(*rest.Config) error
 
 	now           func() time.Time // the scheduler's clock
 	skewTolerance time.Duration
@@ -138,6 +140,13 @@ func (c *Cache) SetMaxNodeWatts(w int32) {
 // counting its last plausible watts (DefaultPowerHold).
 func (c *Cache) SetPowerHold(d time.Duration) { c.powerHold.Store(int64(d)) }
 
+// SetServerCheck sets a check Start runs on the API server before anything
+// else, the first time a plugin starts the cache: the scheduler checks the
+// server's version with it (package compat), so an unsupported server
+// stops it at start instead of leaving its informers waiting. Call it
+// before the scheduler starts.
+func (c *Cache) SetServerCheck(check func(*rest.Config) error) { c.serverCheck = check }
+
 // PowerHold is how long a node whose samples lack watts keeps counting
 // its last plausible watts.
 func (c *Cache) PowerHold() time.Duration { return time.Duration(c.powerHold.Load()) }
@@ -167,6 +176,11 @@ func (c *Cache) Start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 }
 
 func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
+	if c.serverCheck != nil {
+		if err := c.serverCheck(cfg); err != nil {
+			return err
+		}
+	}
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("telemetry cache: %w", err)
