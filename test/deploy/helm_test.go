@@ -370,3 +370,31 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		})
 	}
 }
+
+// TestHelmSingleScheduler: with scheduler.serveDefaultScheduler the chart's
+// scheduler serves default-scheduler and telesched's two profiles as the
+// kubeadm single-scheduler install does, and elects on kube-scheduler's
+// Lease, which its RBAC then names.
+func TestHelmSingleScheduler(t *testing.T) {
+	objs := renderHelm(t, "scheduler.serveDefaultScheduler=true")
+	got := schedulerConfigOf(t, objs)
+	want := readYAMLMap(t, filepath.Join(singleDir, "scheduler-config.yaml"))
+	if diff := cmp.Diff(want["profiles"], got["profiles"]); diff != "" {
+		t.Errorf("profiles differ from deploy/variants/single-scheduler/scheduler-config.yaml's (-kubeadm +helm):\n%s", diff)
+	}
+	le, _, _ := unstructured.NestedString(got, "leaderElection", "resourceName")
+	if le != "kube-scheduler" {
+		t.Errorf("leaderElection.resourceName %q, want kube-scheduler", le)
+	}
+	role := findObject(t, objs, "ClusterRole", "telesched-scheduler:kube-scheduler-lease")
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	if !strings.Contains(fmt.Sprint(rules), "kube-scheduler") {
+		t.Errorf("ClusterRole %s rules %v name no kube-scheduler Lease", role.GetName(), rules)
+	}
+	// And without it, no such right.
+	for _, o := range renderHelm(t) {
+		if o.GetName() == "telesched-scheduler:kube-scheduler-lease" {
+			t.Errorf("%s rendered without serveDefaultScheduler", objectID(o))
+		}
+	}
+}

@@ -23,6 +23,7 @@ func TestDeployNamespaces(t *testing.T) {
 	clusterScoped := map[string]bool{
 		"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
 		"PriorityClass": true, "ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+		"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
 	}
 	for _, set := range manifestSets(t) {
 		for _, o := range set.objs {
