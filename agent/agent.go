@@ -31,8 +31,9 @@ type Observation struct {
 	// AbsoluteLimitMilliCelsius is the limit the heat state held sensors
 	// without a limit against.
 	AbsoluteLimitMilliCelsius int64
-	// GPUsStartedThrottling are GPUs thermally throttled now and not in the
-	// previous cycle.
+	// GPUsStartedThrottling are GPUs that start a thermal throttling
+	// episode: throttled now, and not within the quiet period before
+	// (status.GPUThrottleTracker).
 	GPUsStartedThrottling []telemetryv1alpha1.GPUStatus
 }
 
@@ -90,6 +91,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		thermalModel: thermal,
 		heat:         status.NewHeatTracker(cfg.Heat),
 		heatCfg:      cfg.Heat,
+		gpuThrottle:  status.GPUThrottleTracker{Quiet: cfg.Heat.GPUThrottleQuiet},
 	}, nil
 }
 
@@ -150,7 +152,7 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		Status:                    st,
 		Heat:                      heat,
 		AbsoluteLimitMilliCelsius: s.heatCfg.AbsoluteLimitMilliCelsius,
-		GPUsStartedThrottling:     s.gpuThrottle.Update(sample.GPUs),
+		GPUsStartedThrottling:     s.gpuThrottle.Update(now, sample.GPUs),
 	}
 }
 

@@ -99,6 +99,7 @@ type Options struct {
 
 	// Flag values in user units, converted by Complete.
 	hotHeadroomCelsius, coolHeadroomCelsius, absoluteLimitCelsius float64
+	gpuThrottleQuiet                                              time.Duration
 	deadbandTemperatureCelsius                                    float64
 }
 
@@ -134,6 +135,7 @@ func NewOptions() *Options {
 		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
 		coolHeadroomCelsius:        float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
 		absoluteLimitCelsius:       float64(heat.DefaultAbsoluteLimitMilliCelsius) / 1000,
+		gpuThrottleQuiet:           status.DefaultGPUThrottleQuiet,
 		deadbandTemperatureCelsius: float64(publisher.DefaultTemperatureMilliCelsius) / 1000,
 	}
 }
@@ -170,6 +172,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.hotHeadroomCelsius, "overheat-headroom-celsius", o.hotHeadroomCelsius, "The node is Overheating (condition, NodeOverheating event) when a sensor is this close to its effective limit, or when its CPUs throttle. Keep it equal to EnergyAware's thermalMarginCelsius.")
 	fs.Float64Var(&o.absoluteLimitCelsius, "absolute-limit-celsius", o.absoluteLimitCelsius, "Limit of a sensor that reports none (no crit, no max, no known vendor limit), e.g. AMD k10temp Tctl on an unlisted part. Keep it equal to EnergyAware's absoluteLimitCelsius.")
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
+	fs.DurationVar(&o.gpuThrottleQuiet, "gpu-throttle-event-quiet-period", o.gpuThrottleQuiet, "A GPU that starts thermal throttling records a GPUThermalThrottling Event on its Node only when it has not throttled for this long: one hovering at its slowdown temperature flips from sample to sample, and would record an Event each time. 0 records every start.")
 	fs.DurationVar(&o.SensorHold, "sensor-hold-duration", o.SensorHold, "How long, from when it was read, a temperature sensor's last good reading stands in for it while its reads fail (EIO, ENODATA, a value no sensor can have): it still counts toward the hottest sensor and the headroom, so a node last seen hot does not read cool. Then the sensor is left out. Either way the thermal source is Degraded, naming the sensor and its error, while its reads fail. 0 holds none.")
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
@@ -190,6 +193,7 @@ func (o *Options) Complete() {
 		HotHeadroomMilliCelsius:   int64(o.hotHeadroomCelsius * 1000),
 		CoolHeadroomMilliCelsius:  int64(o.coolHeadroomCelsius * 1000),
 		AbsoluteLimitMilliCelsius: int64(o.absoluteLimitCelsius * 1000),
+		GPUThrottleQuiet:          o.gpuThrottleQuiet,
 	}
 	o.Publisher.Deadbands.TemperatureMilliCelsius = int64(o.deadbandTemperatureCelsius * 1000)
 	o.Publisher.NodeName = o.NodeName
@@ -213,7 +217,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--host-root %q: not a directory", o.HostRoot))
 	}
 	if err := o.Heat.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius: %w", err))
+		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius/--gpu-throttle-event-quiet-period: %w", err))
 	}
 	if o.SensorHold < 0 {
 		errs = append(errs, fmt.Errorf("--sensor-hold-duration %v: must not be negative", o.SensorHold))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/heat"
@@ -34,7 +35,14 @@ type HeatConfig struct {
 	// AbsoluteLimitMilliCelsius is the limit of a sensor that reports none
 	// and has no known vendor limit.
 	AbsoluteLimitMilliCelsius int64
+	// GPUThrottleQuiet is how long a GPU must have gone unthrottled before
+	// it starting to throttle again is news (a GPUThermalThrottling Event):
+	// a GPU hovering at its slowdown temperature flips every few samples.
+	GPUThrottleQuiet time.Duration
 }
+
+// DefaultGPUThrottleQuiet is HeatConfig.GPUThrottleQuiet's default.
+const DefaultGPUThrottleQuiet = 5 * time.Minute
 
 // DefaultHeatConfig returns the defaults, the same as EnergyAware's.
 func DefaultHeatConfig() HeatConfig {
@@ -42,6 +50,7 @@ func DefaultHeatConfig() HeatConfig {
 		HotHeadroomMilliCelsius:   DefaultHotHeadroomMilliCelsius,
 		CoolHeadroomMilliCelsius:  DefaultCoolHeadroomMilliCelsius,
 		AbsoluteLimitMilliCelsius: heat.DefaultAbsoluteLimitMilliCelsius,
+		GPUThrottleQuiet:          DefaultGPUThrottleQuiet,
 	}
 }
 
@@ -55,6 +64,9 @@ func (c HeatConfig) Validate() error {
 	}
 	if c.AbsoluteLimitMilliCelsius < 30_000 || c.AbsoluteLimitMilliCelsius > 150_000 {
 		return fmt.Errorf("absolute limit %dm°C must be 30°C to 150°C (EnergyAware's absoluteLimitCelsius range)", c.AbsoluteLimitMilliCelsius)
+	}
+	if c.GPUThrottleQuiet < 0 {
+		return fmt.Errorf("GPU throttle quiet period %v must not be negative", c.GPUThrottleQuiet)
 	}
 	return nil
 }
@@ -141,26 +153,38 @@ func alarmed(th *telemetryv1alpha1.ThermalStatus) string {
 
 func celsius(milli int64) string { return heat.Celsius(milli) }
 
-// GPUThrottleTracker reports GPUs that start thermal throttling.
+// GPUThrottleTracker reports GPUs that start thermal throttling, with
+// hysteresis: a GPU starts an episode when it throttles after at least the
+// quiet period without throttling, and the episode lasts while it keeps
+// throttling within that period of its last throttled sample. One 8-GPU
+// node hovering at its slowdown temperature, flipping every other 1 s
+// sample, would otherwise record 240 Events a minute; it records 8.
 type GPUThrottleTracker struct {
-	throttling map[string]bool // by UUID
+	Quiet time.Duration
+	// last is when each GPU (by UUID) was last seen throttled.
+	last map[string]time.Time
 }
 
-// Update returns the GPUs that are thermally throttled now and were not in
-// the previous sample.
-func (t *GPUThrottleTracker) Update(gpus []telemetryv1alpha1.GPUStatus) []telemetryv1alpha1.GPUStatus {
-	now := make(map[string]bool, len(gpus))
+// Update returns the GPUs that start a thermal throttling episode at now.
+func (t *GPUThrottleTracker) Update(now time.Time, gpus []telemetryv1alpha1.GPUStatus) []telemetryv1alpha1.GPUStatus {
+	if t.last == nil {
+		t.last = map[string]time.Time{}
+	}
 	var started []telemetryv1alpha1.GPUStatus
 	for _, g := range gpus {
 		if !GPUThermallyThrottled(g) {
 			continue
 		}
-		now[g.UUID] = true
-		if !t.throttling[g.UUID] {
+		if last, ok := t.last[g.UUID]; !ok || now.Sub(last) >= t.Quiet {
 			started = append(started, g)
 		}
+		t.last[g.UUID] = now
 	}
-	t.throttling = now
+	for uuid, last := range t.last {
+		if now.Sub(last) >= t.Quiet {
+			delete(t.last, uuid) // its episode is over; a GPU gone is forgotten
+		}
+	}
 	return started
 }
 

@@ -213,23 +213,50 @@ func TestHeatHysteresis(t *testing.T) {
 	}
 }
 
+// TestGPUThrottleTracker: an episode starts when a GPU throttles after the
+// quiet period without throttling, so one hovering at its slowdown
+// temperature records one Event, not one per flip.
 func TestGPUThrottleTracker(t *testing.T) {
-	var tr GPUThrottleTracker
-	hot := telemetryv1alpha1.GPUStatus{UUID: "GPU-a", ThrottleReasons: []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleHwThermalSlowdown}}
-	cool := telemetryv1alpha1.GPUStatus{UUID: "GPU-a", ThrottleReasons: []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleSwPowerCap}}
-	for i, step := range []struct {
-		gpus []telemetryv1alpha1.GPUStatus
-		want int
-	}{
-		{[]telemetryv1alpha1.GPUStatus{cool}, 0},
-		{[]telemetryv1alpha1.GPUStatus{hot}, 1}, // starts throttling: one event
-		{[]telemetryv1alpha1.GPUStatus{hot}, 0}, // still throttling: no new event
-		{[]telemetryv1alpha1.GPUStatus{cool}, 0},
-		{[]telemetryv1alpha1.GPUStatus{hot}, 1}, // again
-	} {
-		if got := tr.Update(step.gpus); len(got) != step.want {
-			t.Errorf("step %d: %d newly throttled, want %d", i, len(got), step.want)
+	tr := GPUThrottleTracker{Quiet: DefaultGPUThrottleQuiet}
+	gpu := func(uuid string, hot bool) telemetryv1alpha1.GPUStatus {
+		r := telemetryv1alpha1.GPUThrottleSwPowerCap
+		if hot {
+			r = telemetryv1alpha1.GPUThrottleHwThermalSlowdown
 		}
+		return telemetryv1alpha1.GPUStatus{UUID: uuid, ThrottleReasons: []telemetryv1alpha1.GPUThrottleReason{r}}
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+
+	// Eight GPUs flipping every second for a minute: one start each.
+	starts := 0
+	for s := range 60 {
+		var gpus []telemetryv1alpha1.GPUStatus
+		for i := range 8 {
+			gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), s%2 == 0))
+		}
+		starts += len(tr.Update(t0.Add(time.Duration(s)*time.Second), gpus))
+	}
+	if starts != 8 {
+		t.Errorf("8 GPUs flipping every second for a minute: %d throttling starts, want 8 (one each)", starts)
+	}
+	// Cool for less than the quiet period, then hot: the same episode.
+	at := t0.Add(58*time.Second + DefaultGPUThrottleQuiet - time.Second) // last throttled at 58s
+	if got := tr.Update(at, []telemetryv1alpha1.GPUStatus{gpu("GPU-0", true)}); len(got) != 0 {
+		t.Errorf("throttling again %v after the last: %d starts, want 0 (within the quiet period)", DefaultGPUThrottleQuiet-time.Second, len(got))
+	}
+	// Cool for the whole quiet period, then hot: a new episode.
+	at = at.Add(DefaultGPUThrottleQuiet)
+	if got := tr.Update(at, []telemetryv1alpha1.GPUStatus{gpu("GPU-0", true), gpu("GPU-1", false)}); len(got) != 1 || got[0].UUID != "GPU-0" {
+		t.Errorf("throttling after a quiet period: %v, want GPU-0 alone", got)
+	}
+	// With no quiet period, every start counts (the old behaviour).
+	every := GPUThrottleTracker{}
+	n := 0
+	for s := range 6 {
+		n += len(every.Update(t0.Add(time.Duration(s)*time.Second), []telemetryv1alpha1.GPUStatus{gpu("GPU-0", s%2 == 0)}))
+	}
+	if n != 3 {
+		t.Errorf("quiet period 0, 3 flips to hot: %d starts, want 3", n)
 	}
 }
 
