@@ -19,6 +19,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"k8s.io/component-base/cli"
+	// client-go's metrics, leader election's among them
+	// (leader_election_master_status, which TeleschedSchedulerNoLeader
+	// reads), as kube-scheduler's own main registers them.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	configscheme "github.com/telesched/telesched/apis/config/scheme"

@@ -11,9 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -158,7 +161,9 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 		}
 		schedArgs = append(schedArgs, a)
 	}
-	schedArgs = append(schedArgs, "--bind-address="+addrHost, "--secure-port="+port)
+	// /metrics open to the test, as Prometheus's token would be allowed.
+	schedArgs = append(schedArgs, "--bind-address="+addrHost, "--secure-port="+port,
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	schedOut := startProcess(t, filepath.Join(binDir, "telesched-scheduler"), schedArgs...)
 	waitReady(t, "the scheduler's /healthz", schedOut, 60*time.Second, func() bool {
 		resp, err := insecureClient.Get("https://" + net.JoinHostPort(addrHost, port) + "/healthz")
@@ -191,6 +196,20 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 			p, err := admin.kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			return err == nil && p.Spec.NodeName == node
 		})
+	}
+	// What the scheduler alerts read from the real binary: its leader
+	// election (TeleschedSchedulerNoLeader) and its queue
+	// (TeleschedPodsPending).
+	fams := scrape(t, "https://"+net.JoinHostPort(addrHost, port)+"/metrics")
+	leader := fams["leader_election_master_status"]
+	if leader == nil || !slices.ContainsFunc(leader.GetMetric(), func(m *dto.Metric) bool {
+		return slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "name" && l.GetValue() == "kube-scheduler" }) &&
+			m.GetGauge().GetValue() == 1
+	}) {
+		t.Errorf("/metrics has no leader_election_master_status{name=\"kube-scheduler\"} 1 on the leader: %v", leader)
+	}
+	if fams["scheduler_pending_pods"] == nil {
+		t.Error("/metrics has no scheduler_pending_pods")
 	}
 	lease, err := admin.kube.CoordinationV1().Leases("kube-system").Get(ctx, "telesched-scheduler", metav1.GetOptions{})
 	if err != nil {

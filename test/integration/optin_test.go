@@ -32,7 +32,9 @@ func TestOptInNamespace(t *testing.T) {
 		if _, err := admin.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = admin.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = admin.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 		return name
 	}
 	energy := ns("optin-energy-"+suffix, map[string]string{"telesched.io/scheduler": "telesched-energy"})
