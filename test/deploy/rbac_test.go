@@ -24,6 +24,7 @@ func TestDeployNamespaces(t *testing.T) {
 		"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
 		"PriorityClass": true, "ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 		"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
+		"FlowSchema": true, "PriorityLevelConfiguration": true,
 	}
 	for _, set := range manifestSets(t) {
 		for _, o := range set.objs {
