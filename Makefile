@@ -62,6 +62,18 @@ build: $(CONTROL_PLANE) ## Build every binary (telesched commands and the contro
 		$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(COMMANDS)); \
 	fi
 
+# arm64 (NVIDIA Grace, AWS Graviton, Ampere): the telesched commands built
+# for linux/arm64 into bin/linux-arm64/. The agent links go-nvml with cgo,
+# so it needs a C cross-compiler: aarch64-linux-gnu-gcc (Debian's
+# gcc-aarch64-linux-gnu). The images build for both with `make images
+# PLATFORMS=linux/amd64,linux/arm64`.
+ARM64_CC ?= aarch64-linux-gnu-gcc
+
+.PHONY: build-arm64
+build-arm64: ## Cross-build the telesched commands for linux/arm64 into bin/linux-arm64/ (needs aarch64-linux-gnu-gcc for the agent's cgo).
+	@command -v $(ARM64_CC) >/dev/null || { echo "make build-arm64: $(ARM64_CC) not found (Debian: apt-get install gcc-aarch64-linux-gnu; or set ARM64_CC)" >&2; exit 1; }
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=$(ARM64_CC) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/linux-arm64/ $(addprefix ./cmd/,$(COMMANDS))
+
 .PHONY: control-plane
 control-plane: $(CONTROL_PLANE) ## Build etcd and kube-apiserver from source into bin/ (first build takes minutes).
 
@@ -144,6 +156,7 @@ verify-mod: ## Fail if go.mod/go.sum (root or the tools modules) are not tidy.
 	cd $(TOOLS) && $(GO) mod tidy -diff
 	cd $(PROMTOOL_MOD) && $(GO) mod tidy -diff
 	cd $(HELM_MOD) && $(GO) mod tidy -diff
+	for d in hack/compat/v*/; do (cd $$d && $(GO) mod tidy -diff) || exit 1; done
 
 ##@ Test
 
@@ -158,6 +171,27 @@ RACE_PKGS ?= ./scheduler/telemetry/... ./scheduler/estimate/... ./scheduler/powe
 test: build $(PROMTOOL) $(KUSTOMIZE) $(HELM) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules, helm lint and template of the chart), then the concurrent packages' unit tests under the race detector.
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 	$(MAKE) test-race
+
+# Kubernetes versions besides go.mod's that the README's compatibility
+# matrix lists as tested: each hack/compat/<version>/ module builds that
+# kube-apiserver from the Go module proxy into bin/compat/<version>/,
+# beside links to the rest of bin/, and test-compat runs the integration
+# and deploy suites against it. Kept out of make test: each API server is a
+# build of several minutes.
+COMPAT_VERSIONS ?= $(notdir $(wildcard hack/compat/v*))
+
+$(BIN)/compat/%/kube-apiserver: hack/compat/%/go.mod hack/compat/%/go.sum
+	@echo "building bin/compat/$*/kube-apiserver from hack/compat/$* (several minutes)"
+	$(GO) build -C hack/compat/$* -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+.PHONY: test-compat
+test-compat: build $(KUSTOMIZE) $(HELM) $(PROMTOOL) $(addprefix $(BIN)/compat/,$(addsuffix /kube-apiserver,$(COMPAT_VERSIONS))) ## Run the integration and deploy tests against each API server of COMPAT_VERSIONS (hack/compat/*), built from source.
+	@for v in $(COMPAT_VERSIONS); do \
+		dir=$(BIN)/compat/$$v; \
+		for f in etcd helm kustomize promtool $(COMMANDS); do ln -sf $(BIN)/$$f $$dir/$$f; done; \
+		echo "--- kube-apiserver $$($$dir/kube-apiserver --version)"; \
+		TELESCHED_BIN_DIR=$$dir $(GO) test -count=1 $(GOTESTFLAGS) ./test/integration/ ./test/deploy/ || exit 1; \
+	done
 
 .PHONY: test-race
 test-race: ## Run the unit tests of the packages with concurrency (RACE_PKGS) under the race detector.
@@ -195,10 +229,17 @@ IMAGE_REGISTRY ?= ghcr.io/telesched
 DOCKER ?= docker
 
 .PHONY: images
-images: ## Build the agent and scheduler images (needs a running Docker engine; IMAGE_REGISTRY, VERSION).
+images: ## Build the agent and scheduler images (needs a running Docker engine; IMAGE_REGISTRY, VERSION; PLATFORMS=linux/amd64,linux/arm64 builds both with buildx and pushes).
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "make images: needs a running Docker engine (none is reachable)" >&2; exit 1; }
-	$(DOCKER) build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) .
-	$(DOCKER) build -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .
+	@if [ -n "$(PLATFORMS)" ]; then \
+		set -x; \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .; \
+	else \
+		set -x; \
+		$(DOCKER) build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \
+		$(DOCKER) build -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .; \
+	fi
 
 ##@ Demo
 

@@ -89,7 +89,7 @@ func TestPodResourcesCollector(t *testing.T) {
 	}
 
 	// A socket this process may not write to (the kubelet's is root's,
-	// srwxr-xr-x, and the agent runs as 65532): named, not a dial error.
+	// srwxr-xr-x, and the agent runs as 48811): named, not a dial error.
 	// access(2) lets root through whatever the mode, so the check is
 	// replaced here by what it answers a non-root agent.
 	saved := socketAccess

@@ -50,13 +50,19 @@ func Check(cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("checking the API server's version %s: %w; %s starts the scheduler anyway", info.GitVersion, err, SkipFlag)
 	}
+	// A build from source without Kubernetes' release stamping says
+	// v0.0.0-master; the major and minor are always its own.
+	server := fmt.Sprintf("1.%d", minor)
+	if info.GitVersion != "" && !strings.HasPrefix(info.GitVersion, "v0.0.0") {
+		server += " (" + info.GitVersion + ")"
+	}
 	switch {
 	case minor < MinServerMinor:
 		return fmt.Errorf("the API server is Kubernetes %s, older than this scheduler (1.%d): kube-scheduler must not be newer than its API server (Kubernetes' version skew policy), and it would wait forever for APIs that server may not serve; supported API servers are 1.%d and 1.%d (README, Compatibility); %s starts it anyway",
-			info.GitVersion, KubernetesMinor, MinServerMinor, MaxServerMinor, SkipFlag)
+			server, KubernetesMinor, MinServerMinor, MaxServerMinor, SkipFlag)
 	case minor > MaxServerMinor:
 		return fmt.Errorf("the API server is Kubernetes %s, more than one minor version newer than this scheduler (1.%d), outside Kubernetes' version skew policy and untested; supported API servers are 1.%d and 1.%d (README, Compatibility); %s starts it anyway",
-			info.GitVersion, KubernetesMinor, MinServerMinor, MaxServerMinor, SkipFlag)
+			server, KubernetesMinor, MinServerMinor, MaxServerMinor, SkipFlag)
 	}
 	return nil
 }

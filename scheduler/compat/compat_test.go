@@ -61,9 +61,9 @@ func TestCheck(t *testing.T) {
 		{"1", "36", "v1.36.3", ""},
 		{"1", "37", "v1.37.2", ""},
 		{"1", "37+", "v1.37.2-eks-1", ""},
-		{"1", "35", "v1.35.4", "the API server is Kubernetes v1.35.4, older than this scheduler (1.36)"},
+		{"1", "35", "v1.35.4", "the API server is Kubernetes 1.35 (v1.35.4), older than this scheduler (1.36)"},
 		{"1", "33", "v1.33.0", "supported API servers are 1.36 and 1.37"},
-		{"1", "38", "v1.38.0", "the API server is Kubernetes v1.38.0, more than one minor version newer"},
+		{"1", "38", "v1.38.0", "the API server is Kubernetes 1.38 (v1.38.0), more than one minor version newer"},
 		{"1", "x", "v1.x", `minor version "x"`},
 	} {
 		t.Run(tc.git, func(t *testing.T) {

@@ -572,6 +572,15 @@ func TestDeploySecurity(t *testing.T) {
 		if a, s := ptr.Deref(agent.RunAsUser, -1), ptr.Deref(spec.SecurityContext.RunAsUser, -2); a == s {
 			t.Errorf("the scheduler runs as uid %d, the agent's: a compromised agent could read its token through the host's /proc", s)
 		}
+		// Nor as a user workloads commonly run as (whose processes could
+		// then read the agent's or the scheduler's), nor in the range the
+		// kubelet maps user-namespaced pods into.
+		common := []int64{0, 1, 33, 999, 1000, 1001, 10001, 65532, 65534}
+		for what, uid := range map[string]int64{"agent": ptr.Deref(agent.RunAsUser, 0), "scheduler": ptr.Deref(spec.SecurityContext.RunAsUser, 0)} {
+			if slices.Contains(common, uid) || uid >= 65536 {
+				t.Errorf("the %s runs as uid %d: one workloads commonly run as (%v) or in the user-namespace range (65536 and up)", what, uid, common)
+			}
+		}
 		c := spec.Containers[0]
 		if got := ptr.Deref(dep.Spec.Replicas, 1); got != 2 {
 			t.Errorf("replicas %d, want 2", got)

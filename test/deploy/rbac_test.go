@@ -4,6 +4,9 @@
 package deploy
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -121,6 +124,58 @@ func TestSchedulerRBAC(t *testing.T) {
 		}
 		if sar.Status.Allowed != tc.want {
 			t.Errorf("%s %+v: allowed %v, want %v (%s)", sa, tc.attrs, sar.Status.Allowed, tc.want, sar.Status.Reason)
+		}
+	}
+}
+
+// TestDeployNamespaceOverlay renders deploy/ (and the single-scheduler
+// component) through a kustomize `namespace:` overlay, as users move the
+// install: nothing may still name telesched-system, or it points at a
+// namespace the install left (a Role the scheduler needs, a FlowSchema
+// subject, a binding's subject).
+func TestDeployNamespaceOverlay(t *testing.T) {
+	for _, components := range [][]string{nil, {"single-scheduler"}} {
+		overlay := t.TempDir()
+		rel := func(path string) string {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := filepath.Rel(overlay, abs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		k := "namespace: ops-telemetry\nresources:\n  - " + rel(manifestsRoot) + "\n"
+		if len(components) > 0 {
+			k += "components:\n"
+			for _, c := range components {
+				k += "  - " + rel(filepath.Join(manifestsRoot, "variants", c)) + "\n"
+			}
+		}
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range renderKustomization(t, overlay) {
+			var walk func(path string, v any)
+			walk = func(path string, v any) {
+				switch v := v.(type) {
+				case map[string]any:
+					for k, x := range v {
+						walk(path+"."+k, x)
+					}
+				case []any:
+					for i, x := range v {
+						walk(fmt.Sprintf("%s[%d]", path, i), x)
+					}
+				case string:
+					if v == "telesched-system" {
+						t.Errorf("%v: %s %s still names telesched-system after the overlay moved the install to ops-telemetry", components, objectID(o), path)
+					}
+				}
+			}
+			walk("", o.Object)
 		}
 	}
 }
