@@ -31,9 +31,9 @@ type Observation struct {
 	// AbsoluteLimitMilliCelsius is the limit the heat state held sensors
 	// without a limit against.
 	AbsoluteLimitMilliCelsius int64
-	// GPUsStartedThrottling are GPUs that start a thermal throttling
-	// episode: throttled now, and not within the quiet period before
-	// (status.GPUThrottleTracker).
+	// GPUsStartedThrottling are the GPUs whose thermal throttling episodes
+	// started since the last report, when one is due
+	// (status.GPUThrottleTracker): one Event names them all.
 	GPUsStartedThrottling []telemetryv1alpha1.GPUStatus
 }
 
@@ -91,7 +91,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		thermalModel: thermal,
 		heat:         status.NewHeatTracker(cfg.Heat),
 		heatCfg:      cfg.Heat,
-		gpuThrottle:  status.GPUThrottleTracker{Quiet: cfg.Heat.GPUThrottleQuiet},
+		gpuThrottle:  status.GPUThrottleTracker{Quiet: cfg.Heat.GPUThrottleQuiet, MinInterval: cfg.Heat.GPUThrottleMinInterval},
 	}, nil
 }
 

@@ -99,7 +99,7 @@ type Options struct {
 
 	// Flag values in user units, converted by Complete.
 	hotHeadroomCelsius, coolHeadroomCelsius, absoluteLimitCelsius float64
-	gpuThrottleQuiet                                              time.Duration
+	gpuThrottleQuiet, gpuThrottleMinInterval                      time.Duration
 	deadbandTemperatureCelsius                                    float64
 }
 
@@ -136,6 +136,7 @@ func NewOptions() *Options {
 		coolHeadroomCelsius:        float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
 		absoluteLimitCelsius:       float64(heat.DefaultAbsoluteLimitMilliCelsius) / 1000,
 		gpuThrottleQuiet:           status.DefaultGPUThrottleQuiet,
+		gpuThrottleMinInterval:     status.DefaultGPUThrottleMinInterval,
 		deadbandTemperatureCelsius: float64(publisher.DefaultTemperatureMilliCelsius) / 1000,
 	}
 }
@@ -173,6 +174,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.absoluteLimitCelsius, "absolute-limit-celsius", o.absoluteLimitCelsius, "Limit of a sensor that reports none (no crit, no max, no known vendor limit), e.g. AMD k10temp Tctl on an unlisted part. Keep it equal to EnergyAware's absoluteLimitCelsius.")
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
 	fs.DurationVar(&o.gpuThrottleQuiet, "gpu-throttle-event-quiet-period", o.gpuThrottleQuiet, "A GPU that starts thermal throttling records a GPUThermalThrottling Event on its Node only when it has not throttled for this long: one hovering at its slowdown temperature flips from sample to sample, and would record an Event each time. 0 records every start.")
+	fs.DurationVar(&o.gpuThrottleMinInterval, "gpu-throttle-event-min-interval", o.gpuThrottleMinInterval, "Least time between two GPUThermalThrottling Events of the node: the GPUs that start throttling in between are named together in the next one. 0 records each sample's at once.")
 	fs.DurationVar(&o.SensorHold, "sensor-hold-duration", o.SensorHold, "How long, from when it was read, a temperature sensor's last good reading stands in for it while its reads fail (EIO, ENODATA, a value no sensor can have): it still counts toward the hottest sensor and the headroom, so a node last seen hot does not read cool. Then the sensor is left out. Either way the thermal source is Degraded, naming the sensor and its error, while its reads fail. 0 holds none.")
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
@@ -194,6 +196,7 @@ func (o *Options) Complete() {
 		CoolHeadroomMilliCelsius:  int64(o.coolHeadroomCelsius * 1000),
 		AbsoluteLimitMilliCelsius: int64(o.absoluteLimitCelsius * 1000),
 		GPUThrottleQuiet:          o.gpuThrottleQuiet,
+		GPUThrottleMinInterval:    o.gpuThrottleMinInterval,
 	}
 	o.Publisher.Deadbands.TemperatureMilliCelsius = int64(o.deadbandTemperatureCelsius * 1000)
 	o.Publisher.NodeName = o.NodeName
@@ -217,7 +220,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--host-root %q: not a directory", o.HostRoot))
 	}
 	if err := o.Heat.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius/--gpu-throttle-event-quiet-period: %w", err))
+		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius/--gpu-throttle-event-*: %w", err))
 	}
 	if o.SensorHold < 0 {
 		errs = append(errs, fmt.Errorf("--sensor-hold-duration %v: must not be negative", o.SensorHold))

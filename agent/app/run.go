@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -507,6 +508,10 @@ func newClient(kubeconfig string, wrap func(http.RoundTripper) http.RoundTripper
 	return kube.New(cfg)
 }
 
+// maxEventMessage bounds an Event's message (events.k8s.io's note is at
+// most 1 kB).
+const maxEventMessage = 1024
+
 // nodeEvents records heat events on the Node. Events are sent from a
 // goroutine of their own so a slow API server never delays sampling; they
 // are rare (state changes, with hysteresis), so they need no spam filter.
@@ -547,9 +552,16 @@ func (e *nodeEvents) record(obs *agent.Observation) []string {
 			events = append(events, kube.Event{Type: corev1.EventTypeNormal, Reason: EventNodeTemperatureNormal, Message: obs.Heat.Message})
 		}
 	}
-	for _, g := range obs.GPUsStartedThrottling {
-		events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventGPUThermalThrottling,
-			Message: fmt.Sprintf("GPU %d (%s, %s) is thermally throttled at %s: %v", g.Index, g.Model, g.UUID, status.GPUTemperature(g), g.ThrottleReasons)})
+	if gpus := obs.GPUsStartedThrottling; len(gpus) > 0 {
+		var parts []string
+		for _, g := range gpus {
+			parts = append(parts, fmt.Sprintf("GPU %d (%s, %s) at %s: %v", g.Index, g.Model, g.UUID, status.GPUTemperature(g), g.ThrottleReasons))
+		}
+		msg := fmt.Sprintf("%d GPU(s) started throttling for heat: %s", len(gpus), strings.Join(parts, "; "))
+		if len(msg) > maxEventMessage {
+			msg = msg[:maxEventMessage-3] + "..."
+		}
+		events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventGPUThermalThrottling, Message: msg})
 	}
 	var reasons []string
 	for _, ev := range events {

@@ -39,10 +39,17 @@ type HeatConfig struct {
 	// it starting to throttle again is news (a GPUThermalThrottling Event):
 	// a GPU hovering at its slowdown temperature flips every few samples.
 	GPUThrottleQuiet time.Duration
+	// GPUThrottleMinInterval is the least time between two
+	// GPUThermalThrottling Events of the node; the GPUs that start
+	// throttling in between are named in the next one.
+	GPUThrottleMinInterval time.Duration
 }
 
-// DefaultGPUThrottleQuiet is HeatConfig.GPUThrottleQuiet's default.
-const DefaultGPUThrottleQuiet = 5 * time.Minute
+// Defaults of HeatConfig.GPUThrottleQuiet and GPUThrottleMinInterval.
+const (
+	DefaultGPUThrottleQuiet       = 5 * time.Minute
+	DefaultGPUThrottleMinInterval = 30 * time.Second
+)
 
 // DefaultHeatConfig returns the defaults, the same as EnergyAware's.
 func DefaultHeatConfig() HeatConfig {
@@ -51,6 +58,7 @@ func DefaultHeatConfig() HeatConfig {
 		CoolHeadroomMilliCelsius:  DefaultCoolHeadroomMilliCelsius,
 		AbsoluteLimitMilliCelsius: heat.DefaultAbsoluteLimitMilliCelsius,
 		GPUThrottleQuiet:          DefaultGPUThrottleQuiet,
+		GPUThrottleMinInterval:    DefaultGPUThrottleMinInterval,
 	}
 }
 
@@ -65,8 +73,8 @@ func (c HeatConfig) Validate() error {
 	if c.AbsoluteLimitMilliCelsius < 30_000 || c.AbsoluteLimitMilliCelsius > 150_000 {
 		return fmt.Errorf("absolute limit %dm°C must be 30°C to 150°C (EnergyAware's absoluteLimitCelsius range)", c.AbsoluteLimitMilliCelsius)
 	}
-	if c.GPUThrottleQuiet < 0 {
-		return fmt.Errorf("GPU throttle quiet period %v must not be negative", c.GPUThrottleQuiet)
+	if c.GPUThrottleQuiet < 0 || c.GPUThrottleMinInterval < 0 {
+		return fmt.Errorf("GPU throttle quiet period %v and event interval %v must not be negative", c.GPUThrottleQuiet, c.GPUThrottleMinInterval)
 	}
 	return nil
 }
@@ -154,38 +162,57 @@ func alarmed(th *telemetryv1alpha1.ThermalStatus) string {
 func celsius(milli int64) string { return heat.Celsius(milli) }
 
 // GPUThrottleTracker reports GPUs that start thermal throttling, with
-// hysteresis: a GPU starts an episode when it throttles after at least the
-// quiet period without throttling, and the episode lasts while it keeps
-// throttling within that period of its last throttled sample. One 8-GPU
-// node hovering at its slowdown temperature, flipping every other 1 s
-// sample, would otherwise record 240 Events a minute; it records 8.
+// hysteresis and a rate limit. A GPU starts an episode when it throttles
+// after at least Quiet without throttling, and the episode lasts while it
+// keeps throttling within Quiet of its last throttled sample. The starts
+// are reported together, at most once every MinInterval; those that come
+// in between wait for the next report. One 8-GPU node hovering at its
+// slowdown temperature, flipping every other 1 s sample, would otherwise
+// record 240 Events a minute; it records one or two.
 type GPUThrottleTracker struct {
-	Quiet time.Duration
-	// last is when each GPU (by UUID) was last seen throttled.
+	Quiet, MinInterval time.Duration
+	// last is when each GPU (by UUID) was last seen throttled; prev, the
+	// GPUs throttled in the previous sample.
 	last map[string]time.Time
+	prev map[string]bool
+	// pending are the starts not reported yet, by UUID.
+	pending    []telemetryv1alpha1.GPUStatus
+	lastReport time.Time
 }
 
-// Update returns the GPUs that start a thermal throttling episode at now.
+// Update returns the GPUs whose throttling episodes started since the last
+// report, when a report is due at now.
 func (t *GPUThrottleTracker) Update(now time.Time, gpus []telemetryv1alpha1.GPUStatus) []telemetryv1alpha1.GPUStatus {
 	if t.last == nil {
 		t.last = map[string]time.Time{}
 	}
-	var started []telemetryv1alpha1.GPUStatus
+	throttled := make(map[string]bool, len(gpus))
 	for _, g := range gpus {
 		if !GPUThermallyThrottled(g) {
 			continue
 		}
-		if last, ok := t.last[g.UUID]; !ok || now.Sub(last) >= t.Quiet {
-			started = append(started, g)
+		throttled[g.UUID] = true
+		if last, ok := t.last[g.UUID]; !t.prev[g.UUID] && (!ok || now.Sub(last) >= t.Quiet) {
+			if i := slices.IndexFunc(t.pending, func(p telemetryv1alpha1.GPUStatus) bool { return p.UUID == g.UUID }); i >= 0 {
+				t.pending[i] = g
+			} else {
+				t.pending = append(t.pending, g)
+			}
 		}
 		t.last[g.UUID] = now
 	}
+	t.prev = throttled
 	for uuid, last := range t.last {
 		if now.Sub(last) >= t.Quiet {
 			delete(t.last, uuid) // its episode is over; a GPU gone is forgotten
 		}
 	}
-	return started
+	if len(t.pending) == 0 || (!t.lastReport.IsZero() && now.Sub(t.lastReport) < t.MinInterval) {
+		return nil
+	}
+	out := t.pending
+	t.pending, t.lastReport = nil, now
+	return out
 }
 
 // GPUThermallyThrottled reports whether a GPU's clocks are held down for heat.

@@ -5,6 +5,7 @@ package status
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -214,10 +215,11 @@ func TestHeatHysteresis(t *testing.T) {
 }
 
 // TestGPUThrottleTracker: an episode starts when a GPU throttles after the
-// quiet period without throttling, so one hovering at its slowdown
-// temperature records one Event, not one per flip.
+// quiet period without throttling, and starts are reported together at
+// most once a MinInterval, so one 8-GPU node hovering at its slowdown
+// temperature records a handful of Events a minute that name every GPU,
+// not one per flip.
 func TestGPUThrottleTracker(t *testing.T) {
-	tr := GPUThrottleTracker{Quiet: DefaultGPUThrottleQuiet}
 	gpu := func(uuid string, hot bool) telemetryv1alpha1.GPUStatus {
 		r := telemetryv1alpha1.GPUThrottleSwPowerCap
 		if hot {
@@ -227,36 +229,72 @@ func TestGPUThrottleTracker(t *testing.T) {
 	}
 	t0 := time.Unix(1_700_000_000, 0)
 
-	// Eight GPUs flipping every second for a minute: one start each.
-	starts := 0
+	// A minute of eight GPUs at their slowdown temperature, each thermally
+	// throttled in a random half of 1 s samples.
+	tr := GPUThrottleTracker{Quiet: DefaultGPUThrottleQuiet, MinInterval: DefaultGPUThrottleMinInterval}
+	rng := rand.New(rand.NewPCG(1, 2))
+	reports, named := 0, map[string]int{}
 	for s := range 60 {
 		var gpus []telemetryv1alpha1.GPUStatus
 		for i := range 8 {
-			gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), s%2 == 0))
+			gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), rng.IntN(2) == 0))
 		}
-		starts += len(tr.Update(t0.Add(time.Duration(s)*time.Second), gpus))
+		if got := tr.Update(t0.Add(time.Duration(s)*time.Second), gpus); len(got) > 0 {
+			reports++
+			for _, g := range got {
+				named[g.UUID]++
+			}
+		}
 	}
-	if starts != 8 {
-		t.Errorf("8 GPUs flipping every second for a minute: %d throttling starts, want 8 (one each)", starts)
+	if reports > 3 {
+		t.Errorf("a minute of 8 GPUs flipping at their slowdown temperature: %d reports (Events), want at most 3 (one a %v)", reports, DefaultGPUThrottleMinInterval)
 	}
+	if len(named) != 8 {
+		t.Errorf("the reports named %d GPUs, want all 8: %v", len(named), named)
+	}
+	for uuid, n := range named {
+		if n != 1 {
+			t.Errorf("%s named in %d reports, want 1 (one episode)", uuid, n)
+		}
+	}
+	// The same minute as the agent recorded it before: an Event for every
+	// GPU throttled in a sample and not in the one before (no quiet period,
+	// no interval).
+	rng = rand.New(rand.NewPCG(1, 2))
+	before := GPUThrottleTracker{}
+	eventsBefore := 0
+	for s := range 60 {
+		var gpus []telemetryv1alpha1.GPUStatus
+		for i := range 8 {
+			gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), rng.IntN(2) == 0))
+		}
+		eventsBefore += len(before.Update(t0.Add(time.Duration(s)*time.Second), gpus))
+	}
+	t.Logf("a minute of 8 flipping GPUs: %d Events naming %d GPUs (without hysteresis and rate limit: %d Events)", reports, len(named), eventsBefore)
+
 	// Cool for less than the quiet period, then hot: the same episode.
-	at := t0.Add(58*time.Second + DefaultGPUThrottleQuiet - time.Second) // last throttled at 58s
+	last := t0.Add(59 * time.Second)
+	at := last.Add(DefaultGPUThrottleQuiet - time.Second)
 	if got := tr.Update(at, []telemetryv1alpha1.GPUStatus{gpu("GPU-0", true)}); len(got) != 0 {
-		t.Errorf("throttling again %v after the last: %d starts, want 0 (within the quiet period)", DefaultGPUThrottleQuiet-time.Second, len(got))
+		t.Errorf("throttling again within the quiet period: %v, want no report", got)
 	}
-	// Cool for the whole quiet period, then hot: a new episode.
+	// Cool for the whole quiet period, then hot: a new episode, reported
+	// at once (the last report is long past).
+	tr.Update(at.Add(time.Second), []telemetryv1alpha1.GPUStatus{gpu("GPU-0", false)})
 	at = at.Add(DefaultGPUThrottleQuiet)
 	if got := tr.Update(at, []telemetryv1alpha1.GPUStatus{gpu("GPU-0", true), gpu("GPU-1", false)}); len(got) != 1 || got[0].UUID != "GPU-0" {
 		t.Errorf("throttling after a quiet period: %v, want GPU-0 alone", got)
 	}
-	// With no quiet period, every start counts (the old behaviour).
+
+	// Without hysteresis or rate limit, every flip to hot is an Event (how
+	// it was): 30 a minute for one GPU.
 	every := GPUThrottleTracker{}
 	n := 0
-	for s := range 6 {
+	for s := range 60 {
 		n += len(every.Update(t0.Add(time.Duration(s)*time.Second), []telemetryv1alpha1.GPUStatus{gpu("GPU-0", s%2 == 0)}))
 	}
-	if n != 3 {
-		t.Errorf("quiet period 0, 3 flips to hot: %d starts, want 3", n)
+	if n != 30 {
+		t.Errorf("quiet period and interval 0, 30 flips to hot: %d reports, want 30", n)
 	}
 }
 
