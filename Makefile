@@ -189,7 +189,7 @@ test-compat: build $(KUSTOMIZE) $(HELM) $(PROMTOOL) $(addprefix $(BIN)/compat/,$
 	@for v in $(COMPAT_VERSIONS); do \
 		dir=$(BIN)/compat/$$v; \
 		for f in etcd helm kustomize promtool $(COMMANDS); do ln -sf $(BIN)/$$f $$dir/$$f; done; \
-		echo "--- kube-apiserver $$($$dir/kube-apiserver --version)"; \
+		echo "--- kube-apiserver of k8s.io/kubernetes $$(cd hack/compat/$$v && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) (hack/compat/$$v)"; \
 		TELESCHED_BIN_DIR=$$dir $(GO) test -count=1 $(GOTESTFLAGS) ./test/integration/ ./test/deploy/ || exit 1; \
 	done
 
