@@ -83,6 +83,13 @@ func renderKustomization(t *testing.T, dir string) []*unstructured.Unstructured 
 // (see each variant's README.md).
 func renderWithComponents(t *testing.T, components ...string) []*unstructured.Unstructured {
 	t.Helper()
+	return renderOverlay(t, "", components...)
+}
+
+// renderOverlay is renderWithComponents with the overlay's `namespace:`
+// set to namespace ("": none).
+func renderOverlay(t *testing.T, namespace string, components ...string) []*unstructured.Unstructured {
+	t.Helper()
 	overlay := t.TempDir()
 	rel := func(path string) string {
 		abs, err := filepath.Abs(path)
@@ -99,6 +106,9 @@ func renderWithComponents(t *testing.T, components ...string) []*unstructured.Un
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
 		"resources":  []string{rel(filepath.Join(manifestsRoot, "crds")), rel(manifestsRoot)},
+	}
+	if namespace != "" {
+		k["namespace"] = namespace
 	}
 	var paths []string
 	for _, c := range components {

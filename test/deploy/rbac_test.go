@@ -5,8 +5,6 @@ package deploy
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -135,29 +133,7 @@ func TestSchedulerRBAC(t *testing.T) {
 // subject, a binding's subject).
 func TestDeployNamespaceOverlay(t *testing.T) {
 	for _, components := range [][]string{nil, {"single-scheduler"}} {
-		overlay := t.TempDir()
-		rel := func(path string) string {
-			abs, err := filepath.Abs(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := filepath.Rel(overlay, abs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
-		}
-		k := "namespace: ops-telemetry\nresources:\n  - " + rel(manifestsRoot) + "\n"
-		if len(components) > 0 {
-			k += "components:\n"
-			for _, c := range components {
-				k += "  - " + rel(filepath.Join(manifestsRoot, "variants", c)) + "\n"
-			}
-		}
-		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range renderKustomization(t, overlay) {
+		for _, o := range renderOverlay(t, "ops-telemetry", components...) {
 			var walk func(path string, v any)
 			walk = func(path string, v any) {
 				switch v := v.(type) {

@@ -6,8 +6,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +27,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/sandbox/controlplane"
-	"github.com/telesched/telesched/sandbox/hosttree"
 )
 
 // TestHelmInstallRunsAgentAndScheduler installs the Helm chart's rendered
@@ -96,22 +93,7 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 
 	// The agent: the DaemonSet's args, with the host tree, its address and
 	// state file moved to this test's, and a faster interval.
-	host, err := hosttree.New(t.TempDir(), hosttree.Spec{
-		CPUs: 8, NUMANodes: 2, Packages: 2, MemoryKiB: 32 << 20,
-		IdleWatts: 60, FullLoadWatts: 200, CritMilliCelsius: 100_000,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- host.Run(50*time.Millisecond, stop) }()
-	t.Cleanup(func() {
-		close(stop)
-		if err := <-hostDone; err != nil {
-			t.Errorf("host tree: %v", err)
-		}
-	})
+	host, _ := startHostTree(t)
 	agentPod := createAgentPod(ctx, t, admin, "helm-agent-"+suffix, node)
 	agentKubeconfig := tokenKubeconfig(t, agentToken(ctx, t, admin, agentPod))
 	var agentArgs []string
@@ -150,10 +132,6 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 	if err := os.WriteFile(configPath, []byte(config+"clientConnection:\n  kubeconfig: "+schedulerKubeconfig+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addrHost, port, err := net.SplitHostPort(freeAddress(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var schedArgs []string
 	for _, a := range containerArgs("Deployment/telesched-scheduler") {
 		if strings.HasPrefix(a, "--config=") {
@@ -162,17 +140,8 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 		schedArgs = append(schedArgs, a)
 	}
 	// /metrics open to the test, as Prometheus's token would be allowed.
-	schedArgs = append(schedArgs, "--bind-address="+addrHost, "--secure-port="+port,
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
-	schedOut := startProcess(t, filepath.Join(binDir, "telesched-scheduler"), schedArgs...)
-	waitReady(t, "the scheduler's /healthz", schedOut, 60*time.Second, func() bool {
-		resp, err := insecureClient.Get("https://" + net.JoinHostPort(addrHost, port) + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	base, schedOut := startSecureScheduler(t, filepath.Join(binDir, "telesched-scheduler"),
+		append(schedArgs, "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")...)
 
 	for _, profile := range []string{"telesched", "telesched-energy"} {
 		name := "helm-" + profile + "-" + suffix
@@ -200,7 +169,7 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 	// What the scheduler alerts read from the real binary: its leader
 	// election (TeleschedSchedulerNoLeader) and its queue
 	// (TeleschedPodsPending).
-	fams := scrape(t, "https://"+net.JoinHostPort(addrHost, port)+"/metrics")
+	fams := scrape(t, base+"/metrics")
 	leader := fams["leader_election_master_status"]
 	if leader == nil || !slices.ContainsFunc(leader.GetMetric(), func(m *dto.Metric) bool {
 		return slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "name" && l.GetValue() == "kube-scheduler" }) &&

@@ -296,16 +296,7 @@ func startMetricsAgent(t *testing.T, c clients, binDir, kubeconfig string) (stri
 		_ = c.kube.CoreV1().Nodes().Delete(ctx, nodeName, metav1.DeleteOptions{})
 		_ = c.dyn.Resource(ntResource).Delete(ctx, nodeName, metav1.DeleteOptions{})
 	})
-	host, err := hosttree.New(t.TempDir(), hosttree.Spec{
-		CPUs: 8, NUMANodes: 2, Packages: 2, MemoryKiB: 32 << 20,
-		IdleWatts: 60, FullLoadWatts: 200, CritMilliCelsius: 100_000,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- host.Run(50*time.Millisecond, stop) }()
+	host, stop := startHostTree(t)
 	// Swing the load so the power model sees a spread of utilizations.
 	go func() {
 		for i := 0; ; i++ {
@@ -317,12 +308,6 @@ func startMetricsAgent(t *testing.T, c clients, binDir, kubeconfig string) (stri
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		close(stop)
-		if err := <-hostDone; err != nil {
-			t.Errorf("host tree: %v", err)
-		}
-	})
 
 	addr := freeAddress(t)
 	out := startProcess(t, filepath.Join(binDir, "telesched-agent"),
@@ -347,13 +332,21 @@ func startMetricsScheduler(t *testing.T, binDir, kubeconfig string) string {
 	if err := os.WriteFile(config, []byte(cfgYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	base, _ := startSecureScheduler(t, filepath.Join(binDir, "telesched-scheduler"), "--config="+config, "--cert-dir="+t.TempDir(),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=2")
+	return base + "/metrics"
+}
+
+// startSecureScheduler starts the scheduler binary with args and its
+// secure port on a free local address, waits for its /healthz, and
+// returns the port's base URL and the process's output.
+func startSecureScheduler(t *testing.T, bin string, args ...string) (string, *syncBuffer) {
+	t.Helper()
 	host, port, err := net.SplitHostPort(freeAddress(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := startProcess(t, filepath.Join(binDir, "telesched-scheduler"),
-		"--config="+config, "--bind-address="+host, "--secure-port="+port, "--cert-dir="+t.TempDir(),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=2")
+	out := startProcess(t, bin, append(args, "--bind-address="+host, "--secure-port="+port)...)
 	base := "https://" + net.JoinHostPort(host, port)
 	waitReady(t, "the scheduler's /healthz", out, 60*time.Second, func() bool {
 		resp, err := insecureClient.Get(base + "/healthz")
@@ -363,7 +356,7 @@ func startMetricsScheduler(t *testing.T, binDir, kubeconfig string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return base + "/metrics"
+	return base, out
 }
 
 // insecureClient fetches from the scheduler's self-signed serving cert.
@@ -805,4 +798,29 @@ func checkDatasources(t *testing.T, v any, path string) {
 			checkDatasources(t, child, fmt.Sprintf("%s[%d]", path, i))
 		}
 	}
+}
+
+// startHostTree runs a simulated 8-CPU, two-NUMA, two-package node's /proc
+// and /sys (60 W idle, 200 W at full load, critical at 100 °C), advancing
+// every 50ms until the test ends; stop is closed then, for goroutines that
+// drive it.
+func startHostTree(t *testing.T) (host *hosttree.Host, stop <-chan struct{}) {
+	t.Helper()
+	host, err := hosttree.New(t.TempDir(), hosttree.Spec{
+		CPUs: 8, NUMANodes: 2, Packages: 2, MemoryKiB: 32 << 20,
+		IdleWatts: 60, FullLoadWatts: 200, CritMilliCelsius: 100_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- host.Run(50*time.Millisecond, done) }()
+	t.Cleanup(func() {
+		close(done)
+		if err := <-hostDone; err != nil {
+			t.Errorf("host tree: %v", err)
+		}
+	})
+	return host, done
 }

@@ -39,20 +39,8 @@ func TestPolicyFollowsANamespaceOverlay(t *testing.T) {
 	admin := newClients(t)
 	const ns = "ops-telemetry"
 
-	dir := t.TempDir()
-	abs, err := filepath.Abs(deployDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// kustomize takes directories by relative path only.
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(abs, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+	manifest, rendered := buildOverlay(ctx, t, func(rel func(string) string) string {
+		return fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: %s
 resources:
@@ -60,28 +48,7 @@ resources:
   - %s
   - %s
 `, ns, rel("namespace.yaml"), rel("agent"), rel("policy"))
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// bin/kustomize (make test builds it from the tools module): linked
-	// into this test binary, kustomize's plugin support would make every
-	// symbol of go-nvml, which is resolved only when NVML is opened, be
-	// resolved at start.
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kustomize := filepath.Join(binDir, "kustomize")
-	// The overlay names deploy/ outside its own directory.
-	out, err := exec.CommandContext(ctx, kustomize, "build", "--load-restrictor", "LoadRestrictionsNone", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s build of the overlay: %v (run `make test`, which builds it)\n%s", kustomize, err, out)
-	}
-	rendered := out
-	manifest := filepath.Join(dir, "rendered.yaml")
-	if err := os.WriteFile(manifest, rendered, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if !strings.Contains(string(rendered), "namespace: "+ns) || strings.Contains(string(rendered), "namespace: telesched-system") {
 		t.Fatalf("the overlay did not move the install into %s:\n%s", ns, rendered)
 	}
@@ -154,4 +121,46 @@ resources:
 	wantPolicyDenial(t, kc.CreateEvent(ctx, event(nodeB, app.EventNodeOverheating), time.Now()),
 		fmt.Sprintf("may only record Events about Node %s, not Node %s", nodeA, nodeB))
 	wantPolicyDenial(t, kc.CreateEvent(ctx, event(nodeA, "Scheduled"), time.Now()), "not Scheduled")
+}
+
+// buildOverlay writes the kustomization that overlay returns (given rel,
+// which turns a path under deploy/ into one relative to the overlay's
+// directory) and builds it with bin/kustomize, as users install; it
+// returns the rendered file and its contents. bin/kustomize, not the
+// kustomize API: linked into this test binary, kustomize's plugin support
+// would make every symbol of go-nvml, which is resolved only when NVML is
+// opened, be resolved at start.
+func buildOverlay(ctx context.Context, t *testing.T, overlay func(rel func(string) string) string) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	abs, err := filepath.Abs(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kustomize takes directories by relative path only.
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, filepath.Join(abs, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay(rel)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomize := filepath.Join(binDir, "kustomize")
+	// The overlay names deploy/ outside its own directory.
+	out, err := exec.CommandContext(ctx, kustomize, "build", "--load-restrictor", "LoadRestrictionsNone", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s build of the overlay: %v (run `make test`, which builds it)\n%s", kustomize, err, out)
+	}
+	manifest := filepath.Join(dir, "rendered.yaml")
+	if err := os.WriteFile(manifest, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return manifest, out
 }

@@ -6,10 +6,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,30 +39,10 @@ func TestSingleScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rendered, _ := buildOverlay(ctx, t, func(rel func(string) string) string {
+		return fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n", rel("."), rel("variants/single-scheduler"))
+	})
 	dir := t.TempDir()
-	abs, err := filepath.Abs(deployDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(abs, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	overlay := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n", rel("."), rel("variants/single-scheduler"))
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "kustomize"), "build", "--load-restrictor", "LoadRestrictionsNone", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kustomize build of the single-scheduler overlay: %v (run `make test`, which builds bin/kustomize)\n%s", err, out)
-	}
-	rendered := filepath.Join(dir, "rendered.yaml")
-	if err := os.WriteFile(rendered, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	applyManifests(ctx, t, admin, rendered)
 
 	// kubeadm's scheduler.conf: user system:kube-scheduler.
@@ -96,10 +73,6 @@ func TestSingleScheduler(t *testing.T) {
 	if err := yaml.Unmarshal(podYAML, &static); err != nil {
 		t.Fatal(err)
 	}
-	host, port, err := net.SplitHostPort(freeAddress(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var args []string
 	for _, a := range static.Spec.Containers[0].Args {
 		switch {
@@ -108,18 +81,12 @@ func TestSingleScheduler(t *testing.T) {
 		case strings.Contains(a, kubeadmKubeconfig):
 			a = strings.ReplaceAll(a, kubeadmKubeconfig, kubeconfig)
 		}
-		args = append(args, a)
-	}
-	args = append(args, "--secure-port="+port)
-	schedOut := startProcess(t, filepath.Join(binDir, "telesched-scheduler"), args...)
-	waitReady(t, "the single scheduler's /healthz", schedOut, 60*time.Second, func() bool {
-		resp, err := insecureClient.Get("https://" + net.JoinHostPort(host, port) + "/healthz")
-		if err != nil {
-			return false
+		// --bind-address: the test's own free address.
+		if !strings.HasPrefix(a, "--bind-address=") {
+			args = append(args, a)
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	}
+	_, schedOut := startSecureScheduler(t, filepath.Join(binDir, "telesched-scheduler"), args...)
 
 	suffix := utilrand.String(5)
 	node := "single-" + suffix
