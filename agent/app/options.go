@@ -120,13 +120,14 @@ func NewOptions() *Options {
 		NVMLTimeout:            collector.DefaultNVMLTimeout,
 		PodResources:           DefaultPodResourcesSocket,
 		Publisher: publisher.Config{
-			FieldManager:   publisher.DefaultFieldManager,
-			Heartbeat:      publisher.DefaultHeartbeat,
-			RateLimitQPS:   publisher.DefaultRateLimitQPS,
-			RateLimitBurst: publisher.DefaultRateLimitBurst,
-			BackoffInitial: publisher.DefaultBackoffInitial,
-			BackoffMax:     publisher.DefaultBackoffMax,
-			Deadbands:      publisher.DefaultDeadbands(),
+			FieldManager:    publisher.DefaultFieldManager,
+			Heartbeat:       publisher.DefaultHeartbeat,
+			HeartbeatJitter: publisher.DefaultHeartbeatJitter,
+			RateLimitQPS:    publisher.DefaultRateLimitQPS,
+			RateLimitBurst:  publisher.DefaultRateLimitBurst,
+			BackoffInitial:  publisher.DefaultBackoffInitial,
+			BackoffMax:      publisher.DefaultBackoffMax,
+			Deadbands:       publisher.DefaultDeadbands(),
 		},
 		SensorHold:                 collector.DefaultSensorHold,
 		StateEvery:                 DefaultStateEvery,
@@ -162,6 +163,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations. Absent socket: the source is reported unavailable.")
 
 	fs.DurationVar(&o.Publisher.Heartbeat, "heartbeat", o.Publisher.Heartbeat, "Longest time between writes while no signal moves past its deadband.")
+	fs.Float64Var(&o.Publisher.HeartbeatJitter, "heartbeat-jitter", o.Publisher.HeartbeatJitter, "Each heartbeat comes after --heartbeat less up to this share of it (0 to below 1), at random, so agents started together do not write together ever after; --heartbeat stays the longest gap.")
 	fs.Float32Var(&o.Publisher.RateLimitQPS, "publish-qps", o.Publisher.RateLimitQPS, "Sustained rate limit of writes to the API server, per second.")
 	fs.IntVar(&o.Publisher.RateLimitBurst, "publish-burst", o.Publisher.RateLimitBurst, "Burst of writes allowed above --publish-qps.")
 	fs.DurationVar(&o.Publisher.BackoffInitial, "backoff-initial", o.Publisher.BackoffInitial, "Wait after a failed write; doubles per failure, with jitter.")

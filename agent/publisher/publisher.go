@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ const (
 	DefaultRateLimitBurst = 3
 	DefaultBackoffInitial = time.Second
 	DefaultBackoffMax     = 2 * time.Minute
+	// DefaultHeartbeatJitter: each heartbeat comes after 80 to 100 % of
+	// Heartbeat, at random.
+	DefaultHeartbeatJitter = 0.2
 	// backoffJitter spreads retries of many agents after an API outage.
 	backoffJitter = 0.5
 )
@@ -50,6 +54,11 @@ type Config struct {
 	FieldManager string
 	// Heartbeat is the longest time between writes while nothing moves.
 	Heartbeat time.Duration
+	// HeartbeatJitter (0 to 1) shortens each heartbeat by up to that share
+	// of Heartbeat, at random, so that agents started together (a
+	// rollout, a power-on) do not write together every Heartbeat ever
+	// after; it never lengthens one, so Heartbeat stays the longest gap.
+	HeartbeatJitter float64
 	// RateLimitQPS and RateLimitBurst are the token bucket every write
 	// takes a token from.
 	RateLimitQPS   float32
@@ -71,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.Heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("heartbeat %v must be positive", c.Heartbeat))
+	}
+	if c.HeartbeatJitter < 0 || c.HeartbeatJitter >= 1 {
+		errs = append(errs, fmt.Errorf("heartbeat jitter %v must be at least 0 and less than 1", c.HeartbeatJitter))
 	}
 	if c.RateLimitQPS <= 0 || c.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("rate limit %v/s burst %d must be positive", c.RateLimitQPS, c.RateLimitBurst))
@@ -109,9 +121,12 @@ type Publisher struct {
 	clock   clock.Clock
 	limiter flowcontrol.RateLimiter
 
-	ensured      bool // the object exists with its owner reference
-	last         *telemetryv1alpha1.NodeTelemetryStatus
-	lastTime     time.Time
+	ensured  bool // the object exists with its owner reference
+	last     *telemetryv1alpha1.NodeTelemetryStatus
+	lastTime time.Time
+	// heartbeat is when, after lastTime, the next heartbeat is due: Heartbeat
+	// less up to HeartbeatJitter of it, drawn anew after every write.
+	heartbeat    time.Duration
 	backoff      time.Duration
 	backoffUntil time.Time
 	// rejected are status sections the API server refused (422), by JSON
@@ -145,7 +160,7 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 	switch {
 	case p.last == nil:
 		reason = "first"
-	case now.Sub(p.lastTime) >= p.cfg.Heartbeat:
+	case now.Sub(p.lastTime) >= p.heartbeat:
 	default:
 		if reason = Change(p.last, st, p.cfg.Deadbands); reason == "" {
 			return Outcome{Reason: "within deadbands"}
@@ -179,6 +194,7 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 	}
 	p.backoff, p.backoffUntil = 0, time.Time{}
 	p.last, p.lastTime = st, now
+	p.heartbeat = p.cfg.Heartbeat - time.Duration(p.cfg.HeartbeatJitter*rand.Float64()*float64(p.cfg.Heartbeat))
 	out.Published = true
 	return out
 }

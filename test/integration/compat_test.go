@@ -71,6 +71,7 @@ func TestSchedulerRefusesUnsupportedServer(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("the scheduler was still running 60s after starting against a 1.33 API server:\n%s", tail(out.String(), 20))
 	}
+	t.Logf("the scheduler stopped: %s", tail(out.String(), 1))
 	for _, want := range []string{"the API server is Kubernetes 1.33 (v1.33.0), older than this scheduler (1.36)", "supported API servers are 1.36 and 1.37", "--skip-server-version-check"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, tail(out.String(), 20))
