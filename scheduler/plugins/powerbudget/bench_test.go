@@ -11,13 +11,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	v1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -137,5 +140,41 @@ func BenchmarkCycleTelemetryFlowing(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
 			})
 		}
+	}
+}
+
+// BenchmarkBudgetHintStatusWrite is the cost, per pending pod, of the hint
+// for one PowerBudget status write (kube-scheduler runs it for every pod
+// PowerBudget rejected, under its queue's lock): "generation kept" is a
+// status write as the API server delivers it; "decoded" is the same pair
+// without a generation, which the hint must decode and compare (as every
+// status write was before it read the generation).
+func BenchmarkBudgetHintStatusWrite(b *testing.B) {
+	pl := New(*configv1.DefaultPowerBudgetArgs(), plugintest.NewCache(clock), newDomains(plugintest.NewCache(clock)))
+	s := spec("rack", "a", 2000, ptr.To[int64](100), nil)
+	obj := func(generation int64, measured int64) *unstructured.Unstructured {
+		o, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.PowerBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: "rack-a", Generation: generation}, Spec: s,
+			Status: v1alpha1.PowerBudgetStatus{MeasuredWatts: ptr.To(measured), Nodes: 40},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return &unstructured.Unstructured{Object: o}
+	}
+	p := pod("p", "1")
+	for _, bc := range []struct {
+		name       string
+		generation int64
+	}{{"generation kept", 3}, {"decoded", 0}} {
+		old, cur := obj(bc.generation, 1850), obj(bc.generation, 1870)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if h, _ := pl.budgetHint(klog.Background(), p, old, cur); h != fwk.QueueSkip {
+					b.Fatalf("hint %v, want QueueSkip", h)
+				}
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ package powerbudget
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"math"
 	"slices"
 
@@ -295,6 +296,12 @@ func (pl *PowerBudget) budgetHint(logger klog.Logger, pod *v1.Pod, oldObj, newOb
 	if newObj == nil {
 		return fwk.Queue, nil // deleted
 	}
+	// A write that leaves the spec alone (the status the lease holder
+	// writes every few seconds) leaves metadata.generation alone: nothing
+	// to decode, for each pending pod, under the queue's lock.
+	if sameGeneration(oldObj, newObj) {
+		return fwk.QueueSkip, nil
+	}
 	cur, err := powerbudget.Decode(newObj)
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
@@ -322,6 +329,20 @@ func (pl *PowerBudget) budgetHint(logger klog.Logger, pod *v1.Pod, oldObj, newOb
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+// sameGeneration reports whether two versions of an object carry the same
+// metadata.generation, which the API server raises on every change of a
+// custom resource's spec (not of its status). 0 is no generation: objects
+// not read from a server.
+func sameGeneration(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*unstructured.Unstructured)
+	n, ok2 := newObj.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return false
+	}
+	g := n.GetGeneration()
+	return g > 0 && g == o.GetGeneration()
 }
 
 // nodeHint queues when a node's labels take it out of a budget.

@@ -308,6 +308,26 @@ func TestBudgetHint(t *testing.T) {
 	if got, err := pl.budgetHint(klog.Background(), pod("p", "1"), nil, "not a budget"); got != fwk.Queue || err == nil {
 		t.Errorf("budgetHint on a bad object = %v, %v; want Queue and an error", got, err)
 	}
+
+	// A status write: the generation is unchanged, so the spec is, and
+	// nothing is decoded (a spec that would not decode shows it).
+	old, cur := budgetObj(t, base), budgetObj(t, base)
+	for _, o := range []*unstructured.Unstructured{old, cur} {
+		o.SetGeneration(3)
+		if err := unstructured.SetNestedField(o.Object, "not watts", "spec", "budgetWatts"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unstructured.SetNestedField(cur.Object, int64(1890), "status", "measuredWatts"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pl.budgetHint(klog.Background(), pod("p", "1"), old, cur); got != fwk.QueueSkip || err != nil {
+		t.Errorf("budgetHint on a status write (generation 3 both) = %v, %v; want QueueSkip without decoding", got, err)
+	}
+	cur.SetGeneration(4)
+	if got, _ := pl.budgetHint(klog.Background(), pod("p", "1"), old, cur); got != fwk.Queue {
+		t.Errorf("budgetHint on a new generation = %v; want it decoded (Queue on a spec that does not decode)", got)
+	}
 }
 
 func newDomains(cache *telemetry.Cache) *powerbudget.Domains {
