@@ -204,7 +204,7 @@ test-unit: $(PROMTOOL) $(HELM) ## Run unit tests only (no control plane).
 ##@ Bench
 
 .PHONY: bench
-bench: bench-go bench-agent bench-scheduler bench-fleet ## Run every benchmark.
+bench: bench-go bench-agent bench-scheduler bench-fleet bench-writes ## Run every benchmark.
 
 .PHONY: bench-go
 bench-go: ## Run Go benchmarks with memory statistics.
@@ -217,6 +217,10 @@ bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RS
 .PHONY: bench-scheduler
 bench-scheduler: build ## Scheduling throughput and CPU per pod, default vs telesched profile, with telemetry flowing and a backlog (NODES=1000 PODS=1000 ROUNDS=5; BENCHFLAGS=-mode=quiet for the old, kind regime).
 	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000) -rounds $(or $(ROUNDS),5) $(BENCHFLAGS)
+
+.PHONY: bench-writes
+bench-writes: build ## kube-apiserver and etcd CPU per NodeTelemetry status write: server-side apply of the whole status, of the changed fields only, JSON merge patch (NODES=200 ROUNDS=5 WRITES=2000).
+	$(GO) run ./test/bench/writes -nodes $(or $(NODES),200) -rounds $(or $(ROUNDS),5) -writes $(or $(WRITES),2000) $(BENCHFLAGS)
 
 .PHONY: bench-fleet
 bench-fleet: build ## Many real agents in one process against one API server: writes/s, API server and etcd CPU, etcd size, informer lag (AGENTS=500 DURATION=10m).

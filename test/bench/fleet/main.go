@@ -47,6 +47,7 @@ import (
 	"github.com/telesched/telesched/sandbox/hosttree"
 	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
+	"github.com/telesched/telesched/test/bench/internal/proc"
 )
 
 func main() {
@@ -111,7 +112,7 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 	cfg.QPS, cfg.Burst = 1000, 1000
 	kube := kubernetes.NewForConfigOrDie(&cfg)
 	dyn := dynamic.NewForConfigOrDie(&cfg)
-	apiserverPID, etcdPID := childPID("kube-apiserver"), childPID("etcd")
+	apiserverPID, etcdPID := proc.Child("kube-apiserver"), proc.Child("etcd")
 	if apiserverPID == 0 || etcdPID == 0 {
 		return fmt.Errorf("kube-apiserver (pid %d) or etcd (pid %d) not found among this process's children", apiserverPID, etcdPID)
 	}
@@ -398,13 +399,13 @@ type state struct {
 func snapshot(ctx context.Context, kube kubernetes.Interface, etcdURL string, apiserverPID, etcdPID int) (state, error) {
 	s := state{at: time.Now()}
 	var err error
-	if s.apiserverCPU, s.apiserverRSS, err = procCPU(apiserverPID); err != nil {
+	if s.apiserverCPU, s.apiserverRSS, err = proc.CPU(apiserverPID); err != nil {
 		return s, err
 	}
-	if s.etcdCPU, s.etcdRSS, err = procCPU(etcdPID); err != nil {
+	if s.etcdCPU, s.etcdRSS, err = proc.CPU(etcdPID); err != nil {
 		return s, err
 	}
-	if s.selfCPU, _, err = procCPU(os.Getpid()); err != nil {
+	if s.selfCPU, _, err = proc.CPU(os.Getpid()); err != nil {
 		return s, err
 	}
 	data, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -485,53 +486,6 @@ func summarize(before, after state, rec *recorder, nodes int) summary {
 		s.lagMax = lags[len(lags)-1].Round(100 * time.Microsecond)
 	}
 	return s
-}
-
-// procCPU is a process's user+system CPU seconds and resident MiB.
-func procCPU(pid int) (cpuSeconds, rssMiB float64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	i := strings.LastIndexByte(string(data), ')')
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 22 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	rss, err3 := strconv.ParseFloat(f[21], 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return 0, 0, err
-	}
-	const ticksPerSecond = 100 // USER_HZ
-	return (utime + stime) / ticksPerSecond, rss * float64(os.Getpagesize()) / (1 << 20), nil
-}
-
-// childPID finds the child process of this one named comm.
-func childPID(comm string) int {
-	entries, _ := os.ReadDir("/proc")
-	self := strconv.Itoa(os.Getpid())
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if s[open+1:end] == comm && len(f) > 1 && f[1] == self {
-			return pid
-		}
-	}
-	return 0
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
