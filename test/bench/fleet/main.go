@@ -112,9 +112,9 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 	cfg.QPS, cfg.Burst = 1000, 1000
 	kube := kubernetes.NewForConfigOrDie(&cfg)
 	dyn := dynamic.NewForConfigOrDie(&cfg)
-	apiserverPID, etcdPID := proc.Child("kube-apiserver"), proc.Child("etcd")
-	if apiserverPID == 0 || etcdPID == 0 {
-		return fmt.Errorf("kube-apiserver (pid %d) or etcd (pid %d) not found among this process's children", apiserverPID, etcdPID)
+	apiserverPID, etcdPID, err := proc.ControlPlane()
+	if err != nil {
+		return err
 	}
 
 	names := make([]string, n)

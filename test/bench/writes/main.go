@@ -149,9 +149,9 @@ func run(ctx context.Context, n, rounds, writes int, profile string) error {
 	cfg.QPS, cfg.Burst = 5000, 5000
 	kube := kubernetes.NewForConfigOrDie(&cfg)
 	res := dynamic.NewForConfigOrDie(&cfg).Resource(telemetry.Resource)
-	apiserverPID, etcdPID := proc.Child("kube-apiserver"), proc.Child("etcd")
-	if apiserverPID == 0 || etcdPID == 0 {
-		return fmt.Errorf("kube-apiserver (pid %d) or etcd (pid %d) not found among this process's children", apiserverPID, etcdPID)
+	apiserverPID, etcdPID, err := proc.ControlPlane()
+	if err != nil {
+		return err
 	}
 	names := make([]string, n)
 	for i := range n {

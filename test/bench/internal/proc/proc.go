@@ -59,3 +59,13 @@ func Child(comm string) int {
 	}
 	return 0
 }
+
+// ControlPlane finds the kube-apiserver and etcd this process started
+// (sandbox/controlplane runs them as its children).
+func ControlPlane() (apiserverPID, etcdPID int, err error) {
+	apiserverPID, etcdPID = Child("kube-apiserver"), Child("etcd")
+	if apiserverPID == 0 || etcdPID == 0 {
+		return 0, 0, fmt.Errorf("kube-apiserver (pid %d) or etcd (pid %d) not found among this process's children", apiserverPID, etcdPID)
+	}
+	return apiserverPID, etcdPID, nil
+}
