@@ -39,6 +39,7 @@ import (
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/text"
 	"github.com/telesched/telesched/internal/version"
 )
 
@@ -558,10 +559,7 @@ func (e *nodeEvents) record(obs *agent.Observation) []string {
 			parts = append(parts, fmt.Sprintf("GPU %d (%s, %s) at %s: %v", g.Index, g.Model, g.UUID, status.GPUTemperature(g), g.ThrottleReasons))
 		}
 		msg := fmt.Sprintf("%d GPU(s) started throttling for heat: %s", len(gpus), strings.Join(parts, "; "))
-		if len(msg) > maxEventMessage {
-			msg = msg[:maxEventMessage-3] + "..."
-		}
-		events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventGPUThermalThrottling, Message: msg})
+		events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventGPUThermalThrottling, Message: text.Truncate(msg, maxEventMessage)})
 	}
 	var reasons []string
 	for _, ev := range events {

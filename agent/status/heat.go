@@ -171,10 +171,10 @@ func celsius(milli int64) string { return heat.Celsius(milli) }
 // record 240 Events a minute; it records one or two.
 type GPUThrottleTracker struct {
 	Quiet, MinInterval time.Duration
-	// last is when each GPU (by UUID) was last seen throttled; prev, the
-	// GPUs throttled in the previous sample.
-	last map[string]time.Time
-	prev map[string]bool
+	// last is when each GPU (by UUID) was last seen throttled; a GPU whose
+	// last is lastUpdate throttled in the previous sample.
+	last       map[string]time.Time
+	lastUpdate time.Time
 	// pending are the starts not reported yet, by UUID.
 	pending    []telemetryv1alpha1.GPUStatus
 	lastReport time.Time
@@ -186,13 +186,12 @@ func (t *GPUThrottleTracker) Update(now time.Time, gpus []telemetryv1alpha1.GPUS
 	if t.last == nil {
 		t.last = map[string]time.Time{}
 	}
-	throttled := make(map[string]bool, len(gpus))
 	for _, g := range gpus {
 		if !GPUThermallyThrottled(g) {
 			continue
 		}
-		throttled[g.UUID] = true
-		if last, ok := t.last[g.UUID]; !t.prev[g.UUID] && (!ok || now.Sub(last) >= t.Quiet) {
+		last, ok := t.last[g.UUID]
+		if throttledBefore := ok && last.Equal(t.lastUpdate); !throttledBefore && (!ok || now.Sub(last) >= t.Quiet) {
 			if i := slices.IndexFunc(t.pending, func(p telemetryv1alpha1.GPUStatus) bool { return p.UUID == g.UUID }); i >= 0 {
 				t.pending[i] = g
 			} else {
@@ -201,9 +200,9 @@ func (t *GPUThrottleTracker) Update(now time.Time, gpus []telemetryv1alpha1.GPUS
 		}
 		t.last[g.UUID] = now
 	}
-	t.prev = throttled
+	t.lastUpdate = now
 	for uuid, last := range t.last {
-		if now.Sub(last) >= t.Quiet {
+		if now.Sub(last) > t.Quiet {
 			delete(t.last, uuid) // its episode is over; a GPU gone is forgotten
 		}
 	}

@@ -230,22 +230,28 @@ func TestGPUThrottleTracker(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 
 	// A minute of eight GPUs at their slowdown temperature, each thermally
-	// throttled in a random half of 1 s samples.
-	tr := GPUThrottleTracker{Quiet: DefaultGPUThrottleQuiet, MinInterval: DefaultGPUThrottleMinInterval}
-	rng := rand.New(rand.NewPCG(1, 2))
-	reports, named := 0, map[string]int{}
-	for s := range 60 {
-		var gpus []telemetryv1alpha1.GPUStatus
-		for i := range 8 {
-			gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), rng.IntN(2) == 0))
-		}
-		if got := tr.Update(t0.Add(time.Duration(s)*time.Second), gpus); len(got) > 0 {
-			reports++
+	// throttled in a random half of 1 s samples (the same minute for every
+	// tracker), through tr: the reports tr made and the GPUs they named.
+	minute := func(tr *GPUThrottleTracker) (reports int, named map[string]int) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		named = map[string]int{}
+		for s := range 60 {
+			var gpus []telemetryv1alpha1.GPUStatus
+			for i := range 8 {
+				gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), rng.IntN(2) == 0))
+			}
+			got := tr.Update(t0.Add(time.Duration(s)*time.Second), gpus)
+			if len(got) > 0 {
+				reports++
+			}
 			for _, g := range got {
 				named[g.UUID]++
 			}
 		}
+		return reports, named
 	}
+	tr := GPUThrottleTracker{Quiet: DefaultGPUThrottleQuiet, MinInterval: DefaultGPUThrottleMinInterval}
+	reports, named := minute(&tr)
 	if reports > 3 {
 		t.Errorf("a minute of 8 GPUs flipping at their slowdown temperature: %d reports (Events), want at most 3 (one a %v)", reports, DefaultGPUThrottleMinInterval)
 	}
@@ -260,15 +266,10 @@ func TestGPUThrottleTracker(t *testing.T) {
 	// The same minute as the agent recorded it before: an Event for every
 	// GPU throttled in a sample and not in the one before (no quiet period,
 	// no interval).
-	rng = rand.New(rand.NewPCG(1, 2))
-	before := GPUThrottleTracker{}
 	eventsBefore := 0
-	for s := range 60 {
-		var gpus []telemetryv1alpha1.GPUStatus
-		for i := range 8 {
-			gpus = append(gpus, gpu(fmt.Sprintf("GPU-%d", i), rng.IntN(2) == 0))
-		}
-		eventsBefore += len(before.Update(t0.Add(time.Duration(s)*time.Second), gpus))
+	_, namedBefore := minute(&GPUThrottleTracker{})
+	for _, n := range namedBefore {
+		eventsBefore += n
 	}
 	t.Logf("a minute of 8 flipping GPUs: %d Events naming %d GPUs (without hysteresis and rate limit: %d Events)", reports, len(named), eventsBefore)
 
