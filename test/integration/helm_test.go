@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -63,15 +62,8 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 	}
 	applyManifests(ctx, t, admin, rendered)
 	objs := map[string]*unstructured.Unstructured{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stdout.Bytes()), 4096)
-	for {
-		o := &unstructured.Unstructured{}
-		if err := dec.Decode(&o.Object); err != nil {
-			break
-		}
-		if len(o.Object) > 0 {
-			objs[o.GetKind()+"/"+o.GetName()] = o
-		}
+	for _, o := range readObjects(t, rendered) {
+		objs[o.GetKind()+"/"+o.GetName()] = o
 	}
 	containerArgs := func(id string) []string {
 		t.Helper()

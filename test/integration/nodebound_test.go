@@ -481,21 +481,7 @@ func applyManifests(ctx context.Context, t *testing.T, admin clients, files ...s
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("decoding %s: %v", file, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
+		for _, obj := range readObjects(t, file) {
 			gvk := obj.GroupVersionKind()
 			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if err != nil {
@@ -512,6 +498,28 @@ func applyManifests(ctx context.Context, t *testing.T, admin clients, files ...s
 			if err != nil {
 				t.Fatalf("%s: applying %s %s: %v", file, gvk.Kind, obj.GetName(), err)
 			}
+		}
+	}
+}
+
+// readObjects decodes every object of a multi-document YAML file.
+func readObjects(t *testing.T, file string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("decoding %s: %v", file, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
 		}
 	}
 }
