@@ -31,7 +31,7 @@ func Get() string {
 // Kubernetes libraries it was built with (k8s.io/kubernetes for the
 // scheduler, k8s.io/client-go for all), Go's version and the platform:
 //
-//	telesched-scheduler v0.1.0 (k8s.io/kubernetes v1.36.3, k8s.io/client-go v0.36.3, go1.26.0 linux/amd64)
+//	telesched-scheduler v0.1.0 (k8s.io/kubernetes v1.37.2, k8s.io/client-go v0.37.2, go1.26.0 linux/amd64)
 func Line(binary string) string {
 	parts := kubernetesModules()
 	parts = append(parts, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)

@@ -20,7 +20,7 @@ import (
 // KubernetesMinor is the minor version of the k8s.io/kubernetes module the
 // scheduler is built from (go.mod; TestKubernetesMinorMatchesGoMod keeps
 // them equal).
-const KubernetesMinor = 36
+const KubernetesMinor = 37
 
 // Kubernetes' version skew policy
 // (https://kubernetes.io/releases/version-skew-policy/): kube-scheduler

@@ -58,12 +58,12 @@ func TestCheck(t *testing.T) {
 		major, minor, git string
 		wantErr           string
 	}{
-		{"1", "36", "v1.36.3", ""},
 		{"1", "37", "v1.37.2", ""},
 		{"1", "37+", "v1.37.2-eks-1", ""},
-		{"1", "35", "v1.35.4", "the API server is Kubernetes 1.35 (v1.35.4), older than this scheduler (1.36)"},
-		{"1", "33", "v1.33.0", "supported API servers are 1.36 and 1.37"},
-		{"1", "38", "v1.38.0", "the API server is Kubernetes 1.38 (v1.38.0), more than one minor version newer"},
+		{"1", "38", "v1.38.0", ""},
+		{"1", "36", "v1.36.3", "the API server is Kubernetes 1.36 (v1.36.3), older than this scheduler (1.37)"},
+		{"1", "33", "v1.33.0", "supported API servers are 1.37 and 1.38"},
+		{"1", "39", "v1.39.0", "the API server is Kubernetes 1.39 (v1.39.0), more than one minor version newer"},
 		{"1", "x", "v1.x", `minor version "x"`},
 	} {
 		t.Run(tc.git, func(t *testing.T) {

@@ -31,7 +31,7 @@ var chartDir = filepath.Join(manifestsRoot, "helm", "telesched")
 
 // helmKubeVersion is the Kubernetes version the chart is rendered for:
 // the one the scheduler is built from.
-const helmKubeVersion = "1.36.3"
+const helmKubeVersion = "1.37.2"
 
 // helm returns bin/helm, which make test builds from hack/helm.
 func helm(t *testing.T) string {

@@ -5,11 +5,13 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,53 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/scheduler/compat"
 )
+
+// TestSchedulerOnThisServer runs bin/telesched-scheduler against the
+// suite's own API server, whichever version it is: one the compatibility
+// matrix supports keeps it running; an older one (make test-compat runs
+// this suite against kube-apiserver 1.36) makes it stop at start, naming
+// the server's real version.
+func TestSchedulerOnThisServer(t *testing.T) {
+	needControlPlane(t)
+	info, err := newClients(t).kube.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor, err := strconv.Atoi(strings.TrimSuffix(info.Minor, "+"))
+	if err != nil {
+		t.Fatalf("server minor %q: %v", info.Minor, err)
+	}
+	cmd, out := startScheduler(t, schedulerConfig(t, ""))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if minor >= compat.MinServerMinor && minor <= compat.MaxServerMinor {
+		select {
+		case err := <-done:
+			t.Fatalf("the scheduler exited (%v) against API server 1.%d, which it supports:\n%s", err, minor, tail(out.String(), 20))
+		case <-time.After(15 * time.Second):
+		}
+		if strings.Contains(out.String(), "the API server is Kubernetes") {
+			t.Fatalf("the scheduler complained about API server 1.%d:\n%s", minor, tail(out.String(), 20))
+		}
+		t.Logf("the scheduler runs against API server 1.%d", minor)
+		return
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the scheduler exited 0 against API server 1.%d", minor)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the scheduler was still running 60s after starting against API server 1.%d, outside 1.%d-1.%d:\n%s", minor, compat.MinServerMinor, compat.MaxServerMinor, tail(out.String(), 20))
+	}
+	want := fmt.Sprintf("the API server is Kubernetes 1.%d", minor)
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("output lacks %q:\n%s", want, tail(out.String(), 20))
+	}
+	t.Logf("the scheduler stopped against API server 1.%d: %s", minor, tail(out.String(), 1))
+}
 
 // TestSchedulerRefusesUnsupportedServer runs bin/telesched-scheduler with
 // the deployed configuration against an API server that says it is
@@ -72,7 +120,7 @@ func TestSchedulerRefusesUnsupportedServer(t *testing.T) {
 		t.Fatalf("the scheduler was still running 60s after starting against a 1.33 API server:\n%s", tail(out.String(), 20))
 	}
 	t.Logf("the scheduler stopped: %s", tail(out.String(), 1))
-	for _, want := range []string{"the API server is Kubernetes 1.33 (v1.33.0), older than this scheduler (1.36)", "supported API servers are 1.36 and 1.37", "--skip-server-version-check"} {
+	for _, want := range []string{"the API server is Kubernetes 1.33 (v1.33.0), older than this scheduler (1.37)", "supported API servers are 1.37 and 1.38", "--skip-server-version-check"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, tail(out.String(), 20))
 		}

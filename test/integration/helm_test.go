@@ -51,7 +51,7 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), "template", "telesched",
 		filepath.Join(deployDir, "helm", "telesched"), "--namespace", agentNamespace, "--include-crds",
-		"--kube-version", "1.36.3", "--set", "namespace.create=true")
+		"--kube-version", "1.37.2", "--set", "namespace.create=true")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("helm template: %v (run `make test`, which builds bin/helm)\n%s", err, stderr.String())

@@ -24,7 +24,7 @@ const slotBits = 12
 // Memo maps a pod (by UID and resource version) to a T. It is safe for
 // concurrent use and never grows.
 //
-// A slot is chosen by the pod object's address, not by hashing its UID: the
+// Two candidate slots are chosen by the pod object's address, not by hashing its UID: the
 // scheduler hands a hint the same object for a pending pod every time, and
 // a hint runs for every pending pod on every event, so the lookup must cost
 // next to nothing. The address is kept as a number, which holds nothing in
@@ -52,13 +52,37 @@ func (m *Memo[T]) Get(pod *v1.Pod, f func(*v1.Pod) T) T {
 		return f(pod)
 	}
 	addr := uintptr(unsafe.Pointer(pod))
-	slot := &m.slots[(uint64(addr)*0x9e3779b97f4a7c15)>>(64-slotBits)] // Fibonacci hashing of the address
-	if e := slot.Load(); e != nil && e.addr == addr && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
-		return e.v
+	h := mix(uint64(addr))
+	a, b := &m.slots[h>>(64-slotBits)], &m.slots[(h>>(64-2*slotBits))&(Slots-1)]
+	ea, eb := a.Load(), b.Load()
+	for _, e := range [2]*entry[T]{ea, eb} {
+		if e != nil && e.addr == addr && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
+			return e.v
+		}
 	}
 	v := f(pod)
+	// Two candidate slots (two-choice hashing): a pod takes a free one, or
+	// one holding an older version of itself, before evicting another.
+	slot := a
+	if ea != nil && ea.addr != addr && (eb == nil || eb.addr == addr) {
+		slot = b
+	}
 	slot.Store(&entry[T]{addr: addr, uid: pod.UID, resourceVersion: pod.ResourceVersion, v: v})
 	return v
+}
+
+// mix is splitmix64's finalizer. Multiplying alone (Fibonacci hashing)
+// sent a backlog of pods allocated at a fixed stride to a few hundred
+// slots when the stride was v1.Pod's size in Kubernetes 1.37: the high
+// bits of a product repeat with some strides. Mixing spreads any stride
+// like a random function, and the second slot absorbs what collides.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // Affinity remembers pods' required node affinity (nodeSelector and
