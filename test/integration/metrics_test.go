@@ -324,16 +324,18 @@ func startMetricsAgent(t *testing.T, c clients, binDir, kubeconfig string) (stri
 
 // startMetricsScheduler runs bin/telesched-scheduler with the deployed
 // config, serving https on a free port with /metrics open to anyone, and
-// returns its /metrics URL once it is healthy.
-func startMetricsScheduler(t *testing.T, binDir, kubeconfig string) string {
+// returns its /metrics URL once it is healthy. The feature gates are the
+// Deployment's unless extraArgs sets them.
+func startMetricsScheduler(t *testing.T, binDir, kubeconfig string, extraArgs ...string) string {
 	t.Helper()
 	config := filepath.Join(t.TempDir(), "scheduler-config.yaml")
 	cfgYAML := schedulerConfig(t, "") + "clientConnection:\n  kubeconfig: " + kubeconfig + "\n"
 	if err := os.WriteFile(config, []byte(cfgYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base, _ := startSecureScheduler(t, filepath.Join(binDir, "telesched-scheduler"), "--config="+config, "--cert-dir="+t.TempDir(),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=2")
+	args := append([]string{"--config=" + config, "--cert-dir=" + t.TempDir(),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=2", deployedFeatureGates(t)}, extraArgs...)
+	base, _ := startSecureScheduler(t, filepath.Join(binDir, "telesched-scheduler"), args...)
 	return base + "/metrics"
 }
 

@@ -62,8 +62,9 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// startScheduler runs bin/telesched-scheduler with the config YAML against
-// the test API server and stops it at the end of the test. With --config,
+// startScheduler runs bin/telesched-scheduler with the config YAML and the
+// Deployment's feature gates against the test API server and stops it at
+// the end of the test. With --config,
 // kube-scheduler takes its kubeconfig from clientConnection, not the flag.
 func startScheduler(t *testing.T, configYAML string, extraArgs ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
@@ -84,7 +85,7 @@ func startScheduler(t *testing.T, configYAML string, extraArgs ...string) (*exec
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	cmd := exec.Command(bin, append([]string{"--config=" + config, "--secure-port=0", "-v=4"}, extraArgs...)...)
+	cmd := exec.Command(bin, append([]string{"--config=" + config, "--secure-port=0", "-v=4", deployedFeatureGates(t)}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

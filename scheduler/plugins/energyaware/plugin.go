@@ -25,6 +25,7 @@ import (
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
+	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -56,6 +57,9 @@ type EnergyAware struct {
 	reserved *estimate.Book
 	// predicting counts the nodes with a thermal model.
 	predicting *telemetry.Counter
+	// rejected are the pending pods Filter rejected, with their demand,
+	// for the PreQueueingHint.
+	rejected *rejected.Index[estimate.Demand]
 }
 
 var (
@@ -73,6 +77,9 @@ func NewFactory(cache *telemetry.Cache, reserved *estimate.Book) frameworkruntim
 		pl := New(args, cache)
 		pl.reserved = reserved
 		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
+			return nil, err
+		}
 		return pl, nil
 	})
 }
@@ -96,6 +103,7 @@ func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
 		affinity:   podmemo.NewAffinity(),
 		hot:        cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 		predicting: cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
+		rejected:   rejected.New[estimate.Demand](),
 	}
 }
 
@@ -146,7 +154,12 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if !ok {
 		tel = nil
 	}
-	return pl.fits(tel, pl.readState(cs, pod))
+	s := pl.readState(cs, pod)
+	st := pl.fits(tel, s)
+	if st != nil {
+		pl.rejected.Add(pod, s.Demand)
+	}
+	return st
 }
 
 // fits is Filter's predicate, which the QueueingHint uses too: nil when the
@@ -245,8 +258,9 @@ func (pl *EnergyAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1
 // telemetry changes in a way that can let them in.
 func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{{
-		Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-		QueueingHintFn: pl.hint,
+		Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
+		QueueingHintFn:    pl.hint,
+		PreQueueingHintFn: pl.preHint,
 	}}, nil
 }
 
@@ -260,6 +274,46 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 // every NodeTelemetry update, so the node's own answers come first: a node
 // too hot now, or usable before with no more cool GPUs now, skips without
 // looking at the pod.
+// mayLetIn judges a NodeTelemetry update before any pod is looked at: may
+// is false when Filter rejects every pod on cur (too hot, or stale while
+// staleness is ignored as before), or when the node was usable before and
+// no GPU came clear of slowdown. prevKnown: the previous view was stored
+// and fresh; one that was not proves nothing about why a pod was rejected.
+func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevKnown, may bool) {
+	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || tooHot(cur, pl.limits) != "" {
+		return false, false
+	}
+	prevKnown = prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
+	// A thermal model, now or before, may be why the pod was rejected, or
+	// its going may let it in: no shortcut then.
+	predicts := (cur.Models != nil && cur.Models.HasThermal) || (prev != nil && prev.Models != nil && prev.Models.HasThermal)
+	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
+		return prevKnown, false
+	}
+	return prevKnown, true
+}
+
+// preHint is the NodeTelemetry event's PreQueueingHint: none of the pods
+// Filter rejected when mayLetIn says no (the common case), else those the
+// node takes now by Filter's predicate; the hint decides the rest (node
+// affinity, a pod the node took already).
+func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
+	if err != nil {
+		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
+	}
+	if cur == nil {
+		return rejected.None(), nil // deleted since
+	}
+	now := pl.cache.Now()
+	if _, may := pl.mayLetIn(prev, cur, now); !may {
+		return rejected.None(), nil
+	}
+	return pl.rejected.Select(func(d estimate.Demand) bool {
+		return pl.fits(cur, &podState{Demand: d, now: now}) == nil
+	}), nil
+}
+
 func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
@@ -269,17 +323,9 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 		return fwk.QueueSkip, nil // deleted since
 	}
 	now := pl.cache.Now()
-	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || tooHot(cur, pl.limits) != "" {
-		return fwk.QueueSkip, nil // Filter rejects it for any pod (or ignores staleness, as before)
-	}
-	// A previous view that was never stored or is stale proves nothing
-	// about why the pod was rejected.
-	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
-	// A thermal model, now or before, may be why the pod was rejected, or
-	// its going may let it in: no shortcut then.
-	predicts := (cur.Models != nil && cur.Models.HasThermal) || (prev != nil && prev.Models != nil && prev.Models.HasThermal)
-	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
-		return fwk.QueueSkip, nil // usable before, and no GPU came clear
+	prevKnown, may := pl.mayLetIn(prev, cur, now)
+	if !may {
+		return fwk.QueueSkip, nil
 	}
 	d := pl.requests.Get(pod, pl.demand.Of) // asked again and again for the same pending pods
 	s := &podState{Demand: d, now: now}

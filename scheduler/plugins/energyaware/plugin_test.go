@@ -164,11 +164,39 @@ func TestHint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
 			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
+			pl.rejected.Add(tc.pod, pl.demand.Of(tc.pod)) // as Filter did
 			got, err := pl.hint(klog.Background(), tc.pod, oldObj, newObj)
 			if err != nil || got != tc.want {
 				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
 			}
+			// The PreQueueingHint names the pod whenever the hint queues
+			// it, and names nothing for a node too hot for any pod or
+			// usable before with no GPU come clear.
+			pre, err := pl.preHint(klog.Background(), oldObj, newObj)
+			if err != nil || pre.AllPods {
+				t.Fatalf("preHint = %+v, %v", pre, err)
+			}
+			if named := len(pre.Pods) == 1; got == fwk.Queue && !named {
+				t.Errorf("the hint queues the pod, the PreQueueingHint names %v", pre.Pods)
+			}
 		})
+	}
+	// The node-level answers alone name nothing.
+	for _, tc := range []struct {
+		name     string
+		old, new *telemetryv1alpha1.NodeTelemetryStatus
+	}{
+		{"still too hot", status(98), status(96)},
+		{"cool node warmed a little", status(60), status(65)},
+		{"GPUs unchanged", status(60, 89, 70), status(60, 89, 71)},
+	} {
+		pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
+		p := gpuPod("")
+		pl.rejected.Add(p, pl.demand.Of(p))
+		oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
+		if pre, err := pl.preHint(klog.Background(), oldObj, newObj); err != nil || pre.AllPods || len(pre.Pods) > 0 {
+			t.Errorf("%s: preHint = %+v, %v; want no pod named", tc.name, pre, err)
+		}
 	}
 }
 

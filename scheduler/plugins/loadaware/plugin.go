@@ -38,6 +38,7 @@ import (
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
+	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -67,6 +68,9 @@ type LoadAware struct {
 	// affinity their required node affinity.
 	requests *podmemo.Memo[[2]int64]
 	affinity podmemo.Affinity
+	// rejected are the pending pods Filter rejected, with their scaled
+	// requests, for the PreQueueingHint.
+	rejected *rejected.Index[[2]int64]
 }
 
 var (
@@ -93,6 +97,9 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.Pl
 		if err := pl.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
+		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
+			return nil, err
+		}
 		return pl, nil
 	})
 }
@@ -108,7 +115,7 @@ func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, book *estimate.B
 	opts := estimate.DefaultOptions()
 	opts.DefaultCPUMilli, opts.DefaultMemoryBytes = args.DefaultPodCPUMilli, args.DefaultPodMemoryBytes
 	book.LimitCPU(args.CPUThresholdPercent)
-	return &LoadAware{args: args, cache: cache, book: book, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), demand: estimate.NewCounter(opts)}
+	return &LoadAware{args: args, cache: cache, book: book, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), demand: estimate.NewCounter(opts), rejected: rejected.New[[2]int64]()}
 }
 
 // Name implements fwk.Plugin.
@@ -214,6 +221,7 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		tel = nil
 	}
 	if st := pl.fits(node, tel, pl.book.Get(node.Name), s); st != nil {
+		pl.rejected.Add(pod, [2]int64{s.cpuMilli, s.memoryBytes})
 		return st
 	}
 	if s.verbose {
@@ -312,8 +320,9 @@ func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 func (pl *LoadAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{
-			Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-			QueueingHintFn: pl.hint,
+			Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
+			QueueingHintFn:    pl.hint,
+			PreQueueingHintFn: pl.preHint,
 		},
 		{
 			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
@@ -339,14 +348,11 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 		return fwk.QueueSkip, nil // deleted since
 	}
 	now := pl.cache.Now()
-	// A previous view that was never stored or is stale proves nothing
-	// about why the pod was rejected.
-	prevKnown := prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
-	before := pl.book.Before(cur.Name, cur)
-	reserved := pl.book.Get(cur.Name)
-	if prevKnown && reserved.CPUMilli >= before.CPUMilli && reserved.MemoryBytes >= before.MemoryBytes && noLighter(prev, cur) {
+	c := pl.change(prev, cur, now)
+	if !c.lighter {
 		return fwk.QueueSkip, nil // nothing fits now that did not before
 	}
+	prevKnown, before, reserved := c.prevKnown, c.before, c.reserved
 	s := pl.hintState(pod)
 	node := pl.node(cur.Name)
 	if pl.fits(node, cur, reserved, s) != nil {
@@ -360,6 +366,56 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 	}
 	logger.V(4).Info("node telemetry makes the pod fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
 	return fwk.Queue, nil
+}
+
+// change is what a NodeTelemetry update means for the pods rejected on
+// its node, before any pod is looked at.
+type change struct {
+	// prevKnown: the previous view was stored and fresh; one that was not
+	// proves nothing about why a pod was rejected.
+	prevKnown bool
+	// before are the node's reservations as they were until this sample,
+	// reserved those now.
+	before, reserved estimate.Demand
+	// lighter: some estimate may be lower than before (load, capacity or
+	// reservations), or the previous view was unknown; when false, no pod
+	// fits now that did not before.
+	lighter bool
+}
+
+func (pl *LoadAware) change(prev, cur *telemetry.Node, now time.Time) change {
+	c := change{
+		prevKnown: prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge),
+		before:    pl.book.Before(cur.Name, cur),
+		reserved:  pl.book.Get(cur.Name),
+	}
+	c.lighter = !c.prevKnown || c.reserved.CPUMilli < c.before.CPUMilli || c.reserved.MemoryBytes < c.before.MemoryBytes || !noLighter(prev, cur)
+	return c
+}
+
+// preHint is the NodeTelemetry event's PreQueueingHint: it names none of
+// the pods Filter rejected when the update makes no estimate lower (the
+// hint's own first test, and the common case of a busy fleet), else those
+// whose requests fit the node now by Filter's predicate at the args'
+// thresholds. A node's annotations only lower those, so it names every pod
+// the hint would queue, and the hint decides the rest (node affinity, a
+// pod that fitted already).
+func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
+	if err != nil {
+		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
+	}
+	if cur == nil {
+		return rejected.None(), nil // deleted since
+	}
+	now := pl.cache.Now()
+	c := pl.change(prev, cur, now)
+	if !c.lighter {
+		return rejected.None(), nil
+	}
+	return pl.rejected.Select(func(req [2]int64) bool {
+		return pl.fits(nil, cur, c.reserved, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}) == nil
+	}), nil
 }
 
 // noLighter reports whether cur estimates no pod's load lower than prev:

@@ -19,11 +19,12 @@ package powerbudget
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"math"
 	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -35,6 +36,7 @@ import (
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
+	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -58,6 +60,13 @@ type PowerBudget struct {
 	affinity podmemo.Affinity
 	// nodes is the scheduler's Node lister, nil until set by NewFactory.
 	nodes corelisters.NodeLister
+	// rejected are the pending pods Filter rejected, with their demand,
+	// for the PreQueueingHints.
+	rejected *rejected.Index[estimate.Demand]
+	// room remembers, for the telemetry hint, which members of a changed
+	// node's domains a demand fits by one snapshot: the pending pods that
+	// share a demand then cost a lookup each, not a pass over the members.
+	room roomMemo
 }
 
 var (
@@ -78,6 +87,9 @@ func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkr
 		}
 		pl := New(args, cache, domains)
 		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
+			return nil, err
+		}
 		return pl, nil
 	})
 }
@@ -87,7 +99,7 @@ func New(args config.PowerBudgetArgs, cache *telemetry.Cache, domains *powerbudg
 	opts := estimate.DefaultOptions()
 	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
 	return &PowerBudget{args: args, cache: cache, domains: domains, demand: estimate.NewCounter(opts),
-		requests: podmemo.New[estimate.Demand](), affinity: podmemo.NewAffinity()}
+		requests: podmemo.New[estimate.Demand](), affinity: podmemo.NewAffinity(), rejected: rejected.New[estimate.Demand]()}
 }
 
 // Name implements fwk.Plugin.
@@ -133,6 +145,7 @@ func (pl *PowerBudget) PreFilterExtensions() fwk.PreFilterExtensions { return ni
 func (pl *PowerBudget) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s := pl.readState(cs, pod)
 	if why := fits(s.snap, nodeInfo.Node().Name, s.Demand); why != "" {
+		pl.rejected.Add(pod, s.Demand)
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return nil
@@ -230,8 +243,11 @@ func (pl *PowerBudget) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Po
 // deleted, or a node's labels take it out of a budget.
 func (pl *PowerBudget) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.telemetryHint},
-		{Event: fwk.ClusterEvent{Resource: powerbudget.EventResource, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.budgetHint},
+		{Event: fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.telemetryHint, PreQueueingHintFn: pl.telemetryPreHint},
+		{Event: fwk.ClusterEvent{Resource: powerbudget.EventResource, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.budgetHint, PreQueueingHintFn: pl.budgetPreHint},
+		// No PreQueueingHint here: in-tree plugins register Node label
+		// updates too, and the queue would skip the pods they rejected for
+		// an event a PreQueueingHint narrowed.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel}, QueueingHintFn: pl.nodeHint},
 	}, nil
 }
@@ -248,40 +264,107 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if cur == nil {
 		return fwk.QueueSkip, nil
 	}
-	now := pl.cache.Now()
-	fell := prev == nil || !prev.HasPower || !prev.Fresh(now, pl.args.TelemetryMaxAge) || cur.Watts < prev.Watts || pl.domains.Retired(cur)
-	if !fell {
-		return fwk.QueueSkip, nil
-	}
-	snap := pl.domains.SnapshotLatest(now, pl.args.TelemetryMaxAge)
-	ns := snap.Node(cur.Name)
+	snap, ns := pl.fell(prev, cur)
 	if ns == nil {
 		return fwk.QueueSkip, nil
 	}
 	req := pl.requests.Get(pod, pl.demand.Of)
 	// The room freed is the domain's: the pod may fit on another of its
 	// nodes (one that is in fewer full budgets), not only on this one.
-	if pl.fitsAllowed(pod, snap, cur.Name, req) {
-		logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-		return fwk.Queue, nil
-	}
-	for _, i := range ns.Domains {
-		for _, m := range snap.Domains[i].Members {
-			if m != cur.Name && pl.fitsAllowed(pod, snap, m, req) {
-				logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", m, "changed", cur.Name, "plugin", Name)
-				return fwk.Queue, nil
-			}
+	for _, m := range pl.room.members(snap, cur.Name, ns, req) {
+		if pl.allowed(pod, m) {
+			logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", m, "changed", cur.Name, "plugin", Name)
+			return fwk.Queue, nil
 		}
 	}
 	return fwk.QueueSkip, nil
 }
 
-// fitsAllowed reports whether the pod fits node's domains by snap and the
-// pod may go to the node by its required node affinity.
-func (pl *PowerBudget) fitsAllowed(pod *v1.Pod, snap *powerbudget.Snapshot, node string, req estimate.Demand) bool {
-	if fits(snap, node, req) != "" {
-		return false
+// fell returns the snapshot and the node's state when cur may have freed
+// room in its domains: it belongs to a budget and its count may have
+// fallen (fewer watts than its previous view, pods it measured retired,
+// or telemetry fresh again). ns is nil otherwise.
+func (pl *PowerBudget) fell(prev, cur *telemetry.Node) (*powerbudget.Snapshot, *powerbudget.NodeState) {
+	now := pl.cache.Now()
+	fell := prev == nil || !prev.HasPower || !prev.Fresh(now, pl.args.TelemetryMaxAge) || cur.Watts < prev.Watts || pl.domains.Retired(cur)
+	if !fell {
+		return nil, nil
 	}
+	snap := pl.domains.SnapshotLatest(now, pl.args.TelemetryMaxAge)
+	return snap, snap.Node(cur.Name)
+}
+
+// telemetryPreHint is the NodeTelemetry event's PreQueueingHint: none of
+// the pods Filter rejected unless the node's domains may have room (fell),
+// else those whose demand fits some member by the snapshot; the hint
+// checks their node affinity.
+func (pl *PowerBudget) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
+	if err != nil {
+		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
+	}
+	if cur == nil {
+		return rejected.None(), nil
+	}
+	snap, ns := pl.fell(prev, cur)
+	if ns == nil {
+		return rejected.None(), nil
+	}
+	return pl.rejected.Select(func(d estimate.Demand) bool {
+		return len(pl.room.members(snap, cur.Name, ns, d)) > 0
+	}), nil
+}
+
+// budgetPreHint is the PowerBudget event's PreQueueingHint: a status
+// write (generation unchanged) helps none of the pods Filter rejected;
+// any other update or a deletion may help any of them, and budgetHint
+// decides.
+func (pl *PowerBudget) budgetPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	if newObj != nil && sameGeneration(oldObj, newObj) {
+		return rejected.None(), nil
+	}
+	return pl.rejected.Select(func(estimate.Demand) bool { return true }), nil
+}
+
+// roomMemo remembers, for one snapshot and changed node, the members of
+// the node's domains that each demand fits, the changed node first.
+type roomMemo struct {
+	mu   sync.Mutex
+	snap *powerbudget.Snapshot
+	node string
+	fit  map[estimate.Demand][]string
+}
+
+// members returns the nodes of ns's domains where a pod of demand d fits
+// by snap (fits, Filter's predicate), node first; computed once per
+// snapshot, node and demand.
+func (r *roomMemo) members(snap *powerbudget.Snapshot, node string, ns *powerbudget.NodeState, d estimate.Demand) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.snap != snap || r.node != node {
+		r.snap, r.node, r.fit = snap, node, map[estimate.Demand][]string{}
+	}
+	if m, ok := r.fit[d]; ok {
+		return m
+	}
+	var m []string
+	if fits(snap, node, d) == "" {
+		m = append(m, node)
+	}
+	for _, i := range ns.Domains {
+		for _, member := range snap.Domains[i].Members {
+			if member != node && !slices.Contains(m, member) && fits(snap, member, d) == "" {
+				m = append(m, member)
+			}
+		}
+	}
+	r.fit[d] = m
+	return m
+}
+
+// allowed reports whether the pod may go to node by its required node
+// affinity.
+func (pl *PowerBudget) allowed(pod *v1.Pod, node string) bool {
 	if pl.nodes != nil {
 		if n, err := pl.nodes.Get(node); err == nil && !pl.affinity.Allows(pod, n) {
 			return false

@@ -406,9 +406,20 @@ func TestTelemetryHint(t *testing.T) {
 				clock.Set(now)
 			}
 			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, tc.node, tc.old, tc.cur)
-			got, err := pl.telemetryHint(klog.Background(), pod("p", tc.cpu), oldObj, newObj)
+			p := pod("p", tc.cpu)
+			pl.rejected.Add(p, pl.demand.Of(p)) // as Filter did
+			got, err := pl.telemetryHint(klog.Background(), p, oldObj, newObj)
 			if err != nil || got != tc.want {
 				t.Errorf("telemetryHint = %v, %v; want %v", got, err, tc.want)
+			}
+			// The PreQueueingHint names the pod exactly when the hint
+			// queues it (no node affinity here).
+			pre, err := pl.telemetryPreHint(klog.Background(), oldObj, newObj)
+			if err != nil || pre.AllPods {
+				t.Fatalf("telemetryPreHint = %+v, %v", pre, err)
+			}
+			if named := len(pre.Pods) == 1; named != (got == fwk.Queue) {
+				t.Errorf("the hint says %v, the PreQueueingHint names %v", got, pre.Pods)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -21,8 +22,9 @@ import (
 func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{
-			Event:          fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-			QueueingHintFn: pl.telemetryHint,
+			Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
+			QueueingHintFn:    pl.telemetryHint,
+			PreQueueingHintFn: pl.telemetryPreHint,
 		},
 		{
 			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
@@ -92,6 +94,23 @@ func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
 		}
 	}
 	return ""
+}
+
+// telemetryPreHint is the NodeTelemetry event's PreQueueingHint: the pods
+// Filter rejected that the update helps by the hint's own test (helps),
+// none when the node is not fresh. The pod's facts come from the index, so
+// the hint runs again only for the pods named.
+func (pl *TopologyFit) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
+	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
+	if err != nil {
+		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
+	}
+	if cur == nil || !cur.Fresh(pl.cache.Now(), pl.args.TelemetryMaxAge) {
+		return rejected.None(), nil
+	}
+	return pl.rejected.Select(func(s *podState) bool {
+		return s.topology() && pl.helps(prev, cur, s) != ""
+	}), nil
 }
 
 // couldFit reports whether the node could hold the pod if no other pod

@@ -87,12 +87,24 @@ func TestTelemetryHint(t *testing.T) {
 			clk := plugintest.NewClock(now)
 			pl := newPluginOn(clk, config.StaleTelemetryReject)
 			old, cur := plugintest.HintObjects(t, pl.cache, clk, "n1", tc.old, tc.new)
+			if s, err := pl.podFacts(tc.pod); err == nil {
+				pl.rejected.Add(tc.pod, s) // as Filter did
+			}
 			got, err := pl.telemetryHint(logger, tc.pod, old, cur)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.want {
 				t.Errorf("hint = %v, want %v", got, tc.want)
+			}
+			// The PreQueueingHint names the pod exactly when the hint
+			// queues it: it runs the hint's own test on the pod's facts.
+			pre, err := pl.telemetryPreHint(logger, old, cur)
+			if err != nil || pre.AllPods {
+				t.Fatalf("telemetryPreHint = %+v, %v", pre, err)
+			}
+			if named := len(pre.Pods) == 1; named != (got == fwk.Queue) {
+				t.Errorf("the hint says %v, the PreQueueingHint names %v", got, pre.Pods)
 			}
 		})
 	}

@@ -48,6 +48,14 @@ func (pl *TopologyFit) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
+	st := pl.filter(ctx, s, pod, nodeInfo)
+	if st != nil {
+		pl.rejected.Add(pod, s)
+	}
+	return st
+}
+
+func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
 	tel, ok := pl.cache.Get(node.Name)
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {

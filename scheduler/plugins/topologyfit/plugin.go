@@ -67,6 +67,7 @@ import (
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
 	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
+	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -97,6 +98,9 @@ type TopologyFit struct {
 	// facts remembers pending pods' podFacts for the hints, which must
 	// not modify them.
 	facts *podmemo.Memo[podFactsResult]
+	// rejected are the pending pods Filter rejected, with their facts,
+	// for the PreQueueingHint.
+	rejected *rejected.Index[*podState]
 }
 
 type podFactsResult struct {
@@ -140,6 +144,9 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudge
 		if err := pl.WatchNodes(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
 			return nil, err
 		}
+		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
+			return nil, err
+		}
 		return pl, nil
 	})
 }
@@ -168,7 +175,7 @@ func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
 // NewWith returns the plugin for valid args, reading what LoadAware lets
 // a node take from book (nil: nothing; see takesGPUReserve).
 func NewWith(args config.TopologyFitArgs, cache *telemetry.Cache, book *estimate.Book) *TopologyFit {
-	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, book: book, facts: podmemo.New[podFactsResult]()}
+	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, book: book, facts: podmemo.New[podFactsResult](), rejected: rejected.New[*podState]()}
 }
 
 // Name implements fwk.Plugin.

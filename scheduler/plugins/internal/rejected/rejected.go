@@ -1,0 +1,129 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package rejected keeps the pending pods a plugin's Filter rejected, each
+// with what it needs, for the plugin's PreQueueingHintFn (KEP-6132, the
+// SchedulerPreQueueingHints feature gate): on a NodeTelemetry event the
+// scheduler's queue then asks the plugin's QueueingHint about the pods the
+// event may help, not about every unschedulable pod, under its lock.
+//
+// A pod enters when Filter rejects it on some node and leaves when it is
+// bound to a node or deleted (Watch). A pod that a later attempt rejected
+// for another reason stays until then: the index may name more pods than
+// the queue holds for the plugin, never fewer.
+package rejected
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Index maps the pods a plugin rejected to what each needs (N, as the
+// plugin's predicate reads it). It is safe for concurrent use: Filter adds
+// from the scheduler's parallel goroutines.
+type Index[N any] struct {
+	mu   sync.RWMutex
+	pods map[types.NamespacedName]entry[N]
+}
+
+type entry[N any] struct {
+	uid             types.UID
+	resourceVersion string
+	need            N
+}
+
+// New returns an empty index.
+func New[N any]() *Index[N] {
+	return &Index[N]{pods: map[types.NamespacedName]entry[N]{}}
+}
+
+// Add records that the plugin rejected pod, which needs need. Filter calls
+// it for each node it rejects, so the common case, the same version of a
+// pod already recorded, takes a read lock only.
+func (ix *Index[N]) Add(pod *v1.Pod, need N) {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	ix.mu.RLock()
+	e, ok := ix.pods[key]
+	ix.mu.RUnlock()
+	if ok && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
+		return
+	}
+	ix.mu.Lock()
+	ix.pods[key] = entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need}
+	ix.mu.Unlock()
+}
+
+// Forget removes pod, whatever its version.
+func (ix *Index[N]) Forget(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	ix.mu.Lock()
+	delete(ix.pods, key)
+	ix.mu.Unlock()
+}
+
+// Len is the number of pods recorded.
+func (ix *Index[N]) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.pods)
+}
+
+// None is the PreQueueingHintResult of an event that helps no pod the
+// plugin rejected: the queue asks the plugin's QueueingHint about none.
+func None() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{} }
+
+// All is the result that lets the queue ask about every pod it holds.
+func All() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{AllPods: true} }
+
+// Select is the result naming the recorded pods whose need may is true
+// for: the pods the event may help. It costs a call of may per recorded
+// pod, once per event, against a QueueingHint call per pending pod.
+func (ix *Index[N]) Select(may func(N) bool) fwk.PreQueueingHintResult {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var pods []types.NamespacedName
+	for key, e := range ix.pods {
+		if may(e.need) {
+			pods = append(pods, key)
+		}
+	}
+	return fwk.PreQueueingHintResult{Pods: pods}
+}
+
+// Watch forgets a pod once it is bound to a node or deleted, through the
+// scheduler's Pod informer.
+func (ix *Index[N]) Watch(f informers.SharedInformerFactory) error {
+	_, err := f.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, newObj any) {
+			if p, ok := newObj.(*v1.Pod); ok && p.Spec.NodeName != "" {
+				ix.forgetIfKnown(p.Namespace, p.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*v1.Pod); ok {
+				ix.forgetIfKnown(p.Namespace, p.Name)
+			}
+		},
+	})
+	return err
+}
+
+// forgetIfKnown is Forget with a read lock first: most pods the informer
+// reports were never rejected by this plugin.
+func (ix *Index[N]) forgetIfKnown(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	ix.mu.RLock()
+	_, ok := ix.pods[key]
+	ix.mu.RUnlock()
+	if ok {
+		ix.Forget(namespace, name)
+	}
+}

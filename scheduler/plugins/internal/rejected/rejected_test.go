@@ -1,0 +1,96 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package rejected
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func pending(name, rv string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), ResourceVersion: rv}}
+}
+
+func names(ix *Index[int], may func(int) bool) []string {
+	var out []string
+	for _, nn := range ix.Select(may).Pods {
+		out = append(out, nn.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSelect(t *testing.T) {
+	ix := New[int]()
+	ix.Add(pending("small", "1"), 1)
+	ix.Add(pending("big", "1"), 8)
+	ix.Add(pending("big", "1"), 8) // Filter rejects it on another node
+	if got := names(ix, func(n int) bool { return n <= 4 }); !slices.Equal(got, []string{"small"}) {
+		t.Errorf("room for 4: %v, want [small]", got)
+	}
+	// A new version of the pod needs what it says now.
+	ix.Add(pending("big", "2"), 2)
+	if got := names(ix, func(n int) bool { return n <= 4 }); !slices.Equal(got, []string{"big", "small"}) {
+		t.Errorf("room for 4 after big shrank: %v, want [big small]", got)
+	}
+	if r := ix.Select(func(int) bool { return false }); r.AllPods || len(r.Pods) != 0 {
+		t.Errorf("no room: %+v, want no pod and not all pods", r)
+	}
+	if r := None(); r.AllPods || len(r.Pods) != 0 {
+		t.Errorf("None() = %+v", r)
+	}
+	if !All().AllPods {
+		t.Error("All() does not ask about all pods")
+	}
+}
+
+// Watch forgets a pod once it is bound or deleted; a pending pod's update
+// keeps it.
+func TestWatchForgets(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b, c := pending("a", "1"), pending("b", "1"), pending("c", "1")
+	client := fake.NewClientset(a, b, c)
+	f := informers.NewSharedInformerFactory(client, 0)
+	ix := New[int]()
+	if err := ix.Watch(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	for _, p := range []*v1.Pod{a, b, c} {
+		ix.Add(p, 1)
+	}
+	bound := a.DeepCopy()
+	bound.Spec.NodeName, bound.ResourceVersion = "n1", "2"
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	relabelled := c.DeepCopy()
+	relabelled.Labels, relabelled.ResourceVersion = map[string]string{"x": "y"}, "2"
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, relabelled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := func(int) bool { return true }
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return ix.Len() == 1, nil
+	}); err != nil {
+		t.Fatalf("index holds %v, want [c]", names(ix, all))
+	}
+	if got := names(ix, all); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("index holds %v, want [c] (a bound, b deleted)", got)
+	}
+}

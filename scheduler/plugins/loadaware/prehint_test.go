@@ -1,0 +1,87 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package loadaware
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
+)
+
+// The PreQueueingHint names every pod the QueueingHint would queue for a
+// NodeTelemetry update, none for an update that makes no estimate lower,
+// and only pods Filter rejected. With the SchedulerPreQueueingHints gate on,
+// the queue asks the QueueingHint about the named pods only, so a pod left
+// out would wait for the 5-minute flush.
+func TestPreHintNamesWhatTheHintQueues(t *testing.T) {
+	sizes := []string{"100m", "500m", "1", "2", "4", "8"}
+	type update struct {
+		name     string
+		old, new *telemetryv1alpha1.NodeTelemetryStatus
+		wantNone bool
+	}
+	updates := []update{
+		{"load rose", status(85, 50, 0), status(95, 50, 0), true},
+		{"unchanged", status(90, 50, 0), status(90, 50, 0), true},
+		{"memory rose, cpu unchanged", status(90, 50, 0), status(90, 60, 0), true},
+		{"fell a little", status(90, 50, 0), status(85, 50, 0), false},
+		{"fell under the threshold", status(95, 50, 0), status(50, 50, 0), false},
+		{"fell to idle", status(99, 50, 0), status(1, 50, 0), false},
+		{"became fresh", status(50, 50, 10*time.Minute), status(50, 50, 0), false},
+		{"added", nil, status(60, 50, 0), false},
+	}
+	for _, u := range updates {
+		t.Run(u.name, func(t *testing.T) {
+			t.Cleanup(func() { clock.Set(now) })
+			cache := newCache()
+			pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+			// Every pod is rejected on a full node first, as the queue's
+			// backlog was.
+			observe(cache, "full", status(100, 100, 0))
+			var pods []types.NamespacedName
+			for i, size := range sizes {
+				p := pod(size)
+				p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprint(i))
+				if st := filterOK(t, pl, p, "full"); st.IsSuccess() {
+					t.Fatalf("%s fit a full node", size)
+				}
+				pods = append(pods, types.NamespacedName{Name: p.Name})
+			}
+			notRejected := pod("100m")
+			notRejected.Name, notRejected.UID = "never-rejected", "never"
+			oldObj, newObj := plugintest.HintObjects(t, cache, clock, "n", u.old, u.new)
+			got, err := pl.preHint(klog.Background(), oldObj, newObj)
+			if err != nil || got.AllPods {
+				t.Fatalf("preHint = %+v, %v; want a list", got, err)
+			}
+			if u.wantNone && len(got.Pods) > 0 {
+				t.Errorf("preHint named %v for an update that lowers no estimate", got.Pods)
+			}
+			if slices.Contains(got.Pods, types.NamespacedName{Name: notRejected.Name}) {
+				t.Errorf("preHint named a pod Filter never rejected")
+			}
+			for i, size := range sizes {
+				p := pod(size)
+				p.Name, p.UID = pods[i].Name, types.UID(fmt.Sprint(i))
+				h, err := pl.hint(klog.Background(), p, oldObj, newObj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if named := slices.Contains(got.Pods, pods[i]); h == fwk.Queue && !named {
+					t.Errorf("the hint queues the %s pod, but preHint left it out (named %v)", size, got.Pods)
+				}
+			}
+			t.Logf("named %d of %d rejected pods: %v", len(got.Pods), len(sizes), got.Pods)
+		})
+	}
+}

@@ -1,0 +1,150 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/telesched/telesched/sandbox/controlplane"
+)
+
+// deployedFeatureGates is the --feature-gates argument of the shipped
+// scheduler Deployment, which the tests' schedulers run with.
+func deployedFeatureGates(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "scheduler", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*- (--feature-gates=\S+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("deploy/scheduler/deployment.yaml sets no --feature-gates")
+	}
+	return string(m[1])
+}
+
+// TestPreQueueingHintsBothWays runs the scheduler binary with the
+// SchedulerPreQueueingHints gate as shipped (on) and off. Either way a pod
+// LoadAware rejected is placed as soon as its node's telemetry shows room,
+// not at the queue's 5-minute flush; with the gate on the queue asked the
+// plugins' PreQueueingHints, which narrowed the pods it looked at.
+func TestPreQueueingHintsBothWays(t *testing.T) {
+	needControlPlane(t)
+	if got := deployedFeatureGates(t); got != "--feature-gates=SchedulerPreQueueingHints=true" {
+		t.Fatalf("the Deployment's gates are %s, want SchedulerPreQueueingHints on", got)
+	}
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{true, false} {
+		name := map[bool]string{true: "gate-on", false: "gate-off"}[on]
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			c := newClients(t)
+			busy := "pq-" + name
+			node := schedNode(ctx, t, c, busy)
+			if _, err := c.applyStatusCreating(ctx, node, nodeStatus(95, 50, 100)); err != nil {
+				t.Fatal(err)
+			}
+			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+			if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+				t.Fatal(err)
+			}
+			gate := "--feature-gates=SchedulerPreQueueingHints=false"
+			if on {
+				gate = deployedFeatureGates(t)
+			}
+			url := startMetricsScheduler(t, binDir, kubeconfig, gate)
+			p := testPod("pq-"+name, "telesched")
+			p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": busy}
+			if _, err := c.kube.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.kube.CoreV1().Pods("default").Delete(t.Context(), p.Name, metav1.DeleteOptions{}) })
+			t.Logf("FailedScheduling: %s", waitFailedScheduling(t, c, p.Name, 60*time.Second))
+			// Updates that free nothing, then one that frees room.
+			for _, cpu := range []int32{96, 97} {
+				if _, err := c.applyStatus(ctx, busy, nodeStatus(cpu, 50, 100)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			notScheduledFor(t, c, p.Name, 3*time.Second)
+			freed := time.Now()
+			if _, err := c.applyStatus(ctx, busy, nodeStatus(40, 50, 100)); err != nil {
+				t.Fatal(err)
+			}
+			waitScheduled(t, c, p.Name, 60*time.Second)
+			t.Logf("placed %v after its node's load fell", time.Since(freed).Round(10*time.Millisecond))
+			fams := scrape(t, url)
+			narrowed := counterSum(fams, "scheduler_pre_queueing_hint_evaluations_total", map[string]string{"plugin": "LoadAware", "result": "narrowed"})
+			t.Logf("scheduler_pre_queueing_hint_evaluations_total{plugin=LoadAware,result=narrowed} = %v", narrowed)
+			switch {
+			case on && narrowed < 3:
+				t.Errorf("with the gate on, LoadAware's PreQueueingHint narrowed %v NodeTelemetry events, want at least the 3 updates", narrowed)
+			case !on && narrowed != 0:
+				t.Errorf("with the gate off, a PreQueueingHint ran %v times", narrowed)
+			}
+			// The updates that freed nothing: with the gate on, the queue
+			// never asked LoadAware's QueueingHint about the pod.
+			skips := histogramCount(fams, "scheduler_queueing_hint_execution_duration_seconds", map[string]string{"plugin": "LoadAware", "hint": "QueueSkip"})
+			t.Logf("LoadAware QueueingHint calls answering QueueSkip: %d", skips)
+			if on && skips != 0 {
+				t.Errorf("with the gate on, LoadAware's QueueingHint was asked %d times and skipped: the PreQueueingHint should have named no pod", skips)
+			}
+		})
+	}
+}
+
+// histogramCount is the sample count of the family's histograms whose
+// labels include want.
+func histogramCount(fams map[string]*dto.MetricFamily, name string, want map[string]string) uint64 {
+	var n uint64
+	for _, m := range matching(fams, name, want) {
+		n += m.GetHistogram().GetSampleCount()
+	}
+	return n
+}
+
+// counterSum is the sum of the family's counters whose labels include
+// want; 0 when the family is absent.
+func counterSum(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	var sum float64
+	for _, m := range matching(fams, name, want) {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
+}
+
+// matching is the family's metrics whose labels include want.
+func matching(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
+	var out []*dto.Metric
+	f := fams[name]
+	if f == nil {
+		return nil
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
