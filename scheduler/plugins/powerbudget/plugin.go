@@ -67,6 +67,9 @@ type PowerBudget struct {
 	// node's domains a demand fits by one snapshot: the pending pods that
 	// share a demand then cost a lookup each, not a pass over the members.
 	room roomMemo
+	// near remembers, per snapshot, whether a demand may be batched
+	// (SignPod).
+	near nearMemo
 }
 
 var (

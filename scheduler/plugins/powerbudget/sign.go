@@ -1,0 +1,85 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package powerbudget
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/powerbudget"
+)
+
+var _ fwk.SignPlugin = &PowerBudget{}
+
+// SignPod signs the pod's demand, what Filter and Score read from it, for
+// kube-scheduler's opportunistic batching (KEP-5598), unless a budget is
+// near its limit. A batch reuses one pod's scores for the next pod of the
+// same signature, scoring again only the node it placed the pod on; but a
+// placement changes the other members of that node's budgets too once a
+// budget's headroom, less the pod's watts, falls under
+// fullScoreHeadroomPercent of its limit (Score) or under the pod's watts
+// (Filter). Then the pod is not signed, and is scheduled alone.
+//
+// kube-scheduler signs a pod when it enters the queue or is updated, not
+// each cycle, so this judges the budgets at that moment; a batch lasts at
+// most 500 ms, and Filter runs again on the node a batch hints.
+func (pl *PowerBudget) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	d := pl.demand.Of(pod)
+	snap := pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)
+	if why := pl.near.of(snap, d, pl.args.FullScoreHeadroomPercent); why != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	return []fwk.SignFragment{{Key: "telesched.io/" + Name, Value: d}}, nil
+}
+
+// nearMemo remembers, for one snapshot, which demands some budget is near
+// its limit for ("" for none): a backlog of alike pods costs one pass over
+// the members per snapshot, not one per pod.
+type nearMemo struct {
+	mu   sync.Mutex
+	snap *powerbudget.Snapshot
+	why  map[estimate.Demand]string
+}
+
+func (m *nearMemo) of(snap *powerbudget.Snapshot, d estimate.Demand, fullScorePercent int32) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snap != snap {
+		m.snap, m.why = snap, map[estimate.Demand]string{}
+	}
+	if why, ok := m.why[d]; ok {
+		return why
+	}
+	why := near(snap, d, fullScorePercent)
+	m.why[d] = why
+	return why
+}
+
+// near names the first budget where one placement of a pod of demand d
+// changes what its other members answer, "" when none does: its headroom
+// less the pod's largest marginal watts on any member is under
+// fullScorePercent of its limit, the point below which Score falls with
+// headroom (and below which Filter may refuse).
+func near(snap *powerbudget.Snapshot, d estimate.Demand, fullScorePercent int32) string {
+	for i := range snap.Domains {
+		dom := &snap.Domains[i]
+		var most float64
+		for _, member := range dom.Members {
+			if w, ok := snap.PodWatts(snap.Node(member), d); ok && w > most {
+				most = w
+			}
+		}
+		full := float64(dom.LimitWatts()) * float64(fullScorePercent) / 100
+		if left := dom.HeadroomWatts() - most; left < full {
+			return fmt.Sprintf("PowerBudget %s is near its limit (%.0fW left after a %.0fW pod, under %d%% of %dW): one placement changes its other nodes' scores, so pods are not batched",
+				dom.Name, left, most, fullScorePercent, dom.LimitWatts())
+		}
+	}
+	return ""
+}
