@@ -39,6 +39,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +56,7 @@ import (
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
+	"github.com/telesched/telesched/test/bench/internal/proc"
 )
 
 func main() {
@@ -69,6 +73,8 @@ func main() {
 	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
 	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created")
+	flag.StringVar(&featureGates, "feature-gates", "SchedulerPreQueueingHints=true", "the scheduler's --feature-gates (the shipped Deployment's by default); \"\" for none")
+	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run when its backlog has been pending almost 5 minutes, so that kube-scheduler's flush of pods unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration) falls inside every profile's run")
 	flag.Parse()
 	if *nodes < 1 || *pods < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "schedbench: -nodes, -pods and -rounds must be at least 1")
@@ -96,8 +102,15 @@ var (
 	settle           time.Duration
 	cpuProfileDir    string
 	cpuProfileFor    time.Duration
-	pprofAddr        string // host:port of the scheduler's secure port when profiling
+	pprofAddr        string // host:port of the scheduler's secure port
+	featureGates     string
+	flushInRun       bool
 )
+
+// flushLead is how long before the backlog's 5-minute mark a measured run
+// starts with -flush-in-run: kube-scheduler checks for pods to flush every
+// 30 s, so the flush comes within the run's first 45 s.
+const flushLead = 15 * time.Second
 
 func run(bin, configPath string, nodes, pods, rounds int) error {
 	if _, err := os.Stat(bin); err != nil {
@@ -190,18 +203,27 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return err
 	}
-	args := []string{"--config=" + confPath, "--secure-port=0", "-v=0"}
+	// The secure port serves /metrics (queue, batching and hint counts
+	// per run) and, with -cpuprofile, /debug/pprof.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{"--config=" + confPath, "-v=0", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
+	if featureGates != "" {
+		args = append(args, "--feature-gates="+featureGates)
+	}
+	fmt.Printf("scheduler: --feature-gates=%s\n", featureGates)
 	if cpuProfileDir != "" {
 		if err := os.MkdirAll(cpuProfileDir, 0o755); err != nil {
 			return err
 		}
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
-		args = []string{"--config=" + confPath, "-v=0", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*"}
+	}
+	apiserverPID, etcdPID, err := proc.ControlPlane()
+	if err != nil {
+		return err
 	}
 	cmd := exec.Command(bin, args...)
 	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
@@ -219,7 +241,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	// meets an API server and etcd that hold the first run's deleted pods.
 	results := map[string][]float64{}
 	cpus := map[string][]float64{}
-	var ratios, cpuRatios, writeRates []float64
+	var ratios, cpuRatios, writeRates, cpCores []float64
 	for round := 1; round <= rounds; round++ {
 		order := []string{"default-scheduler", "telesched"}
 		if round%2 == 0 {
@@ -236,6 +258,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				}
 			} else if backlogPods > 0 {
 				t0 := time.Now()
+				backlogAt := t0
 				var placed int
 				if backlogNS, placed, err = backlog(ctx, kube, profile, round, backlogPods); err != nil {
 					return fmt.Errorf("%s backlog: %w", profile, err)
@@ -245,8 +268,17 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 					fmt.Printf("; %d more were placed, on busy nodes whose telemetry went stale", placed)
 				}
 				fmt.Println()
+				if flushInRun {
+					wait := time.Until(backlogAt.Add(5*time.Minute - flushLead))
+					fmt.Printf("round %d  %-18s waiting %v for the backlog to near kube-scheduler's 5-minute flush\n", round, profile, wait.Round(time.Second))
+					time.Sleep(wait)
+				}
 			}
-			time.Sleep(settle)
+			if !flushInRun {
+				time.Sleep(settle)
+			}
+			m0, metricsErr := schedulerMetrics()
+			cp0 := controlPlaneCPU(apiserverPID, etcdPID)
 			cpu0, cpuErr := cpuSeconds(cmd.Process.Pid)
 			var writes0 int64
 			if w != nil {
@@ -267,11 +299,21 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				cpuMS = (cpu1 - cpu0) * 1000 / float64(pods)
 			}
 			cpus[profile] = append(cpus[profile], cpuMS)
-			extra := ""
+			elapsed := time.Since(t0).Seconds()
+			cores := (controlPlaneCPU(apiserverPID, etcdPID) - cp0) / elapsed
+			cpCores = append(cpCores, cores)
+			extra := fmt.Sprintf(", kube-apiserver + etcd %.2f cores", cores)
+			if m1, err := schedulerMetrics(); err == nil && metricsErr == nil {
+				d := func(name string, labels map[string]string) float64 { return sumMetric(m1, name, labels) - sumMetric(m0, name, labels) }
+				extra += fmt.Sprintf(", flushed at 5 min %.0f pods", d("scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"}))
+				if n := d("scheduler_batch_attempts_total", map[string]string{"profile": profile, "result": "hint_used"}); n > 0 {
+					extra += fmt.Sprintf(", %.0f batched", n)
+				}
+			}
 			if w != nil {
 				wr := float64(w.writes.Load()-writes0) / time.Since(t0).Seconds()
 				writeRates = append(writeRates, wr)
-				extra = fmt.Sprintf(", telemetry %.1f writes/s (%.2f per node per minute)", wr, wr*60/float64(nodes))
+				extra += fmt.Sprintf(", telemetry %.1f writes/s (%.2f per node per minute)", wr, wr*60/float64(nodes))
 				if n := w.errors.Load(); n > 0 {
 					extra += fmt.Sprintf(", %d write errors (last: %v)", n, w.lastErr.Load())
 				}
@@ -297,22 +339,23 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	if markdown != "" {
 		var b strings.Builder
 		fmt.Fprintf(&b, "| round | default pods/s | telesched pods/s | ratio | default CPU ms/pod | telesched CPU ms/pod | CPU ratio |")
+		b.WriteString(" kube-apiserver + etcd cores (1st / 2nd run) |")
 		if len(writeRates) > 0 {
 			b.WriteString(" telemetry writes/s (1st / 2nd run) |")
 		}
-		b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- |")
+		b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- | --- |")
 		if len(writeRates) > 0 {
 			b.WriteString(" --- |")
 		}
 		b.WriteString("\n")
 		for r := range rounds {
-			fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r])
+			fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r], cpCores[2*r], cpCores[2*r+1])
 			if len(writeRates) > 0 {
 				fmt.Fprintf(&b, " %.0f / %.0f |", writeRates[2*r], writeRates[2*r+1])
 			}
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "| median | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** |", median(results["default-scheduler"]), median(results["telesched"]), median(ratios), median(cpus["default-scheduler"]), median(cpus["telesched"]), median(cpuRatios))
+		fmt.Fprintf(&b, "| median | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f |", median(results["default-scheduler"]), median(results["telesched"]), median(ratios), median(cpus["default-scheduler"]), median(cpus["telesched"]), median(cpuRatios), median(cpCores))
 		if len(writeRates) > 0 {
 			fmt.Fprintf(&b, " %.0f |", median(writeRates))
 		}
@@ -437,6 +480,51 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 	}
 	time.Sleep(settle)
 	return rate, nil
+}
+
+// controlPlaneCPU is kube-apiserver's and etcd's CPU seconds so far; -1 if
+// either cannot be read.
+func controlPlaneCPU(apiserverPID, etcdPID int) float64 {
+	a, _, err1 := proc.CPU(apiserverPID)
+	e, _, err2 := proc.CPU(etcdPID)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return a + e
+}
+
+// schedulerMetrics scrapes the scheduler's /metrics.
+func schedulerMetrics() (map[string]*dto.MetricFamily, error) {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the scheduler's self-signed serving cert
+	resp, err := client.Get("https://" + pprofAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// sumMetric adds the counters of a family whose labels include want.
+func sumMetric(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	var sum float64
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range want {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
+				continue next
+			}
+		}
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
 }
 
 // cpuProfile samples the scheduler's CPU for cpuProfileFor through its
