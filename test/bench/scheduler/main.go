@@ -304,7 +304,9 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			cpCores = append(cpCores, cores)
 			extra := fmt.Sprintf(", kube-apiserver + etcd %.2f cores", cores)
 			if m1, err := schedulerMetrics(); err == nil && metricsErr == nil {
-				d := func(name string, labels map[string]string) float64 { return sumMetric(m1, name, labels) - sumMetric(m0, name, labels) }
+				d := func(name string, labels map[string]string) float64 {
+					return sumMetric(m1, name, labels) - sumMetric(m0, name, labels)
+				}
 				extra += fmt.Sprintf(", flushed at 5 min %.0f pods", d("scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"}))
 				if n := d("scheduler_batch_attempts_total", map[string]string{"profile": profile, "result": "hint_used"}); n > 0 {
 					extra += fmt.Sprintf(", %.0f batched", n)
