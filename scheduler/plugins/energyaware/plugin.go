@@ -295,8 +295,8 @@ func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevK
 
 // preHint is the NodeTelemetry event's PreQueueingHint: none of the pods
 // Filter rejected when mayLetIn says no (the common case), else those the
-// node takes now by Filter's predicate; the hint decides the rest (node
-// affinity, a pod the node took already).
+// node's required affinity admits and the node takes now, by Filter's
+// predicate, and did not before: the pods the hint would queue.
 func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
@@ -305,12 +305,21 @@ func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 	if cur == nil {
 		return rejected.None(), nil // deleted since
 	}
-	now := pl.cache.Now()
-	if _, may := pl.mayLetIn(prev, cur, now); !may {
+	if pl.rejected.Len() == 0 {
 		return rejected.None(), nil
 	}
-	return pl.rejected.Select(func(d estimate.Demand) bool {
-		return pl.fits(cur, &podState{Demand: d, now: now}) == nil
+	now := pl.cache.Now()
+	prevKnown, may := pl.mayLetIn(prev, cur, now)
+	if !may {
+		return rejected.None(), nil
+	}
+	var node *v1.Node
+	if pl.nodes != nil {
+		node, _ = pl.nodes.Get(cur.Name)
+	}
+	return pl.rejected.Select(node, func(d estimate.Demand) bool {
+		s := &podState{Demand: d, now: now}
+		return pl.fits(cur, s) == nil && (!prevKnown || pl.fits(prev, s) != nil)
 	}), nil
 }
 

@@ -396,10 +396,8 @@ func (pl *LoadAware) change(prev, cur *telemetry.Node, now time.Time) change {
 // preHint is the NodeTelemetry event's PreQueueingHint: it names none of
 // the pods Filter rejected when the update makes no estimate lower (the
 // hint's own first test, and the common case of a busy fleet), else those
-// whose requests fit the node now by Filter's predicate at the args'
-// thresholds. A node's annotations only lower those, so it names every pod
-// the hint would queue, and the hint decides the rest (node affinity, a
-// pod that fitted already).
+// the node's required affinity admits, that fit it now by Filter's
+// predicate and did not before: the pods the hint would queue.
 func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
 	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
 	if err != nil {
@@ -408,13 +406,20 @@ func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueing
 	if cur == nil {
 		return rejected.None(), nil // deleted since
 	}
+	if pl.rejected.Len() == 0 {
+		return rejected.None(), nil
+	}
 	now := pl.cache.Now()
 	c := pl.change(prev, cur, now)
 	if !c.lighter {
 		return rejected.None(), nil
 	}
-	return pl.rejected.Select(func(req [2]int64) bool {
-		return pl.fits(nil, cur, c.reserved, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}) == nil
+	node := pl.node(cur.Name)
+	return pl.rejected.Select(node, func(req [2]int64) bool {
+		s := &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}
+		// Fits now by the node's thresholds, and did not before: a pod
+		// that fitted already was rejected by something else.
+		return pl.fits(node, cur, c.reserved, s) == nil && (!c.prevKnown || pl.fits(node, prev, c.before, s) != nil)
 	}), nil
 }
 

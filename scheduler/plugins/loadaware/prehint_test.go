@@ -35,6 +35,8 @@ func TestPreHintNamesWhatTheHintQueues(t *testing.T) {
 		{"unchanged", status(90, 50, 0), status(90, 50, 0), true},
 		{"memory rose, cpu unchanged", status(90, 50, 0), status(90, 60, 0), true},
 		{"fell a little", status(90, 50, 0), status(85, 50, 0), false},
+		// Every pod that fits at 40 % fitted at 50 % already.
+		{"fell, the pods fitted already", status(50, 50, 0), status(40, 50, 0), true},
 		{"fell under the threshold", status(95, 50, 0), status(50, 50, 0), false},
 		{"fell to idle", status(99, 50, 0), status(1, 50, 0), false},
 		{"became fresh", status(50, 50, 10*time.Minute), status(50, 50, 0), false},

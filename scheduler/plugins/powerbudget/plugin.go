@@ -306,14 +306,14 @@ func (pl *PowerBudget) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.
 	if err != nil {
 		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
 	}
-	if cur == nil {
-		return rejected.None(), nil
+	if cur == nil || pl.rejected.Len() == 0 {
+		return rejected.None(), nil // (no snapshot to build for a budget that refused no pod)
 	}
 	snap, ns := pl.fell(prev, cur)
 	if ns == nil {
 		return rejected.None(), nil
 	}
-	return pl.rejected.Select(func(d estimate.Demand) bool {
+	return pl.rejected.Select(nil, func(d estimate.Demand) bool {
 		return len(pl.room.members(snap, cur.Name, ns, d)) > 0
 	}), nil
 }
@@ -326,7 +326,7 @@ func (pl *PowerBudget) budgetPreHint(_ klog.Logger, oldObj, newObj any) (fwk.Pre
 	if newObj != nil && sameGeneration(oldObj, newObj) {
 		return rejected.None(), nil
 	}
-	return pl.rejected.Select(func(estimate.Demand) bool { return true }), nil
+	return pl.rejected.Select(nil, func(estimate.Demand) bool { return true }), nil
 }
 
 // roomMemo remembers, for one snapshot and changed node, the members of

@@ -105,10 +105,10 @@ func (pl *TopologyFit) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.
 	if err != nil {
 		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
 	}
-	if cur == nil || !cur.Fresh(pl.cache.Now(), pl.args.TelemetryMaxAge) {
+	if cur == nil || pl.rejected.Len() == 0 || !cur.Fresh(pl.cache.Now(), pl.args.TelemetryMaxAge) {
 		return rejected.None(), nil
 	}
-	return pl.rejected.Select(func(s *podState) bool {
+	return pl.rejected.Select(nil, func(s *podState) bool {
 		return s.topology() && pl.helps(prev, cur, s) != ""
 	}), nil
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -35,6 +36,10 @@ type entry[N any] struct {
 	uid             types.UID
 	resourceVersion string
 	need            N
+	// affinity is the pod's required node affinity (nodeSelector and
+	// requiredDuringScheduling terms): no event on a node it excludes
+	// helps the pod.
+	affinity nodeaffinity.RequiredNodeAffinity
 }
 
 // New returns an empty index.
@@ -53,8 +58,9 @@ func (ix *Index[N]) Add(pod *v1.Pod, need N) {
 	if ok && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
 		return
 	}
+	e = entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need, affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
 	ix.mu.Lock()
-	ix.pods[key] = entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need}
+	ix.pods[key] = e
 	ix.mu.Unlock()
 }
 
@@ -80,14 +86,21 @@ func None() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{} }
 // All is the result that lets the queue ask about every pod it holds.
 func All() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{AllPods: true} }
 
-// Select is the result naming the recorded pods whose need may is true
-// for: the pods the event may help. It costs a call of may per recorded
-// pod, once per event, against a QueueingHint call per pending pod.
-func (ix *Index[N]) Select(may func(N) bool) fwk.PreQueueingHintResult {
+// Select is the result naming the recorded pods that may go to node by
+// their required node affinity (node nil: any node) and whose need may is
+// true for: the pods the event may help. It costs an affinity match and a
+// call of may per recorded pod, once per event, against a QueueingHint
+// call per pending pod.
+func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) fwk.PreQueueingHintResult {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var pods []types.NamespacedName
 	for key, e := range ix.pods {
+		if node != nil {
+			if ok, err := e.affinity.Match(node); err == nil && !ok {
+				continue // a malformed term: let the QueueingHint decide
+			}
+		}
 		if may(e.need) {
 			pods = append(pods, key)
 		}

@@ -23,7 +23,7 @@ func pending(name, rv string) *v1.Pod {
 
 func names(ix *Index[int], may func(int) bool) []string {
 	var out []string
-	for _, nn := range ix.Select(may).Pods {
+	for _, nn := range ix.Select(nil, may).Pods {
 		out = append(out, nn.Name)
 	}
 	slices.Sort(out)
@@ -43,8 +43,28 @@ func TestSelect(t *testing.T) {
 	if got := names(ix, func(n int) bool { return n <= 4 }); !slices.Equal(got, []string{"big", "small"}) {
 		t.Errorf("room for 4 after big shrank: %v, want [big small]", got)
 	}
-	if r := ix.Select(func(int) bool { return false }); r.AllPods || len(r.Pods) != 0 {
+	if r := ix.Select(nil, func(int) bool { return false }); r.AllPods || len(r.Pods) != 0 {
 		t.Errorf("no room: %+v, want no pod and not all pods", r)
+	}
+	// A pod whose node selector excludes the node is not named for it.
+	picky := pending("picky", "1")
+	picky.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+	ix.Add(picky, 1)
+	cpuNode := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "cpu"}}}
+	gpuNode := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "g", Labels: map[string]string{"pool": "gpu"}}}
+	on := func(n *v1.Node) []string {
+		var out []string
+		for _, nn := range ix.Select(n, func(int) bool { return true }).Pods {
+			out = append(out, nn.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := on(cpuNode); !slices.Equal(got, []string{"big", "small"}) {
+		t.Errorf("on a cpu node: %v, want [big small]", got)
+	}
+	if got := on(gpuNode); !slices.Equal(got, []string{"big", "picky", "small"}) {
+		t.Errorf("on a gpu node: %v, want [big picky small]", got)
 	}
 	if r := None(); r.AllPods || len(r.Pods) != 0 {
 		t.Errorf("None() = %+v", r)
