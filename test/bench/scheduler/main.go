@@ -335,37 +335,14 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		ratios = append(ratios, results["telesched"][round-1]/results["default-scheduler"][round-1])
 		cpuRatios = append(cpuRatios, cpus["telesched"][round-1]/cpus["default-scheduler"][round-1])
 		fmt.Printf("round %d  ratio telesched/default: throughput %.2f, CPU per pod %.2f\n", round, ratios[round-1], cpuRatios[round-1])
+		if markdown != "" {
+			if err := writeMarkdown(results, cpus, ratios, cpuRatios, writeRates, cpCores); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Printf("median of %d rounds (%s mode, %d nodes): default-scheduler %.1f pods/s %.2f ms/pod, telesched %.1f pods/s %.2f ms/pod; throughput ratio %.2f (goal >= 0.95), CPU per pod ratio %.2f (goal <= 1.10)\n",
 		rounds, mode, nodes, median(results["default-scheduler"]), median(cpus["default-scheduler"]), median(results["telesched"]), median(cpus["telesched"]), median(ratios), median(cpuRatios))
-	if markdown != "" {
-		var b strings.Builder
-		fmt.Fprintf(&b, "| round | default pods/s | telesched pods/s | ratio | default CPU ms/pod | telesched CPU ms/pod | CPU ratio |")
-		b.WriteString(" kube-apiserver + etcd cores (1st / 2nd run) |")
-		if len(writeRates) > 0 {
-			b.WriteString(" telemetry writes/s (1st / 2nd run) |")
-		}
-		b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- | --- |")
-		if len(writeRates) > 0 {
-			b.WriteString(" --- |")
-		}
-		b.WriteString("\n")
-		for r := range rounds {
-			fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r], cpCores[2*r], cpCores[2*r+1])
-			if len(writeRates) > 0 {
-				fmt.Fprintf(&b, " %.0f / %.0f |", writeRates[2*r], writeRates[2*r+1])
-			}
-			b.WriteString("\n")
-		}
-		fmt.Fprintf(&b, "| median | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f |", median(results["default-scheduler"]), median(results["telesched"]), median(ratios), median(cpus["default-scheduler"]), median(cpus["telesched"]), median(cpuRatios), median(cpCores))
-		if len(writeRates) > 0 {
-			fmt.Fprintf(&b, " %.0f |", median(writeRates))
-		}
-		b.WriteString("\n")
-		if err := os.WriteFile(markdown, []byte(b.String()), 0o644); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -482,6 +459,38 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 	}
 	time.Sleep(settle)
 	return rate, nil
+}
+
+// writeMarkdown writes the rounds done so far as a Markdown table; it runs
+// after every round, so a run stopped early keeps its table.
+func writeMarkdown(results, cpus map[string][]float64, ratios, cpuRatios, writeRates, cpCores []float64) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| round | default pods/s | telesched pods/s | ratio | default CPU ms/pod | telesched CPU ms/pod | CPU ratio |")
+	b.WriteString(" kube-apiserver + etcd cores (1st / 2nd run) |")
+	if len(writeRates) > 0 {
+		b.WriteString(" telemetry writes/s (1st / 2nd run) |")
+	}
+	b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+	if len(writeRates) > 0 {
+		b.WriteString(" --- |")
+	}
+	b.WriteString("\n")
+	for r := range len(ratios) {
+		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r], cpCores[2*r], cpCores[2*r+1])
+		if len(writeRates) > 0 {
+			fmt.Fprintf(&b, " %.0f / %.0f |", writeRates[2*r], writeRates[2*r+1])
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "| median | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f |", median(results["default-scheduler"]), median(results["telesched"]), median(ratios), median(cpus["default-scheduler"]), median(cpus["telesched"]), median(cpuRatios), median(cpCores))
+	if len(writeRates) > 0 {
+		fmt.Fprintf(&b, " %.0f |", median(writeRates))
+	}
+	b.WriteString("\n")
+	if err := os.WriteFile(markdown, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return nil
 }
 
 // controlPlaneCPU is kube-apiserver's and etcd's CPU seconds so far; -1 if
