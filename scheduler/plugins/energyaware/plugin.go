@@ -298,15 +298,9 @@ func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevK
 // node's required affinity admits and the node takes now, by Filter's
 // predicate, and did not before: the pods the hint would queue.
 func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
-	}
-	if cur == nil {
-		return rejected.None(), nil // deleted since
-	}
-	if pl.rejected.Len() == 0 {
-		return rejected.None(), nil
+	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
+	if done != nil {
+		return *done, err
 	}
 	now := pl.cache.Now()
 	prevKnown, may := pl.mayLetIn(prev, cur, now)

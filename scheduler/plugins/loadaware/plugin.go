@@ -399,15 +399,9 @@ func (pl *LoadAware) change(prev, cur *telemetry.Node, now time.Time) change {
 // the node's required affinity admits, that fit it now by Filter's
 // predicate and did not before: the pods the hint would queue.
 func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
-	}
-	if cur == nil {
-		return rejected.None(), nil // deleted since
-	}
-	if pl.rejected.Len() == 0 {
-		return rejected.None(), nil
+	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
+	if done != nil {
+		return *done, err
 	}
 	now := pl.cache.Now()
 	c := pl.change(prev, cur, now)

@@ -302,12 +302,9 @@ func (pl *PowerBudget) fell(prev, cur *telemetry.Node) (*powerbudget.Snapshot, *
 // else those whose demand fits some member by the snapshot; the hint
 // checks their node affinity.
 func (pl *PowerBudget) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
-	}
-	if cur == nil || pl.rejected.Len() == 0 {
-		return rejected.None(), nil // (no snapshot to build for a budget that refused no pod)
+	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
+	if done != nil {
+		return *done, err // (no snapshot to build while no pod was refused)
 	}
 	snap, ns := pl.fell(prev, cur)
 	if ns == nil {

@@ -101,11 +101,11 @@ func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
 // none when the node is not fresh. The pod's facts come from the index, so
 // the hint runs again only for the pods named.
 func (pl *TopologyFit) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return rejected.All(), fmt.Errorf("%s: %w", Name, err)
+	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
+	if done != nil {
+		return *done, err
 	}
-	if cur == nil || pl.rejected.Len() == 0 || !cur.Fresh(pl.cache.Now(), pl.args.TelemetryMaxAge) {
+	if !cur.Fresh(pl.cache.Now(), pl.args.TelemetryMaxAge) {
 		return rejected.None(), nil
 	}
 	return pl.rejected.Select(nil, func(s *podState) bool {

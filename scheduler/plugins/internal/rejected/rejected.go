@@ -14,6 +14,7 @@
 package rejected
 
 import (
+	"fmt"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,6 +23,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Index maps the pods a plugin rejected to what each needs (N, as the
@@ -85,6 +88,28 @@ func None() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{} }
 
 // All is the result that lets the queue ask about every pod it holds.
 func All() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{AllPods: true} }
+
+// Views returns the views of a NodeTelemetry event for a plugin's
+// PreQueueingHint, or the result to return at once: none while the index
+// is empty (the plugin rejected no pending pod) or the object is gone, all
+// pods on an error, with the error (the queue then does as without the
+// hint).
+func (ix *Index[N]) Views(c *telemetry.Cache, plugin string, oldObj, newObj any) (prev, cur *telemetry.Node, done *fwk.PreQueueingHintResult, err error) {
+	if ix.Len() == 0 {
+		none := None()
+		return nil, nil, &none, nil
+	}
+	prev, cur, err = c.ObserveChange(oldObj, newObj)
+	if err != nil {
+		all := All()
+		return nil, nil, &all, fmt.Errorf("%s: %w", plugin, err)
+	}
+	if cur == nil {
+		none := None()
+		return nil, nil, &none, nil // deleted since
+	}
+	return prev, cur, nil, nil
+}
 
 // Select is the result naming the recorded pods that may go to node by
 // their required node affinity (node nil: any node) and whose need may is
