@@ -307,11 +307,27 @@ func pendingIn(ctx context.Context, kube kubernetes.Interface, ns string) (int, 
 }
 
 func deleteNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
-	zero := int64(0)
-	if err := kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+	if err := deletePods(ctx, kube, ns); err != nil {
 		return err
 	}
+	zero := int64(0)
 	return kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+}
+
+// deletePods deletes every pod of ns outright. An API server busy with
+// 5000 nodes' telemetry may end a collection delete of 1000 pods part way
+// (a stream error); what is left is deleted by the next try, up to 5.
+func deletePods(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	zero := int64(0)
+	var err error
+	for try := range 5 {
+		if err = kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err == nil {
+			return nil
+		}
+		fmt.Printf("  deleting the pods of %s: %v (try %d of 5)\n", ns, err, try+1)
+		time.Sleep(time.Duration(try+1) * 5 * time.Second)
+	}
+	return err
 }
 
 func shortName(profile string) string {

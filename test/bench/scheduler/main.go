@@ -448,12 +448,12 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 	// Without a kubelet nothing terminates the pods: delete them outright so
 	// the next profile starts on empty nodes, then let the scheduler digest
 	// the deletions before the next run is timed.
-	if err := kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+	if err := deletePods(ctx, kube, ns); err != nil {
 		return 0, err
 	}
-	for deadline := time.Now().Add(time.Minute); len(informer.GetStore().ListKeys()) > 0; {
+	for deadline := time.Now().Add(5 * time.Minute); len(informer.GetStore().ListKeys()) > 0; {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d pods still listed a minute after deleting them", len(informer.GetStore().ListKeys()))
+			return 0, fmt.Errorf("%d pods still listed 5 minutes after deleting them", len(informer.GetStore().ListKeys()))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
