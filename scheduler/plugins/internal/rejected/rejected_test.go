@@ -88,6 +88,18 @@ func TestWatchForgets(t *testing.T) {
 	}
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
+	// The fake clientset drops what happens between the informer's list
+	// and its watch: wait until a pod created now is seen.
+	if _, err := client.CoreV1().Pods("ns").Create(ctx, pending("sentinel", "1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lister := f.Core().V1().Pods().Lister()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, err := lister.Pods("ns").Get("sentinel")
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal("the informer never saw a pod created after it synced")
+	}
 	for _, p := range []*v1.Pod{a, b, c} {
 		ix.Add(p, 1)
 	}
