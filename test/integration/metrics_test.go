@@ -120,10 +120,18 @@ func TestMetricNames(t *testing.T) {
 	hot.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "metrics-hot"}
 	createTestPod(t, c, hot)
 	t.Logf("FailedScheduling: %s", waitFailedScheduling(t, c, hot.Name, 60*time.Second))
-	// A NodeTelemetry update runs the plugins' queueing hints for it.
+	// A NodeTelemetry update that cools the node runs EnergyAware's
+	// queueing hint for it (its PreQueueingHint names the pod; one that
+	// frees nothing names none), and the pod goes there. Then the node is
+	// hot again for the pods below.
+	if _, err := c.applyStatus(ctx, "metrics-hot", nodeStatus(10, 60, 100)); err != nil {
+		t.Fatal(err)
+	}
+	waitScheduled(t, c, hot.Name, 60*time.Second)
 	if _, err := c.applyStatus(ctx, "metrics-hot", nodeStatus(10, 98, 100)); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(time.Second) // the scheduler's informer sees it
 
 	// Plugin execution durations are recorded for a 10% sample of
 	// scheduling cycles: schedule pods in batches until each telesched
