@@ -122,8 +122,9 @@ func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) fwk.PreQueueingHintR
 	var pods []types.NamespacedName
 	for key, e := range ix.pods {
 		if node != nil {
+			// A malformed term (err) is left to the QueueingHint.
 			if ok, err := e.affinity.Match(node); err == nil && !ok {
-				continue // a malformed term: let the QueueingHint decide
+				continue
 			}
 		}
 		if may(e.need) {
