@@ -23,7 +23,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,7 +32,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,7 +277,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			}
 			m0, metricsErr := schedulerMetrics()
 			cp0 := controlPlaneCPU(apiserverPID, etcdPID)
-			cpu0, cpuErr := cpuSeconds(cmd.Process.Pid)
+			cpu0, _, cpuErr := proc.CPU(cmd.Process.Pid)
 			var writes0 int64
 			if w != nil {
 				writes0 = w.writes.Load()
@@ -295,7 +293,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			// pod to the end of its settle pause: less noisy than pods/s on a
 			// machine the API server and etcd share.
 			cpuMS := -1.0
-			if cpu1, err := cpuSeconds(cmd.Process.Pid); err == nil && cpuErr == nil {
+			if cpu1, _, err := proc.CPU(cmd.Process.Pid); err == nil && cpuErr == nil {
 				cpuMS = (cpu1 - cpu0) * 1000 / float64(pods)
 			}
 			cpus[profile] = append(cpus[profile], cpuMS)
@@ -344,28 +342,6 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	fmt.Printf("median of %d rounds (%s mode, %d nodes): default-scheduler %.1f pods/s %.2f ms/pod, telesched %.1f pods/s %.2f ms/pod; throughput ratio %.2f (goal >= 0.95), CPU per pod ratio %.2f (goal <= 1.10)\n",
 		rounds, mode, nodes, median(results["default-scheduler"]), median(cpus["default-scheduler"]), median(results["telesched"]), median(cpus["telesched"]), median(ratios), median(cpuRatios))
 	return nil
-}
-
-// cpuSeconds is a process's user and system CPU time from /proc.
-func cpuSeconds(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14, stime 15.
-	i := strings.LastIndexByte(string(data), ')')
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return (utime + stime) / ticksPerSecond, nil
 }
 
 func median(v []float64) float64 {
@@ -496,9 +472,8 @@ func writeMarkdown(results, cpus map[string][]float64, ratios, cpuRatios, writeR
 // controlPlaneCPU is kube-apiserver's and etcd's CPU seconds so far; -1 if
 // either cannot be read.
 func controlPlaneCPU(apiserverPID, etcdPID int) float64 {
-	a, _, err1 := proc.CPU(apiserverPID)
-	e, _, err2 := proc.CPU(etcdPID)
-	if err1 != nil || err2 != nil {
+	a, e, err := proc.ControlPlaneCPU(apiserverPID, etcdPID)
+	if err != nil {
 		return -1
 	}
 	return a + e

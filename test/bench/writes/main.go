@@ -191,11 +191,7 @@ func run(ctx context.Context, n, rounds, writes int, profile string) error {
 			if err := parallel.Run(n, 16, func(i int) error { return methods[0].write(ctx, res, names[i], full(i, t)) }); err != nil {
 				return err
 			}
-			a0, _, err := proc.CPU(apiserverPID)
-			if err != nil {
-				return err
-			}
-			e0, _, err := proc.CPU(etcdPID)
+			a0, e0, err := proc.ControlPlaneCPU(apiserverPID, etcdPID)
 			if err != nil {
 				return err
 			}
@@ -236,11 +232,7 @@ func run(ctx context.Context, n, rounds, writes int, profile string) error {
 			if err := <-profiled; err != nil {
 				return fmt.Errorf("kube-apiserver's CPU profile: %w", err)
 			}
-			a1, _, err := proc.CPU(apiserverPID)
-			if err != nil {
-				return err
-			}
-			e1, _, err := proc.CPU(etcdPID)
+			a1, e1, err := proc.ControlPlaneCPU(apiserverPID, etcdPID)
 			if err != nil {
 				return err
 			}

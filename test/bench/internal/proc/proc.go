@@ -34,6 +34,18 @@ func CPU(pid int) (cpuSeconds, rssMiB float64, err error) {
 	return (utime + stime) / ticksPerSecond, rss * float64(os.Getpagesize()) / (1 << 20), nil
 }
 
+// ControlPlaneCPU is kube-apiserver's and etcd's CPU seconds so far (CPU
+// of each).
+func ControlPlaneCPU(apiserverPID, etcdPID int) (apiserver, etcd float64, err error) {
+	if apiserver, _, err = CPU(apiserverPID); err != nil {
+		return 0, 0, fmt.Errorf("kube-apiserver: %w", err)
+	}
+	if etcd, _, err = CPU(etcdPID); err != nil {
+		return 0, 0, fmt.Errorf("etcd: %w", err)
+	}
+	return apiserver, etcd, nil
+}
+
 // Child finds the child process of this one named comm.
 func Child(comm string) int {
 	entries, _ := os.ReadDir("/proc")
