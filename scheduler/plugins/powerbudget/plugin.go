@@ -66,10 +66,10 @@ type PowerBudget struct {
 	// room remembers, for the telemetry hint, which members of a changed
 	// node's domains a demand fits by one snapshot: the pending pods that
 	// share a demand then cost a lookup each, not a pass over the members.
-	room roomMemo
-	// near remembers, per snapshot, whether a demand may be batched
-	// (SignPod).
-	near nearMemo
+	room demandMemo[[]string]
+	// near remembers, per snapshot, why a demand may not be batched ("":
+	// it may; SignPod).
+	near demandMemo[string]
 }
 
 var (
@@ -274,7 +274,7 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	req := pl.requests.Get(pod, pl.demand.Of)
 	// The room freed is the domain's: the pod may fit on another of its
 	// nodes (one that is in fewer full budgets), not only on this one.
-	for _, m := range pl.room.members(snap, cur.Name, ns, req) {
+	for _, m := range pl.members(snap, cur.Name, ns, req) {
 		if pl.allowed(pod, m) {
 			logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", m, "changed", cur.Name, "plugin", Name)
 			return fwk.Queue, nil
@@ -311,7 +311,7 @@ func (pl *PowerBudget) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.
 		return rejected.None(), nil
 	}
 	return pl.rejected.Select(nil, func(d estimate.Demand) bool {
-		return len(pl.room.members(snap, cur.Name, ns, d)) > 0
+		return len(pl.members(snap, cur.Name, ns, d)) > 0
 	}), nil
 }
 
@@ -326,27 +326,34 @@ func (pl *PowerBudget) budgetPreHint(_ klog.Logger, oldObj, newObj any) (fwk.Pre
 	return pl.rejected.Select(nil, func(estimate.Demand) bool { return true }), nil
 }
 
-// roomMemo remembers, for one snapshot and changed node, the members of
-// the node's domains that each demand fits, the changed node first.
-type roomMemo struct {
+// demandMemo remembers a T per demand for one snapshot and node: the
+// pending pods that share a demand then cost a lookup each, not a pass
+// over a domain's members. Another snapshot or node starts it anew.
+type demandMemo[T any] struct {
 	mu   sync.Mutex
 	snap *powerbudget.Snapshot
 	node string
-	fit  map[estimate.Demand][]string
+	m    map[estimate.Demand]T
 }
 
-// members returns the nodes of ns's domains where a pod of demand d fits
-// by snap (fits, Filter's predicate), node first; computed once per
-// snapshot, node and demand.
-func (r *roomMemo) members(snap *powerbudget.Snapshot, node string, ns *powerbudget.NodeState, d estimate.Demand) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.snap != snap || r.node != node {
-		r.snap, r.node, r.fit = snap, node, map[estimate.Demand][]string{}
+// get returns compute's answer for (snap, node, d), computed once.
+func (dm *demandMemo[T]) get(snap *powerbudget.Snapshot, node string, d estimate.Demand, compute func() T) T {
+	dm.mu.Lock()
+	defer dm.mu.Unlock()
+	if dm.snap != snap || dm.node != node || dm.m == nil {
+		dm.snap, dm.node, dm.m = snap, node, map[estimate.Demand]T{}
 	}
-	if m, ok := r.fit[d]; ok {
-		return m
+	if v, ok := dm.m[d]; ok {
+		return v
 	}
+	v := compute()
+	dm.m[d] = v
+	return v
+}
+
+// fittingMembers returns the nodes of ns's domains where a pod of demand d
+// fits by snap (fits, Filter's predicate), node first.
+func fittingMembers(snap *powerbudget.Snapshot, node string, ns *powerbudget.NodeState, d estimate.Demand) []string {
 	var m []string
 	if fits(snap, node, d) == "" {
 		m = append(m, node)
@@ -358,8 +365,13 @@ func (r *roomMemo) members(snap *powerbudget.Snapshot, node string, ns *powerbud
 			}
 		}
 	}
-	r.fit[d] = m
 	return m
+}
+
+// members is fittingMembers, remembered per snapshot, changed node and
+// demand.
+func (pl *PowerBudget) members(snap *powerbudget.Snapshot, node string, ns *powerbudget.NodeState, d estimate.Demand) []string {
+	return pl.room.get(snap, node, d, func() []string { return fittingMembers(snap, node, ns, d) })
 }
 
 // allowed reports whether the pod may go to node by its required node

@@ -6,7 +6,6 @@ package powerbudget
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -32,33 +31,11 @@ var _ fwk.SignPlugin = &PowerBudget{}
 func (pl *PowerBudget) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	d := pl.demand.Of(pod)
 	snap := pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)
-	if why := pl.near.of(snap, d, pl.args.FullScoreHeadroomPercent); why != "" {
+	why := pl.near.get(snap, "", d, func() string { return near(snap, d, pl.args.FullScoreHeadroomPercent) })
+	if why != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return []fwk.SignFragment{{Key: "telesched.io/" + Name, Value: d}}, nil
-}
-
-// nearMemo remembers, for one snapshot, which demands some budget is near
-// its limit for ("" for none): a backlog of alike pods costs one pass over
-// the members per snapshot, not one per pod.
-type nearMemo struct {
-	mu   sync.Mutex
-	snap *powerbudget.Snapshot
-	why  map[estimate.Demand]string
-}
-
-func (m *nearMemo) of(snap *powerbudget.Snapshot, d estimate.Demand, fullScorePercent int32) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.snap != snap {
-		m.snap, m.why = snap, map[estimate.Demand]string{}
-	}
-	if why, ok := m.why[d]; ok {
-		return why
-	}
-	why := near(snap, d, fullScorePercent)
-	m.why[d] = why
-	return why
 }
 
 // near names the first budget where one placement of a pod of demand d
