@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/test/internal/metricfam"
 )
 
 // TestTeleschedProfileBatches: every telesched plugin signs pods, so
@@ -64,12 +65,12 @@ func TestTeleschedProfileBatches(t *testing.T) {
 		}
 	}
 	fams := scrape(t, url)
-	used := counterSum(fams, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "hint_used"})
-	notUsed := counterSum(fams, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "hint_not_used"})
-	none := counterSum(fams, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "no_hint"})
+	used := metricfam.CounterSum(fams, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "hint_used"})
+	notUsed := metricfam.CounterSum(fams, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "hint_not_used"})
+	none := metricfam.CounterSum(fams, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "no_hint"})
 	t.Logf("scheduler_batch_attempts_total{profile=telesched}: hint_used %v, hint_not_used %v, no_hint %v; pods per node %v", used, notUsed, none, perNode)
 	flushed := map[string]float64{}
-	for _, m := range matching(fams, "scheduler_batch_cache_flushed_total", map[string]string{"profile": "telesched"}) {
+	for _, m := range metricfam.Matching(fams, "scheduler_batch_cache_flushed_total", map[string]string{"profile": "telesched"}) {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "reason" {
 				flushed[l.GetValue()] += m.GetCounter().GetValue()
@@ -107,10 +108,10 @@ func TestTeleschedProfileBatches(t *testing.T) {
 		return placed == 6 && refused == 2
 	})
 	after := scrape(t, url)
-	if d := counterSum(after, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "hint_used"}) - used; d != 0 {
+	if d := metricfam.CounterSum(after, "scheduler_batch_attempts_total", map[string]string{"profile": "telesched", "result": "hint_used"}) - used; d != 0 {
 		t.Errorf("%v pods of a rack near its budget were batched, want none", d)
 	}
-	notBatchable := counterSum(after, "scheduler_batch_cache_flushed_total", map[string]string{"profile": "telesched", "reason": "pod_not_batchable"})
+	notBatchable := metricfam.CounterSum(after, "scheduler_batch_cache_flushed_total", map[string]string{"profile": "telesched", "reason": "pod_not_batchable"})
 	t.Logf("rack near its budget: 6 of 8 pods placed, none batched (pod_not_batchable %v)", notBatchable)
 	if notBatchable == 0 {
 		t.Error("no pod of the rack near its budget was counted unbatchable")

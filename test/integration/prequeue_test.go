@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/test/internal/metricfam"
 )
 
 // deployedFeatureGates is the --feature-gates argument of the shipped
@@ -85,7 +85,7 @@ func TestPreQueueingHintsBothWays(t *testing.T) {
 			waitScheduled(t, c, p.Name, 60*time.Second)
 			t.Logf("placed %v after its node's load fell", time.Since(freed).Round(10*time.Millisecond))
 			fams := scrape(t, url)
-			narrowed := counterSum(fams, "scheduler_pre_queueing_hint_evaluations_total", map[string]string{"plugin": "LoadAware", "result": "narrowed"})
+			narrowed := metricfam.CounterSum(fams, "scheduler_pre_queueing_hint_evaluations_total", map[string]string{"plugin": "LoadAware", "result": "narrowed"})
 			t.Logf("scheduler_pre_queueing_hint_evaluations_total{plugin=LoadAware,result=narrowed} = %v", narrowed)
 			switch {
 			case on && narrowed < 3:
@@ -95,56 +95,11 @@ func TestPreQueueingHintsBothWays(t *testing.T) {
 			}
 			// The updates that freed nothing: with the gate on, the queue
 			// never asked LoadAware's QueueingHint about the pod.
-			skips := histogramCount(fams, "scheduler_queueing_hint_execution_duration_seconds", map[string]string{"plugin": "LoadAware", "hint": "QueueSkip"})
+			skips := metricfam.HistogramCount(fams, "scheduler_queueing_hint_execution_duration_seconds", map[string]string{"plugin": "LoadAware", "hint": "QueueSkip"})
 			t.Logf("LoadAware QueueingHint calls answering QueueSkip: %d", skips)
 			if on && skips != 0 {
 				t.Errorf("with the gate on, LoadAware's QueueingHint was asked %d times and skipped: the PreQueueingHint should have named no pod", skips)
 			}
 		})
 	}
-}
-
-// histogramCount is the sample count of the family's histograms whose
-// labels include want.
-func histogramCount(fams map[string]*dto.MetricFamily, name string, want map[string]string) uint64 {
-	var n uint64
-	for _, m := range matching(fams, name, want) {
-		n += m.GetHistogram().GetSampleCount()
-	}
-	return n
-}
-
-// counterSum is the sum of the family's counters whose labels include
-// want; 0 when the family is absent.
-func counterSum(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	var sum float64
-	for _, m := range matching(fams, name, want) {
-		sum += m.GetCounter().GetValue()
-	}
-	return sum
-}
-
-// matching is the family's metrics whose labels include want.
-func matching(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
-	var out []*dto.Metric
-	f := fams[name]
-	if f == nil {
-		return nil
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for k, v := range want {
-			found := false
-			for _, l := range m.GetLabel() {
-				if l.GetName() == k && l.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		out = append(out, m)
-	}
-	return out
 }

@@ -55,6 +55,7 @@ import (
 	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
 	"github.com/telesched/telesched/test/bench/internal/proc"
+	"github.com/telesched/telesched/test/internal/metricfam"
 )
 
 func main() {
@@ -303,7 +304,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			extra := fmt.Sprintf(", kube-apiserver + etcd %.2f cores", cores)
 			if m1, err := schedulerMetrics(); err == nil && metricsErr == nil {
 				d := func(name string, labels map[string]string) float64 {
-					return sumMetric(m1, name, labels) - sumMetric(m0, name, labels)
+					return metricfam.CounterSum(m1, name, labels) - metricfam.CounterSum(m0, name, labels)
 				}
 				extra += fmt.Sprintf(", flushed at 5 min %.0f pods", d("scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"}))
 				if n := d("scheduler_batch_attempts_total", map[string]string{"profile": profile, "result": "hint_used"}); n > 0 {
@@ -492,25 +493,6 @@ func schedulerMetrics() (map[string]*dto.MetricFamily, error) {
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(resp.Body)
-}
-
-// sumMetric adds the counters of a family whose labels include want.
-func sumMetric(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	var sum float64
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for k, v := range want {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
-				continue next
-			}
-		}
-		sum += m.GetCounter().GetValue()
-	}
-	return sum
 }
 
 // cpuProfile samples the scheduler's CPU for cpuProfileFor through its
