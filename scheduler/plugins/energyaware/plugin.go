@@ -312,9 +312,15 @@ func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 		node, _ = pl.nodes.Get(cur.Name)
 	}
 	return pl.rejected.Select(node, func(d estimate.Demand) bool {
-		s := &podState{Demand: d, now: now}
-		return pl.fits(cur, s) == nil && (!prevKnown || pl.fits(prev, s) != nil)
+		return pl.letsIn(prev, cur, prevKnown, &podState{Demand: d, now: now})
 	}), nil
+}
+
+// letsIn reports whether the update lets the pod in by Filter's predicate:
+// cur takes it, and prev, when known, did not (a pod prev took already was
+// rejected by something else).
+func (pl *EnergyAware) letsIn(prev, cur *telemetry.Node, prevKnown bool, s *podState) bool {
+	return pl.fits(cur, s) == nil && (!prevKnown || pl.fits(prev, s) != nil)
 }
 
 func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
@@ -331,8 +337,7 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 		return fwk.QueueSkip, nil
 	}
 	d := pl.requests.Get(pod, pl.demand.Of) // asked again and again for the same pending pods
-	s := &podState{Demand: d, now: now}
-	if pl.fits(cur, s) != nil || (prevKnown && pl.fits(prev, s) == nil) {
+	if !pl.letsIn(prev, cur, prevKnown, &podState{Demand: d, now: now}) {
 		return fwk.QueueSkip, nil
 	}
 	if pl.nodes != nil {

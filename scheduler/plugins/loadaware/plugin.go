@@ -352,14 +352,9 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 	if !c.lighter {
 		return fwk.QueueSkip, nil // nothing fits now that did not before
 	}
-	prevKnown, before, reserved := c.prevKnown, c.before, c.reserved
-	s := pl.hintState(pod)
 	node := pl.node(cur.Name)
-	if pl.fits(node, cur, reserved, s) != nil {
+	if !pl.letsIn(node, prev, cur, c, pl.hintState(pod)) {
 		return fwk.QueueSkip, nil
-	}
-	if prevKnown && pl.fits(node, prev, before, s) == nil {
-		return fwk.QueueSkip, nil // it fitted already: something else rejected it
 	}
 	if !pl.affinity.Allows(pod, node) {
 		return fwk.QueueSkip, nil // the pod can never go there
@@ -410,11 +405,16 @@ func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueing
 	}
 	node := pl.node(cur.Name)
 	return pl.rejected.Select(node, func(req [2]int64) bool {
-		s := &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}
-		// Fits now by the node's thresholds, and did not before: a pod
-		// that fitted already was rejected by something else.
-		return pl.fits(node, cur, c.reserved, s) == nil && (!c.prevKnown || pl.fits(node, prev, c.before, s) != nil)
+		return pl.letsIn(node, prev, cur, c, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now})
 	}), nil
+}
+
+// letsIn reports whether the update lets the pod in by Filter's predicate
+// on node: it fits cur with the reservations now, and did not fit prev,
+// when known, with those until this sample (a pod that fitted already was
+// rejected by something else).
+func (pl *LoadAware) letsIn(node *v1.Node, prev, cur *telemetry.Node, c change, s *podState) bool {
+	return pl.fits(node, cur, c.reserved, s) == nil && (!c.prevKnown || pl.fits(node, prev, c.before, s) != nil)
 }
 
 // noLighter reports whether cur estimates no pod's load lower than prev:
