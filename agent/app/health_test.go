@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,4 +158,38 @@ func freeAddress(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestReady: /readyz is what the scheduler takes for the agent's word that
+// its last NodeTelemetry still holds (--telemetry-max-age-ready-agent), so
+// it fails once sampling stops, once no write came within the heartbeat
+// plus three intervals, and once writes have failed for three intervals.
+func TestReady(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	o := &Options{Interval: 5 * time.Second, Publish: true}
+	o.Publisher.Heartbeat = 5 * time.Minute
+	at := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
+	for _, tc := range []struct {
+		name              string
+		sample, publish   time.Duration // ago
+		failing           int64
+		publishing        bool
+		wantErrContaining string
+	}{
+		{name: "sampling and written 4m ago", sample: time.Second, publish: 4 * time.Minute, publishing: true},
+		{name: "no sample for 16s", sample: 16 * time.Second, publish: time.Second, publishing: true, wantErrContaining: "no sample since"},
+		{name: "no write for the heartbeat plus 16s", sample: time.Second, publish: 5*time.Minute + 16*time.Second, publishing: true, wantErrContaining: "no NodeTelemetry write since"},
+		{name: "writes failing for 10s", sample: time.Second, publish: time.Minute, failing: at(10 * time.Second), publishing: true},
+		{name: "writes failing for 16s", sample: time.Second, publish: time.Minute, failing: at(16 * time.Second), publishing: true, wantErrContaining: "NodeTelemetry writes failing since 2026-11-26T11:59:44Z"},
+		{name: "not publishing", sample: time.Second, publish: time.Hour, failing: at(time.Hour)},
+	} {
+		o.Publish = tc.publishing
+		err := ready(o, now, now.Add(-tc.sample), now.Add(-tc.publish), tc.failing)
+		switch {
+		case tc.wantErrContaining == "" && err != nil:
+			t.Errorf("%s: not ready: %v", tc.name, err)
+		case tc.wantErrContaining != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErrContaining)):
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.wantErrContaining)
+		}
+	}
 }

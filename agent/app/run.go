@@ -261,11 +261,13 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	}
 	defer func() { saveState(time.Now()) }()
 
-	var lastSample, lastPublish atomic.Int64 // unix nanos
+	// Unix nanos; failingSince is the first failed write since the last
+	// success, 0 while writes succeed.
+	var lastSample, lastPublish, failingSince atomic.Int64
 	live := newLiveness(clock.RealClock{}, o.HealthzMissedIntervals, o.Interval)
 	if o.MetricsAddress != "" {
 		srv, err := serve(ctx, o.MetricsAddress, o.MetricsMaxConnections, reg, live, func() error {
-			return ready(o, time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()))
+			return ready(o, time.Now(), time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()), failingSince.Load())
 		})
 		if err != nil {
 			return err
@@ -299,9 +301,11 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 				case out.Err != nil && ctx.Err() != nil:
 					return // stopping: the write was cut short, not failed
 				case out.Err != nil:
+					failingSince.CompareAndSwap(0, time.Now().UnixNano())
 					logger.Error(out.Err, "publishing NodeTelemetry failed; backing off")
 				case out.Published:
 					lastPublish.Store(time.Now().UnixNano())
+					failingSince.Store(0)
 					logger.V(2).Info("published NodeTelemetry", "reason", out.Reason, "recreated", out.Recreated, "duration", out.Duration)
 				default:
 					logger.V(4).Info("not publishing", "reason", out.Reason)
@@ -425,14 +429,25 @@ func logSources(logger klog.Logger, sources []telemetryv1alpha1.SourceStatus, se
 }
 
 // ready: a sample within three intervals and, when publishing, a write
-// within the heartbeat plus three intervals.
-func ready(o *Options, lastSample, lastPublish time.Time) error {
-	now := time.Now()
+// within the heartbeat plus three intervals and no write failing for
+// longer than three intervals. The scheduler counts a node whose agent pod
+// is Ready as having fresh telemetry for --telemetry-max-age-ready-agent
+// (longer than the heartbeat), so Ready must mean that the last write
+// still holds: the agent samples, and a move past a deadband gets written.
+func ready(o *Options, now, lastSample, lastPublish time.Time, failingSince int64) error {
 	if now.Sub(lastSample) > 3*o.Interval {
 		return fmt.Errorf("no sample since %v", lastSample.Format(time.RFC3339))
 	}
-	if o.Publish && now.Sub(lastPublish) > o.Publisher.Heartbeat+3*o.Interval {
+	if !o.Publish {
+		return nil
+	}
+	if now.Sub(lastPublish) > o.Publisher.Heartbeat+3*o.Interval {
 		return fmt.Errorf("no NodeTelemetry write since %v", lastPublish.Format(time.RFC3339))
+	}
+	if failingSince != 0 {
+		if since := time.Unix(0, failingSince); now.Sub(since) > 3*o.Interval {
+			return fmt.Errorf("NodeTelemetry writes failing since %v (the log says why)", since.UTC().Format(time.RFC3339))
+		}
 	}
 	return nil
 }

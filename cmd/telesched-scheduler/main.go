@@ -61,7 +61,8 @@ func main() {
 		app.WithPlugin(powerbudgetplugin.Name, powerbudgetplugin.NewFactory(cache, domains)),
 	)
 	cmd.Use = "telesched-scheduler"
-	var skew, powerHold time.Duration
+	var skew, powerHold, agentMaxAge time.Duration
+	var agentSelector string
 	var skipVersionCheck bool
 	var maxNodeWatts int32
 	fs := pflag.NewFlagSet("telesched", pflag.ContinueOnError)
@@ -80,6 +81,13 @@ func main() {
 		"how far a node agent's sampleTime may be from this scheduler's clock, when the scheduler sees the sample, "+
 			"before the node counts as skewed (metric telesched_scheduler_telemetry_skewed_nodes, and a note in stale-telemetry rejections). "+
 			"Freshness is judged by the scheduler's own clock either way.")
+	fs.StringVar(&agentSelector, "telemetry-agent-pod-selector", telemetry.DefaultAgentSelector,
+		"label selector of the node agent's pods (any namespace): a node on which one is Ready has fresh telemetry for --telemetry-max-age-ready-agent "+
+			"since its last write, since the agent writes on every move past a deadband and turns NotReady once it stops sampling or publishing; "+
+			"empty: every node has the plugins' telemetryMaxAge (metric telesched_scheduler_telemetry_ready_agent_nodes)")
+	fs.DurationVar(&agentMaxAge, "telemetry-max-age-ready-agent", telemetry.DefaultAgentMaxAge,
+		"how old a node's NodeTelemetry may be while its agent pod is Ready; keep it above the agent's --heartbeat "+
+			"(the shipped DaemonSet's is 5m). Where the plugins' telemetryMaxAge is longer, theirs applies")
 	fs.DurationVar(&status.Interval, "power-budget-status-interval", status.Interval,
 		"how often the PowerBudget plugin computes every PowerBudget's watts (its metrics on every replica, and the status the lease holder writes)")
 	fs.DurationVar(&status.Heartbeat, "power-budget-status-heartbeat", status.Heartbeat,
@@ -117,6 +125,9 @@ func main() {
 		}
 		if powerHold < 0 {
 			return fmt.Errorf("--telemetry-power-hold must not be negative, got %v", powerHold)
+		}
+		if err := cache.SetAgents(agentSelector, agentMaxAge); err != nil {
+			return fmt.Errorf("--telemetry-agent-pod-selector, --telemetry-max-age-ready-agent: %w", err)
 		}
 		cache.SetClockSkewTolerance(skew)
 		cache.SetMaxNodeWatts(maxNodeWatts)

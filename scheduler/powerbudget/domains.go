@@ -378,6 +378,7 @@ type Snapshot struct {
 	version    uint64
 	samples    uint64
 	resVersion uint64
+	agentEpoch uint64 // the cache's AgentEpoch
 	// overrides are the states of the nodes whose reservations changed
 	// since the snapshot of every member it derives from.
 	overrides  map[string]*NodeState
@@ -496,8 +497,11 @@ func (d *Domains) SnapshotLatest(now time.Time, maxAge time.Duration) *Snapshot 
 func (d *Domains) snapshot(now time.Time, maxAge, lag time.Duration) *Snapshot {
 	d.book.Expire() // (before d.mu: the book tells d of what expires)
 	v, samples, rv := d.version.Load(), d.samples.Load(), d.resVersion.Load()
+	// A node's agent turning Ready or not changes how long its watts stay
+	// fresh: no snapshot from another agent epoch is reused.
+	agents := d.cache.AgentEpoch()
 	usable := func(s *Snapshot) bool {
-		return s != nil && s.version == v && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) &&
+		return s != nil && s.version == v && s.agentEpoch == agents && s.maxAge == maxAge && now.Before(s.validUntil) && !now.Before(s.at) &&
 			(s.samples == samples || now.Sub(s.at) < lag)
 	}
 	if s := d.snap.Load(); usable(s) && s.resVersion == rv {
@@ -507,13 +511,13 @@ func (d *Domains) snapshot(now time.Time, maxAge, lag time.Duration) *Snapshot {
 	defer d.mu.Unlock()
 	// The counters first: a change made while the snapshot is built is
 	// then seen by the next call, never missed.
-	v, samples, rv = d.version.Load(), d.samples.Load(), d.resVersion.Load()
+	v, samples, rv, agents = d.version.Load(), d.samples.Load(), d.resVersion.Load(), d.cache.AgentEpoch()
 	var s *Snapshot
 	if usable(d.base) && len(d.changed) <= maxOverrides {
 		s = d.derive(d.base, now)
 	} else {
 		s = d.build(now, maxAge, v)
-		s.samples = samples
+		s.samples, s.agentEpoch = samples, agents
 		d.base, d.changed = s, map[string]bool{}
 	}
 	s.resVersion = rv
@@ -574,7 +578,7 @@ func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*
 		hold := d.cache.PowerHold()
 		if w, held, ok := view.PowerAt(now, maxAge, hold); ok {
 			ns.FreshPower, ns.Watts, ns.Held = true, float64(w), held
-			until = minTime(until, view.Observed.Add(maxAge))
+			until = minTime(until, view.Observed.Add(view.MaxAge(maxAge)))
 			if held {
 				until = minTime(until, view.LastWattsObserved.Add(hold))
 			}

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -83,6 +84,13 @@ type Cache struct {
 	gpuNodes   *Counter             // views that list GPUs
 	watchers   []Watcher            // told of every stored change
 	tombstones map[string]tombstone // deleted objects, by name
+
+	// The agent's pods (agents.go): by node, each pod's readiness.
+	agentSelector string
+	agentMaxAge   time.Duration
+	agents        map[string]map[types.UID]bool
+	readyAgents   int // nodes with a Ready agent pod
+	agentEpoch    atomic.Uint64
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
@@ -112,7 +120,8 @@ func NewCache() *Cache {
 
 // NewCacheWithClock returns an empty cache that tells time by now.
 func NewCacheWithClock(now func() time.Time) *Cache {
-	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, maxNodeWatts: DefaultMaxNodeWatts, tombstones: map[string]tombstone{}}
+	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, maxNodeWatts: DefaultMaxNodeWatts, tombstones: map[string]tombstone{},
+		agentSelector: DefaultAgentSelector, agentMaxAge: DefaultAgentMaxAge, agents: map[string]map[types.UID]bool{}}
 	c.entries.Store(&map[string]*entry{})
 	c.powerHold.Store(int64(DefaultPowerHold))
 	c.gpuNodes = c.NewCounter(func(n *Node) bool { return len(n.GPUs) > 0 })
@@ -203,7 +212,16 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 	if !toolscache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
 		return fmt.Errorf("telemetry cache: NodeTelemetry not listed within %v (is the CRD installed and readable?)", timeout)
 	}
-	logger.Info("telemetry cache synced", "nodes", c.Len())
+	if c.agentSelector != "" {
+		agentsSynced, err := c.startAgents(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if !toolscache.WaitForCacheSync(syncCtx.Done(), agentsSynced) {
+			return fmt.Errorf("telemetry cache: the agent's pods (%s) not listed within %v (can the scheduler list pods?)", c.agentSelector, timeout)
+		}
+	}
+	logger.Info("telemetry cache synced", "nodes", c.Len(), "readyAgentNodes", c.ReadyAgents(), "agentPodSelector", c.agentSelector, "maxAgeReadyAgent", c.agentMaxAge)
 	return nil
 }
 
@@ -398,6 +416,7 @@ func (c *Cache) Set(n *Node) *Node {
 		n.Observed = now
 	}
 	n.ClockOffset = n.SampleTime.Sub(n.Observed)
+	c.stampAgent(n)
 	c.vet(n, old, true)
 	n.Skewed = !n.SampleTime.IsZero() && (n.ClockOffset > c.skewTolerance || n.ClockOffset < -c.skewTolerance)
 	e.prev.Store(old)

@@ -30,10 +30,19 @@ var rejected = metrics.NewCounterVec(&metrics.CounterOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"what"})
 
+// readyAgentNodes is the number of nodes whose agent pod is Ready.
+var readyAgentNodes = metrics.NewGauge(&metrics.GaugeOpts{
+	Name: "telesched_scheduler_telemetry_ready_agent_nodes",
+	Help: "Nodes on which a pod selected by --telemetry-agent-pod-selector is Ready: their NodeTelemetry is fresh for " +
+		"--telemetry-max-age-ready-agent, the others' for the plugins' telemetryMaxAge. Far below the nodes with telemetry: " +
+		"the selector does not match the agent's pods, and a quiet node's telemetry goes stale between heartbeats.",
+	StabilityLevel: metrics.ALPHA,
+})
+
 var registerOnce sync.Once
 
 // RegisterMetrics registers the cache's metrics with kube-scheduler's
 // registry; calls after the first do nothing.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(skewedNodes, rejected) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(skewedNodes, rejected, readyAgentNodes) })
 }

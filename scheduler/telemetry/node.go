@@ -92,7 +92,14 @@ type Node struct {
 	// written is when the API server last wrote the object, by its clock,
 	// to the second; zero when unknown.
 	written time.Time
-	_       [24]byte // to a multiple of a cache line (TestNodeLayout)
+	// AgentReady is true while a pod of the node's agent is Ready, as the
+	// cache last saw it (Cache.SetAgents): the agent writes on every move
+	// past a deadband and its readiness fails when it stops sampling or
+	// publishing, so its last write still holds, for up to agentMaxAge.
+	// agentMaxAge is 0 while no agent pod is Ready.
+	agentMaxAge time.Duration
+	AgentReady  bool
+	_           [15]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.
@@ -140,11 +147,22 @@ func (n *Node) Headroom(absoluteMilli int64) heat.Headroom {
 	return heat.Of(limited, n.HeadroomSensor, n.HeadroomSensorMilli, unlimited, n.UnlimitedSensor, absoluteMilli)
 }
 
-// Fresh reports whether the cache saw the sample at most maxAge before
-// now, both by the scheduler's clock. A view the cache never stored has no
-// Observed time and is stale.
+// Fresh reports whether the cache saw the sample at most MaxAge(maxAge)
+// before now, both by the scheduler's clock. A view the cache never stored
+// has no Observed time and is stale.
 func (n *Node) Fresh(now time.Time, maxAge time.Duration) bool {
-	return !n.Observed.IsZero() && now.Sub(n.Observed) <= maxAge
+	if n.Observed.IsZero() {
+		return false
+	}
+	age := now.Sub(n.Observed)
+	return age <= maxAge || age <= n.agentMaxAge
+}
+
+// MaxAge is how old the node's sample may be and still be fresh, for a
+// plugin whose telemetryMaxAge is maxAge: maxAge, or longer while the
+// node's agent pod is Ready (the cache's --telemetry-max-age-ready-agent).
+func (n *Node) MaxAge(maxAge time.Duration) time.Duration {
+	return max(maxAge, n.agentMaxAge)
 }
 
 // Age is how long before now the cache saw the sample.

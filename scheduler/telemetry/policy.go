@@ -32,8 +32,14 @@ func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status 
 	if n == nil {
 		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
 	}
-	msg := fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)",
-		n.Age(now).Round(time.Second), args.TelemetryMaxAge)
+	var msg string
+	if n.AgentReady && n.agentMaxAge > args.TelemetryMaxAge {
+		msg = fmt.Sprintf("node telemetry is %s old > %s, the most while the node's agent pod is Ready (--telemetry-max-age-ready-agent; no new sample seen by the scheduler since; staleTelemetryPolicy Reject)",
+			n.Age(now).Round(time.Second), n.agentMaxAge)
+	} else {
+		msg = fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject)",
+			n.Age(now).Round(time.Second), args.TelemetryMaxAge)
+	}
 	if n.Skewed {
 		msg += "; " + skewNote(n)
 	}

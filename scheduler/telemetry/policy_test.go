@@ -45,6 +45,7 @@ func TestStaleStatus(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	old := &Node{Name: "a", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-10 * time.Minute)}
 	behind := &Node{Name: "b", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-11*time.Minute - 10*time.Second), ClockOffset: -70 * time.Second, Skewed: true}
+	withAgent := &Node{Name: "c", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-10 * time.Minute), AgentReady: true, agentMaxAge: 6 * time.Minute}
 	ignore := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryIgnore}
 	reject := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryReject}
 	if st := StaleStatus(ignore, old, now); st != nil {
@@ -55,8 +56,9 @@ func TestStaleStatus(t *testing.T) {
 		want string
 	}{
 		{nil, "node has no NodeTelemetry (staleTelemetryPolicy Reject)"},
-		{old, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)"},
-		{behind, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject); its agent's clock was 1m10s behind the scheduler's"},
+		{old, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject)"},
+		{withAgent, "node telemetry is 10m0s old > 6m0s, the most while the node's agent pod is Ready (--telemetry-max-age-ready-agent; no new sample seen by the scheduler since; staleTelemetryPolicy Reject)"},
+		{behind, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject); its agent's clock was 1m10s behind the scheduler's"},
 	} {
 		st := StaleStatus(reject, tc.node, now)
 		if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), tc.want) {

@@ -360,7 +360,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{"scheduler.loadAware.cpuTreshold=70", "cpuTreshold"},
 		{"scheduler.replicas=0", "/scheduler/replicas"},
 		{"agent.extraArgs={interval=5s}", "/agent/extraArgs/0"},
-		{"shared.telemetryMaxAge=20s", "shared.telemetryMaxAge (20s) must be longer than agent.heartbeat (30s)"},
+		{"shared.telemetryMaxAgeReadyAgent=4m", "shared.telemetryMaxAgeReadyAgent (4m) must be longer than agent.heartbeat (5m)"},
+		{"shared.telemetryMaxAgeReadyAgent=6", "/shared/telemetryMaxAgeReadyAgent"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, helmTemplateArgs(tc.set)...)

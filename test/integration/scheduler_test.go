@@ -464,6 +464,10 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 	if _, err := c.applyStatusCreating(ctx, hot, nodeStatus(10, 99, 100)); err != nil {
 		t.Fatal(err)
 	}
+	quiet := schedNode(ctx, t, c, "stale-quiet")
+	if _, err := c.applyStatusCreating(ctx, quiet, nodeStatus(10, 50, 100)); err != nil {
+		t.Fatal(err)
+	}
 	written := time.Now()
 	base := strings.ReplaceAll(schedulerConfig(t, ""), "telemetryMaxAge: 60s", "telemetryMaxAge: 5s")
 	time.Sleep(time.Until(written.Add(7 * time.Second)))
@@ -483,12 +487,80 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 	_ = cmd.Wait()
 
 	reject := strings.ReplaceAll(base, "staleTelemetryPolicy: Ignore", "staleTelemetryPolicy: Reject")
-	startScheduler(t, reject)
+	_, out := startScheduler(t, reject)
 	hostPod(t, c, "stale-reject", "stale-node", "500m")
 	msg = waitFailedScheduling(t, c, "stale-reject", 30*time.Second)
 	t.Logf("FailedScheduling: %s", msg)
-	if !strings.Contains(msg, "old > telemetryMaxAge 5s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)") {
+	if !strings.Contains(msg, "old > telemetryMaxAge 5s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject)") {
 		t.Errorf("FailedScheduling message does not give the age and policy: %s", msg)
+	}
+
+	// A Ready agent pod on the node vouches for its last write for
+	// --telemetry-max-age-ready-agent (6m by default): the same sample is
+	// fresh again. Once the pod is not Ready, it is stale again.
+	hostPod(t, c, "stale-no-agent", "stale-quiet", "500m")
+	if msg := waitFailedScheduling(t, c, "stale-no-agent", 30*time.Second); !strings.Contains(msg, "no Ready agent pod seen on the node") {
+		t.Errorf("without an agent pod, the quiet node's stale sample was not refused for it: %s", msg)
+	}
+	agent := agentPod(t, c, "stale-quiet")
+	setPodReady(t, c, agent, corev1.ConditionTrue)
+	waitLog(t, out, `"node agent readiness" node="stale-quiet" ready=true`, 30*time.Second)
+	hostPod(t, c, "stale-agent-ready", "stale-quiet", "500m")
+	if got := waitScheduled(t, c, "stale-agent-ready", 60*time.Second); got != "stale-quiet" {
+		t.Errorf("with its agent pod Ready, the node of a %s-old sample was refused: the pod went to %q", time.Since(written).Round(time.Second), got)
+	}
+	setPodReady(t, c, agent, corev1.ConditionFalse)
+	waitLog(t, out, `"node agent readiness" node="stale-quiet" ready=false`, 30*time.Second)
+	hostPod(t, c, "stale-agent-not-ready", "stale-quiet", "500m")
+	msg = waitFailedScheduling(t, c, "stale-agent-not-ready", 30*time.Second)
+	if !strings.Contains(msg, "old > telemetryMaxAge 5s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node") {
+		t.Errorf("with its agent pod not Ready, the node of a stale sample was not refused for it: %s", msg)
+	}
+}
+
+// agentPod creates a pod of the agent's DaemonSet, as the scheduler's
+// --telemetry-agent-pod-selector finds it, bound to node; no kubelet runs
+// it, so its status is the test's to set.
+func agentPod(t *testing.T, c clients, node string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "telesched-agent-" + node, Namespace: "default", Labels: map[string]string{"app.kubernetes.io/name": "telesched-agent"}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/telesched/telesched-agent:test"}}},
+	}
+	p, err := c.kube.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	return p
+}
+
+// setPodReady sets a pod's Ready condition as its kubelet would.
+func setPodReady(t *testing.T, c clients, p *corev1.Pod, ready corev1.ConditionStatus) {
+	t.Helper()
+	cur, err := c.kube.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase = corev1.PodRunning
+	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}}
+	if _, err := c.kube.CoreV1().Pods(p.Namespace).UpdateStatus(t.Context(), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLog waits until the process's output holds want.
+func waitLog(t *testing.T, out *syncBuffer, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the scheduler's log within %v", want, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

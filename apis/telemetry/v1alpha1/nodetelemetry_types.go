@@ -62,8 +62,9 @@ type NodeTelemetryList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.gpus) || self.gpus.all(g, self.gpus.exists_one(o, o.uuid == g.uuid))",message="gpus[].uuid must be unique"
 type NodeTelemetryStatus struct {
 	// sampleTime is when the agent took this sample. The agent writes on a
-	// settled change and at least every heartbeat (30s by default), so an
-	// age well past the heartbeat means stale telemetry.
+	// settled change and at least every heartbeat (5m as the DaemonSet
+	// ships it, 30s by the binary's default), so an age well past the
+	// heartbeat means stale telemetry.
 	// +required
 	SampleTime metav1.Time `json:"sampleTime"`
 

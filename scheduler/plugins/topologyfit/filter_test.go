@@ -191,7 +191,7 @@ func TestFilter(t *testing.T) {
 		{name: "stale, Ignore", tel: telNode("n1", 2, nil, sampledAgo(2*time.Minute)), policy: config.StaleTelemetryIgnore, pod: gpu4NUMA},
 		{
 			name: "stale, Reject", tel: telNode("n1", 2, nil, sampledAgo(2*time.Minute)), policy: config.StaleTelemetryReject, pod: gpu4NUMA,
-			want: unschedulable("node telemetry is 2m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since; staleTelemetryPolicy Reject)"),
+			want: unschedulable("node telemetry is 2m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject)"),
 		},
 		{name: "just fresh, Reject", tel: telNode("n1", 2, h100s(8, 4), sampledAgo(time.Minute)), policy: config.StaleTelemetryReject, pod: gpu4NUMA},
 		{name: "missing, Ignore", policy: config.StaleTelemetryIgnore, pod: gpu4},

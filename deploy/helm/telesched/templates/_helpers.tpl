@@ -26,10 +26,10 @@ Checks across values that the schema cannot express. Included by every
 template that depends on them, so a bad combination stops the render.
 */}}
 {{- define "telesched.validate" -}}
-{{- $maxAge := include "telesched.seconds" .Values.shared.telemetryMaxAge | int -}}
+{{- $maxAge := include "telesched.seconds" .Values.shared.telemetryMaxAgeReadyAgent | int -}}
 {{- $heartbeat := include "telesched.seconds" .Values.agent.heartbeat | int -}}
 {{- if le $maxAge $heartbeat -}}
-{{- fail (printf "shared.telemetryMaxAge (%s) must be longer than agent.heartbeat (%s): a quiet node writes its NodeTelemetry only once a heartbeat, and the plugins would read every quiet node as stale" .Values.shared.telemetryMaxAge .Values.agent.heartbeat) -}}
+{{- fail (printf "shared.telemetryMaxAgeReadyAgent (%s) must be longer than agent.heartbeat (%s): a quiet node writes its NodeTelemetry only once a heartbeat, and the scheduler would read every quiet node as stale" .Values.shared.telemetryMaxAgeReadyAgent .Values.agent.heartbeat) -}}
 {{- end -}}
 {{- end }}
 
