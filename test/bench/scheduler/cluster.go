@@ -108,7 +108,32 @@ func createClusterNode(ctx context.Context, kube kubernetes.Interface, dyn dynam
 	}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	if agentPods {
+		if err := createAgentPod(ctx, kube, name); err != nil {
+			return err
+		}
+	}
 	return clusterSample(ctx, dyn, i, 0)
+}
+
+// agentNamespace holds the agent pods (-agent-pods).
+const agentNamespace = "telesched-bench-agents"
+
+// createAgentPod creates the node's agent pod, bound to it and Ready, as
+// the DaemonSet's pod and its kubelet would leave it: labelled as the
+// scheduler's --telemetry-agent-pod-selector finds it, requesting nothing.
+func createAgentPod(ctx context.Context, kube kubernetes.Interface, node string) error {
+	p, err := kube.CoreV1().Pods(agentNamespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "telesched-agent-" + node, Labels: map[string]string{"app.kubernetes.io/name": "telesched-agent"}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/telesched/telesched-agent:bench"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	_, err = kube.CoreV1().Pods(agentNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	return err
 }
 
 func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }

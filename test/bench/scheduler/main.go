@@ -11,7 +11,8 @@
 //
 // -mode cluster (the default) runs where production lives: NodeTelemetry
 // updates flow during the run at the agents' rate (-writes-per-node-min),
-// the fleet has loaded, hot, flapping and GPU nodes so telesched's filters
+// every node has a Ready agent pod as the DaemonSet's (-agent-pods), so
+// the scheduler judges freshness as it does in a cluster, the fleet has loaded, hot, flapping and GPU nodes so telesched's filters
 // run (see cluster.go), and each profile's run has a backlog of pods that
 // stay pending (-backlog) so QueueingHints run on every update. -mode
 // quiet is the earlier measurement: every node fresh and idle enough that
@@ -66,7 +67,9 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each schedules the pods once per profile, the first profile alternating")
 	flag.StringVar(&mode, "mode", "cluster", "cluster (telemetry flowing, busy/hot/GPU nodes, a backlog of pending pods) or quiet (no updates, no backlog, no filter runs)")
 	flag.IntVar(&backlogPods, "backlog", 1000, "cluster mode: pending pods kept in the queue during each profile's run")
-	flag.Float64Var(&writesPerNodeMin, "writes-per-node-min", 2, "cluster mode: NodeTelemetry writes per node per minute during the run (agents: a 30 s heartbeat plus changes)")
+	flag.Float64Var(&writesPerNodeMin, "writes-per-node-min", 0.5, "cluster mode: NodeTelemetry writes per node per minute during the run: the shipped agents' 5 m heartbeat (0.22 a minute, at 80-100 % of it) and a settled move past a deadband every 3.6 minutes (0.28); 2 is the binary's 30 s heartbeat with changes")
+	flag.BoolVar(&agentPods, "agent-pods", true, "cluster mode: a Ready agent pod on every node, as the DaemonSet runs them, so the scheduler takes a node's last write as current for --telemetry-max-age-ready-agent; false: none, and telemetry older than telemetryMaxAge is stale")
+	flag.StringVar(&schedulerVerbosity, "v", "2", "the scheduler's -v; its log is kept (the path is printed) to explain a pod left pending")
 	flag.IntVar(&rackSize, "rack-size", 40, "cluster mode: nodes per rack, each rack with a PowerBudget (room to spare: the PowerBudget plugin's filter and score run for every pod on every node); 0: no PowerBudgets")
 	flag.StringVar(&markdown, "markdown", "", "if set, write the rounds as a Markdown table to this file")
 	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
@@ -94,16 +97,18 @@ func main() {
 }
 
 var (
-	mode             string
-	backlogPods      int
-	writesPerNodeMin float64
-	markdown         string
-	settle           time.Duration
-	cpuProfileDir    string
-	cpuProfileFor    time.Duration
-	pprofAddr        string // host:port of the scheduler's secure port
-	featureGates     string
-	flushInRun       bool
+	mode               string
+	backlogPods        int
+	writesPerNodeMin   float64
+	agentPods          bool
+	schedulerVerbosity string
+	markdown           string
+	settle             time.Duration
+	cpuProfileDir      string
+	cpuProfileFor      time.Duration
+	pprofAddr          string // host:port of the scheduler's secure port
+	featureGates       string
+	flushInRun         bool
 )
 
 // flushLead is how long before the backlog's 5-minute mark a measured run
@@ -131,6 +136,11 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	dyn := dynamic.NewForConfigOrDie(&cfg)
 	ctx := context.Background()
 
+	if mode == "cluster" && agentPods {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	var created atomic.Int64
 	stopProgress := make(chan struct{})
@@ -171,8 +181,8 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		c := composition(nodes)
 		fmt.Printf("fleet: %d GPU nodes (8 GPUs), %d loaded (CPU ~90%% > 80%%), %d hot (97 of 100 °C), %d flapping (75/85%% CPU), %d others (10-69%% CPU)\n",
 			c[kindGPU], c[kindLoaded], c[kindHot], c[kindFlapping], c[kindNormal])
-		fmt.Printf("telemetry: %.1f writes per node per minute (%.1f/s), backlog %d pending pods per profile's run\n",
-			writesPerNodeMin, writesPerNodeMin*float64(nodes)/60, backlogPods)
+		fmt.Printf("telemetry: %.2f writes per node per minute (%.1f/s), a Ready agent pod on every node: %v, backlog %d pending pods per profile's run\n",
+			writesPerNodeMin, writesPerNodeMin*float64(nodes)/60, agentPods, backlogPods)
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		w = &writer{}
@@ -209,7 +219,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		return err
 	}
 	pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"--config=" + confPath, "-v=0", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+	args := []string{"--config=" + confPath, "-v=" + schedulerVerbosity, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
 	if featureGates != "" {
 		args = append(args, "--feature-gates="+featureGates)
@@ -225,10 +235,14 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		return err
 	}
 	cmd := exec.Command(bin, args...)
-	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
+	// The log outlives the run: a pod left pending is explained there.
+	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("schedbench-%d-scheduler.log", os.Getpid()))
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
+	defer logFile.Close()
+	fmt.Printf("scheduler log (-v=%s): %s\n", schedulerVerbosity, logPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return err
