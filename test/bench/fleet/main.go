@@ -4,7 +4,8 @@
 // Command fleetbench runs many real telesched agents in one process, each
 // on a simulated host tree (sandbox/hosttree), against one local API server
 // at the agent's defaults (sample every 1 s, publish a settled change at
-// once or within 5 s, heartbeat 30 s), and measures what the fleet costs
+// once or within 5 s) and the shipped DaemonSet's heartbeat (5 m;
+// -heartbeat), and measures what the fleet costs
 // the control plane: API writes per second, kube-apiserver and etcd CPU,
 // the etcd database size, and the informer lag from a NodeTelemetry write
 // to its delivery by an informer like the scheduler's cache.
@@ -54,6 +55,7 @@ func main() {
 	agents := flag.Int("agents", 500, "agents (and simulated nodes)")
 	duration := flag.Duration("duration", 10*time.Minute, "measured time, after every agent has started and written")
 	warmup := flag.Duration("warmup", time.Minute, "time after the last agent started before measuring")
+	heartbeat := flag.Duration("heartbeat", 5*time.Minute, "the agents' --heartbeat: the shipped DaemonSet's 5m (the binary's default is 30s)")
 	changing := flag.Float64("changing", 0.1, "fraction of nodes whose CPU load moves between 20% and 70% every minute; the rest hold steady")
 	markdown := flag.String("markdown", "", "if set, write the summary as a Markdown table to this file")
 	logFile := flag.String("log", "", "agents' and control plane's log file (default: a file in the work directory)")
@@ -64,7 +66,7 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if err := run(ctx, *agents, *duration, *warmup, *changing, *markdown, *logFile); err != nil {
+	if err := run(ctx, *agents, *duration, *warmup, *heartbeat, *changing, *markdown, *logFile); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
@@ -76,7 +78,7 @@ func main() {
 // host's size.
 var hostSpec = hosttree.Spec{CPUs: 8, NUMANodes: 1, Packages: 1, MemoryKiB: 32 << 20, IdleWatts: 60, FullLoadWatts: 200, CritMilliCelsius: 100_000}
 
-func run(ctx context.Context, n int, duration, warmup time.Duration, changing float64, markdown, logPath string) error {
+func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, changing float64, markdown, logPath string) error {
 	base := os.TempDir()
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		base = "/dev/shm" // the trees are rewritten every second: keep them in memory
@@ -187,13 +189,14 @@ func run(ctx context.Context, n int, duration, warmup time.Duration, changing fl
 	}
 	_ = informer
 
-	fmt.Printf("starting %d agents at their defaults\n", n)
+	fmt.Printf("starting %d agents at their defaults, --heartbeat=%v\n", n, heartbeat)
 	var agents sync.WaitGroup
 	defer agents.Wait()
 	for i := range n {
 		o := app.NewOptions()
 		o.NodeName, o.HostRoot, o.Kubeconfig = names[i], hosts[i].Dir, kubeconfig
 		o.MetricsAddress, o.NVML = "", false
+		o.Publisher.Heartbeat = heartbeat
 		o.WrapTransport = rec.wrap
 		o.Complete()
 		if err := o.Validate(); err != nil {
