@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
 	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created")
 	flag.StringVar(&featureGates, "feature-gates", "SchedulerPreQueueingHints=true", "the scheduler's --feature-gates (the shipped Deployment's by default); \"\" for none")
-	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run when its backlog has been pending almost 5 minutes, so that kube-scheduler's flush of pods unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration) falls inside every profile's run")
+	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run at kube-scheduler's first flush of its backlog's pods, left unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration), so that the flush falls inside every profile's run")
 	flag.Parse()
 	if *nodes < 1 || *pods < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "schedbench: -nodes, -pods and -rounds must be at least 1")
@@ -111,10 +111,36 @@ var (
 	flushInRun         bool
 )
 
-// flushLead is how long before the backlog's 5-minute mark a measured run
-// starts with -flush-in-run: kube-scheduler checks for pods to flush every
-// 30 s, so the flush comes within the run's first 45 s.
+// flushLead is how long before the backlog's 5-minute mark -flush-in-run
+// starts watching for the flush: kube-scheduler checks for pods to flush
+// every 30 s, and the measured run starts at the first check that moves
+// backlog pods, so that the flush falls inside a run however short it is
+// (20 s at 50 pods/s) and however long the backlog took to create.
 const flushLead = 15 * time.Second
+
+// awaitFlush waits until the scheduler has flushed pods left unschedulable
+// for 5 minutes (scheduler_queue_incoming_pods_total, event
+// UnschedulableTimeout, rose), at most timeout; it says whether it saw it.
+func awaitFlush(timeout time.Duration) bool {
+	flushed := func() (float64, bool) {
+		fams, err := schedulerMetrics()
+		if err != nil {
+			return 0, false
+		}
+		return metricfam.CounterSum(fams, "scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"}), true
+	}
+	before, known := flushed()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		now, ok := flushed()
+		switch {
+		case ok && !known:
+			before, known = now, true
+		case ok && now > before:
+			return true
+		}
+	}
+	return false
+}
 
 func run(bin, configPath string, nodes, pods, rounds int) error {
 	if _, err := os.Stat(bin); err != nil {
@@ -283,8 +309,11 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				fmt.Println()
 				if flushInRun {
 					wait := time.Until(backlogAt.Add(5*time.Minute - flushLead))
-					fmt.Printf("round %d  %-18s waiting %v for the backlog to near kube-scheduler's 5-minute flush\n", round, profile, wait.Round(time.Second))
+					fmt.Printf("round %d  %-18s waiting %v for the backlog to near kube-scheduler's 5-minute flush, then for the flush\n", round, profile, wait.Round(time.Second))
 					time.Sleep(wait)
+					if !awaitFlush(2 * time.Minute) {
+						fmt.Printf("round %d  %-18s no flush seen within 2 minutes of the backlog's 5-minute mark; measuring anyway\n", round, profile)
+					}
 				}
 			}
 			if !flushInRun {
@@ -300,7 +329,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 			t0 := time.Now()
 			rate, err := measure(ctx, kube, profile, round, pods)
 			if err != nil {
-				data, _ := os.ReadFile(filepath.Join(dir, "scheduler.log"))
+				data, _ := os.ReadFile(logPath)
 				return fmt.Errorf("%s: %w\nscheduler log tail:\n%s", profile, err, lastLines(string(data), 20))
 			}
 			results[profile] = append(results[profile], rate)
