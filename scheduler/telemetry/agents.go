@@ -172,7 +172,9 @@ func (c *Cache) SetAgentPod(node string, uid types.UID, ready, gone bool) {
 	}
 	readyAgentNodes.Set(float64(c.readyAgents))
 	c.agentEpoch.Add(1)
-	klog.V(2).InfoS("node agent readiness", "node", node, "ready", after)
+	if c.agentsSynced.Load() { // the first list is counted in "telemetry cache synced"
+		klog.V(2).InfoS("node agent readiness", "node", node, "ready", after)
+	}
 	// The node's view, as it is but for its agent: the same sample, so
 	// the cache's watchers (which take every view they are told of for a
 	// new sample) are not told.

@@ -91,6 +91,7 @@ type Cache struct {
 	agents        map[string]map[types.UID]bool
 	readyAgents   int // nodes with a Ready agent pod
 	agentEpoch    atomic.Uint64
+	agentsSynced  atomic.Bool
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
@@ -220,6 +221,7 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 		if !toolscache.WaitForCacheSync(syncCtx.Done(), agentsSynced) {
 			return fmt.Errorf("telemetry cache: the agent's pods (%s) not listed within %v (can the scheduler list pods?)", c.agentSelector, timeout)
 		}
+		c.agentsSynced.Store(true)
 	}
 	logger.Info("telemetry cache synced", "nodes", c.Len(), "readyAgentNodes", c.ReadyAgents(), "agentPodSelector", c.agentSelector, "maxAgeReadyAgent", c.agentMaxAge)
 	return nil
