@@ -151,11 +151,7 @@ func (n *Node) Headroom(absoluteMilli int64) heat.Headroom {
 // before now, both by the scheduler's clock. A view the cache never stored
 // has no Observed time and is stale.
 func (n *Node) Fresh(now time.Time, maxAge time.Duration) bool {
-	if n.Observed.IsZero() {
-		return false
-	}
-	age := now.Sub(n.Observed)
-	return age <= maxAge || age <= n.agentMaxAge
+	return !n.Observed.IsZero() && now.Sub(n.Observed) <= n.MaxAge(maxAge)
 }
 
 // MaxAge is how old the node's sample may be and still be fresh, for a
