@@ -61,11 +61,8 @@ func TestSingleSchedulerConfig(t *testing.T) {
 		}
 		mounts[m.MountPath] = pod.Spec.Volumes[i].HostPath.Path
 	}
-	var config string
+	config := flagValue(c.Args, "config", "")
 	for _, a := range c.Args {
-		if v, ok := strings.CutPrefix(a, "--config="); ok {
-			config = v
-		}
 		for _, flag := range []string{"--authentication-kubeconfig=", "--authorization-kubeconfig="} {
 			if v, ok := strings.CutPrefix(a, flag); ok && v != kubeconfig {
 				t.Errorf("%s%s, want the configuration's kubeconfig %s", flag, v, kubeconfig)

@@ -523,11 +523,7 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 // it, so its status is the test's to set.
 func agentPod(t *testing.T, c clients, node string) *corev1.Pod {
 	t.Helper()
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "telesched-agent-" + node, Namespace: "default", Labels: map[string]string{"app.kubernetes.io/name": "telesched-agent"}},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/telesched/telesched-agent:test"}}},
-	}
-	p, err := c.kube.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+	p, err := c.kube.CoreV1().Pods("default").Create(t.Context(), fixtures.AgentPod(node), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
+	"github.com/telesched/telesched/test/fixtures"
 )
 
 // The cluster mode's fleet, by node index i:
@@ -120,13 +121,9 @@ func createClusterNode(ctx context.Context, kube kubernetes.Interface, dyn dynam
 const agentNamespace = "telesched-bench-agents"
 
 // createAgentPod creates the node's agent pod, bound to it and Ready, as
-// the DaemonSet's pod and its kubelet would leave it: labelled as the
-// scheduler's --telemetry-agent-pod-selector finds it, requesting nothing.
+// the DaemonSet's pod and its kubelet would leave it (fixtures.AgentPod).
 func createAgentPod(ctx context.Context, kube kubernetes.Interface, node string) error {
-	p, err := kube.CoreV1().Pods(agentNamespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "telesched-agent-" + node, Labels: map[string]string{"app.kubernetes.io/name": "telesched-agent"}},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/telesched/telesched-agent:bench"}}},
-	}, metav1.CreateOptions{})
+	p, err := kube.CoreV1().Pods(agentNamespace).Create(ctx, fixtures.AgentPod(node), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
