@@ -31,6 +31,21 @@ type CPUCollector struct {
 	prevPkgThrottle  map[int64]int64  // by physical package id
 	// seenCore and seenPkg are the throttle events seen since the start.
 	seenCore, seenPkg int64
+	// throttleCPUs lists the CPUs with thermal_throttle counters and their
+	// packages, made for the online CPUs in throttleOnline (the cpuN lines
+	// of /proc/stat) and made again when that set changes or a listed file
+	// cannot be read.
+	throttleCPUs   []throttleCPU
+	throttleOnline []int
+	throttleListed bool
+}
+
+// throttleCPU is one CPU's thermal_throttle directory and its physical
+// package; hasPkg is false when the package id could not be read.
+type throttleCPU struct {
+	name, dir string
+	pkg       int64
+	hasPkg    bool
 }
 
 // NewCPUCollector returns a CPU collector reading under root.
@@ -81,7 +96,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	}
 	c.prev = next
 	if first {
-		c.throttle() // the throttle counters' baseline, like the times'
+		c.throttle(cur) // the throttle counters' baseline, like the times'
 		return ErrWarmingUp
 	}
 	if totalSum == 0 {
@@ -109,7 +124,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 		}
 	}
 	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")
-	st.ThermalThrottle = c.throttle()
+	st.ThermalThrottle = c.throttle(cur)
 	s.ThrottleEvents.Core, s.ThrottleEvents.Package = c.seenCore, c.seenPkg
 
 	s.CPU = st
@@ -157,28 +172,20 @@ func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.Pressure
 // is no throttling (Documentation/ABI/testing/sysfs-devices-system-cpu:
 // the counts are events since boot, per CPU and per package). Nil when the
 // kernel exposes no counters.
-func (c *CPUCollector) throttle() *telemetryv1alpha1.CPUThrottleStatus {
-	dirs, err := c.root.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
-	if err != nil || len(dirs) == 0 {
-		return nil
+//
+// The directories and package ids are listed once and listed again when
+// the online CPUs change (online holds /proc/stat's cpuN lines, which the
+// kernel writes for online CPUs only: fs/proc/stat.c, show_stat) or a
+// listed counter cannot be read, so a sample reads one file per CPU, not a
+// directory walk and two files per CPU.
+func (c *CPUCollector) throttle(online []perCPUTimes) *telemetryv1alpha1.CPUThrottleStatus {
+	if !c.throttleListed || !sameCPUs(online, c.throttleOnline) {
+		c.listThrottle(online)
 	}
-	core := make(map[string]int64, len(dirs))
-	pkg := map[int64]int64{}
-	for _, dir := range dirs {
-		cpu := path.Base(path.Dir(dir))
-		if v, err := c.root.ReadInt(path.Join(dir, "core_throttle_count")); err == nil && v >= 0 {
-			core[cpu] = v
-		}
-		pkgID, err := c.root.ReadInt(path.Join(path.Dir(dir), "topology/physical_package_id"))
-		if err != nil {
-			continue // a package count we could not attribute would be counted twice
-		}
-		if _, seen := pkg[pkgID]; seen {
-			continue
-		}
-		if v, err := c.root.ReadInt(path.Join(dir, "package_throttle_count")); err == nil && v >= 0 {
-			pkg[pkgID] = v
-		}
+	core, pkg, ok := c.readThrottle()
+	if !ok {
+		c.listThrottle(online)
+		core, pkg, _ = c.readThrottle()
 	}
 	if len(core) == 0 && len(pkg) == 0 {
 		return nil
@@ -200,6 +207,68 @@ func (c *CPUCollector) throttle() *telemetryv1alpha1.CPUThrottleStatus {
 	}
 	c.prevCoreThrottle, c.prevPkgThrottle = core, pkg
 	return st
+}
+
+// listThrottle lists the CPUs' thermal_throttle directories and packages.
+func (c *CPUCollector) listThrottle(online []perCPUTimes) {
+	c.throttleOnline = c.throttleOnline[:0]
+	for _, t := range online {
+		c.throttleOnline = append(c.throttleOnline, t.id)
+	}
+	c.throttleCPUs, c.throttleListed = c.throttleCPUs[:0], true
+	dirs, err := c.root.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
+	if err != nil {
+		return
+	}
+	for _, dir := range dirs {
+		t := throttleCPU{name: path.Base(path.Dir(dir)), dir: dir}
+		if id, err := c.root.ReadInt(path.Join(path.Dir(dir), "topology/physical_package_id")); err == nil {
+			t.pkg, t.hasPkg = id, true
+		}
+		c.throttleCPUs = append(c.throttleCPUs, t)
+	}
+}
+
+// readThrottle reads the listed counters; ok is false when one of them
+// could not be read. A package count we could not attribute to a package
+// is not read: it would be counted twice.
+func (c *CPUCollector) readThrottle() (core map[string]int64, pkg map[int64]int64, ok bool) {
+	ok = true
+	core = make(map[string]int64, len(c.throttleCPUs))
+	pkg = map[int64]int64{}
+	for _, t := range c.throttleCPUs {
+		if v, err := c.root.ReadInt(path.Join(t.dir, "core_throttle_count")); err == nil && v >= 0 {
+			core[t.name] = v
+		} else {
+			ok = false
+		}
+		if !t.hasPkg {
+			ok = false
+			continue
+		}
+		if _, seen := pkg[t.pkg]; seen {
+			continue
+		}
+		if v, err := c.root.ReadInt(path.Join(t.dir, "package_throttle_count")); err == nil && v >= 0 {
+			pkg[t.pkg] = v
+		} else {
+			ok = false
+		}
+	}
+	return core, pkg, ok
+}
+
+// sameCPUs reports whether online lists the CPU ids in ids, in order.
+func sameCPUs(online []perCPUTimes, ids []int) bool {
+	if len(online) != len(ids) {
+		return false
+	}
+	for i, t := range online {
+		if t.id != ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // percent converts a fraction to a whole percentage in [0, 100].

@@ -15,7 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/agent/hostfs"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/sandbox/hosttree"
 )
 
 // statLine builds a cpuN line: user nice system idle iowait irq softirq steal guest guest_nice.
@@ -239,8 +241,10 @@ func TestEmptyRoot(t *testing.T) {
 // (Documentation/ABI/testing/sysfs-devices-system-cpu: thermal_throttle/
 // core_throttle_count and package_throttle_count count events since boot,
 // per CPU and per package). A CPU that goes offline takes its counters with
-// it (its cpuN/thermal_throttle directory goes away); when it comes back
-// with the same counts, nothing was throttled.
+// it (its cpuN/thermal_throttle directory goes away) and its cpuN line
+// leaves /proc/stat, which lists online CPUs only (fs/proc/stat.c,
+// show_stat); when it comes back with the same counts, nothing was
+// throttled.
 func TestThrottleAcrossCPUHotplug(t *testing.T) {
 	files := map[string]string{
 		"/proc/stat": stat("cpu0 100 0 0 900 0 0 0 0 0 0", "cpu1 100 0 0 900 0 0 0 0 0 0", "cpu2 100 0 0 900 0 0 0 0 0 0"),
@@ -253,11 +257,16 @@ func TestThrottleAcrossCPUHotplug(t *testing.T) {
 	root := writeTree(t, files)
 	c := NewCPUCollector(root)
 	ticks := 100
+	online := []string{"cpu0", "cpu1", "cpu2"}
 	collect := func(what string) *telemetryv1alpha1.CPUThrottleStatus {
 		t.Helper()
 		ticks += 1000
-		v := fmt.Sprintf("%d 0 0 %d 0 0 0 0 0 0", ticks, 9*ticks)
-		updateTree(t, root, map[string]string{"/proc/stat": stat("cpu0 "+v, "cpu2 "+v)})
+		v := fmt.Sprintf(" %d 0 0 %d 0 0 0 0 0 0", ticks, 9*ticks)
+		var lines []string
+		for _, cpu := range online {
+			lines = append(lines, cpu+v)
+		}
+		updateTree(t, root, map[string]string{"/proc/stat": stat(lines...)})
 		s := &Sample{}
 		if err := c.Collect(context.Background(), s); err != nil && !errors.Is(err, ErrWarmingUp) {
 			t.Fatalf("%s: %v", what, err)
@@ -274,6 +283,7 @@ func TestThrottleAcrossCPUHotplug(t *testing.T) {
 	if err := os.RemoveAll(cpu1); err != nil {
 		t.Fatal(err)
 	}
+	online = []string{"cpu0", "cpu2"}
 	if err := os.Remove(root.Path("/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count")); err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +291,7 @@ func TestThrottleAcrossCPUHotplug(t *testing.T) {
 		t.Errorf("cpu1 offline and cpu0 unreadable: %+v, want counters and no throttling", got)
 	}
 	// Both come back with the counts they had: nothing rose.
+	online = []string{"cpu0", "cpu1", "cpu2"}
 	updateTree(t, root, map[string]string{
 		"/sys/devices/system/cpu/cpu1/thermal_throttle/core_throttle_count":    "2",
 		"/sys/devices/system/cpu/cpu1/thermal_throttle/package_throttle_count": "5",
@@ -297,5 +308,31 @@ func TestThrottleAcrossCPUHotplug(t *testing.T) {
 	}
 	if c.seenCore != 1 || c.seenPkg != 0 {
 		t.Errorf("events seen: core %d, package %d; want 1, 0", c.seenCore, c.seenPkg)
+	}
+}
+
+// BenchmarkCPUCollect is one sample of a simulated 64-CPU, two-package
+// host (sandbox/hosttree, bench-agent's host): /proc/stat, load, pressure
+// and the 64 CPUs' thermal_throttle counters.
+func BenchmarkCPUCollect(b *testing.B) {
+	h, err := hosttree.New(b.TempDir(), hosttree.Spec{CPUs: 64, NUMANodes: 2, Packages: 2, MemoryKiB: 256 << 20, IdleWatts: 100, FullLoadWatts: 400, CritMilliCelsius: 100_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.SetUtilization(0.4)
+	c := NewCPUCollector(hostfs.New(h.Dir))
+	ctx := context.Background()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		now = now.Add(time.Second) // the agent's sample interval
+		if err := h.AdvanceTo(now); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := c.Collect(ctx, &Sample{}); err != nil && !errors.Is(err, ErrWarmingUp) {
+			b.Fatal(err)
+		}
 	}
 }
