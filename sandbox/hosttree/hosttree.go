@@ -66,6 +66,13 @@ type Host struct {
 	userTicks   []float64
 	idleTicks   []float64
 	energyUJ    []float64 // per package, then per DRAM zone
+
+	// writeMu serializes writes; written is each file's content as last
+	// written, so that Advance rewrites only the files whose content
+	// changed (the counters every time, memory and temperatures when they
+	// were set), as a fleet of hosts in one process must to keep pace.
+	writeMu sync.Mutex
+	written map[string]string
 }
 
 const raplRange = 262_143_328_850 // max_energy_range_uj of a typical package
@@ -79,6 +86,7 @@ func New(dir string, spec Spec) (*Host, error) {
 		Dir: dir, spec: spec, last: time.Now(), utilization: 0.1, tempMilli: 45_000,
 		userTicks: make([]float64, spec.CPUs), idleTicks: make([]float64, spec.CPUs),
 		energyUJ: make([]float64, 2*spec.Packages),
+		written:  map[string]string{},
 	}
 	files := map[string]string{
 		"/proc/loadavg":                   "1.00 0.80 0.70 2/900 31337\n",
@@ -198,8 +206,9 @@ func (h *Host) SetTemperature(milli int64) {
 }
 
 // Advance moves every counter forward by the time since the last call and
-// rewrites the files that change: /proc/stat, meminfo, NUMA meminfo,
-// temperatures and RAPL energy.
+// rewrites the files that change: /proc/stat and RAPL energy every time;
+// meminfo, NUMA meminfo and temperatures when their content differs from
+// what this host last wrote.
 func (h *Host) Advance() error { return h.AdvanceTo(time.Now()) }
 
 // AdvanceTo is Advance with the time given: to now from the last call.
@@ -253,6 +262,8 @@ func (h *Host) AdvanceTo(now time.Time) error {
 		// hosts, so the hottest sensor is the package with its hwmon limits.
 		files[fmt.Sprintf("/sys/class/thermal/thermal_zone%d/temp", z)] = fmt.Sprintf("%d\n", temp-int64(1000+2000*z))
 	}
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
 	for path, content := range files {
 		if err := h.write(path, content); err != nil {
 			return err
@@ -277,14 +288,27 @@ func (h *Host) Run(period time.Duration, stop <-chan struct{}) error {
 	}
 }
 
+// write replaces a file atomically, so a reader never sees it half
+// written; a file whose content is what this host last wrote is left as
+// it is. The caller holds writeMu, or owns h alone as New does.
 func (h *Host) write(hostPath, content string) error {
+	last, seen := h.written[hostPath]
+	if seen && last == content {
+		return nil
+	}
 	full := filepath.Join(h.Dir, hostPath)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return err
+	if !seen {
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
 	}
 	tmp := full + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, full)
+	if err := os.Rename(tmp, full); err != nil {
+		return err
+	}
+	h.written[hostPath] = content
+	return nil
 }

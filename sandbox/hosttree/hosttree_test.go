@@ -1,0 +1,72 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package hosttree
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAdvanceRewritesOnlyWhatChanged checks that Advance replaces the
+// counters every time and memory and temperature files only when their
+// content changes: a file left alone keeps its inode.
+func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
+	h, err := New(t.TempDir(), Spec{CPUs: 4, NUMANodes: 1, Packages: 1, MemoryKiB: 16 << 20, IdleWatts: 50, FullLoadWatts: 150, CritMilliCelsius: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inode := func(p string) uint64 {
+		t.Helper()
+		st, err := os.Stat(filepath.Join(h.Dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	read := func(p string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(h.Dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	const (
+		stat    = "/proc/stat"
+		energy  = "/sys/class/powercap/intel-rapl:0/energy_uj"
+		meminfo = "/proc/meminfo"
+		temp    = "/sys/class/hwmon/hwmon0/temp1_input"
+	)
+	now := time.Now()
+	before := map[string]uint64{stat: inode(stat), energy: inode(energy), meminfo: inode(meminfo), temp: inode(temp)}
+	statBefore := read(stat)
+	now = now.Add(time.Second)
+	if err := h.AdvanceTo(now); err != nil {
+		t.Fatal(err)
+	}
+	if read(stat) == statBefore || inode(stat) == before[stat] || inode(energy) == before[energy] {
+		t.Errorf("after a second, /proc/stat and energy_uj were not rewritten")
+	}
+	if inode(meminfo) != before[meminfo] || inode(temp) != before[temp] {
+		t.Errorf("meminfo or temp1_input rewritten with the same content")
+	}
+
+	h.SetUtilization(0.9)
+	h.SetTemperature(77_000)
+	now = now.Add(time.Second)
+	if err := h.AdvanceTo(now); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(temp); got != "77000\n" {
+		t.Errorf("temp1_input = %q, want 77000", got)
+	}
+	// Used memory is 20 % of MemTotal plus half the utilization: 65 %.
+	if got := read(meminfo); !strings.Contains(got, "MemAvailable:   5872026 kB") {
+		t.Errorf("meminfo after utilization 0.9:\n%s\nwant MemAvailable 5872026 kB (35 %% of 16 GiB)", got)
+	}
+}
