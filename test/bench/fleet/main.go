@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,7 @@ func main() {
 	changing := flag.Float64("changing", 0.1, "fraction of nodes whose CPU load moves between 20% and 70% every minute; the rest hold steady")
 	markdown := flag.String("markdown", "", "if set, write the summary as a Markdown table to this file")
 	logFile := flag.String("log", "", "agents' and control plane's log file (default: a file in the work directory)")
+	cpuProfile := flag.String("cpuprofile", "", "if set, write a CPU profile of this process (the agents, the host trees and the informer) over the measured time to this file (go tool pprof -top FILE)")
 	flag.Parse()
 	if *agents < 1 || *duration <= 0 || *changing < 0 || *changing > 1 {
 		fmt.Fprintln(os.Stderr, "fleetbench: -agents >= 1, -duration > 0 and -changing in [0, 1]")
@@ -66,7 +68,7 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if err := run(ctx, *agents, *duration, *warmup, *heartbeat, *changing, *markdown, *logFile); err != nil {
+	if err := run(ctx, *agents, *duration, *warmup, *heartbeat, *changing, *markdown, *logFile, *cpuProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
@@ -78,7 +80,7 @@ func main() {
 // host's size.
 var hostSpec = hosttree.Spec{CPUs: 8, NUMANodes: 1, Packages: 1, MemoryKiB: 32 << 20, IdleWatts: 60, FullLoadWatts: 200, CritMilliCelsius: 100_000}
 
-func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, changing float64, markdown, logPath string) error {
+func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, changing float64, markdown, logPath, cpuProfile string) error {
 	base := os.TempDir()
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		base = "/dev/shm" // the trees are rewritten every second: keep them in memory
@@ -222,6 +224,17 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 		return err
 	}
 	rec.reset()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	t0 := time.Now()
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
