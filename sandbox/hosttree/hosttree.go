@@ -272,6 +272,39 @@ func (h *Host) AdvanceTo(now time.Time) error {
 	return nil
 }
 
+// RateCounter reports whether hostPath is a counter an agent turns into a
+// rate over its sample (/proc/stat's CPU times, a RAPL zone's energy_uj):
+// a simulated host must be up to date when such a file is read, or the
+// time since its last update becomes an error in the rate.
+func RateCounter(hostPath string) bool {
+	return hostPath == "/proc/stat" || strings.HasSuffix(hostPath, "/energy_uj")
+}
+
+// ReadStep: a read of a rate counter advances the host when its last
+// advance is older than this, so the counters of one read (a RAPL zone's
+// packages and DRAM) come from one advance.
+const ReadStep = time.Millisecond
+
+// BeforeRead advances the host before an agent reads hostPath in its tree
+// (the agent's host read hook), when hostPath is a RateCounter and the
+// last advance is older than ReadStep. The counters are then as of the
+// read, as a real host's are; advanced on a timer instead, a 1 s window
+// holds a varying number of steps on a loaded machine, and a steady load
+// reads as watts that jump by tens of percent.
+func (h *Host) BeforeRead(hostPath string) error {
+	if !RateCounter(hostPath) {
+		return nil
+	}
+	now := time.Now()
+	h.mu.Lock()
+	fresh := now.Sub(h.last) < ReadStep
+	h.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	return h.AdvanceTo(now)
+}
+
 // Run calls Advance every period until stop is closed.
 func (h *Host) Run(period time.Duration, stop <-chan struct{}) error {
 	t := time.NewTicker(period)

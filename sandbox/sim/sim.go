@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -374,23 +373,18 @@ func (n *Node) Step() error { return n.stepIfOlder(0) }
 
 // BeforeRead steps the node before an agent reads hostPath in its tree
 // (the agent's host read hook), when the file is a counter the agent
-// turns into a rate (/proc/stat's CPU times, RAPL's energy_uj) and the
-// last step is older than ReadStep. The counters the agent reads are so
-// as of the read, as a real host's are, not as of a step up to
+// turns into a rate (hosttree.RateCounter) and the last step is older
+// than hosttree.ReadStep. The counters the agent reads are so as of the
+// read, as a real host's are, not as of a step up to
 // 1/StepsPerInterval of an interval before it: on a loaded host, steps
 // held up for a few hundred milliseconds turned into tens of percent of a
 // sample's watts, and flat learned curves.
 func (n *Node) BeforeRead(hostPath string) error {
-	if hostPath != "/proc/stat" && !strings.HasSuffix(hostPath, "/energy_uj") {
+	if !hosttree.RateCounter(hostPath) {
 		return nil
 	}
-	return n.stepIfOlder(ReadStep)
+	return n.stepIfOlder(hosttree.ReadStep)
 }
-
-// ReadStep: a read of a rate counter steps the node when its last step is
-// older than this, so the counters of one read (a RAPL zone's packages
-// and DRAM) come from one step.
-const ReadStep = time.Millisecond
 
 // stepIfOlder is Step when the last step is older than d.
 func (n *Node) stepIfOlder(d time.Duration) error {
