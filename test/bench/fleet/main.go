@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -60,10 +61,17 @@ func main() {
 	changing := flag.Float64("changing", 0.1, "fraction of nodes whose CPU load moves between 20% and 70% every minute; the rest hold steady")
 	markdown := flag.String("markdown", "", "if set, write the summary as a Markdown table to this file")
 	logFile := flag.String("log", "", "agents' and control plane's log file (default: a file in the work directory)")
+	verbosity := flag.String("v", "2", "the agents' and control plane's klog -v: at 2 each agent logs why it wrote, which the summary counts")
 	cpuProfile := flag.String("cpuprofile", "", "if set, write a CPU profile of this process (the agents, the host trees and the informer) over the measured time to this file (go tool pprof -top FILE)")
 	flag.Parse()
 	if *agents < 1 || *duration <= 0 || *changing < 0 || *changing > 1 {
 		fmt.Fprintln(os.Stderr, "fleetbench: -agents >= 1, -duration > 0 and -changing in [0, 1]")
+		os.Exit(2)
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	if err := klogFlags.Set("v", *verbosity); err != nil {
+		fmt.Fprintln(os.Stderr, "fleetbench: -v:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -145,24 +153,14 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 	var background sync.WaitGroup
 	defer background.Wait()
 	defer stop()
-	// The trees advance every 250 ms, as the sandbox's do; a tenth of the
-	// nodes change load every minute.
-	background.Go(func() {
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				for _, h := range hosts {
-					if err := h.Advance(); err != nil {
-						klog.ErrorS(err, "advancing a host tree")
-					}
-				}
-			}
-		}
-	})
+	// A tree advances when its agent reads a rate counter (BeforeRead), as
+	// the sandbox's nodes do: its counters are as of the read, as a real
+	// host's are, and a host nobody reads costs nothing. (Advanced every
+	// 250 ms by one loop over 500 trees instead, the counters lagged the
+	// reads by a varying number of steps on this loaded machine, steady
+	// hosts read as watts jumping past the 10 % deadband, and those writes
+	// overloaded the API server.) A tenth of the nodes change load every
+	// minute.
 	background.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
@@ -200,6 +198,12 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 		o.MetricsAddress, o.NVML = "", false
 		o.Publisher.Heartbeat = heartbeat
 		o.WrapTransport = rec.wrap
+		h := hosts[i]
+		o.BeforeHostRead = func(hostPath string) {
+			if err := h.BeforeRead(hostPath); err != nil {
+				klog.ErrorS(err, "advancing a host tree", "node", o.NodeName)
+			}
+		}
 		o.Complete()
 		if err := o.Validate(); err != nil {
 			return fmt.Errorf("agent %s: %w", names[i], err)
@@ -224,6 +228,11 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 		return err
 	}
 	rec.reset()
+	klog.Flush()
+	logStart, err := logOut.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
@@ -265,6 +274,17 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 	fmt.Printf("  etcd database: %.1f MiB at start, %.1f MiB at end (etcd_mvcc_db_total_size_in_bytes); %d NodeTelemetry objects, %.1f KiB each as written\n",
 		before.dbBytes/(1<<20), after.dbBytes/(1<<20), n, s.objectBytes/1024)
 	fmt.Printf("  informer lag, write sent -> delivered: p50 %v, p99 %v, max %v over %d writes (%d unmatched)\n", s.lagP50, s.lagP99, s.lagMax, s.lagCount, s.unmatched)
+	klog.Flush()
+	if reasons, err := writeReasons(logPath, logStart); err != nil {
+		fmt.Printf("  why the agents wrote: %v\n", err)
+	} else if len(reasons) == 0 {
+		fmt.Printf("  why the agents wrote: not logged (run with -v=2)\n")
+	} else {
+		fmt.Printf("  why the agents wrote (their log, digits as N):\n")
+		for _, r := range reasons {
+			fmt.Printf("    %7d  %s\n", r.n, r.reason)
+		}
+	}
 	if markdown != "" {
 		var b strings.Builder
 		fmt.Fprintf(&b, "| agents | measured | writes/s | writes/node/min | kube-apiserver cores | etcd cores | agents' cores | etcd DB start → end | lag p50 | lag p99 | lag max |\n")
@@ -277,6 +297,53 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 		}
 	}
 	return nil
+}
+
+// reasonCount is how many writes the agents logged for one reason.
+type reasonCount struct {
+	reason string
+	n      int
+}
+
+var (
+	publishedRE = regexp.MustCompile(`"published NodeTelemetry" .*?\breason="([^"]*)"`)
+	digitsRE    = regexp.MustCompile(`[0-9]+`)
+)
+
+// writeReasons counts the agents' "published NodeTelemetry" log lines
+// from offset on by reason, the numbers in a reason written as N, most
+// frequent first.
+func writeReasons(logPath string, offset int64) ([]reasonCount, error) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if m := publishedRE.FindSubmatch(sc.Bytes()); m != nil {
+			counts[digitsRE.ReplaceAllString(string(m[1]), "N")]++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]reasonCount, 0, len(counts))
+	for r, n := range counts {
+		out = append(out, reasonCount{r, n})
+	}
+	slices.SortFunc(out, func(a, b reasonCount) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return strings.Compare(a.reason, b.reason)
+	})
+	return out, nil
 }
 
 func createNode(ctx context.Context, kube kubernetes.Interface, name string) error {
