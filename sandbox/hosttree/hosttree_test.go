@@ -70,3 +70,48 @@ func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("meminfo after utilization 0.9:\n%s\nwant MemAvailable 5872026 kB (35 %% of 16 GiB)", got)
 	}
 }
+
+// TestBeforeRead checks that a read of a rate counter brings the host up
+// to date and a read of anything else does not.
+func TestBeforeRead(t *testing.T) {
+	h, err := New(t.TempDir(), Spec{CPUs: 2, NUMANodes: 1, Packages: 1, MemoryKiB: 8 << 20, IdleWatts: 50, FullLoadWatts: 150, CritMilliCelsius: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(h.Dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	const energy = "/sys/class/powercap/intel-rapl:0/energy_uj"
+	stat, uj := read("/proc/stat"), read(energy)
+	time.Sleep(20 * time.Millisecond) // past ReadStep, and a tick of USER_HZ
+	for _, p := range []string{"/proc/meminfo", "/proc/loadavg", "/sys/class/hwmon/hwmon0/temp1_input"} {
+		if RateCounter(p) {
+			t.Errorf("RateCounter(%s) = true", p)
+		}
+		if err := h.BeforeRead(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if read("/proc/stat") != stat || read(energy) != uj {
+		t.Fatalf("reads of files that are not rate counters advanced the host")
+	}
+	if err := h.BeforeRead("/proc/stat"); err != nil {
+		t.Fatal(err)
+	}
+	if read("/proc/stat") == stat || read(energy) == uj {
+		t.Errorf("a read of /proc/stat did not advance the host:\n%s", read("/proc/stat"))
+	}
+	uj = read(energy)
+	time.Sleep(20 * time.Millisecond)
+	if err := h.BeforeRead(energy); err != nil {
+		t.Fatal(err)
+	}
+	if read(energy) == uj {
+		t.Errorf("a read of %s did not advance the host", energy)
+	}
+}
