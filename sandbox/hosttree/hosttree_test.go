@@ -12,14 +12,31 @@ import (
 	"time"
 )
 
-// TestAdvanceRewritesOnlyWhatChanged checks that Advance replaces the
-// counters every time and memory and temperature files only when their
-// content changes: a file left alone keeps its inode.
-func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
+// newHost writes a small host's tree for a test.
+func newHost(t *testing.T) *Host {
+	t.Helper()
 	h, err := New(t.TempDir(), Spec{CPUs: 4, NUMANodes: 1, Packages: 1, MemoryKiB: 16 << 20, IdleWatts: 50, FullLoadWatts: 150, CritMilliCelsius: 100_000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// read returns a file of h's tree.
+func read(t *testing.T, h *Host, hostPath string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.Dir, hostPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestAdvanceRewritesOnlyWhatChanged checks that Advance replaces the
+// counters every time and memory and temperature files only when their
+// content changes: a file left alone keeps its inode.
+func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
+	h := newHost(t)
 	inode := func(p string) uint64 {
 		t.Helper()
 		st, err := os.Stat(filepath.Join(h.Dir, p))
@@ -27,14 +44,6 @@ func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
 			t.Fatal(err)
 		}
 		return st.Sys().(*syscall.Stat_t).Ino
-	}
-	read := func(p string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(h.Dir, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
 	}
 	const (
 		stat    = "/proc/stat"
@@ -44,12 +53,12 @@ func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
 	)
 	now := time.Now()
 	before := map[string]uint64{stat: inode(stat), energy: inode(energy), meminfo: inode(meminfo), temp: inode(temp)}
-	statBefore := read(stat)
+	statBefore := read(t, h, stat)
 	now = now.Add(time.Second)
 	if err := h.AdvanceTo(now); err != nil {
 		t.Fatal(err)
 	}
-	if read(stat) == statBefore || inode(stat) == before[stat] || inode(energy) == before[energy] {
+	if read(t, h, stat) == statBefore || inode(stat) == before[stat] || inode(energy) == before[energy] {
 		t.Errorf("after a second, /proc/stat and energy_uj were not rewritten")
 	}
 	if inode(meminfo) != before[meminfo] || inode(temp) != before[temp] {
@@ -62,11 +71,11 @@ func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
 	if err := h.AdvanceTo(now); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(temp); got != "77000\n" {
+	if got := read(t, h, temp); got != "77000\n" {
 		t.Errorf("temp1_input = %q, want 77000", got)
 	}
 	// Used memory is 20 % of MemTotal plus half the utilization: 65 %.
-	if got := read(meminfo); !strings.Contains(got, "MemAvailable:   5872026 kB") {
+	if got := read(t, h, meminfo); !strings.Contains(got, "MemAvailable:   5872026 kB") {
 		t.Errorf("meminfo after utilization 0.9:\n%s\nwant MemAvailable 5872026 kB (35 %% of 16 GiB)", got)
 	}
 }
@@ -74,20 +83,9 @@ func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
 // TestBeforeRead checks that a read of a rate counter brings the host up
 // to date and a read of anything else does not.
 func TestBeforeRead(t *testing.T) {
-	h, err := New(t.TempDir(), Spec{CPUs: 2, NUMANodes: 1, Packages: 1, MemoryKiB: 8 << 20, IdleWatts: 50, FullLoadWatts: 150, CritMilliCelsius: 100_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := func(p string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(h.Dir, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	h := newHost(t)
 	const energy = "/sys/class/powercap/intel-rapl:0/energy_uj"
-	stat, uj := read("/proc/stat"), read(energy)
+	stat, uj := read(t, h, "/proc/stat"), read(t, h, energy)
 	time.Sleep(20 * time.Millisecond) // past ReadStep, and a tick of USER_HZ
 	for _, p := range []string{"/proc/meminfo", "/proc/loadavg", "/sys/class/hwmon/hwmon0/temp1_input"} {
 		if RateCounter(p) {
@@ -97,21 +95,21 @@ func TestBeforeRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if read("/proc/stat") != stat || read(energy) != uj {
+	if read(t, h, "/proc/stat") != stat || read(t, h, energy) != uj {
 		t.Fatalf("reads of files that are not rate counters advanced the host")
 	}
 	if err := h.BeforeRead("/proc/stat"); err != nil {
 		t.Fatal(err)
 	}
-	if read("/proc/stat") == stat || read(energy) == uj {
-		t.Errorf("a read of /proc/stat did not advance the host:\n%s", read("/proc/stat"))
+	if read(t, h, "/proc/stat") == stat || read(t, h, energy) == uj {
+		t.Errorf("a read of /proc/stat did not advance the host:\n%s", read(t, h, "/proc/stat"))
 	}
-	uj = read(energy)
+	uj = read(t, h, energy)
 	time.Sleep(20 * time.Millisecond)
 	if err := h.BeforeRead(energy); err != nil {
 		t.Fatal(err)
 	}
-	if read(energy) == uj {
+	if read(t, h, energy) == uj {
 		t.Errorf("a read of %s did not advance the host", energy)
 	}
 }
