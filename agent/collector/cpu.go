@@ -231,7 +231,8 @@ func (c *CPUCollector) listThrottle(online []perCPUTimes) {
 
 // readThrottle reads the listed counters; ok is false when one of them
 // could not be read. A package count we could not attribute to a package
-// is not read: it would be counted twice.
+// (its CPU's physical_package_id did not read when listed) is not read: it
+// would be counted twice.
 func (c *CPUCollector) readThrottle() (core map[string]int64, pkg map[int64]int64, ok bool) {
 	ok = true
 	core = make(map[string]int64, len(c.throttleCPUs))
@@ -243,7 +244,6 @@ func (c *CPUCollector) readThrottle() (core map[string]int64, pkg map[int64]int6
 			ok = false
 		}
 		if !t.hasPkg {
-			ok = false
 			continue
 		}
 		if _, seen := pkg[t.pkg]; seen {

@@ -211,9 +211,14 @@ func (h *Host) SetTemperature(milli int64) {
 // what this host last wrote.
 func (h *Host) Advance() error { return h.AdvanceTo(time.Now()) }
 
-// AdvanceTo is Advance with the time given: to now from the last call.
+// AdvanceTo is Advance with the time given: to now from the last call. A
+// time before the last call's does nothing: counters never go back.
 func (h *Host) AdvanceTo(now time.Time) error {
 	h.mu.Lock()
+	if now.Before(h.last) {
+		h.mu.Unlock()
+		return nil
+	}
 	dt := now.Sub(h.last).Seconds()
 	h.last = now
 	u, temp, spec := h.utilization, h.tempMilli, h.spec

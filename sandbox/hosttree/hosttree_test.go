@@ -64,6 +64,14 @@ func TestAdvanceRewritesOnlyWhatChanged(t *testing.T) {
 	if inode(meminfo) != before[meminfo] || inode(temp) != before[temp] {
 		t.Errorf("meminfo or temp1_input rewritten with the same content")
 	}
+	// An earlier time (a reader that raced another) moves nothing back.
+	statNow := read(t, h, stat)
+	if err := h.AdvanceTo(now.Add(-500 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, h, stat); got != statNow {
+		t.Errorf("AdvanceTo an earlier time rewrote /proc/stat:\n%s\nwas\n%s", got, statNow)
+	}
 
 	h.SetUtilization(0.9)
 	h.SetTemperature(77_000)
