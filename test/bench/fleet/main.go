@@ -61,7 +61,7 @@ func main() {
 	changing := flag.Float64("changing", 0.1, "fraction of nodes whose CPU load moves between 20% and 70% every minute; the rest hold steady")
 	markdown := flag.String("markdown", "", "if set, write the summary as a Markdown table to this file")
 	logFile := flag.String("log", "", "agents' and control plane's log file (default: a file in the work directory)")
-	verbosity := flag.String("v", "2", "the agents' and control plane's klog -v: at 2 each agent logs why it wrote, which the summary counts")
+	verbosity := flag.String("v", "2", "klog -v of this process (the agents and the informer; the control plane keeps its own): at 2 each agent logs why it wrote, which the summary counts")
 	cpuProfile := flag.String("cpuprofile", "", "if set, write a CPU profile of this process (the agents, the host trees and the informer) over the measured time to this file (go tool pprof -top FILE)")
 	flag.Parse()
 	if *agents < 1 || *duration <= 0 || *changing < 0 || *changing > 1 {
