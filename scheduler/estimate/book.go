@@ -4,6 +4,7 @@
 package estimate
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -31,10 +33,11 @@ func Hold(interval time.Duration) time.Duration {
 	return max(2*interval, MinReservationHold)
 }
 
-// MaxReservationAge bounds a reservation's life when no sample retires it
-// (a pod that never starts, or an agent that stopped): its pod is running
-// or gone by then, and the node's telemetry is stale.
-const MaxReservationAge = 10 * time.Minute
+// DefaultMaxReservationAge bounds a reservation's life when no sample
+// retires it (a pod that never starts, or an agent that stopped): its pod
+// is running or gone by then, and the node's telemetry is stale. Change it
+// with SetMaxAge (the scheduler's --reservation-max-age).
+const DefaultMaxReservationAge = 10 * time.Minute
 
 // recallAge is how long an undone reservation is remembered, so that the
 // QueueingHint of the deleted pod's event can tell what the deletion freed
@@ -47,7 +50,7 @@ const recallAge = time.Minute
 // a sample of its node that the scheduler saw at least Hold(interval)
 // after it saw the pod running. A pod still pulling its image keeps
 // counting however long the sampling goes on; one that never runs stops
-// after MaxReservationAge. A scheduler that starts (a restart, or a
+// after its max age (SetMaxAge). A scheduler that starts (a restart, or a
 // replica taking over) rebuilds the book from the bound pods its Pod
 // informer lists: those not running, and those running too recently for
 // their node's sample to show them.
@@ -59,8 +62,15 @@ const recallAge = time.Minute
 // as long as their node, in a map copied on write only when a node gets
 // its first reservation or goes away.
 type Book struct {
-	cache   *telemetry.Cache
-	counter Counter
+	cache *telemetry.Cache
+	// counter counts every pod's demand, for every plugin (Demand); the
+	// plugins' args set it through Share before the informers start.
+	counter atomic.Pointer[Counter]
+	// settings are what counter was built from, with who set each.
+	settingsMu sync.Mutex
+	opts       Options
+	defaults   shared[[2]int64]
+	gpu        shared[v1.ResourceName]
 
 	entries atomic.Pointer[map[string]*resEntry]
 	bound   atomic.Pointer[LoadBound]
@@ -68,6 +78,7 @@ type Book struct {
 	// that share the book (LimitCPU), 0 when none does.
 	cpuThreshold atomic.Int32
 	nextExpiry   atomic.Int64 // unix ns at which the oldest reservation expires; 0: none
+	maxAge       atomic.Int64 // a reservation's longest life (SetMaxAge)
 
 	watchOnce sync.Once
 	watchErr  error
@@ -81,6 +92,7 @@ type Book struct {
 	extremes   loadExtremes
 	loadPasses int // passes over every node setLoad took
 	listeners  []func(node string)
+	releases   []func(node string)
 }
 
 type reservation struct {
@@ -90,6 +102,11 @@ type reservation struct {
 	// its node's view then, which the calibration measures its jump from.
 	running time.Time
 	base    *telemetry.Node
+	// started is when the last of the pod's containers started, by the
+	// kubelet's clock, which is its node's and so its agent's: a sample
+	// taken (sampleTime) less than an interval after it cannot show the
+	// pod, however late it arrives. Zero when the pod's status says not.
+	started time.Time
 }
 
 type undone struct {
@@ -123,22 +140,48 @@ func (e *resEntry) load() Demand {
 }
 
 type retirement struct {
-	view   *telemetry.Node
+	sample sampleKey
 	before Demand
+}
+
+// sampleKey identifies a node's sample across copies of its view (the
+// cache restamps a view when the node's agent pod changes readiness): the
+// agent's time for it and the cache's. Two writes of one sample share
+// both; the cache observes different samples at different times.
+type sampleKey struct{ sampleTime, observed time.Time }
+
+func keyOf(n *telemetry.Node) sampleKey {
+	return sampleKey{sampleTime: n.SampleTime, observed: n.Observed}
 }
 
 // NewBook returns the book of the nodes in cache, kept current as the
 // cache stores their samples; pods' demand is counted by opts.
 func NewBook(cache *telemetry.Cache, opts Options) *Book {
 	b := &Book{
-		cache: cache, counter: NewCounter(opts),
+		cache: cache, opts: opts,
 		pods: map[string]map[types.UID]*reservation{}, undone: map[types.UID]undone{}, ended: map[types.UID]time.Time{}, loads: map[string]nodeLoad{},
 	}
+	c := NewCounter(opts)
+	b.counter.Store(&c)
+	b.maxAge.Store(int64(DefaultMaxReservationAge))
 	b.entries.Store(&map[string]*resEntry{})
 	b.bound.Store(&LoadBound{})
 	cache.Watch(b.observe)
 	return b
 }
+
+// SetMaxAge sets how long a reservation counts when no sample retires it
+// (DefaultMaxReservationAge); call it before the book counts any pod.
+func (b *Book) SetMaxAge(d time.Duration) error {
+	if d < MinReservationHold {
+		return fmt.Errorf("a reservation's max age %v must be at least %v", d, MinReservationHold)
+	}
+	b.maxAge.Store(int64(d))
+	return nil
+}
+
+// MaxAge is how long a reservation counts when no sample retires it.
+func (b *Book) MaxAge() time.Duration { return time.Duration(b.maxAge.Load()) }
 
 // LimitCPU records a LoadAware profile's cpuThresholdPercent: no pod may
 // bring a node's estimated CPU (measured, plus the pods placed since) past
@@ -174,8 +217,54 @@ func (b *Book) CPUUnderThresholdMilli(n *telemetry.Node) (milli int64, ok bool) 
 	return capacity*t/100 - load, true
 }
 
-// Demand is the pod's demand as the book counts it.
-func (b *Book) Demand(pod *v1.Pod) Demand { return b.counter.Of(pod) }
+// Demand is the pod's demand as the book counts it: the one count of
+// every plugin.
+func (b *Book) Demand(pod *v1.Pod) Demand { return b.counter.Load().Of(pod) }
+
+// Requested is the pod's demand as the book counts it, without the
+// default requests (Counter.Requested).
+func (b *Book) Requested(pod *v1.Pod) Demand { return b.counter.Load().Requested(pod) }
+
+// Options are the settings the book counts demand by.
+func (b *Book) Options() Options {
+	b.settingsMu.Lock()
+	defer b.settingsMu.Unlock()
+	return b.opts
+}
+
+// ShareDefaultRequests sets the CPU and memory counted for a container
+// that requests none, as the plugin who (a profile's plugin, for messages)
+// has them; an error when another plugin set other values first. Call it
+// before the informers start.
+func (b *Book) ShareDefaultRequests(who string, cpuMilli, memoryBytes int64) error {
+	b.settingsMu.Lock()
+	defer b.settingsMu.Unlock()
+	if err := b.defaults.agree("default requests [CPU millicores, memory bytes]", who, [2]int64{cpuMilli, memoryBytes}); err != nil {
+		return err
+	}
+	b.opts.DefaultCPUMilli, b.opts.DefaultMemoryBytes = cpuMilli, memoryBytes
+	b.recount()
+	return nil
+}
+
+// ShareGPUResource sets the extended resource that counts GPUs, as
+// ShareDefaultRequests does the default requests.
+func (b *Book) ShareGPUResource(who string, name v1.ResourceName) error {
+	b.settingsMu.Lock()
+	defer b.settingsMu.Unlock()
+	if err := b.gpu.agree("GPU resource name", who, name); err != nil {
+		return err
+	}
+	b.opts.GPUResource = name
+	b.recount()
+	return nil
+}
+
+// recount builds the counter from b.opts. The caller holds settingsMu.
+func (b *Book) recount() {
+	c := NewCounter(b.opts)
+	b.counter.Store(&c)
+}
 
 // OnChange registers f, called with a node's name after any change of its
 // reservations (the book's lock is held: f must be quick and must not call
@@ -190,10 +279,22 @@ func (b *Book) OnChange(f func(node string)) {
 // bound to a node is reserved there, seen running it starts its hold, and
 // finished or deleted it is undone; a deleted Node loses its reservations.
 // Only the first call registers anything.
-func (b *Book) Watch(factory informers.SharedInformerFactory) error {
-	b.watchOnce.Do(func() { b.watchErr = b.watch(factory) })
+//
+// Until ctx ends, reservations are also expired on the clock, every
+// ExpireInterval, so that their listeners (OnRelease) hear of it while no
+// pod is being scheduled.
+func (b *Book) Watch(ctx context.Context, factory informers.SharedInformerFactory) error {
+	b.watchOnce.Do(func() {
+		if b.watchErr = b.watch(factory); b.watchErr == nil {
+			go wait.UntilWithContext(ctx, func(context.Context) { b.Expire() }, ExpireInterval)
+		}
+	})
 	return b.watchErr
 }
+
+// ExpireInterval is how often a watching book expires reservations on its
+// own (Expire costs an atomic load until one is due).
+const ExpireInterval = time.Second
 
 func (b *Book) watch(factory informers.SharedInformerFactory) error {
 	nodes, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -211,7 +312,7 @@ func (b *Book) watch(factory informers.SharedInformerFactory) error {
 	}
 	pods, err := factory.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, initial bool) { b.podSeen(obj, initial) },
-		UpdateFunc: func(_, obj any) { b.podSeen(obj, false) },
+		UpdateFunc: b.podUpdated,
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
@@ -240,8 +341,8 @@ func (b *Book) Synced() bool {
 	return true
 }
 
-// podSeen keeps a bound pod's reservation current: reserved from its
-// binding, its hold started when it runs, undone when it finishes. A pod
+// podSeen is a pod the informer adds: one bound already is reserved from
+// its binding, its hold started if it runs, undone if it finished. A pod
 // of the informer's first list (the scheduler starting) is reserved only
 // when its node's latest sample cannot show it yet.
 func (b *Book) podSeen(obj any, initial bool) {
@@ -271,11 +372,38 @@ func (b *Book) podSeen(obj any, initial bool) {
 				return // its node's sample shows it already
 			}
 		}
-		if now.Sub(at) > MaxReservationAge {
+		if now.Sub(at) > b.MaxAge() {
 			return
 		}
 	}
-	b.reserve(node, pod.UID, b.counter.Of(pod), at, running)
+	started, _ := startedAt(pod)
+	b.reserve(node, pod.UID, b.Demand(pod), at, running, started)
+}
+
+// podUpdated follows a pod through the changes that move its reservation,
+// and through those alone: its binding reserves it, its start starts its
+// hold (or, when its reservation is gone by then, reserves it from its
+// start: its load is new to its node's samples), and its end undoes it.
+// Everything else a pod's status goes through (readiness flapping, a
+// container restarting, a label patched, a pending pod's image pull
+// retried) changes nothing: a pod a sample retired is never counted
+// again, and a pending pod's max age counts from its binding.
+func (b *Book) podUpdated(oldObj, newObj any) {
+	old, ok := oldObj.(*v1.Pod)
+	pod, ok2 := newObj.(*v1.Pod)
+	if !ok || !ok2 || pod.Spec.NodeName == "" {
+		return
+	}
+	node := pod.Spec.NodeName
+	switch {
+	case pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed:
+		b.End(node, pod.UID)
+	case old.Spec.NodeName == "":
+		b.podSeen(pod, false) // bound
+	case pod.Status.Phase == v1.PodRunning && old.Status.Phase != v1.PodRunning:
+		started, _ := startedAt(pod)
+		b.reserve(node, pod.UID, b.Demand(pod), b.cache.Now(), b.cache.Now(), started)
+	}
 }
 
 // scheduledAt is when the pod was bound, by the API server's clock.
@@ -324,7 +452,7 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	jump := shownByJump(b.pods[name], cur)
 	var shown []*reservation
 	for uid, res := range b.pods[name] {
-		if !res.running.IsZero() && (jump || !cur.Observed.Before(res.running.Add(hold))) {
+		if !res.running.IsZero() && takenAfter(cur, res) && (jump || !cur.Observed.Before(res.running.Add(hold))) {
 			delete(b.pods[name], uid)
 			shown = append(shown, res)
 		}
@@ -338,8 +466,16 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 		b.setLoad(name, loadOf(cur, before)) // the new sample's load; no reservation changed
 		return
 	}
-	e.retired.Store(&retirement{view: cur, before: before})
+	e.retired.Store(&retirement{sample: keyOf(cur), before: before})
 	b.publish(name, e)
+}
+
+// takenAfter reports whether cur's sample was taken, by its agent's clock,
+// a whole interval after the pod's containers started, by the kubelet's
+// (the node's clock both): one taken before cannot show the pod, however
+// late the cache sees it. A pod or sample without the time passes.
+func takenAfter(cur *telemetry.Node, res *reservation) bool {
+	return res.started.IsZero() || cur.SampleTime.IsZero() || !cur.SampleTime.Before(res.started.Add(cur.Interval))
 }
 
 // ShownFraction is how much of the CPU its running pods request a node's
@@ -366,7 +502,7 @@ func shownByJump(pods map[types.UID]*reservation, cur *telemetry.Node) bool {
 		if res.running.IsZero() {
 			continue // pending: no load yet, nothing to show
 		}
-		if res.base == nil || !res.base.HasCPU || cur.Observed.Before(res.running.Add(cur.Interval)) {
+		if res.base == nil || !res.base.HasCPU || cur.Observed.Before(res.running.Add(cur.Interval)) || !takenAfter(cur, res) {
 			return false
 		}
 		if base == nil || res.base.Observed.Before(base.Observed) {
@@ -384,17 +520,17 @@ func shownByJump(pods map[types.UID]*reservation, cur *telemetry.Node) bool {
 // Reserve counts a pod toward its node from now, as the scheduler places
 // it: a pod counted already keeps its first time.
 func (b *Book) Reserve(node string, pod *v1.Pod) {
-	b.reserve(node, pod.UID, b.counter.Of(pod), b.cache.Now(), time.Time{})
+	b.reserve(node, pod.UID, b.Demand(pod), b.cache.Now(), time.Time{}, time.Time{})
 }
 
 // ReserveDemand is Reserve for a pod known by its UID and demand.
 func (b *Book) ReserveDemand(node string, uid types.UID, d Demand) {
-	b.reserve(node, uid, d, b.cache.Now(), time.Time{})
+	b.reserve(node, uid, d, b.cache.Now(), time.Time{}, time.Time{})
 }
 
 // reserve counts a pod, or, for one counted already, records when it was
-// seen running.
-func (b *Book) reserve(node string, uid types.UID, d Demand, at, running time.Time) {
+// seen running (and, by the kubelet, started).
+func (b *Book) reserve(node string, uid types.UID, d Demand, at, running, started time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := b.pods[node]
@@ -405,17 +541,18 @@ func (b *Book) reserve(node string, uid types.UID, d Demand, at, running time.Ti
 	if res, ok := m[uid]; ok {
 		if res.running.IsZero() && !running.IsZero() {
 			b.run(node, res, running)
+			res.started = started
 		}
 		return
 	}
 	if _, ok := b.ended[uid]; ok {
 		return // deleted or finished before this late event
 	}
-	m[uid] = &reservation{Demand: d, at: at}
+	m[uid] = &reservation{Demand: d, at: at, started: started}
 	if !running.IsZero() {
 		b.run(node, m[uid], running)
 	}
-	if exp := at.Add(MaxReservationAge).UnixNano(); b.nextExpiry.Load() == 0 || exp < b.nextExpiry.Load() {
+	if exp := at.Add(b.MaxAge()).UnixNano(); b.nextExpiry.Load() == 0 || exp < b.nextExpiry.Load() {
 		b.nextExpiry.Store(exp)
 	}
 	b.publish(node, b.entry(node))
@@ -445,6 +582,7 @@ func (b *Book) Unreserve(node string, pod types.UID) (Demand, bool) {
 		}
 		b.undone[pod] = undone{node: node, Demand: res.Demand, gone: now}
 		b.publish(node, b.lookup(node))
+		b.released(node)
 		return res.Demand, true
 	}
 	if u, ok := b.undone[pod]; ok && u.node == node {
@@ -465,7 +603,7 @@ func (b *Book) End(node string, pod types.UID) {
 	}
 }
 
-// Expire drops reservations older than MaxReservationAge, and undone ones
+// Expire drops reservations older than MaxAge, and undone ones
 // older than a minute; PreFilter calls it once per pod, and it costs an
 // atomic load until the oldest reservation is due.
 func (b *Book) Expire() {
@@ -480,15 +618,19 @@ func (b *Book) Expire() {
 	for node, m := range b.pods {
 		changed := false
 		for uid, res := range m {
-			if now.Sub(res.at) > MaxReservationAge {
+			if now.Sub(res.at) > b.MaxAge() {
 				delete(m, uid)
 				changed = true
+				if e := b.lookup(node); e != nil && !res.running.IsZero() {
+					e.disturbed = now // its load left the book, not the node
+				}
 			} else if oldest.IsZero() || res.at.Before(oldest) {
 				oldest = res.at
 			}
 		}
 		if changed {
 			b.publish(node, b.lookup(node))
+			b.released(node)
 		}
 	}
 	for uid, u := range b.undone {
@@ -506,7 +648,7 @@ func (b *Book) Expire() {
 	} else if oldest.IsZero() {
 		b.nextExpiry.Store(0)
 	} else {
-		b.nextExpiry.Store(oldest.Add(MaxReservationAge).UnixNano())
+		b.nextExpiry.Store(oldest.Add(b.MaxAge()).UnixNano())
 	}
 }
 
@@ -545,7 +687,7 @@ func (b *Book) Before(node string, view *telemetry.Node) Demand {
 	if e == nil {
 		return Demand{}
 	}
-	if ret := e.retired.Load(); ret != nil && ret.view == view {
+	if ret := e.retired.Load(); ret != nil && view != nil && ret.sample == keyOf(view) {
 		return ret.before
 	}
 	return e.load()
@@ -561,7 +703,7 @@ func (b *Book) Retired(view *telemetry.Node) bool {
 		return false
 	}
 	ret := e.retired.Load()
-	return ret != nil && ret.view == view
+	return ret != nil && ret.sample == keyOf(view)
 }
 
 // publish stores the sums of a node's reservations for readers, and the
@@ -579,6 +721,24 @@ func (b *Book) publish(name string, e *resEntry) {
 	n, _ := b.cache.Get(name)
 	b.setLoad(name, loadOf(n, sum))
 	b.changed(name)
+}
+
+// OnRelease registers f, called with a node's name after reservations of
+// the node were undone other than by a sample showing their pods: a pod
+// deleted, finished or unbound, or a reservation expired. Pods rejected
+// for want of the room they held may fit now, and no NodeTelemetry event
+// says so. As for OnChange, b's lock is held: f must only take note.
+func (b *Book) OnRelease(f func(node string)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.releases = append(b.releases, f)
+}
+
+// released tells the release listeners. The caller holds b.mu.
+func (b *Book) released(name string) {
+	for _, f := range b.releases {
+		f(name)
+	}
 }
 
 // changed tells the listeners. The caller holds b.mu.

@@ -2,15 +2,18 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package estimate is the scheduler's one answer to "what does this pod
-// cost this node": its demand (Demand), the pods placed on a node that its
-// telemetry does not show yet (Book), the watts a pod adds (Watts) and
-// whether the node may run it without overheating (heat.Verdict, through
-// Heat). LoadAware, TopologyFit, EnergyAware and PowerBudget read these and
-// keep only their thresholds and scores, so no two plugins can disagree on
-// what a pod costs; PowerBudget's domains add up the same estimates.
+// cost this node": its demand (Counter, which the Book owns: one count for
+// every plugin), the pods placed on a node that its telemetry does not
+// show yet (Book), the watts a pod adds (Watts) and where the node's
+// modelled sensor settles with it (Book.Heat). LoadAware, TopologyFit,
+// EnergyAware and PowerBudget read these and keep only their thresholds
+// and scores, so no two plugins can disagree on what a pod costs;
+// PowerBudget's domains add up the same estimates.
 package estimate
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -74,9 +77,47 @@ func NewCounter(o Options) Counter {
 
 // Of is the pod's demand: its effective requests (init containers and
 // overhead as kube-scheduler counts them), with the defaults for a
-// container that requests no CPU or memory, and its GPUs.
+// container that requests no CPU or memory, and its GPUs: the higher of
+// their requests and limits, since the API server defaults an extended
+// resource's request to its limit and a pod built elsewhere may lack it.
 func (c Counter) Of(pod *v1.Pod) Demand {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: c.defaults})
+	return c.count(pod, c.defaults)
+}
+
+// Requested is Of without the defaults: what the pod's containers request
+// and nothing for those that request none, as the kubelet's CPU and
+// topology managers count a pod that must fit a NUMA node.
+func (c Counter) Requested(pod *v1.Pod) Demand {
+	return c.count(pod, nil)
+}
+
+func (c Counter) count(pod *v1.Pod, defaults v1.ResourceList) Demand {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: defaults})
 	gpus := req[c.gpu]
-	return Demand{CPUMilli: req.Cpu().MilliValue(), MemoryBytes: req.Memory().Value(), GPUs: gpus.Value()}
+	d := Demand{CPUMilli: req.Cpu().MilliValue(), MemoryBytes: req.Memory().Value(), GPUs: max(0, gpus.Value())}
+	if l, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[c.gpu]; ok {
+		d.GPUs = max(d.GPUs, l.Value())
+	}
+	return d
+}
+
+// shared is one Options field that every plugin counting demand must
+// agree on, with the first plugin that set it.
+type shared[T comparable] struct {
+	v   T
+	who string
+}
+
+// agree sets s to v for who, or reports that who disagrees with the
+// plugin that set it first.
+func (s *shared[T]) agree(field, who string, v T) error {
+	if s.who == "" {
+		s.v, s.who = v, who
+		return nil
+	}
+	if s.v != v {
+		return fmt.Errorf("%s: %s sets %v, %s sets %v: every profile must count a pod's demand alike, since one reservation book counts it for all of them",
+			field, s.who, s.v, who, v)
+	}
+	return nil
 }
