@@ -61,7 +61,7 @@ func main() {
 		app.WithPlugin(powerbudgetplugin.Name, powerbudgetplugin.NewFactory(cache, domains)),
 	)
 	cmd.Use = "telesched-scheduler"
-	var skew, powerHold, agentMaxAge time.Duration
+	var skew, powerHold, agentMaxAge, reservationMaxAge time.Duration
 	var agentSelector string
 	var skipVersionCheck bool
 	var maxNodeWatts int32
@@ -88,6 +88,10 @@ func main() {
 	fs.DurationVar(&agentMaxAge, "telemetry-max-age-ready-agent", telemetry.DefaultAgentMaxAge,
 		"how old a node's NodeTelemetry may be while its agent pod is Ready; keep it above the agent's --heartbeat "+
 			"(the shipped DaemonSet's is 5m). Where the plugins' telemetryMaxAge is longer, theirs applies")
+	fs.DurationVar(&reservationMaxAge, "reservation-max-age", estimate.DefaultMaxReservationAge,
+		fmt.Sprintf("how long a pod bound to a node counts toward the node's load, watts and heat when no sample of the node shows it running: "+
+			"a pod counts at most this long from its binding (from its start, when it starts after that), and when it stops counting so, the pods it kept out are requeued (at least %v)",
+			estimate.MinReservationHold))
 	fs.DurationVar(&status.Interval, "power-budget-status-interval", status.Interval,
 		"how often the PowerBudget plugin computes every PowerBudget's watts (its metrics on every replica, and the status the lease holder writes)")
 	fs.DurationVar(&status.Heartbeat, "power-budget-status-heartbeat", status.Heartbeat,
@@ -125,6 +129,9 @@ func main() {
 		}
 		if powerHold < 0 {
 			return fmt.Errorf("--telemetry-power-hold must not be negative, got %v", powerHold)
+		}
+		if err := book.SetMaxAge(reservationMaxAge); err != nil {
+			return fmt.Errorf("--reservation-max-age: %w", err)
 		}
 		if err := cache.SetAgents(agentSelector, agentMaxAge); err != nil {
 			return fmt.Errorf("--telemetry-agent-pod-selector, --telemetry-max-age-ready-agent: %w", err)

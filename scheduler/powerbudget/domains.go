@@ -145,7 +145,7 @@ func (d *Domains) start(ctx context.Context, cfg *rest.Config, factory informers
 	if err != nil {
 		return err
 	}
-	if err := d.book.Watch(factory); err != nil {
+	if err := d.book.Watch(ctx, factory); err != nil {
 		return err
 	}
 	// The scheduler starts these informers after building its plugins:
@@ -606,7 +606,7 @@ func minTime(a, b time.Time) time.Time {
 // caller holds d.mu and sets Domains.
 func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*NodeState, time.Time) {
 	ns := &NodeState{Reserved: d.book.Get(node)}
-	until := now.Add(estimate.MaxReservationAge)
+	until := now.Add(d.book.MaxAge())
 	if view, ok := d.cache.Get(node); ok {
 		ns.View = view
 		hold := d.cache.PowerHold()
@@ -656,7 +656,7 @@ func without(ns *NodeState, power bool) int32 {
 
 // build computes a Snapshot. The caller holds d.mu.
 func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Snapshot {
-	s := &Snapshot{nodes: map[string]*NodeState{}, book: d.book, version: version, maxAge: maxAge, at: now, validUntil: now.Add(estimate.MaxReservationAge)}
+	s := &Snapshot{nodes: map[string]*NodeState{}, book: d.book, version: version, maxAge: maxAge, at: now, validUntil: now.Add(d.book.MaxAge())}
 	names := make([]string, 0, len(d.budgets))
 	for name := range d.budgets {
 		names = append(names, name)

@@ -67,20 +67,13 @@ type podEstimate struct {
 	// upper, in milliwatts.
 	mw, upperMW int64
 	hasPower    bool
-	// Thermal prediction: steadyMilli is where the modelled sensor settles
-	// with the pod, from watts (the node's power without GPUs now, plus the
-	// reserved pods' and this pod's, upper estimate). Valid when predicted.
-	predicted             bool
-	steadyMilli, limMilli int64
-	watts, nowWatts       float64
-	reservedWatts, podW   float64
+	// Heat is the thermal prediction (estimate.Book.Heat).
+	estimate.Heat
 }
 
 // estimatePod estimates a pod of demand d on node n, which has reserved
-// placed since its sample (estimate.Book): its watts from package
-// estimate, and, with a thermal model, where the modelled sensor settles
-// with the node's CPU watts now, the reserved pods' and this pod's (upper
-// estimates, GPUs excluded: the model is of a CPU sensor).
+// placed since its sample (estimate.Book): its watts and, with a thermal
+// model, where the modelled sensor settles, from package estimate.
 func estimatePod(n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
 	return estimateWith(nil, n, d, reserved)
 }
@@ -95,19 +88,7 @@ func estimateWith(book *estimate.Book, n *telemetry.Node, d, reserved estimate.D
 	}
 	e.hasPower = true
 	e.mw, e.upperMW = int64(math.Round(w.Mean*1000)), int64(math.Round(w.Upper*1000))
-	if m := n.Models; m.HasThermal {
-		t := &m.Thermal
-		watts, gpuWatts := n.Watts, n.GPUWatts
-		if !n.HasPower {
-			watts, gpuWatts = n.LastWatts, 0
-		}
-		e.nowWatts = float64(max(0, watts-gpuWatts))
-		r, _ := book.ReservedWatts(n, estimate.Demand{CPUMilli: reserved.CPUMilli})
-		cpu, _ := book.PodWatts(n, estimate.Demand{CPUMilli: d.CPUMilli}, reserved)
-		e.reservedWatts, e.podW = r.Upper, cpu.Upper
-		e.watts = e.nowWatts + e.reservedWatts + e.podW
-		e.predicted, e.steadyMilli, e.limMilli = true, t.Steady(e.watts), t.LimitMilli
-	}
+	e.Heat = book.Heat(n, d, reserved)
 	return e
 }
 
@@ -115,13 +96,13 @@ func estimateWith(book *estimate.Book, n *telemetry.Node, d, reserved estimate.D
 // past its limit − margin once it settles, or "" when it would not (or the
 // node has no thermal model).
 func tooHotPredicted(n *telemetry.Node, e podEstimate, marginMilli int64) string {
-	if !e.predicted || e.steadyMilli < e.limMilli-marginMilli {
+	if !e.Predicted || e.SteadyMilli < e.LimitMilli-marginMilli {
 		return ""
 	}
 	t := &n.Models.Thermal
 	return fmt.Sprintf("predicted steady temperature of %s with the pod %s >= limit %s - margin %s: %s + %.3f°C/W x %.0fW (now %.0fW, +%.0fW reserved, +%.0fW this pod); time constant %ds, %d samples",
-		t.Sensor, celsius(e.steadyMilli), celsius(e.limMilli), celsius(marginMilli), celsius(t.AmbientMilli), float64(t.MilliPerWatt)/1000,
-		e.watts, e.nowWatts, e.reservedWatts, e.podW, t.Tau, t.Samples)
+		t.Sensor, celsius(e.SteadyMilli), celsius(e.LimitMilli), celsius(marginMilli), celsius(t.AmbientMilli), float64(t.MilliPerWatt)/1000,
+		e.Watts, e.NowWatts, e.ReservedWatts, e.PodWatts, t.Tau, t.Samples)
 }
 
 // powerScore is 100 for the lowest marginal power among the candidates
@@ -141,8 +122,8 @@ func thermalScore(n *telemetry.Node, absoluteMilli int64, e podEstimate) int64 {
 	if !n.HasThermal || !ok {
 		return 0
 	}
-	if e.predicted {
-		h = min(h, e.limMilli-e.steadyMilli)
+	if e.Predicted {
+		h = min(h, e.LimitMilli-e.SteadyMilli)
 	}
 	return max(fwk.MinScore, min(fwk.MaxScore, fwk.MaxScore*h/headroomForFullScore))
 }

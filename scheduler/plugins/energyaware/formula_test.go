@@ -103,7 +103,7 @@ func TestEstimatePod(t *testing.T) {
 	// The node's power without GPUs (200 W) + the reserved pods' 23 W + 2 x
 	// 2 W = 27 W + the pod's 58 W = 285 W, upper estimates: 30 + 0.2 x 285
 	// = 87.0°C.
-	if !e.predicted || e.steadyMilli != 87_000 || e.limMilli != 100_000 {
+	if !e.Predicted || e.SteadyMilli != 87_000 || e.LimitMilli != 100_000 {
 		t.Errorf("prediction: %+v, want 87000 m°C of 100000", e)
 	}
 	if why := tooHotPredicted(fitted, e, 5_000); why != "" {
@@ -150,7 +150,7 @@ func TestScoreParts(t *testing.T) {
 		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000, podEstimate{}), 25},
 		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000, podEstimate{}), 0},
 		// predicted: 100 - 80 = 20°C below 40°C now -> 50
-		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, podEstimate{predicted: true, steadyMilli: 80_000, limMilli: 100_000}), 50},
+		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, podEstimate{Heat: estimate.Heat{Predicted: true, SteadyMilli: 80_000, LimitMilli: 100_000}}), 50},
 		// (75*70 + 50*30)/100 = 67
 		{"combined 70/30", combine(75, 50, 70, 30), 67},
 	} {

@@ -39,9 +39,6 @@ type EnergyAware struct {
 	args   config.EnergyAwareArgs
 	limits thermalLimits
 	cache  *telemetry.Cache
-	// demand counts a pod's demand (package estimate), its GPUs by
-	// gpuResourceName.
-	demand estimate.Counter
 	last   cyclestate.Last[*podState]
 	// requests remembers pending pods' demand for the hint, affinity
 	// their required node affinity.
@@ -53,7 +50,7 @@ type EnergyAware struct {
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
 	// reserved is the pods placed on a node since its sample (the
-	// scheduler's estimate.Book); nil counts none.
+	// scheduler's estimate.Book), which counts every pod's demand.
 	reserved *estimate.Book
 	// predicting counts the nodes with a thermal model.
 	predicting *telemetry.Counter
@@ -73,32 +70,42 @@ var (
 // cache, which the first instance starts and syncs, and reads the pods
 // placed since each node's sample from reserved.
 func NewFactory(cache *telemetry.Cache, reserved *estimate.Book) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(_ context.Context, args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
-		pl := New(args, cache)
-		pl.reserved = reserved
+	return pluginfactory.New(Name, cache, validation.ValidateEnergyAwareArgs, func(ctx context.Context, args config.EnergyAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+		if err := reserved.ShareGPUResource(fmt.Sprintf("profile %s's %s (gpuResourceName)", h.ProfileName(), Name), v1.ResourceName(args.GPUResourceName)); err != nil {
+			return nil, err
+		}
+		pl := NewWith(args, cache, reserved)
 		pl.nodes = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
+		pl.rejected.Requeue(ctx, reserved, h.SharedInformerFactory(), h, pl.fitsReleased)
 		return pl, nil
 	})
 }
 
-// New returns the plugin for valid args. Time is the cache's clock.
+// New returns the plugin for valid args, with a reservation book of its
+// own that counts GPUs by them. Time is the cache's clock.
 func New(args config.EnergyAwareArgs, cache *telemetry.Cache) *EnergyAware {
+	opts := estimate.DefaultOptions()
+	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
+	return NewWith(args, cache, estimate.NewBook(cache, opts))
+}
+
+// NewWith returns the plugin for valid args, reading pods' demand and the
+// pods placed since each node's sample from book.
+func NewWith(args config.EnergyAwareArgs, cache *telemetry.Cache, book *estimate.Book) *EnergyAware {
 	limits := thermalLimits{
 		marginMilli:       int64(args.ThermalMarginCelsius) * 1000,
 		absoluteMilli:     int64(args.AbsoluteLimitCelsius) * 1000,
 		rejectThrottling:  args.RejectThrottling,
 		gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
 	}
-	opts := estimate.DefaultOptions()
-	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
 	return &EnergyAware{
 		args:       args,
 		limits:     limits,
 		cache:      cache,
-		demand:     estimate.NewCounter(opts),
+		reserved:   book,
 		requests:   podmemo.New[estimate.Demand](),
 		affinity:   podmemo.NewAffinity(),
 		hot:        cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
@@ -122,7 +129,7 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
-	return &podState{Demand: pl.demand.Of(pod), now: pl.cache.Now()}
+	return &podState{Demand: pl.reserved.Demand(pod), now: pl.cache.Now()}
 }
 
 // PreFilter computes the pod's requests once. A pod that requests no GPU
@@ -155,7 +162,7 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 		tel = nil
 	}
 	s := pl.readState(cs, pod)
-	st := pl.fits(tel, s)
+	st := pl.fits(tel, pl.reservedOn(nodeInfo.Node().Name), s)
 	if st != nil {
 		pl.rejected.Add(pod, s.Demand)
 	}
@@ -163,8 +170,9 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 }
 
 // fits is Filter's predicate, which the QueueingHint uses too: nil when the
-// pod may go to a node with telemetry tel (nil: none), else why not.
-func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
+// pod may go to a node with telemetry tel (nil: none) and reserved placed
+// since its sample, else why not.
+func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *podState) *fwk.Status {
 	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		if tel != nil {
 			if why := tooHot(tel, pl.limits); why != "" {
@@ -180,7 +188,7 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, s *podState) *fwk.Status {
 	if why := tooHot(tel, pl.limits); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	if why := tooHotPredicted(tel, pl.estimate(tel, s), pl.limits.marginMilli); why != "" {
+	if why := tooHotPredicted(tel, estimateWith(pl.reserved, tel, s.Demand, reserved), pl.limits.marginMilli); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	if s.GPUs > 0 && tel.HasGPUSource {
@@ -229,16 +237,19 @@ func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, nodeInfo fwk.NodeInfo)
 
 // reservedOn is what was placed on the node since its sample.
 func (pl *EnergyAware) reservedOn(node string) estimate.Demand {
-	if pl.reserved == nil {
-		return estimate.Demand{}
-	}
 	return pl.reserved.Get(node)
 }
 
-// estimate is the pod's estimate on a node, with the pods placed there
-// since its sample.
-func (pl *EnergyAware) estimate(tel *telemetry.Node, s *podState) podEstimate {
-	return estimateWith(pl.reserved, tel, s.Demand, pl.reservedOn(tel.Name))
+// fitsReleased is Filter's predicate on a node whose reservations the book
+// just released (a reserved pod gone, or a reservation expired), for
+// rejected.Requeue.
+func (pl *EnergyAware) fitsReleased(name string) func(estimate.Demand) bool {
+	tel, ok := pl.cache.Get(name)
+	if !ok {
+		return func(estimate.Demand) bool { return false }
+	}
+	reserved, now := pl.reservedOn(name), pl.cache.Now()
+	return func(d estimate.Demand) bool { return pl.fits(tel, reserved, &podState{Demand: d, now: now}) == nil }
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
@@ -311,16 +322,19 @@ func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 	if pl.nodes != nil {
 		node, _ = pl.nodes.Get(cur.Name)
 	}
+	before, reserved := pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name)
 	return pl.rejected.Select(node, func(d estimate.Demand) bool {
-		return pl.letsIn(prev, cur, prevKnown, &podState{Demand: d, now: now})
+		return pl.letsIn(prev, cur, prevKnown, before, reserved, &podState{Demand: d, now: now})
 	}), nil
 }
 
 // letsIn reports whether the update lets the pod in by Filter's predicate:
-// cur takes it, and prev, when known, did not (a pod prev took already was
-// rejected by something else).
-func (pl *EnergyAware) letsIn(prev, cur *telemetry.Node, prevKnown bool, s *podState) bool {
-	return pl.fits(cur, s) == nil && (!prevKnown || pl.fits(prev, s) != nil)
+// cur takes it with the reservations now, and prev, when known, did not
+// with those until cur's sample retired some (estimate.Book.Before): a
+// pod prev took already was rejected by something else, and one the
+// reservations cur retired kept out is let in by cur.
+func (pl *EnergyAware) letsIn(prev, cur *telemetry.Node, prevKnown bool, before, reserved estimate.Demand, s *podState) bool {
+	return pl.fits(cur, reserved, s) == nil && (!prevKnown || pl.fits(prev, before, s) != nil)
 }
 
 func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
@@ -336,8 +350,8 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	if !may {
 		return fwk.QueueSkip, nil
 	}
-	d := pl.requests.Get(pod, pl.demand.Of) // asked again and again for the same pending pods
-	if !pl.letsIn(prev, cur, prevKnown, &podState{Demand: d, now: now}) {
+	d := pl.requests.Get(pod, pl.reserved.Demand) // asked again and again for the same pending pods
+	if !pl.letsIn(prev, cur, prevKnown, pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name), &podState{Demand: d, now: now}) {
 		return fwk.QueueSkip, nil
 	}
 	if pl.nodes != nil {

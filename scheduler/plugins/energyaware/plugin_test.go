@@ -164,7 +164,7 @@ func TestHint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
 			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
-			pl.rejected.Add(tc.pod, pl.demand.Of(tc.pod)) // as Filter did
+			pl.rejected.Add(tc.pod, pl.reserved.Demand(tc.pod)) // as Filter did
 			got, err := pl.hint(klog.Background(), tc.pod, oldObj, newObj)
 			if err != nil || got != tc.want {
 				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
@@ -192,7 +192,7 @@ func TestHint(t *testing.T) {
 	} {
 		pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
 		p := gpuPod("")
-		pl.rejected.Add(p, pl.demand.Of(p))
+		pl.rejected.Add(p, pl.reserved.Demand(p))
 		oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
 		if pre, err := pl.preHint(klog.Background(), oldObj, newObj); err != nil || pre.AllPods || len(pre.Pods) > 0 {
 			t.Errorf("%s: preHint = %+v, %v; want no pod named", tc.name, pre, err)

@@ -17,5 +17,5 @@ var _ fwk.SignPlugin = &EnergyAware{}
 // memory, GPUs). The node's heat and watts are not the pod's:
 // kube-scheduler runs Filter again, and scores again, the node it hints.
 func (pl *EnergyAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return []fwk.SignFragment{{Key: "telesched.io/" + Name, Value: pl.demand.Of(pod)}}, nil
+	return []fwk.SignFragment{{Key: "telesched.io/" + Name, Value: pl.reserved.Demand(pod)}}, nil
 }

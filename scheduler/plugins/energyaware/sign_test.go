@@ -17,13 +17,13 @@ func TestSignPod(t *testing.T) {
 	for _, tc := range []struct {
 		gpus string
 		want estimate.Demand
-	}{{"", pl.demand.Of(gpuPod(""))}, {"2", pl.demand.Of(gpuPod("2"))}} {
+	}{{"", pl.reserved.Demand(gpuPod(""))}, {"2", pl.reserved.Demand(gpuPod("2"))}} {
 		fr, st := pl.SignPod(context.Background(), gpuPod(tc.gpus))
 		if !st.IsSuccess() || len(fr) != 1 || fr[0].Key != "telesched.io/EnergyAware" || fr[0].Value != tc.want {
 			t.Errorf("SignPod(%q GPUs) = %+v, %v; want the demand %+v", tc.gpus, fr, st, tc.want)
 		}
 	}
-	if a, b := pl.demand.Of(gpuPod("")), pl.demand.Of(gpuPod("2")); a == b {
+	if a, b := pl.reserved.Demand(gpuPod("")), pl.reserved.Demand(gpuPod("2")); a == b {
 		t.Fatalf("the test's pods have one demand: %+v", a)
 	}
 }

@@ -61,9 +61,6 @@ type LoadAware struct {
 	// DaemonSet's.
 	nodes      corelisters.NodeLister
 	daemonSets appslisters.DaemonSetLister
-	// demand counts a pod's requests, with the args' defaults for a
-	// container without any.
-	demand estimate.Counter
 	// requests remembers pending pods' scaled requests for the hints,
 	// affinity their required node affinity.
 	requests *podmemo.Memo[[2]int64]
@@ -89,9 +86,13 @@ var (
 // Each instance follows Nodes and DaemonSets through the scheduler's
 // informers (see Watch).
 func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(_ context.Context, args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+	return pluginfactory.New(Name, cache, validation.ValidateLoadAwareArgs, func(ctx context.Context, args config.LoadAwareArgs, h fwk.Handle) (fwk.Plugin, error) {
+		if err := book.ShareDefaultRequests(fmt.Sprintf("profile %s's %s (defaultPodCPUMilli, defaultPodMemoryBytes)", h.ProfileName(), Name),
+			args.DefaultPodCPUMilli, args.DefaultPodMemoryBytes); err != nil {
+			return nil, err
+		}
 		pl := NewWith(args, cache, book)
-		if err := book.Watch(h.SharedInformerFactory()); err != nil {
+		if err := book.Watch(ctx, h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
 		if err := pl.Watch(h.SharedInformerFactory()); err != nil {
@@ -100,22 +101,25 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.Pl
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
+		pl.rejected.Requeue(ctx, book, h.SharedInformerFactory(), h, pl.fitsReleased)
 		return pl, nil
 	})
 }
 
 // New returns the plugin for valid args, with a reservation book of its
-// own. Time is the cache's clock.
+// own that counts demand by them. Time is the cache's clock.
 func New(args config.LoadAwareArgs, cache *telemetry.Cache) *LoadAware {
-	return NewWith(args, cache, estimate.NewBook(cache, estimate.DefaultOptions()))
-}
-
-// NewWith returns the plugin for valid args, sharing book.
-func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, book *estimate.Book) *LoadAware {
 	opts := estimate.DefaultOptions()
 	opts.DefaultCPUMilli, opts.DefaultMemoryBytes = args.DefaultPodCPUMilli, args.DefaultPodMemoryBytes
+	return NewWith(args, cache, estimate.NewBook(cache, opts))
+}
+
+// NewWith returns the plugin for valid args, sharing book, which counts
+// every pod's demand (the factory has the args' default requests shared
+// with it: estimate.Book.ShareDefaultRequests).
+func NewWith(args config.LoadAwareArgs, cache *telemetry.Cache, book *estimate.Book) *LoadAware {
 	book.LimitCPU(args.CPUThresholdPercent)
-	return &LoadAware{args: args, cache: cache, book: book, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), demand: estimate.NewCounter(opts), rejected: rejected.New[[2]int64]()}
+	return &LoadAware{args: args, cache: cache, book: book, requests: podmemo.New[[2]int64](), affinity: podmemo.NewAffinity(), rejected: rejected.New[[2]int64]()}
 }
 
 // Name implements fwk.Plugin.
@@ -146,7 +150,7 @@ func (pl *LoadAware) podRequests(pod *v1.Pod) *podState {
 // scaledRequests is the pod's CPU (millicores) and memory (bytes) as
 // podRequests counts them.
 func (pl *LoadAware) scaledRequests(pod *v1.Pod) [2]int64 {
-	return pl.scale(pl.demand.Of(pod))
+	return pl.scale(pl.book.Demand(pod))
 }
 
 // scale is a demand's CPU and memory as the args count them toward a
@@ -456,6 +460,20 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 	}
 	logger.V(4).Info("a deleted pod's reservation makes room for the pod", "pod", klog.KObj(pod), "deleted", klog.KObj(gone), "node", gone.Spec.NodeName, "plugin", Name)
 	return fwk.Queue, nil
+}
+
+// fitsReleased is Filter's predicate on a node whose reservations the book
+// just released (a reserved pod gone, or a reservation expired), for
+// rejected.Requeue: the node's view and reservations are read once.
+func (pl *LoadAware) fitsReleased(name string) func([2]int64) bool {
+	tel, ok := pl.cache.Get(name)
+	if !ok {
+		return func([2]int64) bool { return false }
+	}
+	node, reserved, now := pl.node(name), pl.book.Get(name), pl.cache.Now()
+	return func(req [2]int64) bool {
+		return pl.fits(node, tel, reserved, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}) == nil
+	}
 }
 
 // node is the named Node from the scheduler's informer, nil when unknown.

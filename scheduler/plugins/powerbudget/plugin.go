@@ -52,8 +52,6 @@ type PowerBudget struct {
 	cache   *telemetry.Cache
 	domains *powerbudget.Domains
 	last    cyclestate.Last[*podState]
-	// demand counts a pod's demand, its GPUs by gpuResourceName.
-	demand estimate.Counter
 	// requests remembers pending pods' demand for the hints, affinity
 	// their required node affinity.
 	requests *podmemo.Memo[estimate.Demand]
@@ -85,6 +83,9 @@ var (
 // cache and domains, which the first instance starts.
 func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidatePowerBudgetArgs, func(ctx context.Context, args config.PowerBudgetArgs, h fwk.Handle) (fwk.Plugin, error) {
+		if err := domains.Book().ShareGPUResource(fmt.Sprintf("profile %s's %s (gpuResourceName)", h.ProfileName(), Name), v1.ResourceName(args.GPUResourceName)); err != nil {
+			return nil, err
+		}
 		if err := domains.Start(ctx, h.KubeConfig(), h.SharedInformerFactory(), args); err != nil {
 			return nil, err
 		}
@@ -93,15 +94,14 @@ func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkr
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
+		pl.rejected.Requeue(ctx, domains.Book(), h.SharedInformerFactory(), h, pl.fitsReleased)
 		return pl, nil
 	})
 }
 
-// New returns the plugin for valid args.
+// New returns the plugin for valid args; domains' book counts pods' demand.
 func New(args config.PowerBudgetArgs, cache *telemetry.Cache, domains *powerbudget.Domains) *PowerBudget {
-	opts := estimate.DefaultOptions()
-	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
-	return &PowerBudget{args: args, cache: cache, domains: domains, demand: estimate.NewCounter(opts),
+	return &PowerBudget{args: args, cache: cache, domains: domains,
 		requests: podmemo.New[estimate.Demand](), affinity: podmemo.NewAffinity(), rejected: rejected.New[estimate.Demand]()}
 }
 
@@ -118,7 +118,7 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *PowerBudget) podState(pod *v1.Pod) *podState {
-	return &podState{Demand: pl.demand.Of(pod), snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
+	return &podState{Demand: pl.domains.Book().Demand(pod), snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
 }
 
 func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
@@ -271,7 +271,7 @@ func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if ns == nil {
 		return fwk.QueueSkip, nil
 	}
-	req := pl.requests.Get(pod, pl.demand.Of)
+	req := pl.requests.Get(pod, pl.domains.Book().Demand)
 	// The room freed is the domain's: the pod may fit on another of its
 	// nodes (one that is in fewer full budgets), not only on this one.
 	for _, m := range pl.members(snap, cur.Name, ns, req) {
@@ -313,6 +313,19 @@ func (pl *PowerBudget) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.
 	return pl.rejected.Select(nil, func(d estimate.Demand) bool {
 		return len(pl.members(snap, cur.Name, ns, d)) > 0
 	}), nil
+}
+
+// fitsReleased is, for a node whose reservations the book just released
+// (a reserved pod gone, or a reservation expired), whether a demand now
+// fits some member of the node's domains by Filter's predicate, for
+// rejected.Requeue: the room is the domains', as in the telemetry hint.
+func (pl *PowerBudget) fitsReleased(name string) func(estimate.Demand) bool {
+	snap := pl.domains.SnapshotLatest(pl.cache.Now(), pl.args.TelemetryMaxAge)
+	ns := snap.Node(name)
+	if ns == nil {
+		return func(estimate.Demand) bool { return false }
+	}
+	return func(d estimate.Demand) bool { return len(pl.members(snap, name, ns, d)) > 0 }
 }
 
 // budgetPreHint is the PowerBudget event's PreQueueingHint: a status

@@ -407,7 +407,7 @@ func TestTelemetryHint(t *testing.T) {
 			}
 			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, tc.node, tc.old, tc.cur)
 			p := pod("p", tc.cpu)
-			pl.rejected.Add(p, pl.demand.Of(p)) // as Filter did
+			pl.rejected.Add(p, pl.domains.Book().Demand(p)) // as Filter did
 			got, err := pl.telemetryHint(klog.Background(), p, oldObj, newObj)
 			if err != nil || got != tc.want {
 				t.Errorf("telemetryHint = %v, %v; want %v", got, err, tc.want)

@@ -29,7 +29,7 @@ var _ fwk.SignPlugin = &PowerBudget{}
 // each cycle, so this judges the budgets at that moment; a batch lasts at
 // most 500 ms, and Filter runs again on the node a batch hints.
 func (pl *PowerBudget) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	d := pl.demand.Of(pod)
+	d := pl.domains.Book().Demand(pod)
 	snap := pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)
 	why := pl.near.get(snap, "", d, func() string { return near(snap, d, pl.args.FullScoreHeadroomPercent) })
 	if why != "" {

@@ -56,7 +56,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	toolscache "k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -132,6 +131,12 @@ var (
 // Nodes through the scheduler's Node informer (see WatchNodes).
 func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudget.Domains) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(_ context.Context, args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
+		if book == nil {
+			book = estimate.NewBook(cache, demandOptions(args))
+		}
+		if err := book.ShareGPUResource(fmt.Sprintf("profile %s's %s (gpuResourceName)", h.ProfileName(), Name), v1.ResourceName(args.GPUResourceName)); err != nil {
+			return nil, err
+		}
 		pl := NewWith(args, cache, book)
 		if domains != nil {
 			pl.powerable = func(node string, free func(string, *telemetry.Node) int64) (int64, bool) {
@@ -167,13 +172,23 @@ func (pl *TopologyFit) WatchNodes(informer toolscache.SharedIndexInformer) error
 	return nil
 }
 
-// New returns the plugin for valid args. Time is the cache's clock.
+// New returns the plugin for valid args, with a reservation book of its
+// own that counts GPUs by them. Time is the cache's clock.
 func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
-	return NewWith(args, cache, nil)
+	return NewWith(args, cache, estimate.NewBook(cache, demandOptions(args)))
 }
 
-// NewWith returns the plugin for valid args, reading what LoadAware lets
-// a node take from book (nil: nothing; see takesGPUReserve).
+// demandOptions are the default demand options with the args' GPU
+// resource.
+func demandOptions(args config.TopologyFitArgs) estimate.Options {
+	opts := estimate.DefaultOptions()
+	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
+	return opts
+}
+
+// NewWith returns the plugin for valid args, counting pods' demand by
+// book and reading what LoadAware lets a node take from it (see
+// takesGPUReserve).
 func NewWith(args config.TopologyFitArgs, cache *telemetry.Cache, book *estimate.Book) *TopologyFit {
 	return &TopologyFit{args: args, gpuResource: v1.ResourceName(args.GPUResourceName), cache: cache, book: book, facts: podmemo.New[podFactsResult](), rejected: rejected.New[*podState]()}
 }
@@ -238,19 +253,13 @@ func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 }
 
 // podRequests returns the GPUs, CPU and memory a pod requests, as the
-// kube-scheduler sums them (init containers by their maximum, overhead
-// included). GPUs are the higher of requests and limits: the API server
-// defaults an extended resource's request to its limit, which a pod built
-// elsewhere may lack.
+// book counts them for every plugin (estimate.Counter: kube-scheduler's
+// sums, GPUs the higher of requests and limits), without the default
+// requests: a NUMA node's fit is the kubelet's topology manager's, which
+// counts a container that requests no CPU as none.
 func (pl *TopologyFit) podRequests(pod *v1.Pod) (gpus, cpuMilli, memoryBytes int64) {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	if q, ok := req[pl.gpuResource]; ok {
-		gpus = q.Value()
-	}
-	if q, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[pl.gpuResource]; ok {
-		gpus = max(gpus, q.Value())
-	}
-	return max(gpus, 0), req.Cpu().MilliValue(), req.Memory().Value()
+	d := pl.book.Requested(pod)
+	return d.GPUs, d.CPUMilli, d.MemoryBytes
 }
 
 // state returns the pod's state from the cycle, or computes it.
