@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/internal/heat"
 	"github.com/telesched/telesched/sandbox/sim"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -84,15 +85,16 @@ type boundPod struct {
 // a later version arrives, a few intervals at most.
 const samplesKept = 32
 
-// hot reports whether a node's telemetry has it too hot, by package heat's
-// definition with EnergyAware's default margin and absolute limit: its CPUs
-// throttle, or a sensor is within the margin of its limit (the absolute
-// limit for a sensor that reports none).
+// hot reports whether a node's telemetry has it too hot, by heat.Verdict
+// with EnergyAware's defaults (throttling rejected, its margin and
+// absolute limit): its CPUs throttle, or a sensor is within the margin of
+// its limit (the absolute limit for a sensor that reports none).
 func hot(n *telemetry.Node) bool {
 	if n == nil {
 		return false
 	}
-	return n.Throttling || n.Headroom(absoluteLimitMilli).TooHot(thermalMarginMilli)
+	tooHot, _ := heat.Verdict(n.Throttling, configv1.DefaultRejectThrottling, n.Headroom(absoluteLimitMilli), thermalMarginMilli)
+	return tooHot
 }
 
 // watcher follows NodeTelemetry, pods and scheduling events, runs bound
