@@ -490,7 +490,7 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 	start := func(name, root string, configure func(*app.Options)) error {
 		o := app.NewOptions()
 		o.NodeName, o.HostRoot, o.Kubeconfig, o.Interval = name, root, kubeconfig, s.opts.Interval
-		o.MetricsAddress = ""
+		o.MetricsAddress, o.HealthAddress = "", ""
 		// Publish on every meaningful change, at most twice a second.
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second

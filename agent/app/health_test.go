@@ -114,7 +114,7 @@ func TestAgentStuckInNVMLFailsHealthz(t *testing.T) {
 	o := NewOptions()
 	o.NodeName, o.Publish = "n", false
 	o.Interval, o.SampleInterval, o.HealthzMissedIntervals = 100*time.Millisecond, 100*time.Millisecond, 3
-	o.MetricsAddress = freeAddress(t)
+	o.MetricsAddress, o.HealthAddress = freeAddress(t), freeAddress(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -134,7 +134,7 @@ func TestAgentStuckInNVMLFailsHealthz(t *testing.T) {
 			t.Fatalf("/healthz still answers %d %q a minute after NVML stopped returning", code, body)
 		}
 		time.Sleep(10 * time.Millisecond)
-		resp, err := http.Get("http://" + o.MetricsAddress + "/healthz")
+		resp, err := http.Get("http://" + o.HealthAddress + "/healthz")
 		if err != nil {
 			continue // not serving yet
 		}

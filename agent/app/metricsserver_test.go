@@ -15,7 +15,7 @@ import (
 
 // TestMetricsServerLimits: connections that send no request, or stop
 // halfway through one, hold at most --metrics-max-connections of the
-// server's slots and are dropped after the header timeout; a probe that
+// server's slots and are dropped after the header timeout; a scrape that
 // arrives while they hold every slot is served once they are gone.
 func TestMetricsServerLimits(t *testing.T) {
 	saved := metricsLimits
@@ -28,8 +28,7 @@ func TestMetricsServerLimits(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	healthz := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv, err := serve(t.Context(), addr, 2, prometheus.NewRegistry(), healthz, func() error { return nil })
+	srv, err := serveMetrics(t.Context(), addr, 2, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,18 +52,18 @@ func TestMetricsServerLimits(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // both accepted
 
 	start := time.Now()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/healthz")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/metrics")
 	if err != nil {
-		t.Fatalf("a probe while stuck clients held every slot: %v", err)
+		t.Fatalf("a scrape while stuck clients held every slot: %v", err)
 	}
 	resp.Body.Close()
 	waited := time.Since(start)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("probe: status %d", resp.StatusCode)
+		t.Fatalf("scrape: status %d", resp.StatusCode)
 	}
-	// The probe could only be accepted once a stuck client was dropped.
+	// The scrape could only be accepted once a stuck client was dropped.
 	if waited < metricsLimits.readHeader/2 {
-		t.Errorf("probe served after %v, before any stuck client could have been dropped (header timeout %v): the connection cap did not hold", waited, metricsLimits.readHeader)
+		t.Errorf("scrape served after %v, before any stuck client could have been dropped (header timeout %v): the connection cap did not hold", waited, metricsLimits.readHeader)
 	}
 	for i, c := range stuck {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -72,5 +71,5 @@ func TestMetricsServerLimits(t *testing.T) {
 			t.Errorf("stuck client %d: not disconnected by the server: %v", i, err)
 		}
 	}
-	t.Logf("probe served after %v, once the server dropped the stuck clients", waited.Round(time.Millisecond))
+	t.Logf("scrape served after %v, once the server dropped the stuck clients", waited.Round(time.Millisecond))
 }

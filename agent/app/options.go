@@ -32,6 +32,9 @@ const (
 	DefaultInterval       = 5 * time.Second
 	DefaultSampleInterval = time.Second
 	DefaultMetricsAddress = ":9102"
+	// DefaultHealthAddress serves /healthz and /readyz apart from
+	// /metrics, outside its connection cap.
+	DefaultHealthAddress = ":8081"
 	// DefaultMetricsMaxConnections caps the metrics server's open
 	// connections: a scrape, two probes and a person with curl need four.
 	DefaultMetricsMaxConnections = 16
@@ -71,6 +74,9 @@ type Options struct {
 	// MetricsMaxConnections caps the metrics server's open connections;
 	// more wait to be accepted.
 	MetricsMaxConnections int
+	// HealthAddress is the address of the server of /healthz and /readyz,
+	// which has no connection cap; "" serves neither.
+	HealthAddress string
 	// HealthzMissedIntervals is how many Intervals may pass without a
 	// completed sample before /healthz fails.
 	HealthzMissedIntervals int
@@ -115,6 +121,7 @@ func NewOptions() *Options {
 		Publish:                true,
 		MetricsAddress:         DefaultMetricsAddress,
 		MetricsMaxConnections:  DefaultMetricsMaxConnections,
+		HealthAddress:          DefaultHealthAddress,
 		HealthzMissedIntervals: DefaultHealthzMissedIntervals,
 		NVML:                   true,
 		NVMLTimeout:            collector.DefaultNVMLTimeout,
@@ -155,8 +162,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.OnceWindow, "once-window", o.OnceWindow, "With --once, the time between the baseline reading and the sample, over which utilization and power are measured.")
 
 	fs.BoolVar(&o.Publish, "publish", o.Publish, "Publish NodeTelemetry to the API server. With --publish=false the agent samples and serves /metrics without a cluster.")
-	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the HTTP server for /metrics, /healthz and /readyz. Empty disables it.")
-	fs.IntVar(&o.MetricsMaxConnections, "metrics-max-connections", o.MetricsMaxConnections, "Most connections the server of --metrics-bind-address holds open at once; more wait to be accepted. A client that sends no request headers within 5s, no body within 10s, or stays idle for 60s is disconnected, so slow or stuck clients cannot hold them. At least 1.")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the HTTP server for /metrics. Empty disables it.")
+	fs.IntVar(&o.MetricsMaxConnections, "metrics-max-connections", o.MetricsMaxConnections, "Most connections the server of --metrics-bind-address holds open at once; more wait to be accepted. A client that sends no request headers within 5s, no body within 10s, or stays idle for 60s is disconnected, so slow or stuck clients cannot hold them. At least 1. The probes' server (--health-probe-bind-address) is not counted.")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Address of the HTTP server for /healthz and /readyz (the kubelet's probes), apart from /metrics and outside --metrics-max-connections, so clients holding the metrics server's connections never delay a probe. Must differ from --metrics-bind-address. Empty disables it.")
 	fs.IntVar(&o.HealthzMissedIntervals, "healthz-missed-intervals", o.HealthzMissedIntervals, "/healthz fails (503, saying when the last sample completed and how long ago) once this many --interval pass without a completed sample, as when a read of the host hangs; a liveness probe on it restarts a stuck agent. At least 1.")
 	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
 	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval; left at its default, it is half of that when that is shorter than 10s.")
@@ -251,9 +259,12 @@ func (o *Options) Validate() error {
 	if o.MetricsMaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("--metrics-max-connections %d: must be at least 1", o.MetricsMaxConnections))
 	}
+	if o.HealthAddress != "" && o.HealthAddress == o.MetricsAddress {
+		errs = append(errs, fmt.Errorf("--health-probe-bind-address %q: the same as --metrics-bind-address; the probes need a listener of their own, outside --metrics-max-connections", o.HealthAddress))
+	}
 	if o.HealthzMissedIntervals < 1 {
 		errs = append(errs, fmt.Errorf("--healthz-missed-intervals %d: must be at least 1", o.HealthzMissedIntervals))
-	} else if window := time.Duration(o.HealthzMissedIntervals) * o.Interval; o.NVML && o.MetricsAddress != "" && o.NVMLTimeout >= window {
+	} else if window := time.Duration(o.HealthzMissedIntervals) * o.Interval; o.NVML && o.HealthAddress != "" && o.NVMLTimeout >= window {
 		if o.NVMLTimeout == collector.DefaultNVMLTimeout {
 			// Left at its default with a short --interval: half the
 			// window, so the default never contradicts the other flags.

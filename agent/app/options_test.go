@@ -58,6 +58,9 @@ func TestValidateFailClosedFlags(t *testing.T) {
 			"--nvml-timeout 15s: must be shorter than --healthz-missed-intervals × --interval (15s)"},
 		{"NVML timeout within a longer window", func(o *Options) { o.NVMLTimeout, o.HealthzMissedIntervals = 15*time.Second, 4 }, ""},
 		{"long NVML timeout without NVML", func(o *Options) { o.NVMLTimeout, o.NVML = time.Minute, false }, ""},
+		{"long NVML timeout without probes", func(o *Options) { o.NVMLTimeout, o.HealthAddress = time.Minute, "" }, ""},
+		{"probes on the metrics address", func(o *Options) { o.HealthAddress = o.MetricsAddress },
+			`--health-probe-bind-address ":9102": the same as --metrics-bind-address`},
 		// the default 10s against a 1.5s window (3 x 500ms): taken as 750ms
 		{"default NVML timeout with a short interval", func(o *Options) { o.Interval = 500 * time.Millisecond; o.SampleInterval = 100 * time.Millisecond }, ""},
 	} {

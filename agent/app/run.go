@@ -265,15 +265,24 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 	// success, 0 while writes succeed.
 	var lastSample, lastPublish, failingSince atomic.Int64
 	live := newLiveness(clock.RealClock{}, o.HealthzMissedIntervals, o.Interval)
+	readyFn := func() error {
+		return ready(o, time.Now(), time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()), failingSince.Load())
+	}
 	if o.MetricsAddress != "" {
-		srv, err := serve(ctx, o.MetricsAddress, o.MetricsMaxConnections, reg, live, func() error {
-			return ready(o, time.Now(), time.Unix(0, lastSample.Load()), time.Unix(0, lastPublish.Load()), failingSince.Load())
-		})
+		srv, err := serveMetrics(ctx, o.MetricsAddress, o.MetricsMaxConnections, reg)
 		if err != nil {
 			return err
 		}
 		defer shutdownServer(srv)
 		logger.Info("serving metrics", "address", o.MetricsAddress)
+	}
+	if o.HealthAddress != "" {
+		srv, err := serveHealth(ctx, o.HealthAddress, live, readyFn)
+		if err != nil {
+			return err
+		}
+		defer shutdownServer(srv)
+		logger.Info("serving /healthz and /readyz", "address", o.HealthAddress)
 	}
 
 	logger.Info("starting", "version", version.Get(), "node", o.NodeName, "hostRoot", o.HostRoot,
@@ -452,11 +461,24 @@ func ready(o *Options, now, lastSample, lastPublish time.Time, failingSince int6
 	return nil
 }
 
-// serve serves /metrics, /healthz (healthz: 503 while no sample completes)
-// and /readyz (readyFn) on addr, holding at most maxConns connections open.
-func serve(ctx context.Context, addr string, maxConns int, reg *prometheus.Registry, healthz http.Handler, readyFn func() error) (*http.Server, error) {
+// serveMetrics serves /metrics on addr, holding at most maxConns
+// connections open: a scrape takes milliseconds, and the cap keeps a flood
+// of clients from costing the agent more than maxConns goroutines and
+// sockets.
+func serveMetrics(ctx context.Context, addr string, maxConns int, reg *prometheus.Registry) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return listenAndServe(ctx, "--metrics-bind-address", addr, maxConns, mux)
+}
+
+// serveHealth serves /healthz (healthz: 503 while no sample completes) and
+// /readyz (readyFn) on addr. It has a listener of its own, outside the
+// metrics server's connection cap: clients that hold every metrics
+// connection open (idle, slow or hostile) must not queue the kubelet's
+// probes behind them, or the liveness probe times out and restarts an
+// agent that is sampling fine.
+func serveHealth(ctx context.Context, addr string, healthz http.Handler, readyFn func() error) (*http.Server, error) {
+	mux := http.NewServeMux()
 	mux.Handle("/healthz", healthz)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := readyFn(); err != nil {
@@ -465,23 +487,33 @@ func serve(ctx context.Context, addr string, maxConns int, reg *prometheus.Regis
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	return listenAndServe(ctx, "--health-probe-bind-address", addr, 0, mux)
+}
+
+// listenAndServe serves h on addr (the value of flag) with the metrics
+// server's timeouts, holding at most maxConns connections open (0: no
+// cap).
+func listenAndServe(ctx context.Context, flag, addr string, maxConns int, h http.Handler) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
+		return nil, fmt.Errorf("%s %q: %w", flag, addr, err)
 	}
-	srv := newMetricsServer(mux)
-	ln = netutil.LimitListener(ln, maxConns)
+	srv := newMetricsServer(h)
+	if maxConns > 0 {
+		ln = netutil.LimitListener(ln, maxConns)
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "metrics server stopped")
+			klog.FromContext(ctx).Error(err, "HTTP server stopped", "flag", flag, "address", addr)
 		}
 	}()
 	return srv, nil
 }
 
-// metricsLimits are the metrics server's timeouts: a scrape of the agent's
-// few hundred series takes milliseconds, so a client this slow is stuck or
-// hostile, and its connection is better given to the next scrape or probe.
+// metricsLimits are the timeouts of the metrics and health servers: a
+// scrape of the agent's few hundred series or a probe takes milliseconds,
+// so a client this slow is stuck or hostile, and its connection is better
+// given to the next scrape or probe.
 var metricsLimits = struct {
 	readHeader, read, write, idle time.Duration
 	maxHeaderBytes                int

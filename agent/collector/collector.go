@@ -165,8 +165,9 @@ type Power struct {
 	EnergyJoules float64
 	Zones        []PowerZone
 	// PackageLimitWatts are the RAPL package zones' power limits (see
-	// raplLimitWatts), when RAPL is the node meter and every package has
-	// one: what the hardware's identity says full load may draw.
+	// raplLimitWatts), when every package has one, whichever meter
+	// measures the node: what the hardware's identity says the CPUs draw
+	// at full load.
 	PackageLimitWatts []float64
 	// CPUModel is /proc/cpuinfo's first "model name", "" when it has none.
 	CPUModel string

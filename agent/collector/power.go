@@ -22,31 +22,42 @@ const (
 	powercapClassDir = "/sys/class/powercap"
 
 	// acpiPowerMeterChip is the hwmon name of the ACPI 4.0 power meter
-	// driver (acpi_power_meter), which measures the whole platform.
+	// driver (Documentation/hwmon/acpi_power_meter.rst), which measures
+	// the whole platform.
 	acpiPowerMeterChip = "power_meter"
 
 	raplPermissionMessage = "energy_uj is readable by root only since CVE-2020-8694; run the agent as root to read RAPL"
 )
 
 // PowerCollector measures the node's power over the interval between two
-// calls, from one node meter plus the GPUs:
+// calls, from one node meter plus the GPUs, the first of these that reads:
 //
-//  1. RAPL through /sys/class/powercap (Intel, and AMD through the same
+//  1. The ACPI power meter (hwmon "power_meter", power1_average in µW;
+//     Documentation/hwmon/acpi_power_meter.rst, ACPI 10.4 "Power
+//     Meters"): the platform's own meter, which measures the whole server
+//     (CPUs, memory, fans, disks, NICs, power-supply losses, GPUs), the
+//     power the scheduler holds against a feed's limit. It wins over RAPL
+//     where both read.
+//  2. RAPL through /sys/class/powercap (Intel, and AMD through the same
 //     tree): each package zone ("package-N", also "package-N-die-M") and each
 //     dram subzone ("dram-N"), read from energy_uj as a rate over the
-//     interval, with wraparound at max_energy_range_uj. Core and uncore
-//     subzones lie inside their package and are not added; psys (the whole
-//     platform) overlaps package and dram and is not added either.
-//     intel-rapl-mmio zones repeat the MSR package domain and are dropped
-//     when the MSR zone of the same name exists.
-//  2. Where RAPL is absent or cannot be read: the ACPI power meter (hwmon
-//     "power_meter", power1_average in µW), which measures the whole
-//     platform and so wins over other hwmon sensors;
-//  3. else hwmon power sensors (powerN_average, else powerN_input, in µW)
+//     interval, with wraparound at max_energy_range_uj. RAPL measures the
+//     CPU packages and their DRAM only
+//     (Documentation/power/powercap/powercap.rst), less than the server
+//     draws. Core and uncore subzones lie inside their package and are not
+//     added; psys (the whole platform, on client parts) overlaps package
+//     and dram and is not added either. intel-rapl-mmio zones repeat the
+//     MSR package domain and are dropped when the MSR zone of the same
+//     name exists.
+//  3. Other hwmon power sensors (powerN_average, else powerN_input, in µW)
 //     or, on chips without those, energy counters (energyN_input, µJ, as a
 //     rate). PMBus "pout" channels are skipped on chips with a "pin"
 //     channel, and amd_energy's per-core counters, which its per-socket
-//     counters include, are skipped.
+//     counters include, are skipped. They come after RAPL because the hwmon
+//     ABI (Documentation/hwmon/sysfs-interface.rst) says only that a
+//     channel measures power, not of what: most measure one device or rail
+//     (amdgpu's GPU, amd_energy's and fam15h_power's CPU, an ina2xx shunt,
+//     a PMBus voltage regulator's input), not the node.
 //
 // GPUs come from the GPU collector, which runs before this one and leaves
 // Sample.GPUs: zones "gpu-<index>" from PowerWatts (or, without it, from
@@ -71,12 +82,18 @@ const (
 // it was read at both ends; the node's EnergyJoules adds up the intervals
 // that were reported.
 //
-// When RAPL exists but cannot be read (permission denied on energy_uj since
-// CVE-2020-8694, or an I/O error) and a fallback meter works, the sample has
-// Power from the fallback, RAPLError returns the RAPL failure and the
-// collector logs it once. When no fallback works, Collect returns the RAPL
-// failure as a Failed SourceError, even on a node with GPUs: power without
-// the CPUs whose meter exists but cannot be read would understate the node.
+// When RAPL is read (no ACPI power meter reads) but cannot be read
+// (permission denied on energy_uj since CVE-2020-8694, or an I/O error) and
+// an hwmon meter works, the sample has Power from it, RAPLError returns the
+// RAPL failure and the collector logs it once. When no meter works,
+// Collect returns the RAPL failure (else the first meter's) as a Failed
+// SourceError, even on a node with GPUs: power without the CPUs whose
+// meter exists but cannot be read would understate the node.
+//
+// Power.Sources names the node meter the sample's watts came from (and
+// nvml with GPUs); PackageLimitWatts carries the RAPL package limits
+// whichever meter that is: they come from powercap's constraint files,
+// not from energy_uj, and say what the CPUs' load can add.
 type PowerCollector struct {
 	root            hostfs.Root
 	rediscoverEvery time.Duration
@@ -121,8 +138,9 @@ func (c *PowerCollector) Name() telemetryv1alpha1.SourceName {
 }
 
 // RAPLError returns why RAPL could not be read in the last call, or nil
-// when it was read or the node has none. When it is not nil and Collect
-// returned nil, the sample's power came from a fallback meter.
+// when it was read, not needed (the ACPI power meter read) or the node
+// has none. When it is not nil and Collect returned nil, the sample's
+// power came from an hwmon meter.
 func (c *PowerCollector) RAPLError() error {
 	if c.raplErr == nil {
 		return nil
@@ -269,16 +287,21 @@ func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
 			raplErr = f.err
 		}
 	}
-	if base != nil {
-		c.noteRAPL(ctx, raplErr)
-	} else {
+	switch {
+	case base == nil:
 		c.raplErr = raplErr
+	case baseSource == telemetryv1alpha1.PowerSourceACPI:
+		c.raplErr = nil // not read
+	default:
+		c.noteRAPL(ctx, raplErr)
 	}
 
 	switch {
-	case base == nil && len(failures) > 0:
+	case base == nil && raplErr != nil:
 		// A node meter exists but none could be read. RAPL's failure
 		// comes first: it is the one an operator can fix.
+		return raplErr
+	case base == nil && len(failures) > 0:
 		return failures[0].err
 	case base == nil && !haveGPU:
 		return Unavailable("NoPowerMeter", "no powercap (RAPL), hwmon power sensor or ACPI power meter (typical in VMs)")
@@ -293,9 +316,7 @@ func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
 		p.Watts = base.watts
 		p.Sources = append(p.Sources, baseSource)
 		joules = base.joules
-		if baseSource == telemetryv1alpha1.PowerSourceRAPL {
-			p.PackageLimitWatts = c.packageLimits()
-		}
+		p.PackageLimitWatts = c.packageLimits()
 		if c.cpuModel != "" {
 			p.CPUModel = c.cpuModel
 		}
@@ -317,7 +338,8 @@ func (c *PowerCollector) Collect(ctx context.Context, s *Sample) error {
 }
 
 // packageLimits are the RAPL package zones' power limits, nil unless every
-// package zone has one.
+// package zone has one. They are read at discovery, so they are known
+// whichever meter measures the node.
 func (c *PowerCollector) packageLimits() []float64 {
 	var out []float64
 	for _, m := range c.rapl {
@@ -338,9 +360,10 @@ type meterFailure struct {
 	err    *SourceError
 }
 
-// readBase reads the first node meter, in the order RAPL, ACPI, hwmon,
-// that can be read, and says why the ones before it could not. A meter
-// file that has gone away makes the collector list the meters again, once.
+// readBase reads the first node meter, in the order ACPI power meter,
+// RAPL, other hwmon sensors (see PowerCollector), that can be read, and
+// says why the ones before it could not. A meter file that has gone away
+// makes the collector list the meters again, once.
 func (c *PowerCollector) readBase(now time.Time) (*groupResult, telemetryv1alpha1.PowerSource, []meterFailure) {
 	for attempt := 0; ; attempt++ {
 		var failures []meterFailure
@@ -349,8 +372,8 @@ func (c *PowerCollector) readBase(now time.Time) (*groupResult, telemetryv1alpha
 			source telemetryv1alpha1.PowerSource
 			meters []*meter
 		}{
-			{telemetryv1alpha1.PowerSourceRAPL, c.rapl},
 			{telemetryv1alpha1.PowerSourceACPI, c.acpi},
+			{telemetryv1alpha1.PowerSourceRAPL, c.rapl},
 			{telemetryv1alpha1.PowerSourceHwmon, c.hwmon},
 		} {
 			if len(g.meters) == 0 {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +40,14 @@ const (
 	raplMMIO0  = "/sys/class/powercap/intel-rapl-mmio:0/energy_uj"
 	acpiPower1 = "/sys/class/hwmon/hwmon1/device/power1_average"
 )
+
+// serverWithoutACPIMeter is the two-socket server's tree without its ACPI
+// power meter, so RAPL measures it.
+func serverWithoutACPIMeter(t testing.TB) hostfs.Root {
+	root := copyFixture(t, "power/server-2s")
+	removePaths(t, root, "/sys/class/hwmon/hwmon1", "/sys/devices/LNXSYSTM:00")
+	return root
+}
 
 // powerStep is one call of Collect: the files written before it, the GPUs
 // the GPU collector left in the sample, and what the call should give.
@@ -96,8 +106,8 @@ func TestPowerCollector(t *testing.T) {
 		wantRAPLErr string
 	}{
 		{
-			name: "RAPL: packages and dram; core, uncore, psys and the mmio copy not added",
-			root: server,
+			name: "RAPL without an ACPI power meter: packages and dram; core, uncore, psys and the mmio copy not added",
+			root: func(t *testing.T) hostfs.Root { return serverWithoutACPIMeter(t) },
 			steps: []powerStep{
 				powerWarmingUp(0, map[string]string{raplPkg0: "1000000", raplDram0: "500000", raplPkg1: "2000000", raplDram1: "300000", raplCore0: "0", raplPsys: "0", raplMMIO0: "1000000"}),
 				{
@@ -133,6 +143,99 @@ func TestPowerCollector(t *testing.T) {
 					},
 				},
 			},
+		},
+		{
+			// Documentation/power/powercap/powercap.rst: RAPL's domains
+			// are the CPU packages and their DRAM; the ACPI power meter
+			// (Documentation/hwmon/acpi_power_meter.rst, ACPI 10.4)
+			// measures the whole server: fans, disks, NICs, PSU losses
+			// and GPUs too. Where both read, the node's power is the
+			// meter's.
+			name: "RAPL and the ACPI power meter both read: the whole-server meter",
+			root: server,
+			steps: []powerStep{
+				{
+					// The gauge needs no baseline; RAPL is not read.
+					at:   0,
+					gpus: []telemetryv1alpha1.GPUStatus{gpuPower(0, ptr.To[int32](150), nil)},
+					want: &Power{
+						Watts:    412, // the meter's 412_000_000 µW, the GPU inside it
+						Sources:  []telemetryv1alpha1.PowerSource{psACPI, psNVML},
+						GPUWatts: ptr.To(150.0),
+						Zones: []PowerZone{
+							{Name: "power_meter/power1", Source: psACPI, Watts: 412},
+							{Name: "gpu-0", Source: psNVML, Watts: 150},
+						},
+					},
+				},
+				{
+					at:    5 * time.Second,
+					files: map[string]string{acpiPower1: "402000000", raplPkg0: "101000000", raplDram0: "10500000", raplPkg1: "152000000", raplDram1: "5300000"},
+					want: &Power{
+						Watts:        402,
+						Sources:      []telemetryv1alpha1.PowerSource{psACPI},
+						EnergyJoules: 2035, // (412 + 402) / 2 W * 5 s
+						Zones:        []PowerZone{{Name: "power_meter/power1", Source: psACPI, Watts: 402, EnergyJoules: 2035}},
+					},
+				},
+			},
+		},
+		{
+			name:   "ACPI power meter fails to read: RAPL measures",
+			root:   server,
+			faults: map[string]error{acpiPower1: syscall.EIO},
+			steps: []powerStep{
+				powerWarmingUp(0, map[string]string{raplPkg0: "1000000", raplDram0: "500000", raplPkg1: "2000000", raplDram1: "300000"}),
+				{
+					at:    5 * time.Second,
+					files: map[string]string{raplPkg0: "101000000", raplDram0: "10500000", raplPkg1: "152000000", raplDram1: "5300000"},
+					want: &Power{
+						Watts:        53, // 20 + 2 + 30 + 1, as without the meter
+						Sources:      []telemetryv1alpha1.PowerSource{psRAPL},
+						EnergyJoules: 265,
+						Zones: []PowerZone{
+							{Name: "package-0", Source: psRAPL, Watts: 20, EnergyJoules: 100},
+							{Name: "dram-0", Source: psRAPL, Watts: 2, EnergyJoules: 10},
+							{Name: "package-1", Source: psRAPL, Watts: 30, EnergyJoules: 150},
+							{Name: "dram-1", Source: psRAPL, Watts: 1, EnergyJoules: 5},
+						},
+					},
+				},
+			},
+		},
+		{
+			// The ACPI meter's failure comes first in readBase's order,
+			// but RAPL's is the one an operator can fix.
+			name:   "ACPI power meter fails and RAPL denied: RAPL's failure",
+			root:   server,
+			faults: map[string]error{acpiPower1: syscall.EIO, raplPkg0: syscall.EACCES, raplDram0: syscall.EACCES, raplPkg1: syscall.EACCES, raplDram1: syscall.EACCES},
+			steps: []powerStep{
+				{at: 0, wantErr: raplPermissionDenied, wantIs: fs.ErrPermission},
+			},
+			wantRAPLErr: "PermissionDenied",
+		},
+		{
+			// The package limits come from powercap's constraint files,
+			// so the power model's prior has them whichever meter
+			// measures the node.
+			name: "ACPI power meter with RAPL package limits: the limits kept",
+			root: func(t *testing.T) hostfs.Root {
+				return sysTree(t, map[string]string{
+					"/sys/class/powercap/intel-rapl:0/name":                      "package-0",
+					"/sys/class/powercap/intel-rapl:0/energy_uj":                 "0",
+					"/sys/class/powercap/intel-rapl:0/constraint_0_max_power_uw": "205000000",
+					chip + "/name":           "power_meter",
+					chip + "/power1_average": "310000000",
+				}, nil)
+			},
+			steps: []powerStep{{
+				want: &Power{
+					Watts:             310,
+					Sources:           []telemetryv1alpha1.PowerSource{psACPI},
+					Zones:             []PowerZone{{Name: "power_meter/power1", Source: psACPI, Watts: 310}},
+					PackageLimitWatts: []float64{205}, // 205_000_000 µW
+				},
+			}},
 		},
 		{
 			name: "RAPL counter wraps at max_energy_range_uj",
@@ -276,7 +379,9 @@ func TestPowerCollector(t *testing.T) {
 			wantRAPLErr: "PermissionDenied",
 		},
 		{
-			name:   "RAPL permission denied, ACPI power meter (legacy device/ layout) used, GPUs inside it",
+			// RAPL is not read where the ACPI meter reads, so its
+			// permissions do not matter.
+			name:   "ACPI power meter (legacy device/ layout), GPUs inside it; RAPL denied but not needed",
 			root:   server,
 			faults: raplDenied,
 			steps: []powerStep{
@@ -314,7 +419,7 @@ func TestPowerCollector(t *testing.T) {
 					},
 				},
 			},
-			wantRAPLErr: "PermissionDenied",
+			wantRAPLErr: "",
 		},
 		{
 			name: "powerN_average is read rather than powerN_input",
@@ -566,7 +671,7 @@ func TestPowerSourceStatus(t *testing.T) {
 // collector list the meters again, and that the meters that stay keep
 // their baselines.
 func TestPowerRediscovery(t *testing.T) {
-	root := copyFixture(t, "power/server-2s")
+	root := serverWithoutACPIMeter(t)
 	t0 := time.Unix(1_700_000_000, 0)
 	clk := clocktesting.NewFakePassiveClock(t0)
 	c := NewPowerCollector(root).WithClock(clk)
@@ -635,10 +740,10 @@ func TestPowerIntervalIsTheReads(t *testing.T) {
 	}
 }
 
-// BenchmarkPowerCollect is one collection cycle over the server tree (four
-// RAPL counters), after discovery.
+// BenchmarkPowerCollect is one collection cycle over the server tree
+// without its ACPI meter (four RAPL counters), after discovery.
 func BenchmarkPowerCollect(b *testing.B) {
-	root := copyFixture(b, "power/server-2s")
+	root := serverWithoutACPIMeter(b)
 	ctx := context.Background()
 	t0 := time.Unix(1_700_000_000, 0)
 	clk := clocktesting.NewFakePassiveClock(t0)
@@ -669,5 +774,56 @@ func TestRAPLLimit(t *testing.T) {
 	amd := hostfs.New("../testdata/corpus/amd-epyc-7313-2socket-nps4/root")
 	if got := raplLimitWatts(amd, "/sys/class/powercap/intel-rapl:0"); got != 0 {
 		t.Errorf("AMD package limit = %v W, want none", got)
+	}
+}
+
+// TestPowerPrefersWholeServerMeter reads a real machine's tree (the Xeon
+// E5-2695 v4 of agent/testdata/corpus, with RAPL package-0 and its
+// subzone and an ACPI power meter) as root reads it, RAPL's energy_uj
+// included: the node's power is the ACPI meter's, which measures the
+// whole server (Documentation/hwmon/acpi_power_meter.rst), not RAPL's
+// packages and DRAM (Documentation/power/powercap/powercap.rst), and the
+// sources say so.
+func TestPowerPrefersWholeServerMeter(t *testing.T) {
+	const machine = "../../testdata/corpus/intel-xeon-e5-2695v4-p100-acpi-meter"
+	const meter = "/sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI000D:00/hwmon/hwmon0/power1_average"
+	root := copyFixture(t, machine+"/root")
+	second, err := os.ReadFile(filepath.Join("testdata", machine, "second", meter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	c := NewPowerCollector(root).WithClock(clk)
+	var got []*Power
+	for i, files := range []map[string]string{nil, {meter: strings.TrimSpace(string(second))}} {
+		setFiles(t, root, files)
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		clk.SetTime(at)
+		s := &Sample{Time: at}
+		if err := c.Collect(context.Background(), s); err != nil {
+			t.Fatalf("reading %d: %v", i, err)
+		}
+		got = append(got, s.Power)
+	}
+	want := []*Power{
+		{
+			Watts:   412, // 412000000 µW; a gauge, so the first reading counts
+			Sources: []telemetryv1alpha1.PowerSource{psACPI},
+			Zones:   []PowerZone{{Name: "power_meter/power1", Source: psACPI, Watts: 412}},
+		},
+		{
+			Watts:        418.4, // 418400000 µW
+			Sources:      []telemetryv1alpha1.PowerSource{psACPI},
+			EnergyJoules: 4152, // (412 + 418.4) / 2 W * 10 s
+			Zones:        []PowerZone{{Name: "power_meter/power1", Source: psACPI, Watts: 418.4, EnergyJoules: 4152}},
+		},
+	}
+	opts := []cmp.Option{cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreFields(Power{}, "CPUModel")}
+	if diff := cmp.Diff(want, got, opts...); diff != "" {
+		t.Errorf("Power (-want +got):\n%s", diff)
+	}
+	if err := c.RAPLError(); err != nil {
+		t.Errorf("RAPLError() = %v, want nil: RAPL is not read while the ACPI meter reads", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -480,7 +481,9 @@ func checkHardened(t *testing.T, what string, spec corev1.PodSpec, wantRoot bool
 
 // checkAgent checks what an agent DaemonSet must do to read its node and
 // publish: host /proc and /sys read-only under --host-root, every node,
-// NODE_NAME from the downward API, probes on the metrics port.
+// NODE_NAME from the downward API, probes on a port of their own, apart
+// from the connection-capped metrics port, and no host network (where a
+// NetworkPolicy would not apply).
 func checkAgent(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.DaemonSet, wantRoot bool) {
 	t.Helper()
 	what := "DaemonSet " + ds.Name
@@ -542,10 +545,17 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.Daem
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == 9102 }) {
 		t.Errorf("%s: ports %v, want metrics 9102 (--metrics-bind-address)", what, c.Ports)
 	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "health" && p.ContainerPort == 8081 }) ||
+		!slices.Contains(c.Args, "--health-probe-bind-address=:8081") {
+		t.Errorf("%s: ports %v, args %v; want health 8081 and --health-probe-bind-address=:8081", what, c.Ports, c.Args)
+	}
 	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "metrics" {
-			t.Errorf("%s: no HTTP probe on metrics %s", what, path)
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("%s: no HTTP probe on health %s (the metrics port caps its connections; idle clients would time the probes out)", what, path)
 		}
+	}
+	if spec.HostNetwork {
+		t.Errorf("%s: hostNetwork: its NetworkPolicy would not apply, and its ports would be open on the node's address", what)
 	}
 	if spec.ServiceAccountName != "telesched-agent" {
 		t.Errorf("%s: serviceAccountName %q, want telesched-agent", what, spec.ServiceAccountName)
@@ -746,4 +756,59 @@ func TestDeployVariants(t *testing.T) {
 			t.Errorf("update strategies differ (-base +gpu):\n%s", diff)
 		}
 	})
+}
+
+// TestDeployNetworkPolicies: the agent's and the scheduler's pods are each
+// selected by a NetworkPolicy that admits ingress to their metrics port
+// alone, from named peers only (the kubelet's probes come from the node,
+// which a NetworkPolicy always allows); the GPU variant's agent pods too.
+func TestDeployNetworkPolicies(t *testing.T) {
+	objs := renderWithComponents(t, "gpu")
+	var policies []*networkingv1.NetworkPolicy
+	for _, o := range objs {
+		if o.GetKind() == "NetworkPolicy" {
+			policies = append(policies, decodeObject[networkingv1.NetworkPolicy](t, o))
+		}
+	}
+	for _, tc := range []struct {
+		kind, name, port string
+	}{
+		{"DaemonSet", "telesched-agent", "metrics"},
+		{"DaemonSet", "telesched-agent-gpu", "metrics"},
+		{"Deployment", "telesched-scheduler", "https"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := findObject(t, objs, tc.kind, tc.name)
+			podLabels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+			var selecting []*networkingv1.NetworkPolicy
+			for _, np := range policies {
+				sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if np.Namespace == o.GetNamespace() && sel.Matches(labels.Set(podLabels)) {
+					selecting = append(selecting, np)
+				}
+			}
+			if len(selecting) != 1 {
+				t.Fatalf("%d NetworkPolicies select the pods of %s %s, want 1", len(selecting), tc.kind, tc.name)
+			}
+			np := selecting[0]
+			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+				t.Errorf("NetworkPolicy %s: policyTypes %v, want Ingress", np.Name, np.Spec.PolicyTypes)
+			}
+			var ports []string
+			for _, rule := range np.Spec.Ingress {
+				if len(rule.From) == 0 {
+					t.Errorf("NetworkPolicy %s: an ingress rule without peers admits everyone", np.Name)
+				}
+				for _, p := range rule.Ports {
+					ports = append(ports, p.Port.String())
+				}
+			}
+			if diff := cmp.Diff([]string{tc.port}, ports); diff != "" {
+				t.Errorf("NetworkPolicy %s: ingress ports (-want +got):\n%s", np.Name, diff)
+			}
+		})
+	}
 }

@@ -362,6 +362,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{"agent.extraArgs={interval=5s}", "/agent/extraArgs/0"},
 		{"shared.telemetryMaxAgeReadyAgent=4m", "shared.telemetryMaxAgeReadyAgent (4m) must be longer than agent.heartbeat (5m)"},
 		{"shared.telemetryMaxAgeReadyAgent=6", "/shared/telemetryMaxAgeReadyAgent"},
+		{"agent.healthPort=9102", "agent.healthPort (9102) must differ from agent.metricsPort"},
+		{"networkPolicy.metricsFrom=null", "/networkPolicy"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, helmTemplateArgs(tc.set)...)
@@ -396,6 +398,25 @@ func TestHelmSingleScheduler(t *testing.T) {
 	for _, o := range renderHelm(t) {
 		if o.GetName() == "telesched-scheduler:kube-scheduler-lease" {
 			t.Errorf("%s rendered without serveDefaultScheduler", objectID(o))
+		}
+	}
+}
+
+// TestHelmNetworkPolicy: networkPolicy.metricsFrom names who may scrape,
+// in both policies, and networkPolicy.enabled=false renders none.
+func TestHelmNetworkPolicy(t *testing.T) {
+	objs := renderHelm(t, "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=observability")
+	for _, name := range []string{"telesched-agent", "telesched-scheduler"} {
+		np := findObject(t, objs, "NetworkPolicy", name)
+		from, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+		want := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": "observability"}}}}
+		if diff := cmp.Diff(want, from[0].(map[string]any)["from"]); diff != "" {
+			t.Errorf("NetworkPolicy %s: ingress from (-want +got):\n%s", name, diff)
+		}
+	}
+	for _, o := range renderHelm(t, "networkPolicy.enabled=false") {
+		if o.GetKind() == "NetworkPolicy" {
+			t.Errorf("%s rendered with networkPolicy.enabled=false", objectID(o))
 		}
 	}
 }

@@ -154,7 +154,7 @@ func TestAgentPublishes(t *testing.T) {
 	opts.NodeName = node.Name
 	opts.Kubeconfig = kubeconfig
 	opts.Interval = interval
-	opts.MetricsAddress = ""
+	opts.MetricsAddress, opts.HealthAddress = "", ""
 	opts.NVML = false
 	opts.PodResources = ""
 	opts.Publisher.Heartbeat = heartbeat

@@ -61,7 +61,7 @@ func TestSeventeenGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := app.NewOptions()
-	opts.Kubeconfig, opts.MetricsAddress = kubeconfig, ""
+	opts.Kubeconfig, opts.MetricsAddress, opts.HealthAddress = kubeconfig, "", ""
 	opts.NVMLLibrary, opts.NVML = nvml.NewWith(srv), true
 	runAgentOn(t, host, name, opts)
 

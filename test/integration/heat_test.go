@@ -134,7 +134,7 @@ func startHeatAgent(t *testing.T, c clients, kubeconfig, name string, extra func
 	}
 	opts := app.NewOptions()
 	opts.Kubeconfig = kubeconfig
-	opts.MetricsAddress = freeAddress(t)
+	opts.MetricsAddress, opts.HealthAddress = freeAddress(t), ""
 	opts.NVML = false
 	runAgentOn(t, host, name, opts)
 	return "http://" + opts.MetricsAddress + "/metrics"

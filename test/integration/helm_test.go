@@ -95,6 +95,8 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 			a = "--host-root=" + host.Dir
 		case strings.HasPrefix(a, "--metrics-bind-address="):
 			a = "--metrics-bind-address=" + freeAddress(t)
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			a = "--health-probe-bind-address=" + freeAddress(t)
 		case strings.HasPrefix(a, "--state-file="):
 			a = "--state-file=" + filepath.Join(t.TempDir(), "models.json")
 		}

@@ -320,7 +320,7 @@ func startMetricsAgent(t *testing.T, c clients, binDir, kubeconfig string) (stri
 	addr := freeAddress(t)
 	out := startProcess(t, filepath.Join(binDir, "telesched-agent"),
 		"--host-root="+host.Dir, "--node-name="+nodeName, "--kubeconfig="+kubeconfig,
-		"--interval=500ms", "--metrics-bind-address="+addr, "--heartbeat=5s", "--publish-qps=5",
+		"--interval=500ms", "--metrics-bind-address="+addr, "--health-probe-bind-address="+freeAddress(t), "--heartbeat=5s", "--publish-qps=5",
 		"--power-model-min-samples=4", "--power-model-min-spread-percent=20", "-v=2")
 	url := "http://" + addr + "/metrics"
 	waitReady(t, "the agent's first sample on /metrics", out, 30*time.Second, func() bool {

@@ -82,7 +82,7 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 		opts := app.NewOptions()
 		opts.StateFile, opts.StateEvery = stateFile, 2*time.Second
 		opts.HostRoot, opts.NodeName, opts.Kubeconfig, opts.Interval = host.Dir, node.Name, kubeconfig, interval
-		opts.MetricsAddress, opts.NVML, opts.PodResources = "", false, ""
+		opts.MetricsAddress, opts.HealthAddress, opts.NVML, opts.PodResources = "", "", false, ""
 		opts.Publisher.RateLimitQPS, opts.Publisher.RateLimitBurst = 10, 10
 		opts.PowerModel.MinSamples = 8
 		opts.ThermalModel.MinSamples, opts.ThermalModel.Memory = 8, 60

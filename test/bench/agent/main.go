@@ -178,7 +178,7 @@ func measureAgent(bin, root string, duration, interval time.Duration) (cost, err
 		return cost{}, err
 	}
 	cmd, err := start(bin, "--publish=false", "--nvml=false", "--podresources-socket=", "--host-root="+root,
-		"--interval="+interval.String(), "--metrics-bind-address="+addr, "-v=0")
+		"--interval="+interval.String(), "--metrics-bind-address="+addr, "--health-probe-bind-address=", "-v=0")
 	if err != nil {
 		return cost{}, err
 	}
@@ -253,7 +253,7 @@ func measureAPI(bin string, host *hosttree.Host, window time.Duration) error {
 	}
 	host.SetUtilization(0.3)
 	cmd, err := start(bin, "--kubeconfig="+kubeconfig, "--node-name="+node, "--host-root="+host.Dir,
-		"--nvml=false", "--podresources-socket=", "--metrics-bind-address=", "-v=0")
+		"--nvml=false", "--podresources-socket=", "--metrics-bind-address=", "--health-probe-bind-address=", "-v=0")
 	if err != nil {
 		return err
 	}

@@ -195,7 +195,7 @@ func run(ctx context.Context, n int, duration, warmup, heartbeat time.Duration, 
 	for i := range n {
 		o := app.NewOptions()
 		o.NodeName, o.HostRoot, o.Kubeconfig = names[i], hosts[i].Dir, kubeconfig
-		o.MetricsAddress, o.NVML = "", false
+		o.MetricsAddress, o.HealthAddress, o.NVML = "", "", false
 		o.Publisher.Heartbeat = heartbeat
 		o.WrapTransport = rec.wrap
 		h := hosts[i]

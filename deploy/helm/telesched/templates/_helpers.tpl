@@ -31,6 +31,9 @@ template that depends on them, so a bad combination stops the render.
 {{- if le $maxAge $heartbeat -}}
 {{- fail (printf "shared.telemetryMaxAgeReadyAgent (%s) must be longer than agent.heartbeat (%s): a quiet node writes its NodeTelemetry only once a heartbeat, and the scheduler would read every quiet node as stale" .Values.shared.telemetryMaxAgeReadyAgent .Values.agent.heartbeat) -}}
 {{- end -}}
+{{- if eq (.Values.agent.healthPort | int) (.Values.agent.metricsPort | int) -}}
+{{- fail (printf "agent.healthPort (%d) must differ from agent.metricsPort: the probes need a listener of their own, outside the metrics server's connection cap" (.Values.agent.healthPort | int)) -}}
+{{- end -}}
 {{- end }}
 
 {{/*
