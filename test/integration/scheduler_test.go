@@ -134,6 +134,35 @@ func TestSchedulerRejectsInvalidConfig(t *testing.T) {
 	}
 }
 
+// TestSchedulerRefusesProfilesThatCountPodsApart: one reservation book
+// counts every pod for every profile, so profiles whose plugins count a
+// pod's GPUs by different resources stop the scheduler at start, naming
+// both.
+func TestSchedulerRefusesProfilesThatCountPodsApart(t *testing.T) {
+	needControlPlane(t)
+	cfg := schedulerConfig(t, "")
+	const energyGPU = "      gpuResourceName: nvidia.com/gpu\n      powerWeight: 90\n"
+	if !strings.Contains(cfg, energyGPU) {
+		t.Fatalf("the deployed config lacks the telesched-energy profile's EnergyAware gpuResourceName (%q)", energyGPU)
+	}
+	cmd, out := startScheduler(t, strings.Replace(cfg, energyGPU, strings.Replace(energyGPU, "nvidia.com/gpu", "amd.com/gpu", 1), 1))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the scheduler exited 0")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the scheduler kept running with profiles counting GPUs as nvidia.com/gpu and amd.com/gpu")
+	}
+	for _, want := range []string{"GPU resource name", "nvidia.com/gpu", "profile telesched-energy's EnergyAware (gpuResourceName) sets amd.com/gpu"} {
+		if got := out.String(); !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, tail(got, 20))
+		}
+	}
+}
+
 // schedNode creates a Node that can take pods: allocatable CPU, memory and
 // pods, and no taints.
 func schedNode(ctx context.Context, t *testing.T, c clients, name string) *corev1.Node {
