@@ -88,13 +88,20 @@ type Cache struct {
 	watchers   []Watcher            // told of every stored change
 	tombstones map[string]tombstone // deleted objects, by name
 
-	// The agent's pods (agents.go): by node, each pod's readiness.
-	agentSelector string
-	agentMaxAge   time.Duration
-	agents        map[string]map[types.UID]bool
-	readyAgents   int // nodes with a Ready agent pod
-	agentEpoch    atomic.Uint64
-	agentsSynced  atomic.Bool
+	// The agent's pods (agents.go): by node, each pod's readiness; the
+	// pods the informer lists, owned or not; the agent's DaemonSets, by
+	// name, with their UIDs ("" until listed); the pods ignored as no
+	// DaemonSet of the agent's controls them.
+	agentSelector   string
+	agentMaxAge     time.Duration
+	agentNamespace  string
+	agents          map[string]map[types.UID]bool
+	agentPods       map[types.UID]agentPodInfo
+	agentDaemonSets map[string]types.UID
+	ignoredAgents   map[types.UID]bool
+	readyAgents     int // nodes with a Ready agent pod
+	agentEpoch      atomic.Uint64
+	agentsSynced    atomic.Bool
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
@@ -125,7 +132,11 @@ func NewCache() *Cache {
 // NewCacheWithClock returns an empty cache that tells time by now.
 func NewCacheWithClock(now func() time.Time) *Cache {
 	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, maxNodeWatts: DefaultMaxNodeWatts, tombstones: map[string]tombstone{},
-		agentSelector: DefaultAgentSelector, agentMaxAge: DefaultAgentMaxAge, agents: map[string]map[types.UID]bool{}}
+		agentSelector: DefaultAgentSelector, agentMaxAge: DefaultAgentMaxAge, agentNamespace: DefaultAgentNamespace, agents: map[string]map[types.UID]bool{},
+		agentPods: map[types.UID]agentPodInfo{}, agentDaemonSets: map[string]types.UID{}, ignoredAgents: map[types.UID]bool{}}
+	for _, name := range DefaultAgentDaemonSets {
+		c.agentDaemonSets[name] = ""
+	}
 	c.entries.Store(&map[string]*entry{})
 	c.powerHold.Store(int64(DefaultPowerHold))
 	c.thermalHold.Store(int64(DefaultThermalHold))
@@ -231,11 +242,16 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 			return err
 		}
 		if !toolscache.WaitForCacheSync(syncCtx.Done(), agentsSynced) {
-			return fmt.Errorf("telemetry cache: the agent's pods (%s) not listed within %v (can the scheduler list pods?)", c.agentSelector, timeout)
+			return fmt.Errorf("telemetry cache: the agent's DaemonSets and pods (%s) in namespace %s not listed within %v (can the scheduler list and watch daemonsets and pods there?)",
+				c.agentSelector, c.agentNamespace, timeout)
 		}
 		c.agentsSynced.Store(true)
 	}
-	logger.Info("telemetry cache synced", "nodes", c.Len(), "readyAgentNodes", c.ReadyAgents(), "agentPodSelector", c.agentSelector, "maxAgeReadyAgent", c.agentMaxAge)
+	c.mu.Lock()
+	sets := c.agentDaemonSetNames()
+	c.mu.Unlock()
+	logger.Info("telemetry cache synced", "nodes", c.Len(), "readyAgentNodes", c.ReadyAgents(), "ignoredAgentPods", c.IgnoredAgentPods(),
+		"agentPodSelector", c.agentSelector, "agentNamespace", c.agentNamespace, "agentDaemonSets", sets, "maxAgeReadyAgent", c.agentMaxAge)
 	return nil
 }
 
