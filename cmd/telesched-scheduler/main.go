@@ -61,8 +61,9 @@ func main() {
 		app.WithPlugin(powerbudgetplugin.Name, powerbudgetplugin.NewFactory(cache, domains)),
 	)
 	cmd.Use = "telesched-scheduler"
-	var skew, powerHold, agentMaxAge, reservationMaxAge time.Duration
-	var agentSelector string
+	var skew, powerHold, thermalHold, agentMaxAge, reservationMaxAge time.Duration
+	var agentSelector, agentNamespace string
+	var agentDaemonSets []string
 	var skipVersionCheck bool
 	var maxNodeWatts int32
 	fs := pflag.NewFlagSet("telesched", pflag.ContinueOnError)
@@ -77,14 +78,23 @@ func main() {
 	fs.DurationVar(&powerHold, "telemetry-power-hold", telemetry.DefaultPowerHold,
 		"how long a node whose samples lack watts (no power section, or watts refused as implausible) keeps counting its last plausible watts "+
 			"in its PowerBudgets and as the base of its pods' watts; after it, the budget's unmeteredNodeWatts apply")
+	fs.DurationVar(&thermalHold, "telemetry-thermal-hold", telemetry.DefaultThermalHold,
+		"how long a node whose thermal source failed (its thermal section refused by the API server, or its sensors unreadable) keeps its last thermal reading: "+
+			"a hot one keeps it out of EnergyAware until a sample shows it cool, a cool one counts for this long; after it the node's heat is unknown, "+
+			"which EnergyAware's staleTelemetryPolicy decides (Reject: Unschedulable; Ignore: no thermal score). A node without sensors is unaffected")
 	fs.DurationVar(&skew, "telemetry-clock-skew-tolerance", telemetry.DefaultClockSkewTolerance,
 		"how far a node agent's sampleTime may be from this scheduler's clock, when the scheduler sees the sample, "+
 			"before the node counts as skewed (metric telesched_scheduler_telemetry_skewed_nodes, and a note in stale-telemetry rejections). "+
 			"Freshness is judged by the scheduler's own clock either way.")
 	fs.StringVar(&agentSelector, "telemetry-agent-pod-selector", telemetry.DefaultAgentSelector,
-		"label selector of the node agent's pods (any namespace): a node on which one is Ready has fresh telemetry for --telemetry-max-age-ready-agent "+
-			"since its last write, since the agent writes on every move past a deadband and turns NotReady once it stops sampling or publishing; "+
-			"empty: every node has the plugins' telemetryMaxAge (metric telesched_scheduler_telemetry_ready_agent_nodes)")
+		"label selector of the node agent's pods in --telemetry-agent-namespace: a node on which one of them that --telemetry-agent-daemonsets controls is Ready "+
+			"has fresh telemetry for --telemetry-max-age-ready-agent since its last write, since the agent writes on every move past a deadband and turns NotReady "+
+			"once it stops sampling or publishing; empty: every node has the plugins' telemetryMaxAge (metric telesched_scheduler_telemetry_ready_agent_nodes)")
+	fs.StringVar(&agentNamespace, "telemetry-agent-namespace", telemetry.DefaultAgentNamespace,
+		"namespace of the node agent's DaemonSets and pods; the scheduler lists and watches daemonsets and pods there")
+	fs.StringSliceVar(&agentDaemonSets, "telemetry-agent-daemonsets", telemetry.DefaultAgentDaemonSets,
+		"names of the node agent's DaemonSets in --telemetry-agent-namespace: only a pod one of them controls (its controller reference names the DaemonSet "+
+			"and its UID) vouches for its node; other pods with the agent's labels are ignored (metric telesched_scheduler_telemetry_ignored_agent_pods)")
 	fs.DurationVar(&agentMaxAge, "telemetry-max-age-ready-agent", telemetry.DefaultAgentMaxAge,
 		"how old a node's NodeTelemetry may be while its agent pod is Ready; keep it above the agent's --heartbeat "+
 			"(the shipped DaemonSet's is 5m). Where the plugins' telemetryMaxAge is longer, theirs applies")
@@ -133,12 +143,19 @@ func main() {
 		if err := book.SetMaxAge(reservationMaxAge); err != nil {
 			return fmt.Errorf("--reservation-max-age: %w", err)
 		}
+		if thermalHold < 0 {
+			return fmt.Errorf("--telemetry-thermal-hold must not be negative, got %v", thermalHold)
+		}
 		if err := cache.SetAgents(agentSelector, agentMaxAge); err != nil {
 			return fmt.Errorf("--telemetry-agent-pod-selector, --telemetry-max-age-ready-agent: %w", err)
+		}
+		if err := cache.SetAgentOwners(agentNamespace, agentDaemonSets); err != nil {
+			return fmt.Errorf("--telemetry-agent-namespace=%s, --telemetry-agent-daemonsets=%s: %w", agentNamespace, strings.Join(agentDaemonSets, ","), err)
 		}
 		cache.SetClockSkewTolerance(skew)
 		cache.SetMaxNodeWatts(maxNodeWatts)
 		cache.SetPowerHold(powerHold)
+		cache.SetThermalHold(thermalHold)
 		if !skipVersionCheck {
 			cache.SetServerCheck(compat.Check)
 		}

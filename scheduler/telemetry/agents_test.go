@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,8 +83,10 @@ func TestAgentReadyKeepsTelemetryFresh(t *testing.T) {
 func TestAgentPodEvents(t *testing.T) {
 	c := NewCache()
 	c.Set(&Node{Name: "a", resourceVersion: 1})
+	ds := agentDaemonSet("telesched-agent", "ds-1")
+	c.agentDaemonSet(ds, false)
 	pod := func(uid types.UID, node string, ready corev1.ConditionStatus, deleting bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), UID: uid}, Spec: corev1.PodSpec{NodeName: node},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), Namespace: DefaultAgentNamespace, UID: uid, OwnerReferences: controlledBy(ds)}, Spec: corev1.PodSpec{NodeName: node},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: ready}}}}
 		if deleting {
 			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
@@ -109,8 +112,85 @@ func TestAgentPodEvents(t *testing.T) {
 			t.Errorf("%s: AgentReady %v, want %v", step.name, n.AgentReady, step.want)
 		}
 	}
-	if len(c.agents) != 0 {
-		t.Errorf("agents after the pod's deletion: %v", c.agents)
+	if len(c.agents) != 0 || len(c.agentPods) != 0 {
+		t.Errorf("agents after the pod's deletion: %v, %v", c.agents, c.agentPods)
+	}
+}
+
+func agentDaemonSet(name string, uid types.UID) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultAgentNamespace, UID: uid}}
+}
+
+// controlledBy is the owner references the DaemonSet controller writes.
+func controlledBy(ds *appsv1.DaemonSet) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))}
+}
+
+// TestAgentPodOutsideTheAgentDaemonSetIgnored: only a pod that one of the
+// agent's DaemonSets controls, by name and UID, in the agent's namespace,
+// keeps its node fresh; any other pod with the agent's labels (a tenant's,
+// one naming the DaemonSet with another UID, one of a ReplicaSet of that
+// name) is ignored and counted. A pod seen before its DaemonSet counts once
+// the DaemonSet is listed, and no longer once it is gone or recreated.
+func TestAgentPodOutsideTheAgentDaemonSetIgnored(t *testing.T) {
+	ds := agentDaemonSet("telesched-agent", "ds-1")
+	gpu := agentDaemonSet("telesched-agent-gpu", "ds-gpu")
+	ready := corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	pod := func(namespace string, owners []metav1.OwnerReference) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: namespace, UID: "p", OwnerReferences: owners,
+			Labels: map[string]string{"app.kubernetes.io/name": "telesched-agent"}}, Spec: corev1.PodSpec{NodeName: "a"}, Status: ready}
+	}
+	other := agentDaemonSet("telesched-agent", "ds-other")
+	rs := controlledBy(ds)
+	rs[0].Kind = "ReplicaSet"
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"the agent's DaemonSet's pod", pod(DefaultAgentNamespace, controlledBy(ds)), true},
+		{"the GPU variant's pod", pod(DefaultAgentNamespace, controlledBy(gpu)), true},
+		{"a tenant's pod, no controller", pod("tenant", nil), false},
+		{"a pod in the agent's namespace, no controller", pod(DefaultAgentNamespace, nil), false},
+		{"the DaemonSet's name, another UID", pod(DefaultAgentNamespace, controlledBy(other)), false},
+		{"a ReplicaSet of the DaemonSet's name and UID", pod(DefaultAgentNamespace, rs), false},
+		{"the DaemonSet's pod in another namespace", pod("tenant", controlledBy(ds)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCache()
+			c.Set(&Node{Name: "a", resourceVersion: 1})
+			c.agentDaemonSet(ds, false)
+			c.agentDaemonSet(gpu, false)
+			c.agentPod(tc.pod, false)
+			n, _ := c.Get("a")
+			if n.AgentReady != tc.want || c.IgnoredAgentPods() != map[bool]int{false: 1}[tc.want] {
+				t.Errorf("AgentReady %v, MaxAge(1m) %v, ignored pods %d; want %v, ignored %d", n.AgentReady, n.MaxAge(time.Minute), c.IgnoredAgentPods(), tc.want, map[bool]int{false: 1}[tc.want])
+			}
+			c.agentPod(tc.pod, true)
+			if c.IgnoredAgentPods() != 0 {
+				t.Errorf("a deleted pod is still counted as ignored")
+			}
+		})
+	}
+
+	// The DaemonSet listed after its pod, then recreated.
+	c := NewCache()
+	c.Set(&Node{Name: "a", resourceVersion: 1})
+	c.agentPod(pod(DefaultAgentNamespace, controlledBy(ds)), false)
+	for _, step := range []struct {
+		name string
+		ds   *appsv1.DaemonSet
+		gone bool
+		want bool
+	}{
+		{"the DaemonSet listed", ds, false, true},
+		{"the DaemonSet deleted", ds, true, false},
+		{"the DaemonSet recreated: the old pod is an orphan", other, false, false},
+	} {
+		c.agentDaemonSet(step.ds, step.gone)
+		if n, _ := c.Get("a"); n.AgentReady != step.want {
+			t.Errorf("%s: AgentReady %v, want %v", step.name, n.AgentReady, step.want)
+		}
 	}
 }
 
@@ -124,5 +204,18 @@ func TestSetAgentsRefuses(t *testing.T) {
 	}
 	if err := c.SetAgents("", 0); err != nil {
 		t.Errorf("turning it off: %v", err)
+	}
+	for _, tc := range []struct {
+		namespace string
+		sets      []string
+	}{
+		{"", DefaultAgentDaemonSets},
+		{"Telesched", DefaultAgentDaemonSets},
+		{DefaultAgentNamespace, nil},
+		{DefaultAgentNamespace, []string{"telesched_agent"}},
+	} {
+		if err := c.SetAgentOwners(tc.namespace, tc.sets); err == nil {
+			t.Errorf("agent namespace %q, DaemonSets %q accepted", tc.namespace, tc.sets)
+		}
 	}
 }

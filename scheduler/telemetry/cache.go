@@ -73,6 +73,9 @@ type Cache struct {
 	// powerHold is how long a node's last plausible watts stand in for
 	// missing ones (Node.PowerAt).
 	powerHold atomic.Int64
+	// thermalHold is how long a node whose thermal source failed keeps its
+	// last thermal reading (Node.ThermalKnown).
+	thermalHold atomic.Int64
 
 	entries atomic.Pointer[map[string]*entry] // read-only once published
 
@@ -85,13 +88,20 @@ type Cache struct {
 	watchers   []Watcher            // told of every stored change
 	tombstones map[string]tombstone // deleted objects, by name
 
-	// The agent's pods (agents.go): by node, each pod's readiness.
-	agentSelector string
-	agentMaxAge   time.Duration
-	agents        map[string]map[types.UID]bool
-	readyAgents   int // nodes with a Ready agent pod
-	agentEpoch    atomic.Uint64
-	agentsSynced  atomic.Bool
+	// The agent's pods (agents.go): by node, each pod's readiness; the
+	// pods the informer lists, owned or not; the agent's DaemonSets, by
+	// name, with their UIDs ("" until listed); the pods ignored as no
+	// DaemonSet of the agent's controls them.
+	agentSelector   string
+	agentMaxAge     time.Duration
+	agentNamespace  string
+	agents          map[string]map[types.UID]bool
+	agentPods       map[types.UID]agentPodInfo
+	agentDaemonSets map[string]types.UID
+	ignoredAgents   map[types.UID]bool
+	readyAgents     int // nodes with a Ready agent pod
+	agentEpoch      atomic.Uint64
+	agentsSynced    atomic.Bool
 }
 
 // entry is one node's published state. Writers hold Cache.mu; readers load
@@ -122,9 +132,14 @@ func NewCache() *Cache {
 // NewCacheWithClock returns an empty cache that tells time by now.
 func NewCacheWithClock(now func() time.Time) *Cache {
 	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, maxNodeWatts: DefaultMaxNodeWatts, tombstones: map[string]tombstone{},
-		agentSelector: DefaultAgentSelector, agentMaxAge: DefaultAgentMaxAge, agents: map[string]map[types.UID]bool{}}
+		agentSelector: DefaultAgentSelector, agentMaxAge: DefaultAgentMaxAge, agentNamespace: DefaultAgentNamespace, agents: map[string]map[types.UID]bool{},
+		agentPods: map[types.UID]agentPodInfo{}, agentDaemonSets: map[string]types.UID{}, ignoredAgents: map[types.UID]bool{}}
+	for _, name := range DefaultAgentDaemonSets {
+		c.agentDaemonSets[name] = ""
+	}
 	c.entries.Store(&map[string]*entry{})
 	c.powerHold.Store(int64(DefaultPowerHold))
+	c.thermalHold.Store(int64(DefaultThermalHold))
 	c.gpuNodes = c.NewCounter(func(n *Node) bool { return len(n.GPUs) > 0 })
 	return c
 }
@@ -149,6 +164,14 @@ func (c *Cache) SetMaxNodeWatts(w int32) {
 // SetPowerHold sets how long a node whose samples lack watts keeps
 // counting its last plausible watts (DefaultPowerHold).
 func (c *Cache) SetPowerHold(d time.Duration) { c.powerHold.Store(int64(d)) }
+
+// SetThermalHold sets how long a node whose thermal source failed keeps
+// its last thermal reading (DefaultThermalHold).
+func (c *Cache) SetThermalHold(d time.Duration) { c.thermalHold.Store(int64(d)) }
+
+// ThermalHold is how long a node whose thermal source failed keeps its
+// last thermal reading (Node.ThermalKnown).
+func (c *Cache) ThermalHold() time.Duration { return time.Duration(c.thermalHold.Load()) }
 
 // SetServerCheck sets a check Start runs on the API server before anything
 // else, the first time a plugin starts the cache: the scheduler checks the
@@ -219,17 +242,23 @@ func (c *Cache) start(ctx context.Context, cfg *rest.Config, timeout time.Durati
 			return err
 		}
 		if !toolscache.WaitForCacheSync(syncCtx.Done(), agentsSynced) {
-			return fmt.Errorf("telemetry cache: the agent's pods (%s) not listed within %v (can the scheduler list pods?)", c.agentSelector, timeout)
+			return fmt.Errorf("telemetry cache: the agent's DaemonSets and pods (%s) in namespace %s not listed within %v (can the scheduler list and watch daemonsets and pods there?)",
+				c.agentSelector, c.agentNamespace, timeout)
 		}
 		c.agentsSynced.Store(true)
 	}
-	logger.Info("telemetry cache synced", "nodes", c.Len(), "readyAgentNodes", c.ReadyAgents(), "agentPodSelector", c.agentSelector, "maxAgeReadyAgent", c.agentMaxAge)
+	c.mu.Lock()
+	sets := c.agentDaemonSetNames()
+	c.mu.Unlock()
+	logger.Info("telemetry cache synced", "nodes", c.Len(), "readyAgentNodes", c.ReadyAgents(), "ignoredAgentPods", c.IgnoredAgentPods(),
+		"agentPodSelector", c.agentSelector, "agentNamespace", c.agentNamespace, "agentDaemonSets", sets, "maxAgeReadyAgent", c.agentMaxAge)
 	return nil
 }
 
 // NewInformer returns the informer the cache runs on NodeTelemetry: every
-// object, managed fields trimmed to when it was last written (see
-// writtenAt), the rest of them being half an object the cache never reads.
+// object, managed fields trimmed to when its agent last wrote its status
+// (see writtenAt), the rest of them being half an object the cache never
+// reads.
 // Benchmarks that measure what the cache sees run the same one.
 func NewInformer(client dynamic.Interface) (toolscache.SharedIndexInformer, error) {
 	informer := DynamicInformer(client.Resource(Resource))
@@ -257,34 +286,56 @@ func DynamicInformer(res dynamic.ResourceInterface) toolscache.SharedIndexInform
 	}, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 }
 
-// trimManagedFields keeps, of an object's managed fields, one entry with
-// the latest write time and no field set.
+// AgentFieldManager is the field manager of the agent's writes
+// (agent/publisher.DefaultFieldManager): a node's first view counts as
+// observed when it last applied the object's status.
+const AgentFieldManager = "telesched-agent"
+
+// isAgentWrite reports whether a managed fields entry records the agent's
+// write of a sample: a server-side apply of the status subresource by
+// AgentFieldManager. Not its write of the object's metadata (the owner
+// reference), nor anyone else's, such as a label or the scheduler's own
+// status.calibration (field manager telesched-scheduler).
+func isAgentWrite(manager string, op metav1.ManagedFieldsOperationType, subresource string) bool {
+	return manager == AgentFieldManager && op == metav1.ManagedFieldsOperationApply && subresource == "status"
+}
+
+// trimManagedFields keeps, of an object's managed fields, the entry of the
+// agent's latest write of the status (isAgentWrite), without its field
+// set; none when there is no such entry.
 func trimManagedFields(u *unstructured.Unstructured) {
 	mf := u.GetManagedFields()
 	if len(mf) == 0 {
 		return
 	}
-	var latest metav1.ManagedFieldsEntry
+	var agent metav1.ManagedFieldsEntry
 	for _, m := range mf {
-		if m.Time != nil && (latest.Time == nil || m.Time.After(latest.Time.Time)) {
-			latest = metav1.ManagedFieldsEntry{Manager: m.Manager, Operation: m.Operation, Subresource: m.Subresource, Time: m.Time}
+		if m.Time != nil && isAgentWrite(m.Manager, m.Operation, m.Subresource) && (agent.Time == nil || m.Time.After(agent.Time.Time)) {
+			agent = metav1.ManagedFieldsEntry{Manager: m.Manager, Operation: m.Operation, APIVersion: m.APIVersion, Subresource: m.Subresource, Time: m.Time}
 		}
 	}
-	if latest.Time == nil {
+	if agent.Time == nil {
 		u.SetManagedFields(nil)
 		return
 	}
-	u.SetManagedFields([]metav1.ManagedFieldsEntry{latest})
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{agent})
 }
 
-// writtenAt is when the API server last recorded a write to the object, by
-// its own clock, to the second: the latest time in its managed fields.
+// writtenAt is when the node's agent last wrote the object's status
+// (isAgentWrite), by the API server's clock, to the second; zero when its
+// managed fields record no such write.
 func writtenAt(u *unstructured.Unstructured) time.Time {
 	var t time.Time
 	mf, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
 	for _, m := range mf {
 		e, ok := m.(map[string]any)
 		if !ok {
+			continue
+		}
+		manager, _ := e["manager"].(string)
+		op, _ := e["operation"].(string)
+		sub, _ := e["subresource"].(string)
+		if !isAgentWrite(manager, metav1.ManagedFieldsOperationType(op), sub) {
 			continue
 		}
 		s, _ := e["time"].(string)
@@ -359,6 +410,7 @@ func Decode(u *unstructured.Unstructured) (*Node, error) {
 	n := FromStatus(nt.Name, &nt.Status)
 	n.resourceVersion = resourceVersion(u)
 	n.written = writtenAt(u)
+	n.unwritten = n.written.IsZero()
 	return n, nil
 }
 
@@ -389,11 +441,20 @@ func (c *Cache) current(u *unstructured.Unstructured) *Node {
 
 // Set stores a node's view, unless the cache holds a newer view of the same
 // object or the object was deleted since. A view whose sampleTime differs
-// from the stored one's is a new sample, observed now; the first view of a
-// node counts as observed when the API server last wrote the object, if
-// that was earlier (the scheduler just started, and the agent may have
-// stopped long ago). Set stamps the view with that time and the agent's
-// clock offset, and returns the view it keeps.
+// from the stored one's is a new sample, observed now. The first view of a
+// node decoded from its object counts as observed when the node's agent
+// last wrote the object's status, if that was earlier (the scheduler just
+// started, and the agent may have stopped long ago), whoever wrote the
+// object since: a label, or the scheduler's own status.calibration, says
+// nothing of the agent. A first view of an object whose managed fields
+// record no write of the agent's at all is never observed, so stale, until
+// its agent's next sample: its status is someone else's, or the record of
+// the agent's writes was wiped. A live agent always has its write on
+// record; it writes a new sample at least once a heartbeat. Set stamps the
+// view with that time and the agent's clock offset, carries the node's last
+// plausible watts (vet) and, while its thermal source fails, its last
+// thermal reading (holdThermal) over from the stored view, and returns the
+// view it keeps.
 func (c *Cache) Set(n *Node) *Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -412,15 +473,21 @@ func (c *Cache) Set(n *Node) *Node {
 	switch {
 	case old != nil && old.SampleTime.Equal(n.SampleTime):
 		n.Observed = old.Observed // the same sample, written again
+	case old == nil && n.unwritten:
+		n.Observed = time.Time{} // stale until the agent's next sample
 	case old == nil && !n.written.IsZero() && n.written.Before(now):
 		n.Observed = n.written
 	default:
 		n.Observed = now
 	}
-	n.ClockOffset = n.SampleTime.Sub(n.Observed)
+	n.ClockOffset = 0
+	if !n.Observed.IsZero() {
+		n.ClockOffset = n.SampleTime.Sub(n.Observed)
+	}
 	c.stampAgent(n)
 	c.vet(n, old, true)
-	n.Skewed = !n.SampleTime.IsZero() && (n.ClockOffset > c.skewTolerance || n.ClockOffset < -c.skewTolerance)
+	holdThermal(n, old)
+	n.Skewed = !n.SampleTime.IsZero() && !n.Observed.IsZero() && (n.ClockOffset > c.skewTolerance || n.ClockOffset < -c.skewTolerance)
 	e.prev.Store(old)
 	e.node.Store(n)
 	if old == nil {

@@ -33,9 +33,20 @@ var rejected = metrics.NewCounterVec(&metrics.CounterOpts{
 // readyAgentNodes is the number of nodes whose agent pod is Ready.
 var readyAgentNodes = metrics.NewGauge(&metrics.GaugeOpts{
 	Name: "telesched_scheduler_telemetry_ready_agent_nodes",
-	Help: "Nodes on which a pod selected by --telemetry-agent-pod-selector is Ready: their NodeTelemetry is fresh for " +
+	Help: "Nodes on which a pod of the agent's DaemonSets (--telemetry-agent-namespace, --telemetry-agent-daemonsets, " +
+		"--telemetry-agent-pod-selector) is Ready: their NodeTelemetry is fresh for " +
 		"--telemetry-max-age-ready-agent, the others' for the plugins' telemetryMaxAge. Far below the nodes with telemetry: " +
 		"the selector does not match the agent's pods, and a quiet node's telemetry goes stale between heartbeats.",
+	StabilityLevel: metrics.ALPHA,
+})
+
+// ignoredAgentPods is the number of pods with the agent's labels that no
+// DaemonSet of the agent's controls.
+var ignoredAgentPods = metrics.NewGauge(&metrics.GaugeOpts{
+	Name: "telesched_scheduler_telemetry_ignored_agent_pods",
+	Help: "Pods in --telemetry-agent-namespace selected by --telemetry-agent-pod-selector whose controller is none of " +
+		"--telemetry-agent-daemonsets (by name and UID): they do not keep their node's NodeTelemetry fresh. Above zero: a pod " +
+		"imitating the agent, or flags that do not name the agent's DaemonSets; the scheduler's log (-v=2) names each pod.",
 	StabilityLevel: metrics.ALPHA,
 })
 
@@ -44,5 +55,5 @@ var registerOnce sync.Once
 // RegisterMetrics registers the cache's metrics with kube-scheduler's
 // registry; calls after the first do nothing.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(skewedNodes, rejected, readyAgentNodes) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(skewedNodes, rejected, readyAgentNodes, ignoredAgentPods) })
 }

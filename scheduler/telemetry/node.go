@@ -13,7 +13,9 @@ import (
 
 // Node is the scheduler's view of one node's telemetry, computed once per
 // update. A Has* field false means the agent did not report that section;
-// the values beside it are then zero and must not be read.
+// the values beside it are then zero and must not be read. The thermal
+// fields are the one exception the other way: while the node's thermal
+// source fails, they hold its last reading (ThermalFailed, ThermalKnown).
 //
 // The fields Filter and Score read for every node come first, in the view's
 // first two cache lines (TestNodeLayout): reading a node's view in a
@@ -86,11 +88,23 @@ type Node struct {
 	LastWatts         int32
 	HasLastWatts      bool
 	LastWattsObserved time.Time
+	// ThermalFailed says how the node's thermal source failed in this
+	// sample ("thermal section refused by the API server (...)", "thermal
+	// source failed (SensorFault: ...)"), "" when it did not: Available, or
+	// Unavailable (a node without sensors has no heat to report). Such a
+	// sample has no thermal section; the view's thermal fields are then the
+	// last reading the cache saw, carried over from the view before
+	// (Cache.Set), or absent when it had none. ThermalKnown says how long
+	// they count.
+	ThermalFailed string
+	// ThermalObserved is when the cache saw the sample the view's thermal
+	// fields come from: Observed, or an earlier view's for held ones.
+	ThermalObserved time.Time
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64
-	// written is when the API server last wrote the object, by its clock,
-	// to the second; zero when unknown.
+	// written is when the node's agent last wrote the object's status, by
+	// the API server's clock, to the second (writtenAt); zero when unknown.
 	written time.Time
 	// AgentReady is true while a pod of the node's agent is Ready, as the
 	// cache last saw it (Cache.SetAgents): the agent writes on every move
@@ -99,7 +113,11 @@ type Node struct {
 	// agentMaxAge is 0 while no agent pod is Ready.
 	agentMaxAge time.Duration
 	AgentReady  bool
-	_           [15]byte // to a multiple of a cache line (TestNodeLayout)
+	// unwritten is true for a view decoded from an object whose managed
+	// fields hold no write of the agent's to the status: someone else
+	// wrote it.
+	unwritten bool
+	_         [38]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.
@@ -166,6 +184,49 @@ func (n *Node) Age(now time.Time) time.Duration {
 	return now.Sub(n.Observed)
 }
 
+// DefaultThermalHold is how long a node whose thermal source failed (the
+// API server refused its thermal section, or its sensors could not be
+// read) keeps its last thermal reading, as if it were fresh: as long as
+// DefaultPowerHold, and far shorter than the time a loaded node takes to
+// heat from cool to its limit is long. After it, the node's heat is
+// unknown (ThermalKnown). Change it with --telemetry-thermal-hold.
+const DefaultThermalHold = 2 * time.Minute
+
+// ThermalKnown reports whether the view's thermal fields tell the node's
+// heat at now: always, unless its thermal source failed in this sample;
+// then only while they hold a reading the cache saw at most hold before
+// now. A node without sensors (its source Unavailable) has no heat to
+// tell, and its heat counts as known: nothing is hot. The thermal fields
+// of a view whose heat is unknown still say what was last read, and a
+// reading too hot stays too hot (tooHot reads them whatever the time).
+func (n *Node) ThermalKnown(now time.Time, hold time.Duration) bool {
+	return n.ThermalFailed == "" || (n.HasThermal && !n.ThermalObserved.IsZero() && now.Sub(n.ThermalObserved) <= hold)
+}
+
+// thermalFailure says how a Failed thermal source failed, for rejections.
+func thermalFailure(s telemetryv1alpha1.SourceStatus) string {
+	if s.Reason == "RejectedByAPIServer" { // agent/publisher's trim
+		return "thermal section refused by the API server (" + s.Message + ")"
+	}
+	return "thermal source failed (" + s.Reason + ": " + s.Message + ")"
+}
+
+// holdThermal carries the last thermal reading over from old (the view
+// before n, may be nil) to n when n's thermal source failed, and stamps
+// when n's reading was seen. The caller holds the cache's lock, or owns n.
+func holdThermal(n, old *Node) {
+	switch {
+	case n.HasThermal:
+		n.ThermalObserved = n.Observed
+	case n.ThermalFailed != "" && old != nil && old.HasThermal:
+		n.HasThermal, n.HottestSensor, n.HottestMilli = true, old.HottestSensor, old.HottestMilli
+		n.HasLimit, n.LimitMilli = old.HasLimit, old.LimitMilli
+		n.HasHeadroom, n.HeadroomMilli, n.HeadroomSensor, n.HeadroomSensorMilli = old.HasHeadroom, old.HeadroomMilli, old.HeadroomSensor, old.HeadroomSensorMilli
+		n.HasUnlimited, n.UnlimitedMilli, n.UnlimitedSensor = old.HasUnlimited, old.UnlimitedMilli, old.UnlimitedSensor
+		n.ThermalObserved = old.ThermalObserved
+	}
+}
+
 // FromStatus builds the view of a node from its NodeTelemetry status.
 func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 	n := &Node{
@@ -207,6 +268,9 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 	for _, s := range st.Sources {
 		if s.Name == telemetryv1alpha1.SourceGPU && s.State == telemetryv1alpha1.SourceAvailable {
 			n.HasGPUSource = true
+		}
+		if s.Name == telemetryv1alpha1.SourceThermal && s.State == telemetryv1alpha1.SourceFailed && st.Thermal == nil {
+			n.ThermalFailed = thermalFailure(s)
 		}
 	}
 	for _, g := range st.GPUs {

@@ -33,10 +33,14 @@ func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status 
 		return fwk.NewStatus(fwk.Unschedulable, "node has no NodeTelemetry (staleTelemetryPolicy Reject)")
 	}
 	var msg string
-	if n.AgentReady && n.agentMaxAge > args.TelemetryMaxAge {
+	switch {
+	case n.Observed.IsZero():
+		msg = "node telemetry has no sample of its agent's that the scheduler saw: its status was last written by someone else (no write of field manager " +
+			AgentFieldManager + " on record), and counts as stale until the agent's next sample (staleTelemetryPolicy Reject)"
+	case n.AgentReady && n.agentMaxAge > args.TelemetryMaxAge:
 		msg = fmt.Sprintf("node telemetry is %s old > %s, the most while the node's agent pod is Ready (--telemetry-max-age-ready-agent; no new sample seen by the scheduler since; staleTelemetryPolicy Reject)",
 			n.Age(now).Round(time.Second), n.agentMaxAge)
-	} else {
+	default:
 		msg = fmt.Sprintf("node telemetry is %s old > telemetryMaxAge %s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject)",
 			n.Age(now).Round(time.Second), args.TelemetryMaxAge)
 	}

@@ -45,6 +45,7 @@ func TestStaleStatus(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	old := &Node{Name: "a", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-10 * time.Minute)}
 	behind := &Node{Name: "b", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-11*time.Minute - 10*time.Second), ClockOffset: -70 * time.Second, Skewed: true}
+	unwritten := &Node{Name: "d", SampleTime: now.Add(-time.Hour), unwritten: true}
 	withAgent := &Node{Name: "c", Observed: now.Add(-10 * time.Minute), SampleTime: now.Add(-10 * time.Minute), AgentReady: true, agentMaxAge: 6 * time.Minute}
 	ignore := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryIgnore}
 	reject := config.TelemetryArgs{TelemetryMaxAge: time.Minute, StaleTelemetryPolicy: config.StaleTelemetryReject}
@@ -58,6 +59,7 @@ func TestStaleStatus(t *testing.T) {
 		{nil, "node has no NodeTelemetry (staleTelemetryPolicy Reject)"},
 		{old, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject)"},
 		{withAgent, "node telemetry is 10m0s old > 6m0s, the most while the node's agent pod is Ready (--telemetry-max-age-ready-agent; no new sample seen by the scheduler since; staleTelemetryPolicy Reject)"},
+		{unwritten, "node telemetry has no sample of its agent's that the scheduler saw: its status was last written by someone else (no write of field manager telesched-agent on record), and counts as stale until the agent's next sample (staleTelemetryPolicy Reject)"},
 		{behind, "node telemetry is 10m0s old > telemetryMaxAge 1m0s (no new sample seen by the scheduler since, and no Ready agent pod seen on the node; staleTelemetryPolicy Reject); its agent's clock was 1m10s behind the scheduler's"},
 	} {
 		st := StaleStatus(reject, tc.node, now)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/telesched/telesched/agent/publisher"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
@@ -129,5 +130,70 @@ func TestFirstViewObservedAtItsWrite(t *testing.T) {
 	}
 	if got := t0.Sub(cur.Observed); got != time.Hour || cur.Fresh(t0, time.Minute) {
 		t.Errorf("first view observed %v before now, want 1h (the status write)", got)
+	}
+}
+
+// TestFirstViewObservedAtTheAgentsWrite: after the scheduler starts, a
+// node's first view counts as observed at its agent's last write of the
+// status (field manager telesched-agent, status subresource), never at a
+// later write of anyone else: a label, the scheduler's own calibration, the
+// agent's metadata. With no write of the agent's at all, the view is stale
+// until the agent's next sample.
+func TestFirstViewObservedAtTheAgentsWrite(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { return new(metav1.NewTime(t0.Add(d))) }
+	agentStatus := func(d time.Duration) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: "telesched-agent", Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", Time: at(d)}
+	}
+	for _, tc := range []struct {
+		name         string
+		managed      []metav1.ManagedFieldsEntry
+		wantObserved time.Time // zero: never observed, stale
+	}{
+		{"the agent's write 2h ago, a label 10s ago", []metav1.ManagedFieldsEntry{
+			agentStatus(-2 * time.Hour),
+			{Manager: "kubectl-label", Operation: metav1.ManagedFieldsOperationUpdate, Time: at(-10 * time.Second)},
+		}, t0.Add(-2 * time.Hour)},
+		{"the scheduler's calibration 5s ago", []metav1.ManagedFieldsEntry{
+			agentStatus(-time.Hour),
+			{Manager: "telesched-scheduler", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: at(-5 * time.Second)},
+		}, t0.Add(-time.Hour)},
+		{"the agent's owner reference 10s ago", []metav1.ManagedFieldsEntry{
+			{Manager: "telesched-agent", Operation: metav1.ManagedFieldsOperationApply, Time: at(-10 * time.Second)},
+			agentStatus(-time.Hour),
+		}, t0.Add(-time.Hour)},
+		{"another writer's status 10s ago, none of the agent's", []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: at(-10 * time.Second)},
+		}, time.Time{}},
+		{"the agent's write 30s ago", []metav1.ManagedFieldsEntry{agentStatus(-30 * time.Second)}, t0.Add(-30 * time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCacheWithClock(func() time.Time { return t0 })
+			u := objectAt(t, "4", 10)
+			u.SetManagedFields(tc.managed)
+			trimManagedFields(u) // as the cache's informer does
+			if mf := u.GetManagedFields(); !tc.wantObserved.IsZero() && (len(mf) != 1 || !mf[0].Time.Time.Equal(tc.wantObserved) || mf[0].FieldsV1 != nil) {
+				t.Errorf("trimmed managed fields = %+v, want the agent's status write alone", mf)
+			}
+			_, cur, err := c.ObserveChange(nil, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cur.Observed.Equal(tc.wantObserved) {
+				t.Errorf("first view observed at %v (%v before now), want %v", cur.Observed, t0.Sub(cur.Observed), tc.wantObserved)
+			}
+			wantFresh := !tc.wantObserved.IsZero() && t0.Sub(tc.wantObserved) <= time.Minute
+			if got := cur.Fresh(t0, time.Minute); got != wantFresh {
+				t.Errorf("fresh(1m) = %v, want %v", got, wantFresh)
+			}
+		})
+	}
+}
+
+// The cache knows the agent's writes by the field manager its publisher
+// writes with.
+func TestAgentFieldManagerIsThePublishers(t *testing.T) {
+	if AgentFieldManager != publisher.DefaultFieldManager {
+		t.Errorf("AgentFieldManager %q, the agent's publisher writes as %q", AgentFieldManager, publisher.DefaultFieldManager)
 	}
 }

@@ -131,6 +131,9 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 		if strings.HasPrefix(a, "--config=") {
 			a = "--config=" + configPath
 		}
+		// As the kubelet expands the Deployment's POD_NAMESPACE (the
+		// downward API's metadata.namespace): the release's.
+		a = strings.ReplaceAll(a, "$(POD_NAMESPACE)", agentNamespace)
 		schedArgs = append(schedArgs, a)
 	}
 	// /metrics open to the test, as Prometheus's token would be allowed.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +27,7 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/fixtures"
 )
 
@@ -526,10 +528,18 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 
 	// A Ready agent pod on the node vouches for its last write for
 	// --telemetry-max-age-ready-agent (6m by default): the same sample is
-	// fresh again. Once the pod is not Ready, it is stale again.
+	// fresh again. Once the pod is not Ready, it is stale again. A pod
+	// that only looks like the agent's (its labels, its DaemonSet's name
+	// as owner, in a tenant's namespace) vouches for nothing.
 	hostPod(t, c, "stale-no-agent", "stale-quiet", "500m")
 	if msg := waitFailedScheduling(t, c, "stale-no-agent", 30*time.Second); !strings.Contains(msg, "no Ready agent pod seen on the node") {
 		t.Errorf("without an agent pod, the quiet node's stale sample was not refused for it: %s", msg)
+	}
+	tenant := tenantAgentPod(t, c, "stale-quiet")
+	setPodReady(t, c, tenant, corev1.ConditionTrue)
+	hostPod(t, c, "stale-tenant-agent", "stale-quiet", "500m")
+	if msg := waitFailedScheduling(t, c, "stale-tenant-agent", 30*time.Second); !strings.Contains(msg, "no Ready agent pod seen on the node") {
+		t.Errorf("a tenant's Ready pod with the agent's labels made the quiet node's stale sample fresh: %s", msg)
 	}
 	agent := agentPod(t, c, "stale-quiet")
 	setPodReady(t, c, agent, corev1.ConditionTrue)
@@ -547,18 +557,49 @@ func TestSchedulerStaleTelemetry(t *testing.T) {
 	}
 }
 
-// agentPod creates a pod of the agent's DaemonSet, as the scheduler's
-// --telemetry-agent-pod-selector finds it, bound to node; no kubelet runs
-// it, so its status is the test's to set.
+// agentPod creates a pod of the agent's DaemonSet (telesched-agent in
+// telesched-system, as the scheduler's defaults name it, created if
+// missing), controlled by it and labelled as --telemetry-agent-pod-selector
+// finds it, bound to node; no kubelet runs it, so its status is the test's
+// to set.
 func agentPod(t *testing.T, c clients, node string) *corev1.Pod {
 	t.Helper()
-	p, err := c.kube.CoreV1().Pods("default").Create(t.Context(), fixtures.AgentPod(node), metav1.CreateOptions{})
+	ctx := t.Context()
+	ns := telemetry.DefaultAgentNamespace
+	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	ds, err := c.kube.AppsV1().DaemonSets(ns).Create(ctx, fixtures.AgentDaemonSet(ns, "telesched-agent"), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		ds, err = c.kube.AppsV1().DaemonSets(ns).Get(ctx, "telesched-agent", metav1.GetOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return createPodCleaned(t, c, fixtures.AgentPod(node, ds))
+}
+
+// tenantAgentPod creates a pod in namespace default that carries the
+// agent's labels and names the agent's DaemonSet as its controller with a
+// made-up UID, as any tenant allowed to create pods could, bound to node.
+func tenantAgentPod(t *testing.T, c clients, node string) *corev1.Pod {
+	t.Helper()
+	ds := fixtures.AgentDaemonSet("default", "telesched-agent")
+	ds.UID = "00000000-0000-0000-0000-000000000001"
+	p := fixtures.AgentPod(node, ds)
+	p.Name = "tenant-agent-" + node
+	return createPodCleaned(t, c, p)
+}
+
+func createPodCleaned(t *testing.T, c clients, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	p, err := c.kube.CoreV1().Pods(pod.Namespace).Create(t.Context(), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		zero := int64(0)
-		_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		_ = c.kube.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
 	return p
 }

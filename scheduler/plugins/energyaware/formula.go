@@ -29,8 +29,10 @@ type thermalLimits struct {
 // tooHot says why a node is too hot for any pod, or "" when it is not, by
 // package heat's Verdict: its CPUs throttle, or its effective headroom
 // (every sensor against its limit, the absolute limit for a sensor without
-// one) is at or below the margin. The common answer, a cool node, reads
-// only the view's first cache line.
+// one) is at or below the margin. While the node's thermal source fails,
+// the view holds its last reading, and a reading too hot stays too hot
+// however old (see fits for how long a cool one counts). The common
+// answer, a cool node, reads only the view's first cache line.
 func tooHot(n *telemetry.Node, l thermalLimits) string {
 	if !(l.rejectThrottling && n.Throttling) {
 		if !n.HasThermal {

@@ -54,6 +54,10 @@ type EnergyAware struct {
 	reserved *estimate.Book
 	// predicting counts the nodes with a thermal model.
 	predicting *telemetry.Counter
+	// thermalFailed counts the nodes whose thermal source failed in their
+	// latest sample (telemetry.Node.ThermalFailed): while none has, Filter
+	// and Score need not read how long a node's heat is known.
+	thermalFailed *telemetry.Counter
 	// rejected are the pending pods Filter rejected, with their demand,
 	// for the PreQueueingHint.
 	rejected *rejected.Index[estimate.Demand]
@@ -102,15 +106,16 @@ func NewWith(args config.EnergyAwareArgs, cache *telemetry.Cache, book *estimate
 		gpuSlowdownMargin: int64(args.GPUSlowdownMarginCelsius) * 1000,
 	}
 	return &EnergyAware{
-		args:       args,
-		limits:     limits,
-		cache:      cache,
-		reserved:   book,
-		requests:   podmemo.New[estimate.Demand](),
-		affinity:   podmemo.NewAffinity(),
-		hot:        cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
-		predicting: cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
-		rejected:   rejected.New[estimate.Demand](),
+		args:          args,
+		limits:        limits,
+		cache:         cache,
+		reserved:      book,
+		requests:      podmemo.New[estimate.Demand](),
+		affinity:      podmemo.NewAffinity(),
+		hot:           cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
+		predicting:    cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
+		thermalFailed: cache.NewCounter(func(n *telemetry.Node) bool { return n.ThermalFailed != "" }),
+		rejected:      rejected.New[estimate.Demand](),
 	}
 }
 
@@ -124,12 +129,22 @@ type podState struct {
 	// now is the cycle's time, read once: telemetry freshness is judged
 	// against it for every node.
 	now time.Time
+	// thermalFailed is true when some node's thermal source failed: nodes
+	// are then checked for heat they no longer know (heatUnknown).
+	thermalFailed bool
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
-	return &podState{Demand: pl.reserved.Demand(pod), now: pl.cache.Now()}
+	return &podState{Demand: pl.reserved.Demand(pod), now: pl.cache.Now(), thermalFailed: pl.thermalFailed.Count() > 0}
+}
+
+// hintState is the state the hints judge a pod of demand d with: they
+// compare the views before and after an update, and the one before may
+// be the only one whose thermal source failed.
+func hintState(d estimate.Demand, now time.Time) *podState {
+	return &podState{Demand: d, now: now, thermalFailed: true}
 }
 
 // PreFilter computes the pod's requests once. A pod that requests no GPU
@@ -179,14 +194,28 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 				// Whatever the stale policy: silence from a node last
 				// seen hot (an agent hung, a host struggling) is no sign
 				// that it cooled.
-				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s, as last seen %s ago; stays too hot until a fresh sample shows it cool",
-					why, tel.Age(s.now).Round(time.Second)))
+				seen := "as last seen " + tel.Age(s.now).Round(time.Second).String() + " ago"
+				if tel.Observed.IsZero() {
+					seen = "as last published (no write of its agent's the scheduler saw)"
+				}
+				return fwk.NewStatus(fwk.Unschedulable, why+", "+seen+"; stays too hot until a fresh sample shows it cool")
 			}
 		}
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	if why := tooHot(tel, pl.limits); why != "" {
+		if s.thermalFailed && tel.ThermalFailed != "" && !(pl.limits.rejectThrottling && tel.Throttling) {
+			// Heat last read, held: whatever the policy, as for a
+			// stale node last seen hot.
+			why = fmt.Sprintf("%s, as last read %s ago: %s since; stays too hot until a sample shows it cool",
+				why, s.now.Sub(tel.ThermalObserved).Round(time.Second), tel.ThermalFailed)
+		}
 		return fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	if s.thermalFailed {
+		if st := pl.heatUnknown(tel, s.now); st != nil {
+			return st
+		}
 	}
 	if why := tooHotPredicted(tel, estimateWith(pl.reserved, tel, s.Demand, reserved), pl.limits.marginMilli); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
@@ -198,6 +227,31 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 		}
 	}
 	return nil
+}
+
+// heatUnknown is Filter's answer for a node with fresh telemetry whose
+// thermal source failed, and which is not too hot by the reading it holds:
+// nil while that reading is within the cache's thermal hold
+// (telemetry.Node.ThermalKnown); after it, or with no reading to hold,
+// the node's heat is unknown, and the stale-telemetry policy decides, as
+// for a node whose telemetry is stale: nothing under Ignore (neither
+// rejected nor, in Score, favoured), Unschedulable under Reject.
+func (pl *EnergyAware) heatUnknown(tel *telemetry.Node, now time.Time) *fwk.Status {
+	hold := pl.cache.ThermalHold()
+	if pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject || tel.ThermalKnown(now, hold) {
+		return nil
+	}
+	held := "the scheduler saw no earlier reading to hold"
+	if tel.HasThermal {
+		held = fmt.Sprintf("its last reading, %s old, is past --telemetry-thermal-hold %s", now.Sub(tel.ThermalObserved).Round(time.Second), hold)
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node's heat is unknown: %s; %s (staleTelemetryPolicy Reject)", tel.ThermalFailed, held))
+}
+
+// heatKnown reports whether the node's heat is known at now (see
+// heatUnknown), for the hints; Filter and Score read the counter first.
+func (pl *EnergyAware) heatKnown(tel *telemetry.Node, now time.Time) bool {
+	return tel.ThermalKnown(now, pl.cache.ThermalHold())
 }
 
 // Score reads the node's telemetry once and returns the power it ranks the
@@ -220,7 +274,11 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 			mw = int64(math.Round(w * 1000))
 		}
 	}
-	return packScore(mw, e.hasPower, thermalScore(tel, pl.limits.absoluteMilli, e)), nil
+	thermal := thermalScore(tel, pl.limits.absoluteMilli, e)
+	if s.thermalFailed && !pl.heatKnown(tel, s.now) {
+		thermal = 0 // a held reading past the hold earns nothing
+	}
+	return packScore(mw, e.hasPower, thermal), nil
 }
 
 // headroomMilli is the CPU that pods like the one placed may still take
@@ -286,19 +344,26 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 // too hot now, or usable before with no more cool GPUs now, skips without
 // looking at the pod.
 // mayLetIn judges a NodeTelemetry update before any pod is looked at: may
-// is false when Filter rejects every pod on cur (too hot, or stale while
-// staleness is ignored as before), or when the node was usable before and
+// is false when Filter rejects every pod on cur (too hot, stale while
+// staleness is ignored as before, or its heat unknown under Reject), or
+// when the node was usable before (not of unknown heat under Reject) and
 // no GPU came clear of slowdown. prevKnown: the previous view was stored
 // and fresh; one that was not proves nothing about why a pod was rejected.
 func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevKnown, may bool) {
 	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || tooHot(cur, pl.limits) != "" {
 		return false, false
 	}
+	reject := pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject
+	if reject && !pl.heatKnown(cur, now) {
+		return false, false
+	}
 	prevKnown = prev != nil && prev.Fresh(now, pl.args.TelemetryMaxAge)
 	// A thermal model, now or before, may be why the pod was rejected, or
 	// its going may let it in: no shortcut then.
 	predicts := (cur.Models != nil && cur.Models.HasThermal) || (prev != nil && prev.Models != nil && prev.Models.HasThermal)
-	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
+	// So may heat unknown before, under Reject.
+	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && (!reject || pl.heatKnown(prev, now)) &&
+		coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
 		return prevKnown, false
 	}
 	return prevKnown, true
@@ -324,7 +389,7 @@ func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 	}
 	before, reserved := pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name)
 	return pl.rejected.Select(node, func(d estimate.Demand) bool {
-		return pl.letsIn(prev, cur, prevKnown, before, reserved, &podState{Demand: d, now: now})
+		return pl.letsIn(prev, cur, prevKnown, before, reserved, hintState(d, now))
 	}), nil
 }
 
@@ -351,7 +416,7 @@ func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any)
 		return fwk.QueueSkip, nil
 	}
 	d := pl.requests.Get(pod, pl.reserved.Demand) // asked again and again for the same pending pods
-	if !pl.letsIn(prev, cur, prevKnown, pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name), &podState{Demand: d, now: now}) {
+	if !pl.letsIn(prev, cur, prevKnown, pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name), hintState(d, now)) {
 		return fwk.QueueSkip, nil
 	}
 	if pl.nodes != nil {

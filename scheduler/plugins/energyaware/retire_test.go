@@ -40,7 +40,7 @@ func TestHintQueuesPodTheRetirementLetsIn(t *testing.T) {
 	clock.Set(now.Add(10 * time.Second))
 	cur := modelled(status(60), 175)
 	cur.SampleTime = metav1.NewTime(clock.Now())
-	newObj := plugintest.Object(t, "n", 2, cur)
+	newObj := plugintest.Object(t, "n", 2, cur, clock.Now())
 	got, err := pl.hint(klog.Background(), p, oldObj, newObj)
 	if err != nil || got != fwk.Queue {
 		t.Errorf("hint = %v, %v; want Queue", got, err)

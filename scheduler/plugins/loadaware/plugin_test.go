@@ -164,7 +164,7 @@ func TestReserveCountsUntilMeasured(t *testing.T) {
 func unstructuredOf(t *testing.T, name string, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
 	t.Helper()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{
-		ObjectMeta: metav1.ObjectMeta{Name: name}, Status: *st,
+		ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: plugintest.WrittenByAgent(clock.Now())}, Status: *st,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
 	"github.com/telesched/telesched/test/fixtures"
 )
@@ -120,10 +122,15 @@ func createClusterNode(ctx context.Context, kube kubernetes.Interface, dyn dynam
 // agentNamespace holds the agent pods (-agent-pods).
 const agentNamespace = "telesched-bench-agents"
 
+// agentDaemonSet is the agent's DaemonSet in agentNamespace, created
+// (with its UID) before the nodes; the scheduler runs with
+// --telemetry-agent-namespace=agentNamespace.
+var agentDaemonSet *appsv1.DaemonSet
+
 // createAgentPod creates the node's agent pod, bound to it and Ready, as
 // the DaemonSet's pod and its kubelet would leave it (fixtures.AgentPod).
 func createAgentPod(ctx context.Context, kube kubernetes.Interface, node string) error {
-	p, err := kube.CoreV1().Pods(agentNamespace).Create(ctx, fixtures.AgentPod(node), metav1.CreateOptions{})
+	p, err := kube.CoreV1().Pods(agentNamespace).Create(ctx, fixtures.AgentPod(node, agentDaemonSet), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -209,7 +216,7 @@ func clusterSample(ctx context.Context, dyn dynamic.Interface, i, n int) error {
 	}
 	_, err = dyn.Resource(ntResource).ApplyStatus(ctx, nodeName(i), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": nodeName(i)}, "status": data,
-	}}, metav1.ApplyOptions{FieldManager: "schedbench", Force: true})
+	}}, metav1.ApplyOptions{FieldManager: telemetry.AgentFieldManager, Force: true})
 	return err
 }
 

@@ -54,8 +54,10 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
 	"github.com/telesched/telesched/test/bench/internal/proc"
+	"github.com/telesched/telesched/test/fixtures"
 	"github.com/telesched/telesched/test/internal/metricfam"
 )
 
@@ -166,6 +168,9 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+		if agentDaemonSet, err = kube.AppsV1().DaemonSets(agentNamespace).Create(ctx, fixtures.AgentDaemonSet(agentNamespace, "telesched-agent"), metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	var created atomic.Int64
@@ -246,7 +251,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	}
 	pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{"--config=" + confPath, "-v=" + schedulerVerbosity, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*", "--telemetry-agent-namespace=" + agentNamespace}
 	if featureGates != "" {
 		args = append(args, "--feature-gates="+featureGates)
 	}
@@ -628,7 +633,7 @@ func sample(ctx context.Context, dyn dynamic.Interface, name string, i int) erro
 	}
 	_, err = dyn.Resource(ntResource).ApplyStatus(ctx, name, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "NodeTelemetry", "metadata": map[string]any{"name": name}, "status": data,
-	}}, metav1.ApplyOptions{FieldManager: "schedbench", Force: true})
+	}}, metav1.ApplyOptions{FieldManager: telemetry.AgentFieldManager, Force: true})
 	return err
 }
 

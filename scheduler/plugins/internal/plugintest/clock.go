@@ -61,7 +61,7 @@ func Observe(c *telemetry.Cache, clk *Clock, name string, st *telemetryv1alpha1.
 func HintObjects(t testing.TB, c *telemetry.Cache, clk *Clock, name string, old, cur *telemetryv1alpha1.NodeTelemetryStatus) (oldObj, newObj any) {
 	t.Helper()
 	if old != nil {
-		u := Object(t, name, 1, old)
+		u := Object(t, name, 1, old, old.SampleTime.Time)
 		saved := clk.Now()
 		clk.Set(old.SampleTime.Time)
 		if _, _, err := c.ObserveChange(nil, u); err != nil {
@@ -70,14 +70,25 @@ func HintObjects(t testing.TB, c *telemetry.Cache, clk *Clock, name string, old,
 		clk.Set(saved)
 		oldObj = u
 	}
-	return oldObj, Object(t, name, 2, cur)
+	return oldObj, Object(t, name, 2, cur, clk.Now())
 }
 
-// Object is node name's NodeTelemetry with st at resource version rv.
-func Object(t testing.TB, name string, rv int, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
+// WrittenByAgent is the managed fields of an object whose status the
+// node's agent wrote at written, as the API server records it.
+func WrittenByAgent(written time.Time) []metav1.ManagedFieldsEntry {
+	return []metav1.ManagedFieldsEntry{{
+		Manager: telemetry.AgentFieldManager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status",
+		APIVersion: telemetryv1alpha1.SchemeGroupVersion.String(), Time: new(metav1.NewTime(written)),
+	}}
+}
+
+// Object is node name's NodeTelemetry with st at resource version rv, its
+// status written by its agent at written (the managed fields the cache
+// reads a first view's time from).
+func Object(t testing.TB, name string, rv int, st *telemetryv1alpha1.NodeTelemetryStatus, written time.Time) *unstructured.Unstructured {
 	t.Helper()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: fmt.Sprint(rv)}, Status: *st,
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: fmt.Sprint(rv), ManagedFields: WrittenByAgent(written)}, Status: *st,
 	})
 	if err != nil {
 		t.Fatal(err)
