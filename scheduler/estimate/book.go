@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
 
 	"github.com/telesched/telesched/internal/cowmap"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -445,6 +446,7 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 		// Reserve, once per scheduled pod, never copies the map.
 		b.entry(name)
 		b.setLoad(name, loadOf(cur, Demand{}))
+		b.report(name, cur, b.Get(name))
 		return
 	}
 	hold := Hold(cur.Interval)
@@ -464,6 +466,9 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	}
 	if !retired {
 		b.setLoad(name, loadOf(cur, before)) // the new sample's load; no reservation changed
+		if before != (Demand{}) {
+			b.report(name, cur, before) // their watts on the new view
+		}
 		return
 	}
 	e.retired.Store(&retirement{sample: keyOf(cur), before: before})
@@ -668,6 +673,9 @@ func (b *Book) forget(name string) {
 		b.publishEntries(name, nil)
 	}
 	b.setLoad(name, nodeLoad{})
+	for _, m := range []*metrics.GaugeVec{reservedCPU, reservedGPUs, reservedWatts} {
+		m.DeleteLabelValues(name)
+	}
 	b.changed(name)
 }
 
@@ -720,7 +728,21 @@ func (b *Book) publish(name string, e *resEntry) {
 	}
 	n, _ := b.cache.Get(name)
 	b.setLoad(name, loadOf(n, sum))
+	b.report(name, n, sum)
 	b.changed(name)
+}
+
+// report sets a node's reserved metrics. The caller holds b.mu.
+func (b *Book) report(name string, n *telemetry.Node, sum Demand) {
+	reservedCPU.WithLabelValues(name).Set(float64(sum.CPUMilli) / 1000)
+	reservedGPUs.WithLabelValues(name).Set(float64(sum.GPUs))
+	if n != nil {
+		if w, ok := b.ReservedWatts(n, sum); ok {
+			reservedWatts.WithLabelValues(name).Set(w.Mean)
+			return
+		}
+	}
+	reservedWatts.DeleteLabelValues(name)
 }
 
 // OnRelease registers f, called with a node's name after reservations of

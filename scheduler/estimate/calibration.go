@@ -79,12 +79,36 @@ var (
 	}, []string{"result"})
 )
 
+// What the book holds on each node: the pods placed there that its
+// samples do not show yet. An operator compares them with the node's pods
+// during an incident; the churn soak compares them with the truth.
+var (
+	reservedCPU = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_scheduler_reserved_cpu_cores",
+		Help:           "Per node with telemetry: CPU requested by the pods placed on it that its latest sample does not show yet, in cores.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"node"})
+	reservedGPUs = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name:           "telesched_scheduler_reserved_gpus",
+		Help:           "Per node with telemetry: GPUs requested by the pods placed on it that its latest sample does not show yet.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"node"})
+	reservedWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name: "telesched_scheduler_reserved_watts",
+		Help: "Per node with telemetry and a power model: the watts the pods placed on it that its latest sample does not show yet " +
+			"are estimated to add (calibrated mean; PowerBudget adds these up).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"node"})
+)
+
 var registerOnce sync.Once
 
-// RegisterMetrics registers the calibration's metrics with kube-scheduler's
+// RegisterMetrics registers the book's and the calibration's metrics with kube-scheduler's
 // registry; calls after the first do nothing.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(predictionRatio, calibrations) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(predictionRatio, calibrations, reservedCPU, reservedGPUs, reservedWatts)
+	})
 }
 
 // run records that a reserved pod was seen running at t, and its node's
