@@ -195,3 +195,26 @@ func TestIdleFloorOff(t *testing.T) {
 		t.Errorf("0 W with the idle floor off: HasPower %v, Rejected %q; want true, none", n.HasPower, n.Rejected)
 	}
 }
+
+// The view carries where its watts came from, also when they were refused.
+func TestPowerSourcesCarried(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sources []telemetryv1alpha1.PowerSource
+		watts   int32
+		want    string
+	}{
+		{"rapl", []telemetryv1alpha1.PowerSource{"rapl"}, 500, "rapl"},
+		{"a meter and GPUs", []telemetryv1alpha1.PowerSource{"nvml", "acpi"}, 500, "acpi+nvml"},
+		{"refused", []telemetryv1alpha1.PowerSource{"hwmon"}, 1_000_000, "hwmon"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := plausibleStatus(tc.watts, straight)
+			st.Power.Sources = tc.sources
+			n := NewCacheWithClock(func() time.Time { return now }).Set(FromStatus("n", st))
+			if got := n.PowerSources.String(); got != tc.want {
+				t.Errorf("PowerSources = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
