@@ -87,9 +87,10 @@ type Node struct {
 	HasLastWatts bool
 	// PowerSources are where the node's published watts came from
 	// (status.power.sources), kept when the watts were refused; 0 without
-	// a power section. (Beside HasLastWatts: it fills that line's padding.)
-	PowerSources      PowerSources
-	LastWattsObserved time.Time
+	// a power section. LastPowerSources are where LastWatts came from.
+	// (Beside HasLastWatts: they fill that line's padding.)
+	PowerSources, LastPowerSources PowerSources
+	LastWattsObserved              time.Time
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64

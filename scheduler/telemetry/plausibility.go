@@ -175,9 +175,9 @@ func (c *Cache) vet(n, old *Node, report bool) {
 	n.Rejected = strings.Join(why, "; ")
 	switch {
 	case n.HasPower:
-		n.HasLastWatts, n.LastWatts, n.LastWattsObserved = true, n.Watts, n.Observed
+		n.HasLastWatts, n.LastWatts, n.LastWattsObserved, n.LastPowerSources = true, n.Watts, n.Observed, n.PowerSources
 	case old != nil && old.HasLastWatts:
-		n.HasLastWatts, n.LastWatts, n.LastWattsObserved = true, old.LastWatts, old.LastWattsObserved
+		n.HasLastWatts, n.LastWatts, n.LastWattsObserved, n.LastPowerSources = true, old.LastWatts, old.LastWattsObserved, old.LastPowerSources
 	}
 	if report && (old == nil || old.Rejected != n.Rejected) {
 		switch {

@@ -133,8 +133,8 @@ func TestLastWattsCarried(t *testing.T) {
 	st.SampleTime = metavAt(at)
 	st.Power = nil
 	n := c.Set(FromStatus("n", st))
-	if n.HasPower || !n.HasLastWatts || n.LastWatts != 500 || !n.LastWattsObserved.Equal(now) {
-		t.Fatalf("without power: HasPower %v, last %v %d W at %v; want the 500 W seen at %v", n.HasPower, n.HasLastWatts, n.LastWatts, n.LastWattsObserved, now)
+	if n.HasPower || !n.HasLastWatts || n.LastWatts != 500 || !n.LastWattsObserved.Equal(now) || n.LastPowerSources != PowerRAPL {
+		t.Fatalf("without power: HasPower %v, last %v %d W from %q at %v; want the 500 W from rapl seen at %v", n.HasPower, n.HasLastWatts, n.LastWatts, n.LastPowerSources, n.LastWattsObserved, now)
 	}
 	for _, tc := range []struct {
 		at       time.Duration
@@ -214,6 +214,9 @@ func TestPowerSourcesCarried(t *testing.T) {
 			n := NewCacheWithClock(func() time.Time { return now }).Set(FromStatus("n", st))
 			if got := n.PowerSources.String(); got != tc.want {
 				t.Errorf("PowerSources = %q, want %q", got, tc.want)
+			}
+			if got := n.LastPowerSources.String(); n.HasPower && got != tc.want {
+				t.Errorf("LastPowerSources = %q, want %q", got, tc.want)
 			}
 		})
 	}

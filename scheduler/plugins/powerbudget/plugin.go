@@ -85,7 +85,7 @@ var (
 // cache and domains, which the first instance starts.
 func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkruntime.PluginFactory {
 	return pluginfactory.New(Name, cache, validation.ValidatePowerBudgetArgs, func(ctx context.Context, args config.PowerBudgetArgs, h fwk.Handle) (fwk.Plugin, error) {
-		if err := domains.Start(ctx, h.KubeConfig(), h.SharedInformerFactory(), args); err != nil {
+		if err := domains.Start(ctx, h.KubeConfig(), h.SharedInformerFactory(), args, h.EventRecorder()); err != nil {
 			return nil, err
 		}
 		pl := New(args, cache, domains)
