@@ -165,7 +165,7 @@ func (c *Cache) vet(n, old *Node, report bool) {
 			why = append(why, fmt.Sprintf("watts: %d W (GPUs %d W) beyond the node's envelope of %.0f W", n.Watts, n.GPUWatts, env))
 			n.HasPower, n.Watts, n.GPUWatts = false, 0, 0
 			c.countRejected(report, "watts")
-		case float64(n.Watts-n.GPUWatts) < floor:
+		case floor > 0 && float64(n.Watts-n.GPUWatts) < floor:
 			why = append(why, fmt.Sprintf("watts: %d W (GPUs %d W) below the node's idle floor of %.0f W (%d%% of its curve's %.0f W at 0%% CPU less %d x its uncertainty %.0f W)",
 				n.Watts, n.GPUWatts, floor, c.limits.IdleFloorPercent, n.Models.Watts[0], idleUncertainties, n.Models.Uncertainty[0]))
 			n.HasPower, n.Watts, n.GPUWatts = false, 0, 0
