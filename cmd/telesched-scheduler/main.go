@@ -65,16 +65,29 @@ func main() {
 	var agentSelector, agentNamespace string
 	var agentDaemonSets []string
 	var skipVersionCheck bool
-	var maxNodeWatts int32
+	limits := telemetry.DefaultLimits()
 	fs := pflag.NewFlagSet("telesched", pflag.ContinueOnError)
 	fs.BoolVar(&skipVersionCheck, strings.TrimPrefix(compat.SkipFlag, "--"), false,
 		fmt.Sprintf("start against any API server; without it the scheduler stops at start, naming the server's version, unless the server is Kubernetes 1.%d or 1.%d "+
 			"(Kubernetes' version skew policy: kube-scheduler must not be newer than its API server, and at most one minor version older)",
 			compat.MinServerMinor, compat.MaxServerMinor))
-	fs.Int32Var(&maxNodeWatts, "telemetry-max-node-watts", telemetry.DefaultMaxNodeWatts,
+	fs.Int32Var(&limits.MaxNodeWatts, "telemetry-max-node-watts", limits.MaxNodeWatts,
 		"the most watts any node may draw: a published power curve beyond it (or falling, or negative) reads as no curve, "+
 			"and measured watts beyond it, or beyond half again the node's own curve and GPUs at full load, read as missing "+
-			"(metric telesched_scheduler_telemetry_rejected_total; the log names the node)")
+			"(metric telesched_scheduler_telemetry_rejected_total; the log names the node); 100-1000000")
+	fs.Int32Var(&limits.BaseWatts, "telemetry-max-node-base-watts", limits.BaseWatts,
+		"of a node without a power curve, the most it may draw beside its CPUs and GPUs (memory, fans, disks, NICs, board, power supply losses); "+
+			"its watts above this plus --telemetry-max-watts-per-core for each online logical CPU and --telemetry-max-watts-per-gpu for each GPU read as missing; "+
+			"0 to --telemetry-max-node-watts")
+	fs.Int32Var(&limits.WattsPerCore, "telemetry-max-watts-per-core", limits.WattsPerCore,
+		"of a node without a power curve, the most each online logical CPU may draw (above an 8-core 180-200 W server CPU with SMT off); "+
+			"1 to --telemetry-max-node-watts")
+	fs.Int32Var(&limits.WattsPerGPU, "telemetry-max-watts-per-gpu", limits.WattsPerGPU,
+		"of a node without a power curve, the most each GPU its agent lists may draw (above a B200's 1000 W board power); "+
+			"1 to --telemetry-max-node-watts")
+	fs.Int32Var(&limits.IdleFloorPercent, "telemetry-idle-floor-percent", limits.IdleFloorPercent,
+		"a node's measured watts, GPUs aside, below this percentage of its own power curve at 0% CPU (less 3 x the curve's uncertainty there) "+
+			"read as missing, as a meter that stopped counting; 0 turns the check off; 0-100")
 	fs.DurationVar(&powerHold, "telemetry-power-hold", telemetry.DefaultPowerHold,
 		"how long a node whose samples lack watts (no power section, or watts refused as implausible) keeps counting its last plausible watts "+
 			"in its PowerBudgets and as the base of its pods' watts; after it, the budget's unmeteredNodeWatts apply")
@@ -134,8 +147,8 @@ func main() {
 		if err := status.Validate(); err != nil {
 			return err
 		}
-		if maxNodeWatts < 100 || maxNodeWatts > 1_000_000 {
-			return fmt.Errorf("--telemetry-max-node-watts must be within 100-1000000, got %d", maxNodeWatts)
+		if err := cache.SetLimits(limits); err != nil {
+			return err
 		}
 		if powerHold < 0 {
 			return fmt.Errorf("--telemetry-power-hold must not be negative, got %v", powerHold)
@@ -153,7 +166,6 @@ func main() {
 			return fmt.Errorf("--telemetry-agent-namespace=%s, --telemetry-agent-daemonsets=%s: %w", agentNamespace, strings.Join(agentDaemonSets, ","), err)
 		}
 		cache.SetClockSkewTolerance(skew)
-		cache.SetMaxNodeWatts(maxNodeWatts)
 		cache.SetPowerHold(powerHold)
 		cache.SetThermalHold(thermalHold)
 		if !skipVersionCheck {

@@ -30,10 +30,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -86,6 +88,7 @@ type Domains struct {
 // budget is one PowerBudget as the scheduler uses it.
 type budget struct {
 	name                      string
+	uid                       types.UID
 	generation                int64
 	selector                  labels.Selector
 	budgetWatts, reserveWatts int64
@@ -116,14 +119,15 @@ func (d *Domains) Book() *estimate.Book { return d.book }
 
 // Start follows Nodes through the scheduler's informers (and has the book
 // follow Pods), PowerBudgets through an informer of its own, waits for the budgets'
-// first list and starts the status writer. Only the first call starts
+// first list and starts the status writer, which records Events on the
+// budgets with recorder (nil: none). Only the first call starts
 // anything (with its args: the first profile's); later calls return its
 // result.
-func (d *Domains) Start(ctx context.Context, cfg *rest.Config, factory informers.SharedInformerFactory, args config.PowerBudgetArgs) error {
+func (d *Domains) Start(ctx context.Context, cfg *rest.Config, factory informers.SharedInformerFactory, args config.PowerBudgetArgs, recorder events.EventRecorder) error {
 	d.startOnce.Do(func() {
 		d.startErr = d.start(ctx, cfg, factory, DefaultSyncTimeout)
 		if d.startErr == nil && d.status != nil {
-			d.startErr = d.runStatus(ctx, cfg, *d.status, args.TelemetryMaxAge)
+			d.startErr = d.runStatus(ctx, cfg, *d.status, args.TelemetryMaxAge, recorder)
 		}
 	})
 	return d.startErr
@@ -234,7 +238,7 @@ func (d *Domains) SetBudget(pb *telemetryv1alpha1.PowerBudget) error {
 		return fmt.Errorf("budgetWatts %d and reserveWatts %v: want budgetWatts >= 1 and 0 <= reserveWatts < budgetWatts", pb.Spec.BudgetWatts, pb.Spec.ReserveWatts)
 	}
 	b := &budget{
-		name: pb.Name, generation: pb.Generation, selector: sel,
+		name: pb.Name, uid: pb.UID, generation: pb.Generation, selector: sel,
 		budgetWatts: pb.Spec.BudgetWatts, unmetered: pb.Spec.UnmeteredNodeWatts, status: pb.Status,
 	}
 	if pb.Spec.ReserveWatts != nil {
@@ -304,7 +308,7 @@ func (d *Domains) deleteNode(obj any) {
 // sameSpec reports whether two versions of a budget have the same spec, so
 // that one replacing the other changes nothing but the status.
 func sameSpec(a, b *budget) bool {
-	return a.generation == b.generation && a.budgetWatts == b.budgetWatts && a.reserveWatts == b.reserveWatts &&
+	return a.uid == b.uid && a.generation == b.generation && a.budgetWatts == b.budgetWatts && a.reserveWatts == b.reserveWatts &&
 		ptr.Equal(a.unmetered, b.unmetered) && a.selector.String() == b.selector.String()
 }
 
@@ -424,6 +428,7 @@ type Snapshot struct {
 // Domain is one budget's numbers in a Snapshot, in watts.
 type Domain struct {
 	Name                      string
+	UID                       types.UID
 	Generation                int64
 	BudgetWatts, ReserveWatts int64
 	// UnmeteredNodeWatts is the budget's unmeteredNodeWatts; HasUnmetered
@@ -442,6 +447,10 @@ type Domain struct {
 	// NodesWithoutEstimate are members with fresh watts but no power curve
 	// to estimate a pod's.
 	NodesWithoutEstimate int32
+	// SourceNodes are the members whose own watts the domain counts, by
+	// where those watts came from (the index is a telemetry.PowerSources;
+	// index 0 counts none of their own: countedSources).
+	SourceNodes [16]int32
 	// Status is the budget's status as last read, for the status writer.
 	Status telemetryv1alpha1.PowerBudgetStatus
 	// Members are the names of the budget's nodes, sorted.
@@ -587,6 +596,8 @@ func (d *Domains) derive(base *Snapshot, now time.Time) *Snapshot {
 			dom.ReservedWatts += r1 - r0
 			dom.NodesWithoutPower += without(ns, true) - without(old, true)
 			dom.NodesWithoutEstimate += without(ns, false) - without(old, false)
+			dom.SourceNodes[countedSources(dom, old)]--
+			dom.SourceNodes[countedSources(dom, ns)]++
 		}
 		s.overrides[node] = ns
 	}
@@ -666,7 +677,7 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 	for i, name := range names {
 		b := d.budgets[name]
 		index[name] = i
-		dom := Domain{Name: name, Generation: b.generation, BudgetWatts: b.budgetWatts, ReserveWatts: b.reserveWatts, Status: b.status}
+		dom := Domain{Name: name, UID: b.uid, Generation: b.generation, BudgetWatts: b.budgetWatts, ReserveWatts: b.reserveWatts, Status: b.status}
 		if b.unmetered != nil {
 			dom.HasUnmetered, dom.UnmeteredNodeWatts = true, *b.unmetered
 		}
@@ -683,6 +694,7 @@ func (d *Domains) build(now time.Time, maxAge time.Duration, version uint64) *Sn
 			dom.Members = append(dom.Members, node)
 			dom.NodesWithoutPower += without(ns, true)
 			dom.NodesWithoutEstimate += without(ns, false)
+			dom.SourceNodes[countedSources(dom, ns)]++
 			m, r := contribution(dom, ns)
 			dom.MeasuredWatts += m
 			dom.ReservedWatts += r

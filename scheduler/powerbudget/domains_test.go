@@ -432,8 +432,8 @@ func TestStatusOfTransitions(t *testing.T) {
 		Status: v1alpha1.PowerBudgetStatus{Conditions: []metav1.Condition{ready, within}}}
 	st := StatusOf(&dom, t0)
 	r, o := meta.FindStatusCondition(st.Conditions, ConditionReady), meta.FindStatusCondition(st.Conditions, ConditionOverBudget)
-	if len(st.Conditions) != 2 || !r.LastTransitionTime.Equal(&ready.LastTransitionTime) || !o.LastTransitionTime.Equal(&within.LastTransitionTime) {
-		t.Errorf("conditions %+v: want Ready since t0-1h and OverBudget since t0-2h", st.Conditions)
+	if len(st.Conditions) != 3 || !r.LastTransitionTime.Equal(&ready.LastTransitionTime) || !o.LastTransitionTime.Equal(&within.LastTransitionTime) {
+		t.Errorf("conditions %+v: want Ready since t0-1h, OverBudget since t0-2h and PowerSourcesComparable", st.Conditions)
 	}
 	if r.Message == "old" || r.ObservedGeneration != 2 {
 		t.Errorf("Ready kept its old message or generation: %+v", r)

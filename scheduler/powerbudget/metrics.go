@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // The domains' numbers, served on the scheduler's /metrics with
@@ -51,6 +54,21 @@ var (
 		Help:           "Nodes of a PowerBudget without fresh power telemetry.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"budget"})
+	// sourceNodes and sourcesWarning have a second label: set and deleted
+	// by setSourceMetrics.
+	sourceNodes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name: "telesched_power_budget_source_nodes",
+		Help: "Nodes of a PowerBudget whose own watts its measured watts count, by where those watts came from " +
+			"(their status.power.sources joined by +, e.g. acpi+nvml). rapl is CPU packages and DRAM only.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget", "sources"})
+	sourcesWarning = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name: "telesched_power_budget_sources_warning",
+		Help: "1 while a PowerBudget's measured watts are not comparable with its feed's limit, by reason: PartialMeters " +
+			"(some nodes' watts are RAPL, CPU packages and DRAM only, or NVML alone) or MixedSources (its nodes' meters differ); " +
+			"its condition PowerSourcesComparable says which nodes. Absent otherwise.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget", "reason"})
 	gauges = []*metrics.GaugeVec{budgetWatts, limitWatts, measuredWatts, reservedWatts, headroomWatts, budgetNodes, nodesWithoutPower}
 )
 
@@ -67,6 +85,7 @@ func RegisterMetrics() {
 		for _, g := range gauges {
 			legacyregistry.MustRegister(g)
 		}
+		legacyregistry.MustRegister(sourceNodes, sourcesWarning)
 	})
 }
 
@@ -96,13 +115,40 @@ func setMetrics(s *Snapshot) {
 		headroomWatts.WithLabelValues(d.Name).Set(float64(*st.HeadroomWatts))
 		budgetNodes.WithLabelValues(d.Name).Set(float64(d.Nodes))
 		nodesWithoutPower.WithLabelValues(d.Name).Set(float64(d.NodesWithoutPower))
+		setSourceMetrics(d)
 	}
 	for name := range exported {
 		if !seen[name] {
 			for _, g := range gauges {
 				g.DeleteLabelValues(name)
 			}
+			setSourceMetrics(&Domain{Name: name})
 		}
 	}
 	exported = seen
+}
+
+// setSourceMetrics exports a domain's nodes by source and its warning,
+// deleting the series that no longer hold (all of them for a domain with
+// no nodes).
+func setSourceMetrics(d *Domain) {
+	for s, k := range d.SourceNodes {
+		if s == 0 {
+			continue
+		}
+		name := telemetry.PowerSources(s).String()
+		if k > 0 {
+			sourceNodes.WithLabelValues(d.Name, name).Set(float64(k))
+		} else {
+			sourceNodes.DeleteLabelValues(d.Name, name)
+		}
+	}
+	c := SourcesCondition(d)
+	for _, reason := range []string{ReasonPartialMeters, ReasonMixedSources} {
+		if c.Status == metav1.ConditionFalse && c.Reason == reason {
+			sourcesWarning.WithLabelValues(d.Name, reason).Set(1)
+		} else {
+			sourcesWarning.DeleteLabelValues(d.Name, reason)
+		}
+	}
 }

@@ -100,3 +100,32 @@ func TestMegawattReadingLeavesRackMates(t *testing.T) {
 		t.Errorf("n1's view kept a 1 MW reading: HasPower %v, Rejected %q", v.HasPower, v.Rejected)
 	}
 }
+
+// A 12 kW reading from n1 without a power curve is refused: a 16-core
+// node's envelope is 600 W + 16 x 20 W = 920 W, and the rack counts n1's
+// last plausible 475 W.
+func TestCurvelessReadingBoundByItsCores(t *testing.T) {
+	f := plausibleRack(t)
+	f.t = f.t.Add(5 * time.Second)
+	f.observe("n1", 47, 12000, false)
+	d := rackA(t, f)
+	if d.MeasuredWatts != 1900 || d.HeadroomWatts() != 100 {
+		t.Errorf("after n1's 12000 W reading without a curve: rack-a measured %.0f W, headroom %.0f W; want 1900 and 100", d.MeasuredWatts, d.HeadroomWatts())
+	}
+}
+
+// A 0 W reading from n1 at 47 % CPU, its own curve idling at 100 W, is
+// refused: the rack counts n1's last plausible 475 W, and its mates keep
+// 100 W of room, not the 575 W the reading would hand them.
+func TestReadingBelowIdleLeavesRackMates(t *testing.T) {
+	f := plausibleRack(t)
+	f.t = f.t.Add(5 * time.Second)
+	f.observe("n1", 47, 0, true)
+	d := rackA(t, f)
+	if d.MeasuredWatts != 1900 || d.HeadroomWatts() != 100 {
+		t.Errorf("after n1's 0 W reading: rack-a measured %.0f W, headroom %.0f W; want 1900 and 100", d.MeasuredWatts, d.HeadroomWatts())
+	}
+	if v, _ := f.cache.Get("n1"); v.HasPower || v.Rejected == "" {
+		t.Errorf("n1's view kept a 0 W reading: HasPower %v, Rejected %q", v.HasPower, v.Rejected)
+	}
+}

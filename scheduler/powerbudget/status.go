@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -105,7 +108,9 @@ type statusWriter struct {
 	maxAge  time.Duration
 	client  dynamic.Interface
 	leading func() bool
-	written map[string]writtenStatus
+	// recorder records Events on the budgets; nil records none.
+	recorder events.EventRecorder
+	written  map[string]writtenStatus
 	// calibrated is, per node, how many measurements its NodeTelemetry's
 	// status.calibration was last written with.
 	calibrated map[string]int64
@@ -118,7 +123,7 @@ type writtenStatus struct {
 
 // runStatus computes the numbers every interval until ctx ends, and runs
 // for the Lease beside it.
-func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOptions, maxAge time.Duration) error {
+func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOptions, maxAge time.Duration, recorder events.EventRecorder) error {
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -164,7 +169,8 @@ func (d *Domains) runStatus(ctx context.Context, cfg *rest.Config, opts StatusOp
 			elector.Run(ctx) // returns when the lease is lost; stand again
 		}
 	}()
-	w := &statusWriter{d: d, opts: opts, maxAge: maxAge, client: client, leading: leading.Load, written: map[string]writtenStatus{}, calibrated: map[string]int64{}}
+	w := &statusWriter{d: d, opts: opts, maxAge: maxAge, client: client, leading: leading.Load, recorder: recorder,
+		written: map[string]writtenStatus{}, calibrated: map[string]int64{}}
 	go w.loop(ctx, won)
 	return nil
 }
@@ -224,6 +230,7 @@ func (w *statusWriter) tick(ctx context.Context) {
 			logger.Error(err, "writing PowerBudget status", "powerBudget", dom.Name)
 			continue
 		}
+		w.recordSources(dom, last.status, st)
 		w.written[dom.Name] = writtenStatus{status: st, at: now}
 	}
 	for name := range w.written {
@@ -271,6 +278,38 @@ func (w *statusWriter) writeCalibrations(ctx context.Context) {
 	}
 }
 
+// Event reasons on a PowerBudget when its condition PowerSourcesComparable
+// turns False (its reason) or back True.
+const EventPowerSourcesComparable = "PowerSourcesComparable"
+
+// recordSources records an Event on the budget when the status written,
+// st, changes its condition PowerSourcesComparable from old's: a Warning
+// with the condition's reason when it turns False (or changes reason), a
+// Normal one when it turns True again. It runs after the write, on the
+// replica that writes, so one change gives one Event.
+func (w *statusWriter) recordSources(dom *Domain, old, st telemetryv1alpha1.PowerBudgetStatus) {
+	c := meta.FindStatusCondition(st.Conditions, ConditionPowerSourcesComparable)
+	if w.recorder == nil || c == nil || c.Status == metav1.ConditionUnknown {
+		return
+	}
+	was := meta.FindStatusCondition(old.Conditions, ConditionPowerSourcesComparable)
+	switch {
+	case c.Status == metav1.ConditionFalse && (was == nil || was.Status != c.Status || was.Reason != c.Reason):
+		w.recorder.Eventf(budgetRef(dom), nil, corev1.EventTypeWarning, c.Reason, "CountPowerSources", "%s", c.Message)
+	case c.Status == metav1.ConditionTrue && was != nil && was.Status == metav1.ConditionFalse:
+		w.recorder.Eventf(budgetRef(dom), nil, corev1.EventTypeNormal, EventPowerSourcesComparable, "CountPowerSources", "%s", c.Message)
+	}
+}
+
+// budgetRef is the budget an Event is about: kind, name and UID, which
+// `kubectl describe powerbudget` matches.
+func budgetRef(dom *Domain) *telemetryv1alpha1.PowerBudget {
+	return &telemetryv1alpha1.PowerBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: telemetryv1alpha1.SchemeGroupVersion.String(), Kind: "PowerBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: dom.Name, UID: dom.UID},
+	}
+}
+
 func (s *Snapshot) has(name string) bool {
 	for i := range s.Domains {
 		if s.Domains[i].Name == name {
@@ -281,12 +320,13 @@ func (s *Snapshot) has(name string) bool {
 }
 
 // due says whether st differs enough from the last status written to be
-// written: a new generation, node counts, a condition's status or reason,
+// written: a new generation, node counts, the power sources, a condition's status or reason,
 // watts that moved by the deadband, or the heartbeat.
 func (w *statusWriter) due(dom *Domain, last writtenStatus, st telemetryv1alpha1.PowerBudgetStatus, now time.Time) bool {
 	old := last.status
 	if now.Sub(last.at) >= w.opts.Heartbeat || old.ObservedGeneration != st.ObservedGeneration ||
-		old.Nodes != st.Nodes || old.NodesWithoutPower != st.NodesWithoutPower || old.MeasuredWatts == nil {
+		old.Nodes != st.Nodes || old.NodesWithoutPower != st.NodesWithoutPower || old.MeasuredWatts == nil ||
+		!slices.Equal(old.PowerSources, st.PowerSources) {
 		return true
 	}
 	for _, c := range st.Conditions {
@@ -322,6 +362,7 @@ func StatusOf(dom *Domain, now time.Time) telemetryv1alpha1.PowerBudgetStatus {
 		UpdateTime:         &metav1.Time{Time: now.Truncate(time.Second)},
 		MeasuredWatts:      &measured, ReservedWatts: &reserved, HeadroomWatts: &headroom,
 		Nodes: dom.Nodes, NodesWithoutPower: dom.NodesWithoutPower,
+		PowerSources: dom.PowerSources().List(),
 	}
 	st.Conditions = append(st.Conditions, dom.Status.Conditions...)
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonMeasured, ObservedGeneration: dom.Generation,
@@ -349,7 +390,7 @@ func StatusOf(dom *Domain, now time.Time) telemetryv1alpha1.PowerBudgetStatus {
 	}
 	over.Message = fmt.Sprintf("measured %dW of budgetWatts %dW; headroom for pods %dW = budget %dW - reserve %dW - measured %dW - reserved %dW",
 		measured, dom.BudgetWatts, headroom, dom.BudgetWatts, dom.ReserveWatts, measured, reserved)
-	for _, c := range []metav1.Condition{ready, over} {
+	for _, c := range []metav1.Condition{ready, over, SourcesCondition(dom)} {
 		c.LastTransitionTime = metav1.Time{Time: now.Truncate(time.Second)}
 		if old := meta.FindStatusCondition(st.Conditions, c.Type); old != nil && old.Status == c.Status {
 			c.LastTransitionTime = old.LastTransitionTime

@@ -68,8 +68,8 @@ type Cache struct {
 
 	now           func() time.Time // the scheduler's clock
 	skewTolerance time.Duration
-	// maxNodeWatts bounds plausible watts and curves (vet).
-	maxNodeWatts int32
+	// limits bound plausible watts and curves (vet).
+	limits Limits
 	// powerHold is how long a node's last plausible watts stand in for
 	// missing ones (Node.PowerAt).
 	powerHold atomic.Int64
@@ -131,7 +131,7 @@ func NewCache() *Cache {
 
 // NewCacheWithClock returns an empty cache that tells time by now.
 func NewCacheWithClock(now func() time.Time) *Cache {
-	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, maxNodeWatts: DefaultMaxNodeWatts, tombstones: map[string]tombstone{},
+	c := &Cache{now: now, skewTolerance: DefaultClockSkewTolerance, limits: DefaultLimits(), tombstones: map[string]tombstone{},
 		agentSelector: DefaultAgentSelector, agentMaxAge: DefaultAgentMaxAge, agentNamespace: DefaultAgentNamespace, agents: map[string]map[types.UID]bool{},
 		agentPods: map[types.UID]agentPodInfo{}, agentDaemonSets: map[string]types.UID{}, ignoredAgents: map[types.UID]bool{}}
 	for _, name := range DefaultAgentDaemonSets {
@@ -158,7 +158,7 @@ func (c *Cache) SetClockSkewTolerance(d time.Duration) {
 func (c *Cache) SetMaxNodeWatts(w int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.maxNodeWatts = w
+	c.limits.MaxNodeWatts = w
 }
 
 // SetPowerHold sets how long a node whose samples lack watts keeps

@@ -25,8 +25,10 @@ var skewedNodes = metrics.NewGauge(&metrics.GaugeOpts{
 var rejected = metrics.NewCounterVec(&metrics.CounterOpts{
 	Name: "telesched_scheduler_telemetry_rejected_total",
 	Help: "NodeTelemetry values the scheduler refused as implausible, by what: power_curve (falling, negative or beyond " +
-		"--telemetry-max-node-watts; the node reads as having no curve), gpu_model, watts (beyond the node's envelope; " +
-		"its last plausible watts count for --telemetry-power-hold). The scheduler's log names the node.",
+		"--telemetry-max-node-watts; the node reads as having no curve), gpu_model, watts (beyond the node's envelope: its own curve, " +
+		"or without one --telemetry-max-node-base-watts, --telemetry-max-watts-per-core and --telemetry-max-watts-per-gpu), " +
+		"watts_below_idle (below --telemetry-idle-floor-percent of the node's own curve at idle, less 3 x its uncertainty there); " +
+		"refused watts read as missing and the node's last plausible watts count for --telemetry-power-hold. The scheduler's log names the node.",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"what"})
 

@@ -85,9 +85,14 @@ type Node struct {
 	// watts of an earlier view for one whose sample lacks them (no power
 	// section, or watts refused). HasLastWatts is false when the node never
 	// had any.
-	LastWatts         int32
-	HasLastWatts      bool
-	LastWattsObserved time.Time
+	LastWatts    int32
+	HasLastWatts bool
+	// PowerSources are where the node's published watts came from
+	// (status.power.sources), kept when the watts were refused; 0 without
+	// a power section. LastPowerSources are where LastWatts came from.
+	// (Beside HasLastWatts: they fill that line's padding.)
+	PowerSources, LastPowerSources PowerSources
+	LastWattsObserved              time.Time
 	// ThermalFailed says how the node's thermal source failed in this
 	// sample ("thermal section refused by the API server (...)", "thermal
 	// source failed (SensorFault: ...)"), "" when it did not: Available, or
@@ -134,6 +139,57 @@ type GPU struct {
 	HasSlowdown      bool
 	SlowdownMilli    int64
 	ThermalThrottled bool
+}
+
+// PowerSources is a set of the power sources of status.power.sources, one
+// bit each.
+type PowerSources uint8
+
+// The power sources, in the order String lists them.
+const (
+	PowerRAPL PowerSources = 1 << iota
+	PowerACPI
+	PowerHwmon
+	PowerNVML
+)
+
+var powerSourceNames = [...]telemetryv1alpha1.PowerSource{
+	telemetryv1alpha1.PowerSourceRAPL, telemetryv1alpha1.PowerSourceACPI, telemetryv1alpha1.PowerSourceHwmon, telemetryv1alpha1.PowerSourceNVML,
+}
+
+// PowerSourcesOf is the set of sources listed; unknown names are left out.
+func PowerSourcesOf(sources []telemetryv1alpha1.PowerSource) PowerSources {
+	var s PowerSources
+	for _, src := range sources {
+		if i := slices.Index(powerSourceNames[:], src); i >= 0 {
+			s |= 1 << i
+		}
+	}
+	return s
+}
+
+// List is the set's sources, in the order of the constants.
+func (s PowerSources) List() []telemetryv1alpha1.PowerSource {
+	var l []telemetryv1alpha1.PowerSource
+	for i, name := range powerSourceNames {
+		if s&(1<<i) != 0 {
+			l = append(l, name)
+		}
+	}
+	return l
+}
+
+// String is the set's sources joined by "+", e.g. "rapl+nvml"; "" for
+// none.
+func (s PowerSources) String() string {
+	var b []byte
+	for _, name := range s.List() {
+		if len(b) > 0 {
+			b = append(b, '+')
+		}
+		b = append(b, name...)
+	}
+	return string(b)
 }
 
 // NUMANode is one NUMA node of a node.
@@ -256,7 +312,7 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 		n.Throttling = n.Throttling || t.Throttling
 	}
 	if p := st.Power; p != nil {
-		n.HasPower, n.Watts = true, p.Watts
+		n.HasPower, n.Watts, n.PowerSources = true, p.Watts, PowerSourcesOf(p.Sources)
 		if p.GPUWatts != nil {
 			n.GPUWatts = *p.GPUWatts
 		}

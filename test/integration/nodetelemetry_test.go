@@ -238,7 +238,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 			columns = append(columns, col.Name+"(wide)")
 		}
 	}
-	wantColumns := []string{"Name", "CPU", "MEMORY", "TEMP", "POWER", "GPUS",
+	wantColumns := []string{"Name", "CPU", "MEMORY", "TEMP", "POWER", "POWER-SRC(wide)", "GPUS",
 		"READY(wide)", "OVERHEATING(wide)", "HOTTEST(wide)", "ALARMS(wide)", "POWER-EST%(wide)", "AGENT(wide)", "SAMPLED"}
 	if diff := cmp.Diff(wantColumns, columns); diff != "" {
 		t.Errorf("table columns (-want +got):\n%s", diff)
@@ -259,7 +259,8 @@ func TestNodeTelemetryTable(t *testing.T) {
 	}{
 		{
 			node: gpu.Name,
-			want: []any{gpu.Name, "45%", "62%", "71°C", "2150W", "7/8",
+			// POWER-SRC is status.power.sources as the server prints a list.
+			want: []any{gpu.Name, "45%", "62%", "71°C", "2150W", `["rapl","nvml"]`, "7/8",
 				"True", "False", "coretemp.0/Package id 0", float64(1), float64(112), "v0.1.0-12-gabcdef0"},
 			sampledAge: regexp.MustCompile(`^1[56]m$`), // 15 minutes old
 		},
@@ -267,7 +268,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 			node: vm.Name,
 			// No thermal, power or GPU data: n/a, never 0. No Overheating
 			// condition, hottest sensor or calibration: empty cells.
-			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "True", nil, nil, nil, nil, "v0.1.0"},
+			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", nil, "n/a", "True", nil, nil, nil, nil, "v0.1.0"},
 			sampledAge: regexp.MustCompile(`^[5-9]s$`), // 5 seconds old
 		},
 	} {

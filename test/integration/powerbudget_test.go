@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,19 @@ func TestPowerBudgetRack(t *testing.T) {
 		st := getBudget(t, c, "rack-hot").Status
 		return st.MeasuredWatts != nil && *st.MeasuredWatts == 1900 && st.Nodes == 4 && *st.HeadroomWatts == 100
 	})
+	// Its nodes' watts are RAPL: the status says so, and warns once with
+	// an Event on the budget.
+	st := getBudget(t, c, "rack-hot").Status
+	if !slices.Equal(st.PowerSources, []telemetryv1alpha1.PowerSource{telemetryv1alpha1.PowerSourceRAPL}) {
+		t.Errorf("status.powerSources %v, want [rapl]", st.PowerSources)
+	}
+	if cond := meta.FindStatusCondition(st.Conditions, "PowerSourcesComparable"); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "PartialMeters" {
+		t.Errorf("PowerSourcesComparable condition %+v, want False/PartialMeters", cond)
+	}
+	waitFor(t, "a PartialMeters Event on the budget", 30*time.Second, func() bool {
+		evs, err := c.kube.CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=PowerBudget,involvedObject.name=rack-hot,reason=PartialMeters"})
+		return err == nil && len(evs.Items) > 0
+	})
 
 	rackPod(t, c, "rack-big", "rack-hot", "4")
 	msg := waitFailedScheduling(t, c, "rack-big", 30*time.Second)
@@ -233,7 +247,7 @@ func TestPowerBudgetRack(t *testing.T) {
 	if hint := `"power domain has room for the pod" pod="default/rack-big"`; !strings.Contains(log.String(), hint) {
 		t.Errorf("the scheduler's log lacks the hint that queued rack-big (%s)", hint)
 	}
-	st := getBudget(t, c, "rack-hot").Status
+	st = getBudget(t, c, "rack-hot").Status
 	if ready := meta.FindStatusCondition(st.Conditions, "Ready"); ready == nil || ready.Status != metav1.ConditionTrue {
 		t.Errorf("Ready condition %+v, want True", ready)
 	}

@@ -23,6 +23,7 @@ import (
 // +kubebuilder:printcolumn:name="MEMORY",type=string,JSONPath=`.status.summary.memory`,description="Memory in use (total minus available)."
 // +kubebuilder:printcolumn:name="TEMP",type=string,JSONPath=`.status.summary.temperature`,description="Hottest sensor on the node."
 // +kubebuilder:printcolumn:name="POWER",type=string,JSONPath=`.status.summary.power`,description="Measured node power."
+// +kubebuilder:printcolumn:name="POWER-SRC",type=string,JSONPath=`.status.power.sources`,priority=1,description="Where the measured node power comes from: rapl (CPU packages and DRAM only), acpi or hwmon meters, nvml (GPUs)."
 // +kubebuilder:printcolumn:name="GPUS",type=string,JSONPath=`.status.summary.gpus`,description="Healthy GPUs / all GPUs."
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1,description="Whether the agent's last sample succeeded."
 // +kubebuilder:printcolumn:name="OVERHEATING",type=string,JSONPath=`.status.conditions[?(@.type=="Overheating")].status`,priority=1,description="Whether the node is at or near its thermal limit."

@@ -21,6 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="Reserved",type=integer,JSONPath=`.status.reservedWatts`,description="Watts of pods placed since their nodes' samples."
 // +kubebuilder:printcolumn:name="Headroom",type=integer,JSONPath=`.status.headroomWatts`,description="Budget minus reserve, used and reserved watts."
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`,description="Nodes the selector picks."
+// +kubebuilder:printcolumn:name="Sources",type=string,JSONPath=`.status.powerSources`,priority=1,description="Where the nodes' measured watts come from (rapl: CPU packages and DRAM only)."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PowerBudget struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -135,9 +136,19 @@ type PowerBudgetStatus struct {
 	// nodesWithoutPower is how many of them have no fresh power telemetry.
 	// +optional
 	NodesWithoutPower int32 `json:"nodesWithoutPower"`
-	// conditions are Ready (the status is computed from fresh telemetry)
-	// and OverBudget (measured watts exceed budgetWatts; reserved watts only
-	// lower headroomWatts).
+	// powerSources are the sources of the nodes' watts that measuredWatts
+	// adds up (their status.power.sources). rapl is the CPU packages and
+	// DRAM alone, nvml the GPUs alone: a domain that counts either without
+	// a whole-node meter (acpi, hwmon) reads below what its feed carries.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	PowerSources []PowerSource `json:"powerSources,omitempty"`
+	// conditions are Ready (the status is computed from fresh telemetry),
+	// OverBudget (measured watts exceed budgetWatts; reserved watts only
+	// lower headroomWatts) and PowerSourcesComparable (the nodes' watts
+	// come from one kind of whole-node meter; False with PartialMeters or
+	// MixedSources).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8

@@ -494,6 +494,11 @@ func (in *PowerBudgetStatus) DeepCopyInto(out *PowerBudgetStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.PowerSources != nil {
+		in, out := &in.PowerSources, &out.PowerSources
+		*out = make([]PowerSource, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -56,7 +56,7 @@ func benchPlugin(b *testing.B, n int, clock *plugintest.Clock) (*PowerBudget, []
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(objs...), 0)
 	args := *configv1.DefaultPowerBudgetArgs()
 	args.TelemetryMaxAge = time.Hour // the benchmarks' clocks run on
-	if err := d.Start(ctx, &rest.Config{Host: "http://api.test", Transport: apiServer{}}, factory, args); err != nil {
+	if err := d.Start(ctx, &rest.Config{Host: "http://api.test", Transport: apiServer{}}, factory, args, nil); err != nil {
 		b.Fatal(err)
 	}
 	factory.Start(ctx.Done())

@@ -86,7 +86,7 @@ func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkr
 		if err := domains.Book().ShareGPUResource(fmt.Sprintf("profile %s's %s (gpuResourceName)", h.ProfileName(), Name), v1.ResourceName(args.GPUResourceName)); err != nil {
 			return nil, err
 		}
-		if err := domains.Start(ctx, h.KubeConfig(), h.SharedInformerFactory(), args); err != nil {
+		if err := domains.Start(ctx, h.KubeConfig(), h.SharedInformerFactory(), args, h.EventRecorder()); err != nil {
 			return nil, err
 		}
 		pl := New(args, cache, domains)

@@ -149,7 +149,7 @@ func newPlugin(t *testing.T) *PowerBudget {
 	}
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(objs...), 0)
 	args := *configv1.DefaultPowerBudgetArgs()
-	if err := d.Start(t.Context(), &rest.Config{Host: "http://api.test", Transport: apiServer{}}, factory, args); err != nil {
+	if err := d.Start(t.Context(), &rest.Config{Host: "http://api.test", Transport: apiServer{}}, factory, args, nil); err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(t.Context().Done())
