@@ -121,18 +121,26 @@ func tail(s string, n int) string {
 func TestSchedulerRejectsInvalidConfig(t *testing.T) {
 	needControlPlane(t)
 	cmd, out := startScheduler(t, schedulerConfig(t, "      cpuThresholdPercent: 150\n"))
+	waitRefused(t, cmd, "with cpuThresholdPercent 150")
+	if got := out.String(); !strings.Contains(got, "pluginConfig[LoadAware].args.cpuThresholdPercent") || !strings.Contains(got, "150") {
+		t.Errorf("output does not name the field and value:\n%s", tail(got, 20))
+	}
+}
+
+// waitRefused waits for the scheduler started as cmd to exit non-zero at
+// start, and fails the test when it exits 0 or keeps running a minute;
+// with says with what config.
+func waitRefused(t *testing.T, cmd *exec.Cmd, with string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Fatal("the scheduler exited 0 with cpuThresholdPercent 150")
+			t.Fatalf("the scheduler exited 0 %s", with)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatal("the scheduler kept running with cpuThresholdPercent 150")
-	}
-	if got := out.String(); !strings.Contains(got, "pluginConfig[LoadAware].args.cpuThresholdPercent") || !strings.Contains(got, "150") {
-		t.Errorf("output does not name the field and value:\n%s", tail(got, 20))
+		t.Fatalf("the scheduler kept running %s", with)
 	}
 }
 
@@ -148,16 +156,7 @@ func TestSchedulerRefusesProfilesThatCountPodsApart(t *testing.T) {
 		t.Fatalf("the deployed config lacks the telesched-energy profile's EnergyAware gpuResourceName (%q)", energyGPU)
 	}
 	cmd, out := startScheduler(t, strings.Replace(cfg, energyGPU, strings.Replace(energyGPU, "nvidia.com/gpu", "amd.com/gpu", 1), 1))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("the scheduler exited 0")
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the scheduler kept running with profiles counting GPUs as nvidia.com/gpu and amd.com/gpu")
-	}
+	waitRefused(t, cmd, "with profiles counting GPUs as nvidia.com/gpu and amd.com/gpu")
 	for _, want := range []string{"GPU resource name", "nvidia.com/gpu", "profile telesched-energy's EnergyAware (gpuResourceName) sets amd.com/gpu"} {
 		if got := out.String(); !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, tail(got, 20))
