@@ -108,6 +108,9 @@ type reservation struct {
 	// taken (sampleTime) less than an interval after it cannot show the
 	// pod, however late it arrives. Zero when the pod's status says not.
 	started time.Time
+	// rebuilt is true for a pod the book found running when it started
+	// (the informer's first list): its jump is not measured.
+	rebuilt bool
 }
 
 type undone struct {
@@ -379,6 +382,26 @@ func (b *Book) podSeen(obj any, initial bool) {
 	}
 	started, _ := startedAt(pod)
 	b.reserve(node, pod.UID, b.Demand(pod), at, running, started)
+	if initial && !running.IsZero() {
+		// Its node's samples since it started may show part of its load
+		// already: there is no sample to measure its jump from.
+		b.mu.Lock()
+		if res := b.pods[node][pod.UID]; res != nil {
+			res.rebuilt = true
+		}
+		b.mu.Unlock()
+	}
+}
+
+// disturb records that a node's load changed at t other than by the
+// reservations' pods starting: a jump in its watts measured across t is
+// not theirs alone (calibrate).
+func (b *Book) disturb(node string, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.entry(node); t.After(e.disturbed) {
+		e.disturbed = t
+	}
 }
 
 // podUpdated follows a pod through the changes that move its reservation,
@@ -417,13 +440,23 @@ func scheduledAt(pod *v1.Pod) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// startedAt is when the last of the pod's running containers started, by
-// the kubelet's clock.
+// startedAt is when the last of the pod's running containers first
+// started, by the kubelet's clock: a container the kubelet restarted
+// counts from its previous run's start (lastState), since its load was on
+// the node before the restart and samples since then show it.
 func startedAt(pod *v1.Pod) (time.Time, bool) {
 	var t time.Time
 	for _, cs := range pod.Status.ContainerStatuses {
-		if r := cs.State.Running; r != nil && r.StartedAt.After(t) {
-			t = r.StartedAt.Time
+		r := cs.State.Running
+		if r == nil {
+			continue
+		}
+		first := r.StartedAt.Time
+		if prev := cs.LastTerminationState.Terminated; prev != nil && !prev.StartedAt.IsZero() && prev.StartedAt.Before(&r.StartedAt) {
+			first = prev.StartedAt.Time
+		}
+		if first.After(t) {
+			t = first
 		}
 	}
 	return t, !t.IsZero()
@@ -598,8 +631,12 @@ func (b *Book) Unreserve(node string, pod types.UID) (Demand, bool) {
 
 // End forgets the reservation of a pod that was deleted or finished, for
 // good: an informer event about it that comes late does not bring it back.
+// Its load leaves its node whether it was still reserved or measured
+// already, so a jump in the node's watts measured across its end is not
+// the placed pods' alone.
 func (b *Book) End(node string, pod types.UID) {
 	b.Unreserve(node, pod)
+	b.disturb(node, b.cache.Now())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended[pod] = b.cache.Now()

@@ -39,7 +39,9 @@ import (
 //
 // A jump counts only when it can be the pods' alone: every pod that
 // started since the base sample is among those shown, no pod of the node
-// stopped counting in between (deleted, or shown by another sample), both
+// stopped counting in between (deleted, measured or not, or shown by
+// another sample), none was found running by a scheduler that started
+// (its node's samples may show it already), both
 // samples have watts, and the prediction is at least MinCalibrationWatts.
 // Other changes of the node's load (its own work, the pods already there)
 // are noise the moving mean evens out.
@@ -142,6 +144,9 @@ func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []
 		return
 	}
 	clean := !e.disturbed.After(base.Observed)
+	for _, res := range shown {
+		clean = clean && !res.rebuilt // no sample before it ran is known
+	}
 	for _, res := range b.pods[node] {
 		if !res.running.IsZero() && res.running.After(base.Observed) {
 			clean = false // started since the base, not shown yet: its load is in cur too

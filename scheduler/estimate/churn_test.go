@@ -203,3 +203,70 @@ func TestBookSharedSettings(t *testing.T) {
 		t.Errorf("a pod with a container without requests: %dm, want 1250m", got)
 	}
 }
+
+// A pod whose load was measured already ending (deleted) between the
+// sample before another pod started and the sample that shows it: the jump
+// is the new pod's less the ended one's, so it calibrates nothing.
+func TestEndedMeasuredPodConfoundsCalibration(t *testing.T) {
+	f := newBookFixture()
+	cores64 := func(n *telemetry.Node) { n.LogicalCores = 64 }
+	f.curved("n", 40, 420, cores64)
+	a := boundPod("a", "n", "8", v1.PodRunning, f.t, f.t)
+	f.book.podSeen(a, false)
+	f.t = f.t.Add(10 * time.Second)
+	f.curved("n", 52, 520, cores64) // a measured: 8 x 12.5 W = 100 W
+	ratio, n := f.book.Calibration("n")
+	f.t = f.t.Add(time.Second)
+	f.book.podSeen(boundPod("b", "n", "8", v1.PodRunning, f.t, f.t), false)
+	f.t = f.t.Add(time.Second)
+	f.book.End("n", a.UID) // deleted: its 100 W leave as b's arrive
+	f.t = f.t.Add(10 * time.Second)
+	f.curved("n", 52, 520, cores64)
+	if got := f.book.Get("n").CPUMilli; got != 0 {
+		t.Fatalf("b not retired: %dm reserved", got)
+	}
+	if r2, n2 := f.book.Calibration("n"); n2 != n || r2 != ratio {
+		t.Errorf("calibration ratio %.3f over %d after a measured pod ended across b's start, want %.3f over %d (confounded)", r2, n2, ratio, n)
+	}
+}
+
+// A scheduler that starts reserves a pod running too recently for its
+// node's sample to show it by the hold, but that sample may show part of
+// it: the jump from it is not the pod's, and calibrates nothing.
+func TestRebuiltRunningPodCalibratesNothing(t *testing.T) {
+	f := newBookFixture()
+	cores64 := func(n *telemetry.Node) { n.LogicalCores = 64 }
+	started := f.t
+	f.t = started.Add(8 * time.Second)
+	f.curved("n", 52, 520, cores64) // taken 8 s after the start: shows it
+	f.book.podSeen(boundPod("a", "n", "8", v1.PodRunning, started, started), true)
+	if got := f.book.Get("n").CPUMilli; got != 8000 {
+		t.Fatalf("rebuilt: %dm reserved, want 8000m", got)
+	}
+	f.t = started.Add(20 * time.Second)
+	f.curved("n", 52, 520, cores64)
+	if got := f.book.Get("n").CPUMilli; got != 0 {
+		t.Fatalf("not retired: %dm reserved", got)
+	}
+	if r, n := f.book.Calibration("n"); n != 0 {
+		t.Errorf("calibration ratio %.3f over %d from a rebuilt pod's 0 W jump, want none", r, n)
+	}
+}
+
+// A container the kubelet restarted counts from its first start: a
+// scheduler that starts right after the restart does not reserve a pod
+// its node's samples have shown for a minute.
+func TestRestartedContainerCountsFromItsFirstStart(t *testing.T) {
+	f := newBookFixture()
+	first := f.t
+	f.t = first.Add(time.Minute)
+	f.sample("n")
+	p := boundPod("a", "n", "2", v1.PodRunning, first, first.Add(58*time.Second))
+	p.Status.ContainerStatuses[0].RestartCount = 1
+	p.Status.ContainerStatuses[0].LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		StartedAt: metav1.NewTime(first), FinishedAt: metav1.NewTime(first.Add(57 * time.Second))}}
+	f.book.podSeen(p, true)
+	if got := f.book.Get("n").CPUMilli; got != 0 {
+		t.Errorf("rebuilt 2 s after a container restart, a minute after the pod first started: %dm reserved, want 0", got)
+	}
+}
