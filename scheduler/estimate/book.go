@@ -229,13 +229,6 @@ func (b *Book) Demand(pod *v1.Pod) Demand { return b.counter.Load().Of(pod) }
 // default requests (Counter.Requested).
 func (b *Book) Requested(pod *v1.Pod) Demand { return b.counter.Load().Requested(pod) }
 
-// Options are the settings the book counts demand by.
-func (b *Book) Options() Options {
-	b.settingsMu.Lock()
-	defer b.settingsMu.Unlock()
-	return b.opts
-}
-
 // ShareDefaultRequests sets the CPU and memory counted for a container
 // that requests none, as the plugin who (a profile's plugin, for messages)
 // has them; an error when another plugin set other values first. Call it
@@ -399,8 +392,8 @@ func (b *Book) podSeen(obj any, initial bool) {
 func (b *Book) disturb(node string, t time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := b.entry(node); t.After(e.disturbed) {
-		e.disturbed = t
+	if e := b.lookup(node); e != nil && t.After(e.disturbed) {
+		e.disturbed = t // (a node without an entry has no calibration)
 	}
 }
 

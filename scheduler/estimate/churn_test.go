@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -269,4 +270,30 @@ func TestRestartedContainerCountsFromItsFirstStart(t *testing.T) {
 	if got := f.book.Get("n").CPUMilli; got != 0 {
 		t.Errorf("rebuilt 2 s after a container restart, a minute after the pod first started: %dm reserved, want 0", got)
 	}
+}
+
+// A node's reserved metrics exist from its first sample, whatever the
+// book heard of it before (a pod of it ending in the first list).
+func TestReservedMetricsFromTheFirstSample(t *testing.T) {
+	RegisterMetrics()
+	f := newBookFixture()
+	f.book.End("n-ended-first", "a")
+	f.sample("n-ended-first")
+	fams, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		if fam.GetName() != "telesched_scheduler_reserved_cpu_cores" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "node" && l.GetValue() == "n-ended-first" {
+					return
+				}
+			}
+		}
+	}
+	t.Error("no telesched_scheduler_reserved_cpu_cores series for a node whose pod ended before its first sample")
 }
