@@ -85,11 +85,18 @@ func sampleEvery(t *testing.T, c clients, node string, interval time.Duration, s
 // markRunning is the kubelet starting a pod's container now.
 func markRunning(t *testing.T, c clients, name string) {
 	t.Helper()
+	markRunningAt(t, c, name, time.Now())
+}
+
+// markRunningAt is the kubelet starting a pod's container at at, by its
+// node's clock.
+func markRunningAt(t *testing.T, c clients, name string, at time.Time) {
+	t.Helper()
 	p, err := c.kube.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := metav1.Now()
+	now := metav1.NewTime(at)
 	p.Status.Phase = corev1.PodRunning
 	p.Status.StartTime = &now
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Ready: true, Image: p.Spec.Containers[0].Image,

@@ -120,10 +120,12 @@ func TestSchedulerSkewedAgents(t *testing.T) {
 	}
 	// The kubelets start the two placed pods: their hold (10 s on the
 	// scheduler's clock) runs from when the scheduler sees them running.
+	// A node's kubelet and agent read one clock, the node's: the
+	// containers' startedAt is off by the agent's offset too.
 	for _, n := range skewedNodes {
 		for i := range 3 {
 			if name := fmt.Sprintf("%s-%d", n.name, i); name != held[n.name] {
-				markRunning(t, c, name)
+				markRunningAt(t, c, name, time.Now().Add(n.offset))
 			}
 		}
 	}
