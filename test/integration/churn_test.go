@@ -358,7 +358,18 @@ func TestReservationBookUnderChurn(t *testing.T) {
 			sched = startChurnScheduler(t, binDir, kubeconfig, schedArgs...)
 			waitFor(t, "the restarted scheduler's book of every node", 60*time.Second, func() bool {
 				fams, err := tryScrape(insecureClient, sched.url+"/metrics")
-				return err == nil && len(churnGauges(fams, "telesched_scheduler_reserved_cpu_cores", "node")) == len(nodes)
+				if err != nil {
+					return false
+				}
+				// Other tests' nodes may share the API server: each of
+				// this test's must have its series.
+				cpu := churnGauges(fams, "telesched_scheduler_reserved_cpu_cores", "node")
+				for _, name := range nodes {
+					if _, ok := cpu[name]; !ok {
+						return false
+					}
+				}
+				return true
 			})
 			// The timeline resumes at the next whole second.
 			next := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
