@@ -157,6 +157,7 @@ func TestSchedulerRefusesProfilesThatCountPodsApart(t *testing.T) {
 	}
 	cmd, out := startScheduler(t, strings.Replace(cfg, energyGPU, strings.Replace(energyGPU, "nvidia.com/gpu", "amd.com/gpu", 1), 1))
 	waitRefused(t, cmd, "with profiles counting GPUs as nvidia.com/gpu and amd.com/gpu")
+	t.Logf("refused: %s", grepLog(out.String(), "GPU resource name"))
 	for _, want := range []string{"GPU resource name", "nvidia.com/gpu", "profile telesched-energy's EnergyAware (gpuResourceName) sets amd.com/gpu"} {
 		if got := out.String(); !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, tail(got, 20))
