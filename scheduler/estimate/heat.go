@@ -31,7 +31,9 @@ func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
 	if n.Models == nil || !n.Models.HasThermal {
 		return h
 	}
-	if _, ok := b.PodWatts(n, d, reserved); !ok {
+	// (PodWatts is ok by the node's curve alone, whatever the demand.)
+	cpu, ok := b.PodWatts(n, Demand{CPUMilli: d.CPUMilli}, reserved)
+	if !ok {
 		return h
 	}
 	t := &n.Models.Thermal
@@ -41,7 +43,6 @@ func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
 	}
 	h.NowWatts = float64(max(0, watts-gpuWatts))
 	r, _ := b.ReservedWatts(n, Demand{CPUMilli: reserved.CPUMilli})
-	cpu, _ := b.PodWatts(n, Demand{CPUMilli: d.CPUMilli}, reserved)
 	h.ReservedWatts, h.PodWatts = r.Upper, cpu.Upper
 	h.Watts = h.NowWatts + h.ReservedWatts + h.PodWatts
 	h.Predicted, h.SteadyMilli, h.LimitMilli = true, t.Steady(h.Watts), t.LimitMilli
