@@ -16,13 +16,13 @@ import (
 	"github.com/telesched/telesched/scheduler/estimate"
 )
 
-// Release requeues pods when the reservation book gives room back without
+// release requeues pods when the reservation book gives room back without
 // a cluster event saying so: a reservation expired, or a reserved pod was
 // deleted, finished or unbound (estimate.Book.OnRelease). A NodeTelemetry
 // event requeues through the plugin's hints; nothing else would requeue
 // these pods until kube-scheduler's flush of unschedulable pods (5
 // minutes by default).
-type Release[N any] struct {
+type release[N any] struct {
 	ix *Index[N]
 	// may returns, for a node whose reservations were released, the
 	// plugin's Filter predicate on it now: true for a need that fits.
@@ -43,14 +43,14 @@ type Release[N any] struct {
 // looked up and activated on a goroutine of their own, never under the
 // book's lock or the scheduling queue's.
 func (ix *Index[N]) Requeue(ctx context.Context, book *estimate.Book, f informers.SharedInformerFactory, activate fwk.PodActivator, may func(node string) func(N) bool) {
-	r := &Release[N]{ix: ix, may: may, nodes: f.Core().V1().Nodes().Lister(), pods: f.Core().V1().Pods().Lister(), activate: activate,
+	r := &release[N]{ix: ix, may: may, nodes: f.Core().V1().Nodes().Lister(), pods: f.Core().V1().Pods().Lister(), activate: activate,
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 	book.OnRelease(r.note)
 	go r.run(ctx)
 }
 
 // note records a released node; the book calls it with its lock held.
-func (r *Release[N]) note(node string) {
+func (r *release[N]) note(node string) {
 	if r.ix.Len() == 0 {
 		return
 	}
@@ -63,7 +63,7 @@ func (r *Release[N]) note(node string) {
 	}
 }
 
-func (r *Release[N]) run(ctx context.Context) {
+func (r *release[N]) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	for {
 		select {
@@ -82,7 +82,7 @@ func (r *Release[N]) run(ctx context.Context) {
 }
 
 // requeue activates the recorded pods that fit node now.
-func (r *Release[N]) requeue(logger klog.Logger, name string) {
+func (r *release[N]) requeue(logger klog.Logger, name string) {
 	node, err := r.nodes.Get(name)
 	if err != nil {
 		node = nil // affinity is then left to the scheduling attempt
