@@ -807,6 +807,97 @@ type GPUStatus struct {
 	// migEnabled is whether MIG mode is on. Absent on GPUs without MIG.
 	// +optional
 	MIGEnabled *bool `json:"migEnabled,omitempty"`
+	// mig is the GPU's MIG layout: its MIG devices by profile. Present when
+	// MIG mode is on and NVML lists the devices. A GPU in MIG mode runs no
+	// pod of its own: its MIG devices do, and NVML reports no utilization
+	// for it.
+	// +optional
+	MIG *GPUMIG `json:"mig,omitempty"`
+	// allocated is whether the kubelet has allocated the whole GPU to a
+	// pod (a device plugin's nvidia.com/gpu, or a DRA claim), from the
+	// kubelet pod-resources API. Absent when that API is not available or
+	// the GPU is in MIG mode (see mig.profiles[].allocated).
+	// +optional
+	Allocated *bool `json:"allocated,omitempty"`
+	// pcieRoot is the PCIe root complex above the GPU, named as the DRA
+	// standard attribute resource.kubernetes.io/pcieRoot names it, e.g.
+	// "pci0000:00". GPUs under one root talk without crossing the CPU
+	// interconnect.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	PCIeRoot string `json:"pcieRoot,omitempty"`
+	// nvlink is the GPU's NVLink connectivity. Absent when the GPU has no
+	// active NVLink or NVML cannot report it.
+	// +optional
+	NVLink *GPUNVLink `json:"nvlink,omitempty"`
+}
+
+// GPUMIG is a GPU's MIG layout.
+type GPUMIG struct {
+	// computeSlicesTotal is how many compute slices the GPU divides into
+	// (7 on an A100 or H100): a "1g" profile takes one of them, a "7g" all.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	ComputeSlicesTotal int32 `json:"computeSlicesTotal"`
+	// profiles are the GPU's MIG devices, counted by profile.
+	// +optional
+	// +listType=map
+	// +listMapKey=profile
+	// +kubebuilder:validation:MaxItems=8
+	Profiles []MIGProfile `json:"profiles,omitempty"`
+}
+
+// MIGProfile is a GPU's MIG devices of one profile.
+type MIGProfile struct {
+	// profile is the profile's name as NVIDIA's device plugin names its
+	// resource (nvidia.com/mig-<profile>), e.g. "1g.10gb" or "3g.40gb".
+	// Its leading number is the compute slices each device takes.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=24
+	Profile string `json:"profile"`
+	// count is how many MIG devices of the profile the GPU has.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Count int32 `json:"count"`
+	// memoryBytes is each device's memory.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MemoryBytes int64 `json:"memoryBytes"`
+	// allocated is how many of them the kubelet has allocated to pods,
+	// from the pod-resources API. Absent when that API is not available.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	Allocated *int32 `json:"allocated,omitempty"`
+}
+
+// GPUNVLink is a GPU's NVLink connectivity.
+type GPUNVLink struct {
+	// activeLinks is how many of the GPU's NVLinks are up.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	ActiveLinks int32 `json:"activeLinks"`
+	// nvSwitch is true when the links go to NVSwitches: the GPU reaches
+	// every other GPU on the switch fabric over NVLink.
+	// +optional
+	NVSwitch bool `json:"nvSwitch,omitempty"`
+	// peers are the NVML indexes of the GPUs this one reaches over a
+	// direct NVLink. Empty with nvSwitch.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Peers []int32 `json:"peers,omitempty"`
+	// group is the GPU's link group: the lowest index of the GPUs it
+	// reaches over NVLink, directly, through NVSwitch or through other
+	// GPUs. GPUs of one group can run one job over NVLink.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=63
+	Group int32 `json:"group"`
 }
 
 // GPUHealth is a GPU's error state.
