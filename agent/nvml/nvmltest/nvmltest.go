@@ -43,8 +43,8 @@ func UUID(i int) string { return fmt.Sprintf("GPU-00000000-0000-0000-0000-%012d"
 func Device(s *dgxa100.Server, i int) *dgxa100.Device { return s.Devices[i].(*dgxa100.Device) }
 
 // NewDGXA100 returns go-nvml's DGX A100 mock (8 GPUs) with UUID(i) for GPU
-// i and XID events supported on every GPU, delivered from the returned
-// queue.
+// i, XID events supported on every GPU, delivered from the returned queue,
+// no MIG device and no NVLink (see MIG, NVLinks to set them).
 func NewDGXA100() (*dgxa100.Server, *EventQueue) {
 	s := dgxa100.New()
 	q := NewEventQueue()
@@ -54,6 +54,8 @@ func NewDGXA100() (*dgxa100.Server, *EventQueue) {
 		d.UUID = UUID(i)
 		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return gonvml.EventTypeAll, gonvml.SUCCESS }
 		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+		d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 0, gonvml.SUCCESS }
+		NoNVLink(d)
 	}
 	return s, q
 }
