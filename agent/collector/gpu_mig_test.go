@@ -77,7 +77,7 @@ func TestGPUCollectorMIG(t *testing.T) {
 				{Profile: "2g.20gb", Count: 2, MemoryBytes: 20096 << 20},
 			}},
 			wantDevices: map[string]GPUDevice{
-				nvmltest.UUID(0):        {GPU: 0},
+				nvmltest.UUID(0):       {GPU: 0},
 				nvmltest.MIGUUID(0, 0): {GPU: 0, MIGProfile: "3g.40gb"},
 				nvmltest.MIGUUID(0, 1): {GPU: 0, MIGProfile: "2g.20gb"},
 				nvmltest.MIGUUID(0, 2): {GPU: 0, MIGProfile: "2g.20gb"},
@@ -105,7 +105,7 @@ func TestGPUCollectorMIG(t *testing.T) {
 				{Profile: "1g.10gb", Count: 1, MemoryBytes: 9728 << 20},
 			}},
 			wantDevices: map[string]GPUDevice{
-				nvmltest.UUID(0):        {GPU: 0},
+				nvmltest.UUID(0):       {GPU: 0},
 				nvmltest.MIGUUID(0, 0): {GPU: 0, MIGProfile: "1g.10gb"},
 			},
 		},
