@@ -83,8 +83,13 @@ type Options struct {
 	NVML                   bool
 	// NVMLTimeout bounds the NVML calls of one sample (see
 	// collector.GPUCollector).
-	NVMLTimeout  time.Duration
-	PodResources string
+	NVMLTimeout time.Duration
+	// GPUTopologyInterval is how often the GPUs' PCIe roots and NVLinks
+	// are read again while the GPUs stay the same.
+	GPUTopologyInterval time.Duration
+	PodResources        string
+	// GPUResources says which kubelet allocations are GPUs.
+	GPUResources collector.GPUResources
 	// NVMLLibrary, when set, is used instead of the system's
 	// libnvidia-ml.so.1: the sandbox gives simulated nodes go-nvml's mock
 	// GPUs this way. It is not a flag.
@@ -126,6 +131,8 @@ func NewOptions() *Options {
 		NVML:                   true,
 		NVMLTimeout:            collector.DefaultNVMLTimeout,
 		PodResources:           DefaultPodResourcesSocket,
+		GPUTopologyInterval:    collector.DefaultGPUTopologyInterval,
+		GPUResources:           collector.DefaultGPUResources(),
 		Publisher: publisher.Config{
 			FieldManager:    publisher.DefaultFieldManager,
 			Heartbeat:       publisher.DefaultHeartbeat,
@@ -168,7 +175,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HealthzMissedIntervals, "healthz-missed-intervals", o.HealthzMissedIntervals, "/healthz fails (503, saying when the last sample completed and how long ago) once this many --interval pass without a completed sample, as when a read of the host hangs; a liveness probe on it restarts a stuck agent. At least 1.")
 	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
 	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval; left at its default, it is half of that when that is shorter than 10s.")
-	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations. Absent socket: the source is reported unavailable.")
+	fs.DurationVar(&o.GPUTopologyInterval, "gpu-topology-interval", o.GPUTopologyInterval, "How often the GPUs' PCIe roots (sysfs) and NVLinks (NVML) are read again while the set of GPUs stays the same; they are always read at start and when a GPU comes, goes or changes. Must be positive.")
+	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations and GPU and MIG device allocations. Absent socket: the source is reported unavailable and those fields are left out.")
+	fs.StringSliceVar(&o.GPUResources.Names, "gpu-resource-names", o.GPUResources.Names, "Device-plugin resources whose devices are whole GPUs (or MIG devices, by UUID, under the device plugin's single MIG strategy), for gpus[].allocated.")
+	fs.StringVar(&o.GPUResources.MIGPrefix, "mig-resource-prefix", o.GPUResources.MIGPrefix, "Prefix of the device-plugin resources of MIG devices (the device plugin's mixed MIG strategy: nvidia.com/mig-<profile>), for gpus[].mig.profiles[].allocated. Empty: none.")
+	fs.StringSliceVar(&o.GPUResources.DRADrivers, "gpu-dra-drivers", o.GPUResources.DRADrivers, "DRA drivers whose claimed devices are GPUs or MIG devices. A claimed device is mapped to a GPU when its CDI device name or device name holds the GPU's or MIG device's UUID; when one is not, every GPU's allocation is left out and the podResources source says which.")
 
 	fs.DurationVar(&o.Publisher.Heartbeat, "heartbeat", o.Publisher.Heartbeat, "Longest time between writes while no signal moves past its deadband.")
 	fs.Float64Var(&o.Publisher.HeartbeatJitter, "heartbeat-jitter", o.Publisher.HeartbeatJitter, "Each heartbeat comes after --heartbeat less up to this share of it (0 to below 1), at random, so agents started together do not write together ever after; --heartbeat stays the longest gap.")
@@ -234,6 +245,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SensorHold < 0 {
 		errs = append(errs, fmt.Errorf("--sensor-hold-duration %v: must not be negative", o.SensorHold))
+	}
+	if o.GPUTopologyInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--gpu-topology-interval %v: must be positive", o.GPUTopologyInterval))
 	}
 	if o.NVMLTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be positive", o.NVMLTimeout))

@@ -68,11 +68,11 @@ func sources(o *Options, root hostfs.Root) []collector.Collector {
 		if lib == nil {
 			lib = nvml.New()
 		}
-		list = append(list, collector.NewGPUCollector(lib, root).WithTimeout(o.NVMLTimeout))
+		list = append(list, collector.NewGPUCollector(lib, root).WithTimeout(o.NVMLTimeout).WithTopologyInterval(o.GPUTopologyInterval))
 	}
 	return append(list,
 		collector.NewPowerCollector(root),
-		collector.NewPodResourcesCollector(root, o.PodResources),
+		collector.NewPodResourcesCollector(root, o.PodResources).WithGPUResources(o.GPUResources),
 	)
 }
 
@@ -193,6 +193,12 @@ func once(ctx context.Context, o *Options, sampler *agent.Sampler, stdout io.Wri
 	case <-time.After(o.OnceWindow):
 	}
 	obs := sampler.Observe(ctx, time.Now())
+	for _, src := range obs.Status.Sources {
+		if src.State != telemetryv1alpha1.SourceAvailable || src.Reason != "" {
+			// Its fields are absent from the output, or in part.
+			klog.FromContext(ctx).Info("Source not fully read", "source", src.Name, "state", src.State, "reason", src.Reason, "message", src.Message)
+		}
+	}
 	var err error
 	name := o.NodeName
 	if name == "" {

@@ -117,6 +117,10 @@ type Sample struct {
 	Thermal *Thermal
 	Power   *Power
 	GPUs    []telemetryv1alpha1.GPUStatus
+	// GPUDevices are the device ids the kubelet may hand out for the GPUs
+	// (GPU UUIDs, MIG device UUIDs) and what each stands for; nil without
+	// GPUs. The pod-resources collector maps allocations with them.
+	GPUDevices map[string]GPUDevice
 
 	// Sources is the state of every collector in this sample, in run order.
 	Sources []telemetryv1alpha1.SourceStatus

@@ -54,10 +54,11 @@ import (
 // is still stuck. Once it returns, its late result is dropped and the next
 // call collects afresh.
 type GPUCollector struct {
-	lib     nvml.Library
-	root    hostfs.Root
-	timeout time.Duration
-	clock   clock.Clock
+	lib          nvml.Library
+	root         hostfs.Root
+	timeout      time.Duration
+	topoInterval time.Duration
+	clock        clock.Clock
 
 	// callMu guards call, the collection that did not finish in time and
 	// has not been seen to return since; nil when none.
@@ -73,6 +74,9 @@ type GPUCollector struct {
 	// Events NVML did not tie to a GPU count against every GPU.
 	xid             map[string]int64
 	xidUnattributed int64
+	// topo is the GPUs' PCIe roots and NVLinks as last read; nil before
+	// the first read and after one that met problems.
+	topo *gpuTopology
 	// problems is the last logged problem of each GPU ("gpu-N"), of
 	// listing them ("list") and of XID events ("xid"), so that each is
 	// logged once.
@@ -97,8 +101,16 @@ const DefaultNVMLTimeout = 10 * time.Second
 // under root, with DefaultNVMLTimeout. NVML is initialized on the first
 // Collect.
 func NewGPUCollector(lib nvml.Library, root hostfs.Root) *GPUCollector {
-	return &GPUCollector{lib: lib, root: root, timeout: DefaultNVMLTimeout, clock: clock.RealClock{},
-		xid: map[string]int64{}, problems: map[string]string{}}
+	return &GPUCollector{lib: lib, root: root, timeout: DefaultNVMLTimeout, topoInterval: DefaultGPUTopologyInterval,
+		clock: clock.RealClock{}, xid: map[string]int64{}, problems: map[string]string{}}
+}
+
+// WithTopologyInterval sets how often the GPUs' PCIe roots and NVLinks are
+// read again while the set of GPUs stays the same (see
+// DefaultGPUTopologyInterval); it must be positive. It returns c.
+func (c *GPUCollector) WithTopologyInterval(d time.Duration) *GPUCollector {
+	c.topoInterval = d
+	return c
 }
 
 // WithTimeout sets how long Collect waits for one collection's NVML calls;
@@ -115,8 +127,9 @@ type gpuCall struct {
 	step    atomic.Pointer[string]
 
 	// Set before done is closed.
-	gpus []telemetryv1alpha1.GPUStatus
-	err  error
+	gpus    []telemetryv1alpha1.GPUStatus
+	devices map[string]GPUDevice
+	err     error
 }
 
 // at records what the collection is doing, for the message if it hangs.
@@ -168,7 +181,7 @@ func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
 	call.at("starting")
 	go func() {
 		defer close(call.done)
-		call.gpus, call.err = c.collect(ctx, call)
+		call.gpus, call.devices, call.err = c.collect(ctx, call)
 	}()
 	timer := c.clock.NewTimer(c.timeout)
 	defer timer.Stop()
@@ -178,6 +191,7 @@ func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
 			return call.err
 		}
 		s.GPUs = call.gpus
+		s.GPUDevices = call.devices
 		return nil
 	case <-timer.C():
 		c.call = call
@@ -201,13 +215,14 @@ func returned(call *gpuCall) bool {
 	}
 }
 
-// collect reads NVML: the GPUs, or the SourceError that says why not.
-func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv1alpha1.GPUStatus, error) {
+// collect reads NVML: the GPUs and the device ids that stand for them, or
+// the SourceError that says why not.
+func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv1alpha1.GPUStatus, map[string]GPUDevice, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	if c.noDriver != nil {
-		return nil, c.noDriver
+		return nil, nil, c.noDriver
 	}
 	if !c.initialized {
 		call.at("initializing NVML")
@@ -215,9 +230,9 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 			if errors.Is(err, nvml.ErrLibraryNotFound) {
 				c.noDriver = Unavailable("NVMLNotAvailable", "no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded or the kernel driver is not loaded (%v)", err)
 				logger.Info("No NVIDIA driver on this node; GPU telemetry is off until the agent restarts", "err", err)
-				return nil, c.noDriver
+				return nil, nil, c.noDriver
 			}
-			return nil, Failed("NVMLInitFailed", err, "initializing NVML")
+			return nil, nil, Failed("NVMLInitFailed", err, "initializing NVML")
 		}
 		c.initialized = true
 	}
@@ -225,7 +240,7 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 	call.at("listing GPUs")
 	devs, listErr := c.lib.Devices()
 	if listErr != nil && len(devs) == 0 {
-		return nil, Failed("GPUListFailed", listErr, "listing GPUs")
+		return nil, nil, Failed("GPUListFailed", listErr, "listing GPUs")
 	}
 	if len(devs) > 0 {
 		call.at("reading XID events")
@@ -234,6 +249,8 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 
 	numa := newNUMAResolver(c.root)
 	gpus := make([]telemetryv1alpha1.GPUStatus, 0, len(devs))
+	devices := map[string]GPUDevice{}
+	byIndex := map[int32]nvml.Device{}
 	var failed []error
 	if listErr != nil {
 		failed = append(failed, listErr)
@@ -241,7 +258,7 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 	c.logProblem(logger, "list", "GPUs left out of the sample", listErr)
 	for _, d := range devs {
 		call.at(fmt.Sprintf("reading GPU %d", d.Index()))
-		st, problems, err := c.readGPU(d, numa)
+		st, problems, err := c.readGPU(d, numa, devices)
 		if err != nil {
 			failed = append(failed, err)
 			c.logProblem(logger, fmt.Sprintf("gpu-%d", d.Index()), "GPU left out of the sample", err, "gpu", d.Index())
@@ -249,18 +266,47 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 		}
 		c.logProblem(logger, fmt.Sprintf("gpu-%d", d.Index()), "GPU readings left out", errors.Join(problems...), "gpu", d.Index())
 		gpus = append(gpus, st)
+		byIndex[st.Index] = d
 	}
 	if len(gpus) == 0 && len(failed) > 0 {
-		return nil, Failed("GPUReadFailed", errors.Join(failed...), "no GPU could be read")
+		return nil, nil, Failed("GPUReadFailed", errors.Join(failed...), "no GPU could be read")
 	}
 	slices.SortFunc(gpus, func(a, b telemetryv1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
-	return gpus, nil
+	call.at("reading the GPU topology")
+	c.applyTopology(logger, gpus, byIndex)
+	return gpus, devices, nil
+}
+
+// applyTopology sets each GPU's PCIe root and NVLinks from the topology,
+// read again when the set of GPUs changed, when the last read met problems,
+// or after the topology interval.
+func (c *GPUCollector) applyTopology(logger klog.Logger, gpus []telemetryv1alpha1.GPUStatus, devs map[int32]nvml.Device) {
+	key := topologyKey(gpus)
+	now := c.clock.Now()
+	if c.topo == nil || c.topo.key != key || now.Sub(c.topo.readAt) >= c.topoInterval {
+		byGPU, problems := readTopology(c.root, gpus, devs)
+		c.logProblem(logger, "topology", "GPU topology read in part", errors.Join(problems...))
+		c.topo = &gpuTopology{key: key, readAt: now, byGPU: byGPU}
+		if len(problems) > 0 {
+			c.topo.key = "" // read again next time
+		}
+		logger.V(2).Info("Read the GPU topology", "gpus", len(gpus), "problems", len(problems))
+	}
+	for i := range gpus {
+		t := c.topo.byGPU[gpus[i].Index]
+		gpus[i].PCIeRoot = t.pcieRoot
+		if t.nvlink != nil {
+			nv := *t.nvlink
+			nv.Peers = slices.Clone(nv.Peers)
+			gpus[i].NVLink = &nv
+		}
+	}
 }
 
 // readGPU reads one GPU. It returns an error when the GPU cannot be
 // described at all, and otherwise the problems with its optional readings,
 // which are left absent.
-func (c *GPUCollector) readGPU(d nvml.Device, numa *numaResolver) (telemetryv1alpha1.GPUStatus, []error, error) {
+func (c *GPUCollector) readGPU(d nvml.Device, numa *numaResolver, devices map[string]GPUDevice) (telemetryv1alpha1.GPUStatus, []error, error) {
 	idx := d.Index()
 	uuid, err := d.UUID()
 	if err != nil {
@@ -305,7 +351,21 @@ func (c *GPUCollector) readGPU(d nvml.Device, numa *numaResolver) (telemetryv1al
 			}
 		}
 	}
-	if v, err := d.UtilizationPercent(); read("utilization", err) {
+	devices[uuid] = GPUDevice{GPU: int32(idx)}
+	migOn, migErr := d.MIGEnabled()
+	if read("MIG mode", migErr) {
+		st.MIGEnabled = ptr.To(migOn)
+	}
+	if migOn {
+		// NVML has no utilization for a GPU in MIG mode (its MIG devices
+		// run the work; nvmlDeviceGetUtilizationRates answers
+		// NOT_SUPPORTED): absent, never a 0 a driver may still return.
+		layout, err := d.MIGDevices()
+		if len(layout.Devices) > 0 || err == nil {
+			st.MIG = migStatus(layout, int32(idx), mem.TotalBytes, devices)
+		}
+		read("MIG devices", err)
+	} else if v, err := d.UtilizationPercent(); read("utilization", err) {
 		st.UtilizationPercent = ptr.To(int32(min(v, 100)))
 	}
 	if v, err := d.TemperatureCelsius(); read("temperature", err) {
@@ -340,9 +400,6 @@ func (c *GPUCollector) readGPU(d nvml.Device, numa *numaResolver) (telemetryv1al
 		st.Health.XIDCriticalEvents > 0)
 	if v, err := d.ClocksEventReasons(); read("clock event reasons", err) {
 		st.ThrottleReasons = decodeThrottleReasons(v)
-	}
-	if v, err := d.MIGEnabled(); read("MIG mode", err) {
-		st.MIGEnabled = ptr.To(v)
 	}
 	return st, problems, nil
 }

@@ -27,11 +27,14 @@ const podResourcesMaxMessage = 16 << 20
 // PodResourcesCollector reads, from the kubelet pod-resources API, the CPUs
 // the kubelet has allocated exclusively to containers (static CPU manager
 // policy) and counts them per NUMA node, so TopologyFit knows each node's
-// free capacity. It runs after the NUMA collector and adds to its nodes; it
-// is an optional source: without the socket it reports Unavailable.
+// free capacity, and the GPUs and MIG devices allocated to containers (see
+// allocateGPUs). It runs after the NUMA and GPU collectors and adds to
+// their sections; it is an optional source: without the socket it reports
+// Unavailable, and the allocations stay absent.
 type PodResourcesCollector struct {
 	root   hostfs.Root
 	socket string // host path of the socket
+	gpus   GPUResources
 	conn   *grpc.ClientConn
 	client podresourcesv1.PodResourcesListerClient
 }
@@ -39,7 +42,14 @@ type PodResourcesCollector struct {
 // NewPodResourcesCollector returns a collector for the kubelet socket at
 // the host path socket, under root.
 func NewPodResourcesCollector(root hostfs.Root, socket string) *PodResourcesCollector {
-	return &PodResourcesCollector{root: root, socket: socket}
+	return &PodResourcesCollector{root: root, socket: socket, gpus: DefaultGPUResources()}
+}
+
+// WithGPUResources sets which allocations are GPUs (see
+// DefaultGPUResources). It returns c.
+func (c *PodResourcesCollector) WithGPUResources(g GPUResources) *PodResourcesCollector {
+	c.gpus = g
+	return c
 }
 
 // Name implements Collector.
@@ -75,7 +85,11 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 	if err != nil {
 		return Failed("ListError", err, "listing pod resources from the kubelet")
 	}
+	gpuErr := allocateGPUs(resp, s, c.gpus)
 	if s.NUMA == nil {
+		if len(s.GPUs) > 0 {
+			return Degraded(gpuErr, "exclusive CPUs are counted per NUMA node, and the NUMA topology is not available%s", errSuffix(gpuErr))
+		}
 		return Unavailable("NoNUMATopology", "exclusive CPUs are counted per NUMA node, and the NUMA topology is not available")
 	}
 	nodeOf := make(map[int64]int, 256) // CPU id -> index in s.NUMA
@@ -101,7 +115,18 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 	for i := range s.NUMA {
 		s.NUMA[i].AllocatedExclusiveCPUs = ptr.To(counts[i])
 	}
+	if gpuErr != nil {
+		return Degraded(gpuErr, "%v", gpuErr)
+	}
 	return nil
+}
+
+// errSuffix is "; " and err's text, or "" for no error.
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "; " + err.Error()
 }
 
 // socketAccess reports whether this process may connect to the unix

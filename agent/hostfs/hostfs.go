@@ -213,3 +213,20 @@ func IsPermission(err error) bool {
 func IsNotSupported(err error) bool {
 	return errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.ENODATA)
 }
+
+// Readlink reads a host symbolic link, as readlink(2) does: the target as
+// the link holds it, relative links unresolved.
+func (r Root) Readlink(hostPath string) (string, error) {
+	if r.beforeRead != nil {
+		r.beforeRead(hostPath)
+	}
+	clean := filepath.Clean(hostPath)
+	err, ok := r.faults[clean]
+	if !ok && r.changing != nil {
+		err, ok = r.changing.get(clean)
+	}
+	if ok {
+		return "", &fs.PathError{Op: "readlink", Path: r.Path(hostPath), Err: err}
+	}
+	return os.Readlink(r.Path(hostPath))
+}

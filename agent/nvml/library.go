@@ -34,6 +34,12 @@ type calls struct {
 	remappedRows       bool
 	totalEnergy        bool
 	migMode            bool
+	// migDevices: the unprivileged MIG calls (mig.go), all or none.
+	migDevices bool
+	// nvLinks: link state and the remote end's PCI info; nvLinkRemoteType
+	// is newer and optional (nvlink.go).
+	nvLinks          bool
+	nvLinkRemoteType bool
 }
 
 var _ Library = &library{}
@@ -70,6 +76,12 @@ func lookupCalls(ext gonvml.ExtendedInterface) calls {
 		remappedRows:       has("nvmlDeviceGetRemappedRows"),
 		totalEnergy:        has("nvmlDeviceGetTotalEnergyConsumption"),
 		migMode:            has("nvmlDeviceGetMigMode"),
+		migDevices: has("nvmlDeviceGetMaxMigDeviceCount") && has("nvmlDeviceGetMigDeviceHandleByIndex") &&
+			has("nvmlDeviceGetGpuInstanceId") &&
+			(has("nvmlDeviceGetAttributes_v2") || has("nvmlDeviceGetAttributes")),
+		nvLinks: has("nvmlDeviceGetNvLinkState") &&
+			(has("nvmlDeviceGetNvLinkRemotePciInfo_v2") || has("nvmlDeviceGetNvLinkRemotePciInfo")),
+		nvLinkRemoteType: has("nvmlDeviceGetNvLinkRemoteDeviceType"),
 	}
 }
 

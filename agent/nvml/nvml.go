@@ -73,6 +73,62 @@ type Device interface {
 	ClocksEventReasons() (ClocksEventReasons, error)
 	// MIGEnabled is whether MIG mode is currently on.
 	MIGEnabled() (bool, error)
+	// MIGDevices lists the MIG devices of a GPU in MIG mode, through the
+	// calls NVML allows any user (see mig.go). Its error Is
+	// ErrNotSupported on a GPU without MIG or a driver without the calls.
+	MIGDevices() (MIGLayout, error)
+	// NVLinks lists the GPU's active NVLinks. Its error Is
+	// ErrNotSupported on a GPU without NVLink or a driver without the
+	// calls.
+	NVLinks() ([]NVLink, error)
+}
+
+// MIGLayout is a GPU's MIG devices.
+type MIGLayout struct {
+	// MaxDevices is the most MIG devices the GPU can hold
+	// (nvmlDeviceGetMaxMigDeviceCount): one per compute slice.
+	MaxDevices int
+	// Devices are the MIG devices that exist now, by MIG device index.
+	Devices []MIGDevice
+}
+
+// MIGDevice is one MIG device: one compute instance of a GPU instance.
+type MIGDevice struct {
+	// UUID is the MIG device's UUID, e.g. "MIG-5ab4f5d1-...".
+	UUID string
+	// GPUInstanceID is the id of its GPU instance, shared by the compute
+	// instances carved from it.
+	GPUInstanceID int
+	// GPUInstanceSlices and ComputeInstanceSlices are the slices its GPU
+	// instance and its compute instance take: the "3g" and "1c" of
+	// "1c.3g.40gb".
+	GPUInstanceSlices     int
+	ComputeInstanceSlices int
+	// MemoryBytes is its GPU instance's memory.
+	MemoryBytes uint64
+}
+
+// NVLinkRemote is what an NVLink connects to.
+type NVLinkRemote int
+
+// The ends of an NVLink (nvmlIntNvLinkDeviceType_t).
+const (
+	// NVLinkRemoteUnknown: the driver did not say, or is too old to.
+	NVLinkRemoteUnknown NVLinkRemote = iota
+	NVLinkRemoteGPU
+	NVLinkRemoteSwitch
+	NVLinkRemoteOther // an IBM NPU
+)
+
+// NVLink is one active NVLink of a GPU.
+type NVLink struct {
+	// Link is the link's number on the GPU.
+	Link int
+	// Remote is the kind of device at the other end.
+	Remote NVLinkRemote
+	// RemoteBusID is the PCI bus id of the device at the other end, as
+	// NVML writes it ("00000000:07:00.0"); "" when NVML did not give one.
+	RemoteBusID string
 }
 
 // Memory is a GPU's framebuffer memory, in bytes.

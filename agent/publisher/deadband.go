@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -276,6 +277,12 @@ func changedGPUs(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) 
 		switch {
 		case p.UUID != c.UUID || p.Model != c.Model || !equalPtr(p.NUMANode, c.NUMANode) || p.MemoryTotalBytes != c.MemoryTotalBytes || !equalPtr(p.MIGEnabled, c.MIGEnabled):
 			return fmt.Sprintf("GPU %d identity or topology changed", c.Index)
+		case p.PCIeRoot != c.PCIeRoot || !equality.Semantic.DeepEqual(p.NVLink, c.NVLink):
+			return fmt.Sprintf("GPU %d links changed", c.Index)
+		case !equality.Semantic.DeepEqual(p.MIG, c.MIG):
+			return fmt.Sprintf("GPU %d MIG layout or MIG allocation changed", c.Index)
+		case !equalPtr(p.Allocated, c.Allocated):
+			return fmt.Sprintf("GPU %d allocation changed", c.Index)
 		case p.Health.Healthy != c.Health.Healthy || p.Health.RowRemapPending != c.Health.RowRemapPending ||
 			p.Health.RowRemapFailed != c.Health.RowRemapFailed || p.Health.XIDCriticalEvents != c.Health.XIDCriticalEvents ||
 			!equalPtr(p.Health.ECCUncorrectedErrors, c.Health.ECCUncorrectedErrors):

@@ -24,6 +24,12 @@ func baseStatus() *telemetryv1alpha1.NodeTelemetryStatus {
 		GPUs: []telemetryv1alpha1.GPUStatus{{
 			Index: 0, UUID: "GPU-a", MemoryTotalBytes: 1000, MemoryUsedBytes: 100, UtilizationPercent: ptr.To[int32](10),
 			TemperatureMilliCelsius: ptr.To[int64](50_000), PowerWatts: ptr.To[int32](100), Health: telemetryv1alpha1.GPUHealth{Healthy: true},
+			MIG: &telemetryv1alpha1.GPUMIG{ComputeSlicesTotal: 7, Profiles: []telemetryv1alpha1.MIGProfile{
+				{Profile: "1g.10gb", Count: 7, MemoryBytes: 10200547328, Allocated: ptr.To[int32](1)},
+			}},
+			Allocated: ptr.To(false),
+			PCIeRoot:  "pci0000:00",
+			NVLink:    &telemetryv1alpha1.GPUNVLink{ActiveLinks: 4, Peers: []int32{1}, Group: 0},
 		}},
 		Conditions: []metav1.Condition{{Type: telemetryv1alpha1.ConditionOverheating, Status: metav1.ConditionFalse, Reason: "WithinLimits"}},
 	}
@@ -74,6 +80,18 @@ func TestChange(t *testing.T) {
 		{"NUMA free memory -4% of total", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.NUMA[0].MemoryFreeBytes = 460 }, false},
 		{"NUMA free memory -5% of total", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.NUMA[0].MemoryFreeBytes = 450 }, true},
 		{"GPU unhealthy", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.Healthy = false }, true},
+		{"GPU MIG layout changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.GPUs[0].MIG.Profiles[0].Count = 6
+		}, true},
+		{"GPU MIG profile allocated", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.GPUs[0].MIG.Profiles[0].Allocated = ptr.To[int32](2)
+		}, true},
+		{"GPU allocated", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Allocated = ptr.To(true) }, true},
+		{"GPU allocation unknown", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Allocated = nil }, true},
+		{"GPU PCIe root changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].PCIeRoot = "pci0000:40" }, true},
+		{"GPU NVLink went down", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].NVLink.ActiveLinks = 3 }, true},
+		{"GPU NVLink peers changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].NVLink.Peers = nil }, true},
+		{"GPU NVLink group changed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].NVLink.Group = 1 }, true},
 		{"GPU XID event", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.XIDCriticalEvents = 1 }, true},
 		{"GPU throttled", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
 			s.GPUs[0].ThrottleReasons = []telemetryv1alpha1.GPUThrottleReason{telemetryv1alpha1.GPUThrottleHwThermalSlowdown}

@@ -1,0 +1,145 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"testing"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"github.com/telesched/telesched/agent/nvml"
+	"github.com/telesched/telesched/agent/nvml/nvmltest"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+)
+
+func TestMIGProfileName(t *testing.T) {
+	tests := []struct {
+		name      string
+		dev       nvml.MIGDevice
+		gpuMemory uint64
+		want      string
+	}{
+		// 9728/81920 = 0.119 -> 1/8; x 80 GiB = 10
+		{name: "A100 80GB 1g", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 9728 << 20}, gpuMemory: 81920 << 20, want: "1g.10gb"},
+		// 4864/40960 = 0.119 -> 1/8; x 40 = 5
+		{name: "A100 40GB 1g", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 4864 << 20}, gpuMemory: 40960 << 20, want: "1g.5gb"},
+		// 40192/81559 = 0.493 -> 4/8; x ceil(79.6) = 80 -> 40
+		{name: "H100 80GB 3g", dev: nvml.MIGDevice{GPUInstanceSlices: 3, ComputeInstanceSlices: 3, MemoryBytes: 40192 << 20}, gpuMemory: 81559 << 20, want: "3g.40gb"},
+		// 20096/81559 = 0.246 -> 2/8; x 80 = 20
+		{name: "H100 80GB 2g", dev: nvml.MIGDevice{GPUInstanceSlices: 2, ComputeInstanceSlices: 2, MemoryBytes: 20096 << 20}, gpuMemory: 81559 << 20, want: "2g.20gb"},
+		{name: "compute instance smaller than its GPU instance", dev: nvml.MIGDevice{GPUInstanceSlices: 3, ComputeInstanceSlices: 1, MemoryBytes: 40192 << 20}, gpuMemory: 81559 << 20, want: "1c.3g.40gb"},
+		{name: "no GPU memory", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 1 << 30}, gpuMemory: 0, want: "1g.0gb"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := migProfileName(tc.dev, tc.gpuMemory); got != tc.want {
+				t.Errorf("migProfileName = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGPUCollectorMIG(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(s *dgxa100.Server)
+		// memory of GPU 0
+		total       uint64
+		want        *telemetryv1alpha1.GPUMIG
+		wantDevices map[string]GPUDevice
+	}{
+		{
+			name:  "A100 80GB, seven 1g.10gb",
+			total: 81920 << 20,
+			setup: func(s *dgxa100.Server) { nvmltest.MIG(s, 0, 7, nvmltest.A100Seven1g) },
+			want: &telemetryv1alpha1.GPUMIG{ComputeSlicesTotal: 7, Profiles: []telemetryv1alpha1.MIGProfile{
+				{Profile: "1g.10gb", Count: 7, MemoryBytes: 9728 << 20},
+			}},
+			wantDevices: func() map[string]GPUDevice {
+				m := map[string]GPUDevice{nvmltest.UUID(0): {GPU: 0}}
+				for j := range 7 {
+					m[nvmltest.MIGUUID(0, j)] = GPUDevice{GPU: 0, MIGProfile: "1g.10gb"}
+				}
+				return m
+			}(),
+		},
+		{
+			name:  "H100 80GB, one 3g.40gb and two 2g.20gb: larger first",
+			total: 81559 << 20,
+			setup: func(s *dgxa100.Server) { nvmltest.MIG(s, 0, 7, nvmltest.H100Mixed) },
+			want: &telemetryv1alpha1.GPUMIG{ComputeSlicesTotal: 7, Profiles: []telemetryv1alpha1.MIGProfile{
+				{Profile: "3g.40gb", Count: 1, MemoryBytes: 40192 << 20},
+				{Profile: "2g.20gb", Count: 2, MemoryBytes: 20096 << 20},
+			}},
+			wantDevices: map[string]GPUDevice{
+				nvmltest.UUID(0):       {GPU: 0},
+				nvmltest.MIGUUID(0, 0): {GPU: 0, MIGProfile: "3g.40gb"},
+				nvmltest.MIGUUID(0, 1): {GPU: 0, MIGProfile: "2g.20gb"},
+				nvmltest.MIGUUID(0, 2): {GPU: 0, MIGProfile: "2g.20gb"},
+			},
+		},
+		{
+			name:  "MIG on, no MIG device yet",
+			total: 81920 << 20,
+			setup: func(s *dgxa100.Server) { nvmltest.MIG(s, 0, 7, nil) },
+			want:  &telemetryv1alpha1.GPUMIG{ComputeSlicesTotal: 7},
+			wantDevices: map[string]GPUDevice{
+				nvmltest.UUID(0): {GPU: 0},
+			},
+		},
+		{
+			name:  "MIG on, a driver that still reports utilization 0: absent all the same",
+			total: 81920 << 20,
+			setup: func(s *dgxa100.Server) {
+				nvmltest.MIG(s, 0, 7, nvmltest.A100Seven1g[:1])
+				a100(s, 0).GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+					return gonvml.Utilization{}, gonvml.SUCCESS
+				}
+			},
+			want: &telemetryv1alpha1.GPUMIG{ComputeSlicesTotal: 7, Profiles: []telemetryv1alpha1.MIGProfile{
+				{Profile: "1g.10gb", Count: 1, MemoryBytes: 9728 << 20},
+			}},
+			wantDevices: map[string]GPUDevice{
+				nvmltest.UUID(0):       {GPU: 0},
+				nvmltest.MIGUUID(0, 0): {GPU: 0, MIGProfile: "1g.10gb"},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newA100Server(t)
+			srv.DeviceGetCountFunc = func() (int, gonvml.Return) { return 1, gonvml.SUCCESS }
+			a100(srv, 0).MemoryInfo = gonvml.Memory{Total: tc.total, Used: 1 << 30}
+			tc.setup(srv)
+			var priv nvmltest.Privileged
+			priv.WatchServer(srv)
+			c := NewGPUCollector(nvml.NewWith(srv), gpuTree(t, "dgxa100"))
+			t.Cleanup(c.Close)
+			s := &Sample{}
+			if err := c.Collect(context.Background(), s); err != nil {
+				t.Fatalf("Collect: %v", err)
+			}
+			g := s.GPUs[0]
+			if diff := cmp.Diff(tc.want, g.MIG); diff != "" {
+				t.Errorf("mig (-want +got):\n%s", diff)
+			}
+			if g.UtilizationPercent != nil {
+				t.Errorf("utilizationPercent = %d on a GPU in MIG mode, want absent", *g.UtilizationPercent)
+			}
+			if !ptr.Deref(g.MIGEnabled, false) {
+				t.Errorf("migEnabled = %v, want true", g.MIGEnabled)
+			}
+			if diff := cmp.Diff(tc.wantDevices, s.GPUDevices); diff != "" {
+				t.Errorf("GPUDevices (-want +got):\n%s", diff)
+			}
+			if calls := priv.Calls(); len(calls) > 0 {
+				t.Errorf("privileged NVML calls made: %v", calls)
+			}
+		})
+	}
+}
