@@ -101,6 +101,10 @@ type TopologyFitArgs struct {
 	// GPUCPUReserveMilli is the CPU, in millicores, a node with GPUs keeps
 	// per unallocated GPU (per NUMA node, for the GPUs on it) for GPU pods.
 	GPUCPUReserveMilli int64
+	// MIGResourcePrefix is the prefix of the extended resources that count
+	// MIG devices of one profile each (the device plugin's mixed strategy):
+	// prefix + profile, e.g. nvidia.com/mig-1g.10gb.
+	MIGResourcePrefix string
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

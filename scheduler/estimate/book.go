@@ -72,6 +72,7 @@ type Book struct {
 	opts       Options
 	defaults   shared[[2]int64]
 	gpu        shared[v1.ResourceName]
+	mig        shared[string]
 
 	entries atomic.Pointer[map[string]*resEntry]
 	bound   atomic.Pointer[LoadBound]
@@ -121,7 +122,7 @@ type undone struct {
 
 // resEntry is one node's sums and calibration. Writers hold Book.mu.
 type resEntry struct {
-	cpuMilli, memoryBytes, gpus atomic.Int64
+	cpuMilli, memoryBytes, gpus, migSlices atomic.Int64
 	// ratio is the node's measured over predicted watts (float64 bits,
 	// calibration.go), over calibrations measurements, from the moving
 	// sums of the jumps measured and predicted.
@@ -140,7 +141,7 @@ type resEntry struct {
 }
 
 func (e *resEntry) load() Demand {
-	return Demand{CPUMilli: e.cpuMilli.Load(), MemoryBytes: e.memoryBytes.Load(), GPUs: e.gpus.Load()}
+	return Demand{CPUMilli: e.cpuMilli.Load(), MemoryBytes: e.memoryBytes.Load(), GPUs: e.gpus.Load(), MIGSlices: e.migSlices.Load()}
 }
 
 type retirement struct {
@@ -253,6 +254,19 @@ func (b *Book) ShareGPUResource(who string, name v1.ResourceName) error {
 		return err
 	}
 	b.opts.GPUResource = name
+	b.recount()
+	return nil
+}
+
+// ShareMIGResourcePrefix sets the prefix of the MIG resources
+// (migResourcePrefix), as ShareDefaultRequests does the default requests.
+func (b *Book) ShareMIGResourcePrefix(who, prefix string) error {
+	b.settingsMu.Lock()
+	defer b.settingsMu.Unlock()
+	if err := b.mig.agree("MIG resource prefix", who, prefix); err != nil {
+		return err
+	}
+	b.opts.MIGResourcePrefix = prefix
 	b.recount()
 	return nil
 }
@@ -700,6 +714,7 @@ func (b *Book) forget(name string) {
 		e.cpuMilli.Store(0)
 		e.memoryBytes.Store(0)
 		e.gpus.Store(0)
+		e.migSlices.Store(0)
 		b.publishEntries(name, nil)
 	}
 	b.setLoad(name, nodeLoad{})
@@ -755,6 +770,7 @@ func (b *Book) publish(name string, e *resEntry) {
 		e.cpuMilli.Store(sum.CPUMilli)
 		e.memoryBytes.Store(sum.MemoryBytes)
 		e.gpus.Store(sum.GPUs)
+		e.migSlices.Store(sum.MIGSlices)
 	}
 	n, _ := b.cache.Get(name)
 	b.setLoad(name, loadOf(n, sum))

@@ -13,31 +13,37 @@ package estimate
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// Demand is what a pod asks of a node: CPU in millicores, memory in bytes
-// and GPUs.
+// Demand is what a pod asks of a node: CPU in millicores, memory in bytes,
+// GPUs (the GPU resource: whole GPUs, or MIG devices on a node whose GPUs
+// are all in MIG mode, the device plugin's single strategy) and MIG
+// compute slices (the devices of the MIG resources it requests, the mixed
+// strategy's, each counted by its profile's slices: nvidia.com/mig-3g.40gb
+// is 3).
 type Demand struct {
-	CPUMilli, MemoryBytes, GPUs int64
+	CPUMilli, MemoryBytes, GPUs, MIGSlices int64
 }
 
 // Plus is d and o together.
 func (d Demand) Plus(o Demand) Demand {
-	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs}
+	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs, MIGSlices: d.MIGSlices + o.MIGSlices}
 }
 
-// CPUOnly is d without its GPUs.
+// CPUOnly is d without its GPUs and MIG slices.
 func (d Demand) CPUOnly() Demand { return Demand{CPUMilli: d.CPUMilli, MemoryBytes: d.MemoryBytes} }
 
 // Minus is d less o.
 func (d Demand) Minus(o Demand) Demand {
-	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs}
+	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs, MIGSlices: d.MIGSlices - o.MIGSlices}
 }
 
 // Options say how a pod's demand is counted.
@@ -50,6 +56,10 @@ type Options struct {
 	// GPUResource is the extended resource that counts GPUs
 	// (gpuResourceName).
 	GPUResource v1.ResourceName
+	// MIGResourcePrefix is the prefix of the extended resources that count
+	// MIG devices, one per profile (migResourcePrefix): prefix + profile,
+	// e.g. nvidia.com/mig-1g.10gb.
+	MIGResourcePrefix string
 }
 
 // DefaultOptions are the plugins' defaults.
@@ -58,6 +68,7 @@ func DefaultOptions() Options {
 		DefaultCPUMilli:    configv1.DefaultPodCPUMilli,
 		DefaultMemoryBytes: configv1.DefaultPodMemoryBytes,
 		GPUResource:        configv1.DefaultGPUResourceName,
+		MIGResourcePrefix:  configv1.DefaultMIGResourcePrefix,
 	}
 }
 
@@ -65,11 +76,12 @@ func DefaultOptions() Options {
 type Counter struct {
 	defaults v1.ResourceList
 	gpu      v1.ResourceName
+	mig      string
 }
 
 // NewCounter returns a Counter for o.
 func NewCounter(o Options) Counter {
-	return Counter{gpu: o.GPUResource, defaults: v1.ResourceList{
+	return Counter{gpu: o.GPUResource, mig: o.MIGResourcePrefix, defaults: v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(o.DefaultCPUMilli, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(o.DefaultMemoryBytes, resource.BinarySI),
 	}}
@@ -79,7 +91,8 @@ func NewCounter(o Options) Counter {
 // overhead as kube-scheduler counts them), with the defaults for a
 // container that requests no CPU or memory, and its GPUs: the higher of
 // their requests and limits, since the API server defaults an extended
-// resource's request to its limit and a pod built elsewhere may lack it.
+// resource's request to its limit and a pod built elsewhere may lack it;
+// its MIG slices likewise, from the MIG resources.
 func (c Counter) Of(pod *v1.Pod) Demand {
 	return c.count(pod, c.defaults)
 }
@@ -95,10 +108,38 @@ func (c Counter) count(pod *v1.Pod, defaults v1.ResourceList) Demand {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: defaults})
 	gpus := req[c.gpu]
 	d := Demand{CPUMilli: req.Cpu().MilliValue(), MemoryBytes: req.Memory().Value(), GPUs: max(0, gpus.Value())}
-	if l, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[c.gpu]; ok {
+	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+	if l, ok := limits[c.gpu]; ok {
 		d.GPUs = max(d.GPUs, l.Value())
 	}
+	if c.mig != "" {
+		for name, q := range req {
+			if profile, ok := strings.CutPrefix(string(name), c.mig); ok {
+				n := q.Value()
+				if l, ok := limits[name]; ok {
+					n = max(n, l.Value())
+				}
+				d.MIGSlices += max(0, n) * int64(telemetry.ProfileSlices(profile))
+			}
+		}
+		for name, l := range limits {
+			if profile, ok := strings.CutPrefix(string(name), c.mig); ok {
+				if _, seen := req[name]; !seen {
+					d.MIGSlices += max(0, l.Value()) * int64(telemetry.ProfileSlices(profile))
+				}
+			}
+		}
+	}
 	return d
+}
+
+// MIGResource reports whether name is one of the MIG resources, and its
+// profile.
+func (c Counter) MIGResource(name v1.ResourceName) (profile string, ok bool) {
+	if c.mig == "" {
+		return "", false
+	}
+	return strings.CutPrefix(string(name), c.mig)
 }
 
 // shared is one Options field that every plugin counting demand must

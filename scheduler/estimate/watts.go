@@ -31,7 +31,7 @@ func (w Watts) Plus(o Watts) Watts { return Watts{Mean: w.Mean + o.Mean, Upper: 
 // reserved were placed since its sample: the node's power curve at its
 // estimated load (measured utilization plus reserved) with the pod, minus
 // without, plus a busy GPU's power less an idle one's for each of the
-// pod's GPUs. The CPU side is never below MinSlopeShare of the curve's
+// pod's GPUs, and that GPU's share for each MIG device (PodGPUWatts). The CPU side is never below MinSlopeShare of the curve's
 // mean rise over the pod's load. ok is false when the node has no watts
 // (fresh or held), no CPU count or no plausible curve; never negative.
 func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
@@ -39,7 +39,7 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 	if !ok {
 		return Watts{}, false
 	}
-	gpu := GPUWatts(n, d.GPUs)
+	gpu := PodGPUWatts(n, d)
 	if d.CPUMilli <= 0 {
 		return Watts{Mean: gpu, Upper: gpu}, true
 	}
@@ -148,15 +148,74 @@ func ReservedWatts(n *telemetry.Node, reserved Demand) (Watts, bool) {
 	return PodWatts(n, reserved, Demand{})
 }
 
-// GPUWatts is what gpus busy GPUs add to the node: a busy GPU's power
-// less an idle one's each, by its GPU power model, or the node's mean GPU
-// watts without one; 0 on a node without GPUs.
+// GPUWatts is what gpus busy units of the GPU resource add to the node:
+// a busy GPU's power less an idle one's each, by its GPU power model, or
+// the node's mean GPU watts without one; 0 on a node without GPUs. On a
+// node whose GPUs are all in MIG mode the GPU resource counts MIG devices
+// (the device plugin's single strategy, one profile on every GPU), and a
+// unit is the GPU's share of its compute slices (MIGShare).
 func GPUWatts(n *telemetry.Node, gpus int64) float64 {
 	if gpus <= 0 || len(n.GPUs) == 0 {
 		return 0
 	}
-	if m := n.Models; m != nil && m.GPUBasis != telemetry.BasisNone {
-		return max(0, m.GPUBusyWatts-m.GPUIdleWatts) * float64(gpus)
+	w := gpuWatts(n) * float64(gpus)
+	if slices, total := singleStrategySlices(n); total > 0 {
+		w = w * float64(slices) / float64(total)
 	}
-	return max(0, float64(n.GPUWatts)/float64(len(n.GPUs))*float64(gpus))
+	return w
+}
+
+// PodGPUWatts is what a pod of demand d adds by its GPUs: GPUWatts of its
+// GPU resource, plus its MIG compute slices' share of a busy GPU
+// (MIGSliceWatts).
+func PodGPUWatts(n *telemetry.Node, d Demand) float64 {
+	return GPUWatts(n, d.GPUs) + MIGSliceWatts(n, d.MIGSlices)
+}
+
+// MIGSliceWatts is what slices busy MIG compute slices add to node n:
+// each its share of a busy GPU's power less an idle one's, 1 over the
+// compute slices of the node's GPUs in MIG mode (7 on an A100 or H100);
+// 0 on a node with no GPU in MIG mode.
+//
+// NVML reports power per GPU, not per MIG device, so a device's watts are
+// an assumption: a GPU's dynamic power splits by compute slices, as its
+// SMs do, and a GPU whose devices are all busy draws what it draws busy
+// whole. Memory-bound profiles and idle devices beside busy ones make it
+// rough; it is the share MIG itself gives each device of the GPU's SMs.
+func MIGSliceWatts(n *telemetry.Node, slices int64) float64 {
+	if slices <= 0 {
+		return 0
+	}
+	for i := range n.GPUs {
+		if g := &n.GPUs[i]; g.MIG && g.ComputeSlices > 0 {
+			return gpuWatts(n) * float64(slices) / float64(g.ComputeSlices)
+		}
+	}
+	return 0
+}
+
+// gpuWatts is one busy GPU's power less an idle one's, by the node's GPU
+// power model, or the node's mean GPU watts without one.
+func gpuWatts(n *telemetry.Node) float64 {
+	if m := n.Models; m != nil && m.GPUBasis != telemetry.BasisNone {
+		return max(0, m.GPUBusyWatts-m.GPUIdleWatts)
+	}
+	return max(0, float64(n.GPUWatts)/float64(len(n.GPUs)))
+}
+
+// singleStrategySlices is, on a node whose GPUs are all in MIG mode with
+// a published layout, the compute slices of one MIG device (its first
+// GPU's first profile: the single strategy cuts every GPU alike) and of
+// its GPU; 0, 0 on any other node.
+func singleStrategySlices(n *telemetry.Node) (slices, total int32) {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if !g.MIG || g.ComputeSlices <= 0 || len(g.MIGProfiles) == 0 {
+			return 0, 0
+		}
+		if total == 0 {
+			slices, total = n.GPUs[i].MIGProfiles[0].Slices, g.ComputeSlices
+		}
+	}
+	return slices, total
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/telesched/telesched/test/fixtures"
 )
@@ -34,7 +35,9 @@ func TestFromStatus(t *testing.T) {
 		MemoryTotalBytes: 85_520_809_984, MemoryUsedBytes: 61_203_283_968, Healthy: false,
 		HasTemperature: true, TemperatureMilli: 78_000, HasSlowdown: true, SlowdownMilli: 90_000, ThermalThrottled: true,
 	}
-	if diff := cmp.Diff(wantGPU0, n.GPUs[0]); diff != "" || len(n.GPUs) != 8 || !n.HasGPUSource {
+	// The layout fields (MIG, allocation, links) are TestGPULayout's.
+	layout := cmpopts.IgnoreFields(GPU{}, "MIG", "ComputeSlices", "MIGProfiles", "Allocated", "NVSwitch", "LinkGroup", "Peers", "PCIeRoot")
+	if diff := cmp.Diff(wantGPU0, n.GPUs[0], layout); diff != "" || len(n.GPUs) != 8 || !n.HasGPUSource {
 		t.Errorf("GPU 0 (-want +got):\n%s (%d GPUs, source %v)", diff, len(n.GPUs), n.HasGPUSource)
 	}
 	wantNUMA := []NUMANode{

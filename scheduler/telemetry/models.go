@@ -96,7 +96,10 @@ func gpuPower(gpus []telemetryv1alpha1.GPUStatus) (Basis, float64, float64) {
 			limit += float64(*g.PowerLimitWatts)
 			nLimit++
 		}
-		if g.PowerWatts == nil || g.UtilizationPercent == nil {
+		// A GPU in MIG mode has no utilization of its own (NVML reports
+		// none; its MIG devices run the work): its power tells neither
+		// idle nor busy, whatever utilization an agent put beside it.
+		if g.PowerWatts == nil || g.UtilizationPercent == nil || (g.MIGEnabled != nil && *g.MIGEnabled) {
 			continue
 		}
 		switch u := *g.UtilizationPercent; {

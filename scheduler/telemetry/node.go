@@ -139,6 +139,93 @@ type GPU struct {
 	HasSlowdown      bool
 	SlowdownMilli    int64
 	ThermalThrottled bool
+	// MIG is true when the GPU is in MIG mode (migEnabled): it runs no pod
+	// of its own, its MIG devices do. ComputeSlices and MIGProfiles are its
+	// published layout (mig), 0 and nil when not published.
+	MIG           bool
+	ComputeSlices int32
+	MIGProfiles   []MIGProfile
+	// Allocated is whether the kubelet allocated the whole GPU to a pod:
+	// 1 or 0, -1 when not published.
+	Allocated int8
+	// NVSwitch is true when the GPU's NVLinks go to NVSwitches.
+	NVSwitch bool
+	// LinkGroup is the GPU's NVLink group (nvlink.group): the lowest index
+	// of the GPUs it reaches over NVLink; -1 without NVLink.
+	LinkGroup int32
+	// Peers has bit i set for each GPU of index i this one reaches over a
+	// direct NVLink (indexes 0 to 63, the API's bound).
+	Peers uint64
+	// PCIeRoot is the PCIe root complex above the GPU, "" when unknown.
+	PCIeRoot string
+}
+
+// MIGProfile is one MIG profile of a GPU in MIG mode: Count devices of
+// MemoryBytes each, taking Slices of the GPU's compute slices each.
+type MIGProfile struct {
+	// Profile is the profile's name as the device plugin names its
+	// resource (nvidia.com/mig-<profile>), e.g. "1g.10gb".
+	Profile     string
+	MemoryBytes int64
+	Count       int32
+	// Slices is the compute slices of one device, the profile's leading
+	// "<n>g"; 0 when the name does not start so.
+	Slices int32
+	// Allocated is how many of the devices the kubelet allocated, -1 when
+	// not published.
+	Allocated int32
+}
+
+// ProfileSlices is the compute slices a MIG profile's device takes: the
+// number before its first "g" ("1g.10gb": 1, "3g.40gb": 3, "1c.3g.40gb",
+// a compute instance of a shared GPU instance: 0); 0 when the name does
+// not start with one.
+func ProfileSlices(profile string) int32 {
+	var n int32
+	for i := 0; i < len(profile); i++ {
+		c := profile[i]
+		switch {
+		case c >= '0' && c <= '9' && n < 1<<20:
+			n = n*10 + int32(c-'0')
+		case c == 'g' && i > 0:
+			return n
+		default:
+			return 0
+		}
+	}
+	return 0
+}
+
+// gpuLayout fills g's MIG layout, allocation, PCIe root and NVLink from
+// the published status.
+func gpuLayout(g *GPU, st *telemetryv1alpha1.GPUStatus) {
+	g.MIG = st.MIGEnabled != nil && *st.MIGEnabled
+	g.Allocated, g.LinkGroup, g.PCIeRoot = -1, -1, st.PCIeRoot
+	if st.Allocated != nil {
+		g.Allocated = 0
+		if *st.Allocated {
+			g.Allocated = 1
+		}
+	}
+	if m := st.MIG; m != nil && g.MIG {
+		g.ComputeSlices = m.ComputeSlicesTotal
+		g.MIGProfiles = make([]MIGProfile, 0, len(m.Profiles))
+		for _, p := range m.Profiles {
+			mp := MIGProfile{Profile: p.Profile, MemoryBytes: p.MemoryBytes, Count: p.Count, Slices: ProfileSlices(p.Profile), Allocated: -1}
+			if p.Allocated != nil {
+				mp.Allocated = min(*p.Allocated, p.Count)
+			}
+			g.MIGProfiles = append(g.MIGProfiles, mp)
+		}
+	}
+	if l := st.NVLink; l != nil {
+		g.NVSwitch, g.LinkGroup = l.NVSwitch, l.Group
+		for _, p := range l.Peers {
+			if p >= 0 && p < 64 {
+				g.Peers |= 1 << p
+			}
+		}
+	}
 }
 
 // PowerSources is a set of the power sources of status.power.sources, one
@@ -346,6 +433,7 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 		if g.SlowdownMilliCelsius != nil {
 			gpu.HasSlowdown, gpu.SlowdownMilli = true, *g.SlowdownMilliCelsius
 		}
+		gpuLayout(&gpu, &g)
 		n.GPUs = append(n.GPUs, gpu)
 	}
 	if len(st.GPUs) > 0 {

@@ -153,6 +153,7 @@ func TestLoadConfig(t *testing.T) {
 				GPUResourceName:         "amd.com/gpu",
 				NonGPUPodPenaltyPercent: 0,
 				GPUCPUReserveMilli:      0,
+				MIGResourcePrefix:       "nvidia.com/mig-",
 			},
 		},
 		{

@@ -123,6 +123,7 @@ func Convert_v1_TopologyFitArgs_To_config_TopologyFitArgs(in *TopologyFitArgs, o
 	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
 	out.NonGPUPodPenaltyPercent = ptr.Deref(in.NonGPUPodPenaltyPercent, 0)
 	out.GPUCPUReserveMilli = ptr.Deref(in.GPUCPUReserveMilli, 0)
+	out.MIGResourcePrefix = ptr.Deref(in.MIGResourcePrefix, "")
 	return nil
 }
 
@@ -135,6 +136,7 @@ func Convert_config_TopologyFitArgs_To_v1_TopologyFitArgs(in *config.TopologyFit
 	out.GPUResourceName = ptr.To(in.GPUResourceName)
 	out.NonGPUPodPenaltyPercent = ptr.To(in.NonGPUPodPenaltyPercent)
 	out.GPUCPUReserveMilli = ptr.To(in.GPUCPUReserveMilli)
+	out.MIGResourcePrefix = ptr.To(in.MIGResourcePrefix)
 	return nil
 }
 

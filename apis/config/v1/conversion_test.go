@@ -68,6 +68,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](25),
 				GPUCPUReserveMilli:      ptr.To[int64](8000),
+				MIGResourcePrefix:       ptr.To("example.com/mig-"),
 			},
 			internal: &config.TopologyFitArgs{},
 			want: &config.TopologyFitArgs{
@@ -78,6 +79,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				GPUResourceName:         "amd.com/gpu",
 				NonGPUPodPenaltyPercent: 25,
 				GPUCPUReserveMilli:      8000,
+				MIGResourcePrefix:       "example.com/mig-",
 			},
 		},
 		{
@@ -204,6 +206,7 @@ func TestDefaultInternalArgs(t *testing.T) {
 				GPUResourceName:         "nvidia.com/gpu",
 				NonGPUPodPenaltyPercent: 50,
 				GPUCPUReserveMilli:      4000,
+				MIGResourcePrefix:       "nvidia.com/mig-",
 			},
 		},
 		{

@@ -40,6 +40,9 @@ const (
 	DefaultNonGPUPodPenaltyPercent int32 = 50
 	// DefaultGPUCPUReserveMilli keeps 4 CPUs per free GPU for GPU pods.
 	DefaultGPUCPUReserveMilli int64 = 4000
+	// DefaultMIGResourcePrefix is NVIDIA's device plugin's: its mixed MIG
+	// strategy advertises nvidia.com/mig-<profile>.
+	DefaultMIGResourcePrefix = "nvidia.com/mig-"
 )
 
 // Defaults of EnergyAwareArgs.
@@ -97,6 +100,7 @@ func SetDefaults_TopologyFitArgs(obj *TopologyFitArgs) {
 	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 	setDefault(&obj.NonGPUPodPenaltyPercent, DefaultNonGPUPodPenaltyPercent)
 	setDefault(&obj.GPUCPUReserveMilli, DefaultGPUCPUReserveMilli)
+	setDefault(&obj.MIGResourcePrefix, DefaultMIGResourcePrefix)
 }
 
 // SetDefaults_EnergyAwareArgs sets the unset fields of EnergyAwareArgs.

@@ -77,6 +77,7 @@ func TestDefaults(t *testing.T) {
 				GPUResourceName:         ptr.To("nvidia.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](50),
 				GPUCPUReserveMilli:      ptr.To[int64](4000),
+				MIGResourcePrefix:       ptr.To("nvidia.com/mig-"),
 			},
 		},
 		{
@@ -85,12 +86,14 @@ func TestDefaults(t *testing.T) {
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
 				GPUCPUReserveMilli:      ptr.To[int64](0),
+				MIGResourcePrefix:       ptr.To("amd.com/partition-"),
 			},
 			want: &TopologyFitArgs{
 				TelemetryArgs:           defaultTelemetryArgs(),
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
 				GPUCPUReserveMilli:      ptr.To[int64](0),
+				MIGResourcePrefix:       ptr.To("amd.com/partition-"),
 			},
 		},
 		{

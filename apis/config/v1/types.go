@@ -125,6 +125,15 @@ type TopologyFitArgs struct {
 	// requests no GPU while the node has a free GPU.
 	// +optional
 	GPUCPUReserveMilli *int64 `json:"gpuCPUReserveMilli,omitempty"`
+	// migResourcePrefix is the prefix of the extended resources that
+	// count MIG devices, one resource per MIG profile, as NVIDIA's device
+	// plugin names them under its mixed MIG strategy: prefix + profile,
+	// e.g. nvidia.com/mig-1g.10gb. A pod's request of such a resource is
+	// placed on the MIG devices of that profile that nodes publish; under
+	// the single strategy gpuResourceName counts MIG devices instead.
+	// Default nvidia.com/mig-.
+	// +optional
+	MIGResourcePrefix *string `json:"migResourcePrefix,omitempty"`
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

@@ -11,6 +11,7 @@ package validation
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,7 @@ func ValidateTopologyFitArgs(path *field.Path, args *config.TopologyFitArgs) err
 	allErrs = append(allErrs, validateExtendedResourceName(path.Child("gpuResourceName"), args.GPUResourceName)...)
 	allErrs = append(allErrs, validateRange(path.Child("nonGPUPodPenaltyPercent"), args.NonGPUPodPenaltyPercent, MinPenaltyPercent, MaxPenaltyPercent)...)
 	allErrs = append(allErrs, validateNonNegative(path.Child("gpuCPUReserveMilli"), args.GPUCPUReserveMilli)...)
+	allErrs = append(allErrs, validateMIGResourcePrefix(path.Child("migResourcePrefix"), args.MIGResourcePrefix, args.GPUResourceName)...)
 	return allErrs.ToAggregate()
 }
 
@@ -139,6 +141,23 @@ func validateEnum[T ~string](path *field.Path, v T, supported []T) field.ErrorLi
 // validateExtendedResourceName is kube-scheduler's own check of an
 // extender's managed resource names: a qualified name that is an extended
 // resource (not in the kubernetes.io namespace, no "requests." prefix).
+// validateMIGResourcePrefix checks that prefix + a profile such as
+// "1g.10gb" is an extended resource name, and that the GPU resource is not
+// one of them.
+func validateMIGResourcePrefix(path *field.Path, prefix, gpuResource string) field.ErrorList {
+	const profile = "1g.10gb"
+	if prefix == "" {
+		return field.ErrorList{field.Invalid(path, prefix, `must name a resource prefix such as "nvidia.com/mig-"`)}
+	}
+	for _, err := range validateExtendedResourceName(path, prefix+profile) {
+		return field.ErrorList{field.Invalid(path, prefix, fmt.Sprintf("%s + a profile such as %q: %s", prefix, profile, err.Detail))}
+	}
+	if strings.HasPrefix(gpuResource, prefix) {
+		return field.ErrorList{field.Invalid(path, prefix, fmt.Sprintf("gpuResourceName %q must not start with it: it would count as a MIG profile", gpuResource))}
+	}
+	return nil
+}
+
 func validateExtendedResourceName(path *field.Path, name string) field.ErrorList {
 	var allErrs field.ErrorList
 	for _, msg := range validation.IsQualifiedName(name) {

@@ -235,6 +235,22 @@ func TestValidateTopologyFitArgs(t *testing.T) {
 			set:           func(a *config.TopologyFitArgs) { a.GPUResourceName = "" },
 			wantErrPrefix: `[gpuResourceName: Invalid value: "": name part must be non-empty, `,
 		},
+		{name: "migResourcePrefix example.com/slice-", set: func(a *config.TopologyFitArgs) { a.MIGResourcePrefix = "example.com/slice-" }},
+		{
+			name:    "migResourcePrefix empty",
+			set:     func(a *config.TopologyFitArgs) { a.MIGResourcePrefix = "" },
+			wantErr: `migResourcePrefix: Invalid value: "": must name a resource prefix such as "nvidia.com/mig-"`,
+		},
+		{
+			name:    "migResourcePrefix native",
+			set:     func(a *config.TopologyFitArgs) { a.MIGResourcePrefix = "mig-" },
+			wantErr: `migResourcePrefix: Invalid value: "mig-": mig- + a profile such as "1g.10gb": is not an extended resource name`,
+		},
+		{
+			name:    "migResourcePrefix covers the GPU resource",
+			set:     func(a *config.TopologyFitArgs) { a.MIGResourcePrefix = "nvidia.com/" },
+			wantErr: `migResourcePrefix: Invalid value: "nvidia.com/": gpuResourceName "nvidia.com/gpu" must not start with it: it would count as a MIG profile`,
+		},
 		{name: "nonGPUPodPenaltyPercent 0", set: func(a *config.TopologyFitArgs) { a.NonGPUPodPenaltyPercent = 0 }},
 		{
 			name:    "nonGPUPodPenaltyPercent -1",

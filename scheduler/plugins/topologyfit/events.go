@@ -6,6 +6,7 @@ package topologyfit
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -62,18 +63,24 @@ func (pl *TopologyFit) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 // in, or "" when it cannot.
 func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
 	now := pl.cache.Now()
-	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || !couldFit(cur, s) {
+	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || !pl.couldFit(cur, s) {
 		return ""
 	}
 	if prev == nil || !prev.Fresh(now, pl.args.TelemetryMaxAge) {
 		return "telemetry became fresh"
 	}
+	if gpuLayoutChanged(prev, cur) {
+		return "GPU layout changed"
+	}
 	cm, pm := gpuMatcher{s: s}, gpuMatcher{s: s}
-	if s.gpus > 0 {
-		c, _ := cm.count(cur)
-		p, _ := pm.count(prev)
+	var ch, ph [maxUnitRequests]holding
+	pl.holdings(cur, nil, s, &ch)
+	pl.holdings(prev, nil, s, &ph)
+	for r := range s.reqs {
+		_, _, c, _ := ch[r].tally(cur, &cm)
+		_, _, p, _ := ph[r].tally(prev, &pm)
 		if c > p {
-			return "more matching GPUs"
+			return "more free matching GPUs or MIG devices"
 		}
 	}
 	if !s.singleNUMA {
@@ -85,8 +92,8 @@ func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
 		switch {
 		case pn == nil:
 			return "new NUMA node"
-		case s.gpus > 0 && cm.countOn(cur, cn.ID) > pm.countOn(prev, cn.ID):
-			return "more matching GPUs on a NUMA node"
+		case moreFreeOn(cur, prev, &ch, &ph, &cm, &pm, len(s.reqs), cn.ID):
+			return "more free matching GPUs or MIG devices on a NUMA node"
 		case numaFreeCPUMilli(cn.LogicalCores, cn.AllocatedExclusiveCPUs, 0, 1) > numaFreeCPUMilli(pn.LogicalCores, pn.AllocatedExclusiveCPUs, 0, 1):
 			return "more free CPUs on a NUMA node"
 		case pn.MemoryFreeBytes < s.memoryBytes && cn.MemoryFreeBytes >= s.memoryBytes:
@@ -113,19 +120,54 @@ func (pl *TopologyFit) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.
 	}), nil
 }
 
-// couldFit reports whether the node could hold the pod if no other pod
-// used its GPUs and CPUs: the upper bound of Filter.
-func couldFit(n *telemetry.Node, s *podState) bool {
+// couldFit reports whether the node could hold the pod if no pod the
+// scheduler knows used its GPUs and CPUs (the units its sample shows
+// allocated stay held): the upper bound of Filter.
+func (pl *TopologyFit) couldFit(n *telemetry.Node, s *podState) bool {
 	m := gpuMatcher{s: s}
-	if s.gpus > 0 {
+	var hs [maxUnitRequests]holding
+	if len(s.reqs) > 0 {
 		if !n.HasGPUSource {
 			return false
 		}
-		if matching, _ := m.count(n); matching < s.gpus {
-			return false
+		pl.holdings(n, nil, s, &hs)
+		for r := range s.reqs {
+			if _, _, free, _ := hs[r].tally(n, &m); free < s.reqs[r].count {
+				return false
+			}
 		}
 	}
-	return !s.singleNUMA || fitNUMA(n, s, &m, s.gpus, 0, 0) >= 0
+	return !s.singleNUMA || fitNUMA(n, s, &m, hs[:len(s.reqs)], 0) >= 0
+}
+
+// moreFreeOn reports whether NUMA node id has more free matching units of
+// one of the pod's requests in cur than in prev.
+func moreFreeOn(cur, prev *telemetry.Node, ch, ph *[maxUnitRequests]holding, cm, pm *gpuMatcher, reqs int, id int32) bool {
+	for r := range reqs {
+		if ch[r].freeOn(cur, cm, id) > ph[r].freeOn(prev, pm, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// gpuLayoutChanged reports whether the node's GPUs changed their MIG
+// layout, NVLink groups or PCIe roots: what a request's units are and
+// where they sit together.
+func gpuLayoutChanged(prev, cur *telemetry.Node) bool {
+	if len(prev.GPUs) != len(cur.GPUs) {
+		return true
+	}
+	for i := range cur.GPUs {
+		p, c := &prev.GPUs[i], &cur.GPUs[i]
+		if p.MIG != c.MIG || p.ComputeSlices != c.ComputeSlices || p.LinkGroup != c.LinkGroup || p.PCIeRoot != c.PCIeRoot ||
+			!slices.EqualFunc(p.MIGProfiles, c.MIGProfiles, func(a, b telemetry.MIGProfile) bool {
+				return a.Profile == b.Profile && a.Count == b.Count && a.MemoryBytes == b.MemoryBytes
+			}) {
+			return true
+		}
+	}
+	return false
 }
 
 func numaByID(n *telemetry.Node, id int32) *telemetry.NUMANode {
@@ -137,8 +179,8 @@ func numaByID(n *telemetry.Node, id int32) *telemetry.NUMANode {
 	return nil
 }
 
-// podDeleteHint queues a pod when a pod that held GPUs on a node is deleted
-// and the pod needs GPUs; or, for a single-numa-node pod, when the deleted
+// podDeleteHint queues a pod when a pod that held GPUs or MIG devices on a
+// node is deleted and the pod needs GPUs or MIG devices; or, for a single-numa-node pod, when the deleted
 // pod requested CPU (free CPUs per NUMA node are estimated from pod
 // requests where the kubelet's allocations are not published).
 func (pl *TopologyFit) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
@@ -153,9 +195,10 @@ func (pl *TopologyFit) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 	if err != nil || !s.topology() {
 		return fwk.QueueSkip, nil
 	}
-	gpus, cpuMilli, _ := pl.podRequests(deleted)
+	d := pl.book.Requested(deleted)
+	gpus, cpuMilli := d.GPUs, d.CPUMilli
 	switch {
-	case s.gpus > 0 && gpus > 0:
+	case s.gpus > 0 && gpus > 0, len(s.reqs) > 0 && d.MIGSlices > 0, len(s.reqs) > 0 && pl.holdsMIG(deleted):
 		logger.V(4).Info("a pod holding GPUs was deleted", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted), "plugin", Name)
 		return fwk.Queue, nil
 	case s.singleNUMA && s.cpuMilli > 0 && cpuMilli > 0:
@@ -163,4 +206,10 @@ func (pl *TopologyFit) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+// holdsMIG reports whether the pod requests a MIG resource (one whose
+// profile has no leading compute slices counts no MIG slices).
+func (pl *TopologyFit) holdsMIG(pod *v1.Pod) bool {
+	return len(pl.migRequests(pod, nil)) > 0
 }

@@ -63,21 +63,21 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 	}
 	requested := nodeInfo.GetRequested()
 	m := gpuMatcher{s: s}
-	gpus, allocated, unknown := int64(0), int64(0), int64(0)
-	if s.gpus > 0 {
+	var hs [maxUnitRequests]holding
+	units := 0 // requests to place: none when the GPUs are unknown
+	if len(s.reqs) > 0 {
 		if !tel.HasGPUSource {
 			if st := pl.missingStatus("GPU"); st != nil {
 				return st
 			}
 			// Ignore: the GPUs are unknown; check the rest.
 		} else {
-			gpus = s.gpus
-			allocated = requested.GetScalarResources()[pl.gpuResource]
-			var matching int64
-			matching, unknown = m.count(tel)
-			if matching-allocated < gpus {
-				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy unallocated GPUs%s, pod needs %d (%d of %d GPUs healthy and matching, %d requested by pods on the node)",
-					max(matching-allocated, 0), s.gpuConstraints, gpus, matching, len(tel.GPUs), allocated))
+			units = len(s.reqs)
+			pl.holdings(tel, nodeInfo, s, &hs)
+			for i := range units {
+				if st := unitsStatus(tel, s, &hs[i], &m); st != nil {
+					return st
+				}
 			}
 		}
 	}
@@ -85,14 +85,36 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 		if len(tel.NUMA) == 0 {
 			return pl.missingStatus("NUMA")
 		}
-		if fitNUMA(tel, s, &m, gpus, allocated-unknown, requested.GetMilliCPU()) < 0 {
-			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, s, &m, gpus, allocated-unknown, requested.GetMilliCPU()))
+		if fitNUMA(tel, s, &m, hs[:units], requested.GetMilliCPU()) < 0 {
+			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, s, &m, hs[:units], requested.GetMilliCPU()))
 		}
 	}
 	if s.verbose {
-		klog.FromContext(ctx).V(5).Info("TopologyFit fits", "pod", klog.KObj(pod), "node", node.Name, "gpus", gpus, "allocatedGPUs", allocated)
+		klog.FromContext(ctx).V(5).Info("TopologyFit fits", "pod", klog.KObj(pod), "node", node.Name, "gpus", s.gpus, "units", units)
 	}
 	return nil
+}
+
+// unitsStatus rejects a node without enough free matching units for the
+// request h, with the numbers; nil when it has them.
+func unitsStatus(tel *telemetry.Node, s *podState, h *holding, m *gpuMatcher) *fwk.Status {
+	total, matching, free, _ := h.tally(tel, m)
+	left := h.unfree(free)
+	if left >= h.req.count {
+		return nil
+	}
+	noun := h.noun()
+	var b strings.Builder
+	fmt.Fprintf(&b, "node has %d healthy unallocated %s%s, pod needs %d (%d of %d %s healthy and matching, %d requested by pods on the node",
+		max(left, 0), noun, s.gpuConstraints, h.req.count, matching, total, noun, h.requested)
+	if h.known {
+		fmt.Fprintf(&b, ", %d allocated by the kubelet in the sample", h.published)
+	}
+	if h.kind == wholeGPUs && h.migGPUs > 0 {
+		fmt.Fprintf(&b, "; %d GPUs in MIG mode", h.migGPUs)
+	}
+	b.WriteString(")")
+	return fwk.NewStatus(fwk.Unschedulable, b.String())
 }
 
 // gpuMatcher says whether a GPU matches the pod: healthy, of the model and
@@ -105,8 +127,10 @@ type gpuMatcher struct {
 	compared  bool
 }
 
-func (m *gpuMatcher) ok(g *telemetry.GPU) bool {
-	if !g.Healthy || g.MemoryTotalBytes < m.s.minGPUMemory {
+// ok says whether a unit of GPU g with memory bytes (the GPU's, or its MIG
+// device's) matches.
+func (m *gpuMatcher) ok(g *telemetry.GPU, memory int64) bool {
+	if !g.Healthy || memory < m.s.minGPUMemory {
 		return false
 	}
 	if m.s.model == "" {
@@ -123,7 +147,7 @@ func (m *gpuMatcher) ok(g *telemetry.GPU) bool {
 func (m *gpuMatcher) count(n *telemetry.Node) (matching, unknownNUMA int64) {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if m.ok(g) {
+		if m.ok(g, g.MemoryTotalBytes) {
 			matching++
 			if gpuNUMA(n, g) < 0 {
 				unknownNUMA++
@@ -138,7 +162,7 @@ func (m *gpuMatcher) countOn(n *telemetry.Node, id int32) int64 {
 	var c int64
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if gpuNUMA(n, g) == id && m.ok(g) {
+		if gpuNUMA(n, g) == id && m.ok(g, g.MemoryTotalBytes) {
 			c++
 		}
 	}
@@ -159,18 +183,24 @@ func gpuNUMA(n *telemetry.Node, g *telemetry.GPU) int32 {
 
 // fitNUMA returns the id of the first NUMA node of n on which the pod fits,
 // or -1: its CPUs (numaFreeCPUMilli, with nodeRequestedMilli the CPU
-// requests of the pods on the node), its memory (MemFree) and gpus matching
-// GPUs, of which held are taken by pods on the node, filling NUMA nodes
-// from the lowest id up (takeFromLowest). held excludes the allocations
-// assumed to sit on GPUs of unknown NUMA node.
-func fitNUMA(n *telemetry.Node, s *podState, m *gpuMatcher, gpus, held, nodeRequestedMilli int64) int32 {
+// requests of the pods on the node), its memory (MemFree) and, for each
+// request of hs, its matching units free in the sample (holding.freeOn)
+// less the extra held units, which fill units on no known NUMA node
+// first, then NUMA nodes from the lowest id up (takeFromLowest).
+func fitNUMA(n *telemetry.Node, s *podState, m *gpuMatcher, hs []holding, nodeRequestedMilli int64) int32 {
+	var held [maxUnitRequests]int64
+	for r := range hs {
+		held[r] = hs[r].extra - hs[r].freeOn(n, m, -1)
+	}
 	for i := range n.NUMA {
 		nn := &n.NUMA[i]
-		var free int64
-		if gpus > 0 {
-			free, held = takeFromLowest(m.countOn(n, nn.ID), held)
+		fits := true
+		for r := range hs {
+			var free int64
+			free, held[r] = takeFromLowest(hs[r].freeOn(n, m, nn.ID), held[r])
+			fits = fits && free >= hs[r].req.count
 		}
-		if free >= gpus &&
+		if fits &&
 			numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, nodeRequestedMilli, len(n.NUMA)) >= s.cpuMilli &&
 			nn.MemoryFreeBytes >= s.memoryBytes {
 			return nn.ID
@@ -182,13 +212,23 @@ func fitNUMA(n *telemetry.Node, s *podState, m *gpuMatcher, gpus, held, nodeRequ
 // numaReason says, with the numbers of every NUMA node, why fitNUMA found
 // none: `no NUMA node has 16 free CPUs, 64Gi free memory and 4 free matching
 // GPUs: node 0 has 12 CPUs, 30.5Gi, 2 GPUs; node 1 has ...`.
-func numaReason(n *telemetry.Node, s *podState, m *gpuMatcher, gpus, held, nodeRequestedMilli int64) string {
+func numaReason(n *telemetry.Node, s *podState, m *gpuMatcher, hs []holding, nodeRequestedMilli int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no NUMA node has %s free CPUs", formatCPU(s.cpuMilli))
-	if gpus > 0 {
-		fmt.Fprintf(&b, ", %s free memory and %d free%s GPUs", formatBytes(s.memoryBytes), gpus, gpuAdjective(s))
+	if len(hs) > 0 {
+		fmt.Fprintf(&b, ", %s free memory and ", formatBytes(s.memoryBytes))
+		for r := range hs {
+			if r > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%d free%s %s", hs[r].req.count, gpuAdjective(s), hs[r].noun())
+		}
 	} else {
 		fmt.Fprintf(&b, " and %s free memory", formatBytes(s.memoryBytes))
+	}
+	var held [maxUnitRequests]int64
+	for r := range hs {
+		held[r] = hs[r].extra - hs[r].freeOn(n, m, -1)
 	}
 	estimated := false
 	for i := range n.NUMA {
@@ -199,10 +239,10 @@ func numaReason(n *telemetry.Node, s *podState, m *gpuMatcher, gpus, held, nodeR
 		}
 		fmt.Fprintf(&b, "%snode %d has %s CPUs, %s", sep, nn.ID,
 			formatCPU(numaFreeCPUMilli(nn.LogicalCores, nn.AllocatedExclusiveCPUs, nodeRequestedMilli, len(n.NUMA))), formatBytes(nn.MemoryFreeBytes))
-		if gpus > 0 {
+		for r := range hs {
 			var free int64
-			free, held = takeFromLowest(m.countOn(n, nn.ID), held)
-			fmt.Fprintf(&b, ", %d GPUs", free)
+			free, held[r] = takeFromLowest(hs[r].freeOn(n, m, nn.ID), held[r])
+			fmt.Fprintf(&b, ", %d %s", free, hs[r].noun())
 		}
 		estimated = estimated || nn.AllocatedExclusiveCPUs < 0
 	}

@@ -50,6 +50,32 @@ func gpuPodScore(aligned bool, pack int64) int64 {
 	return pack * 50 / fwk.MaxScore
 }
 
+// A pod of k >= 2 units ranks nodes first by where k free units sit
+// together, then as above: in one NVLink group (link), under one PCIe root
+// (root), on the NUMA node that fits the pod (aligned). The three, as bits
+// link·root·aligned, pick one of 8 bands of [0, 100], and pack places the
+// node within its band:
+//
+//	band b = 4*link + 2*root + aligned, lo(b) = b*101/8, hi(b) = lo(b+1)-1
+//	score  = lo(b) + pack*(hi(b)-lo(b))/100
+//
+// so a node with k free linked units outranks any without, whatever its
+// pack (0b111: [88, 100], 0b011: [37, 49], 0b001: [12, 24]).
+func gpuPodScoreTogether(link, root, aligned bool, pack int64) int64 {
+	var b int64
+	if link {
+		b |= 4
+	}
+	if root {
+		b |= 2
+	}
+	if aligned {
+		b |= 1
+	}
+	lo, hi := b*101/8, (b+1)*101/8-1
+	return lo + clampScore(pack)*(hi-lo)/fwk.MaxScore
+}
+
 // nonGPUPodScore is the score of a pod that requests no GPU.
 func nonGPUPodScore(penalized bool, penaltyPercent int32) int64 {
 	if !penalized {

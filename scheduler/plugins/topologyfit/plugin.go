@@ -5,7 +5,7 @@
 // and GPU topology that nodes publish in their NodeTelemetry.
 //
 // Filter keeps a GPU pod off nodes without enough healthy, unallocated GPUs
-// of the model and memory it asks for, and a pod annotated
+// or MIG devices of the model and memory it asks for, and a pod annotated
 // telesched.io/numa-policy: single-numa-node off nodes where no single NUMA
 // node has its CPUs, memory and GPUs free. Score prefers NUMA-aligned
 // placements, then packs GPU pods onto the nodes they fill best, and keeps
@@ -16,46 +16,79 @@
 //   - GPUs requested: the pod's requests of TopologyFitArgs.GPUResourceName
 //     as the kube-scheduler sums them (init containers by their maximum),
 //     or its limits when higher (extended resources have requests equal to
-//     limits once the API server defaults them).
-//   - GPU model (telesched.io/gpu-model): a GPU matches when its reported
-//     model contains the annotation's value, ASCII letters compared without
-//     case, e.g. "h100" matches "NVIDIA H100 80GB HBM3". Empty: any model.
+//     limits once the API server defaults them). MIG devices requested:
+//     likewise, of each resource named TopologyFitArgs.MIGResourcePrefix +
+//     a profile (nvidia.com/mig-1g.10gb: NVIDIA's device plugin's mixed
+//     MIG strategy). A pod may request at most 4 such resources.
+//   - Units: what one of a request counts on a node. A MIG resource's are
+//     the node's published MIG devices of its profile. The GPU resource's
+//     are MIG devices of any profile on a node of the single MIG strategy
+//     (all its GPUs in MIG mode, and no MIG resource in its allocatable:
+//     the mixed strategy lists its MIG devices there), and elsewhere its
+//     GPUs not in MIG mode: a GPU in MIG mode runs no pod of its own.
+//     Each unit has its memory (the MIG device's, or the GPU's) and its
+//     GPU's model, health and NUMA node.
+//   - GPU model (telesched.io/gpu-model): a unit matches when its GPU's
+//     reported model contains the annotation's value, ASCII letters
+//     compared without case, e.g. "h100" matches "NVIDIA H100 80GB HBM3".
+//     Empty: any model.
 //   - GPU memory (telesched.io/gpu-min-memory, a resource.Quantity such as
-//     "40Gi"): a GPU matches when its total memory is at least that. A value
-//     that is not a non-negative quantity makes the pod unschedulable and
-//     unresolvable: no cluster event can fix it.
-//   - Matching GPUs are healthy ones that satisfy both constraints.
-//   - Unallocated GPUs on a node: its matching GPUs minus the GPUs requested
-//     by the pods on it (the scheduler's own sum, assumed and nominated pods
-//     included). Those pods are assumed to hold matching, healthy GPUs: on a
-//     node with mixed models or an unhealthy GPU this under-counts, never
-//     over-counts, what is free.
-//   - Which GPUs those pods hold is not published, so for NUMA placement
-//     they are assumed to fill GPUs whose NUMA node is unknown first, then
-//     NUMA nodes from the lowest id up: what a kubelet that aligns each pod
-//     and settles ties on the lowest NUMA node does. Two 4-GPU pods thus
-//     fit an 8-GPU node with 4 GPUs per NUMA node; assuming instead that the
-//     held GPUs could sit on any NUMA node would leave half of it idle.
+//     "40Gi"): a unit matches when its memory is at least that (a 1g.10gb
+//     MIG device has 10 GB, not its GPU's 80). A value that is not a
+//     non-negative quantity makes the pod unschedulable and unresolvable:
+//     no cluster event can fix it.
+//   - Matching units are healthy ones that satisfy both constraints.
+//   - Held units (holdings, the one place that says so): the units the
+//     node's sample shows allocated by the kubelet (the pod-resources API:
+//     a GPU's allocated, a MIG profile's allocated), plus the units of the
+//     pods placed since the sample: what the node's pods request of the
+//     resource (the scheduler's own sum, assumed and nominated pods
+//     included) beyond the allocated ones, never below 0. Where the node
+//     does not publish every unit's allocation, every requested unit is
+//     held that way. The units of pods placed since the sample are assumed
+//     to be matching ones: on a node with mixed models or an unhealthy GPU
+//     this under-counts, never over-counts, what is free.
+//   - Which units those pods hold is not published, so for NUMA placement
+//     they are assumed to fill units whose NUMA node is unknown first,
+//     then NUMA nodes from the lowest id up: what a kubelet that aligns
+//     each pod and settles ties on the lowest NUMA node does. Two 4-GPU
+//     pods thus fit an 8-GPU node with 4 GPUs per NUMA node; assuming
+//     instead that the held GPUs could sit on any NUMA node would leave
+//     half of it idle.
 //   - A GPU whose NUMA node is unknown belongs to no NUMA node, except on a
 //     node with a single NUMA node (where sysfs often reports -1).
 //   - Free CPUs on a NUMA node: see numaFreeCPUMilli. Free memory: the NUMA
 //     node's MemFree. Pods placed since the node's sample are not counted
 //     in either telemetry figure.
+//   - Together (Score, a request of k >= 2 units): a node where one NVLink
+//     group (nvlink.group: GPUs that reach each other over NVLink, through
+//     NVSwitch or not) has k free matching units ranks above one where
+//     only a PCIe root (pcieRoot) has them, and that above one where only
+//     a NUMA node does (see formula.go). Units held by pods placed since
+//     the sample or not published count as held in every group. The
+//     kubelet's device plugin picks the node's devices, not the scheduler:
+//     this chooses the node only, and a pod that needs NVLink should ask
+//     its device plugin for it (the NVIDIA plugin prefers linked GPUs).
+//   - The GPU-node penalty and reserve for pods that request no GPU
+//     (takesGPUReserve) count a node's healthy GPUs, MIG mode or not.
 //
 // The annotations telesched.io/gpu-model and telesched.io/gpu-min-memory
-// apply to pods that request GPUs only; a numa-policy value other than
+// apply to pods that request GPUs or MIG devices only; a numa-policy value other than
 // single-numa-node is ignored.
 package topologyfit
 
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	toolscache "k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -137,6 +170,9 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudge
 		if err := book.ShareGPUResource(fmt.Sprintf("profile %s's %s (gpuResourceName)", h.ProfileName(), Name), v1.ResourceName(args.GPUResourceName)); err != nil {
 			return nil, err
 		}
+		if err := book.ShareMIGResourcePrefix(fmt.Sprintf("profile %s's %s (migResourcePrefix)", h.ProfileName(), Name), args.MIGResourcePrefix); err != nil {
+			return nil, err
+		}
 		pl := NewWith(args, cache, book)
 		if domains != nil {
 			pl.powerable = func(node string, free func(string, *telemetry.Node) int64) (int64, bool) {
@@ -183,6 +219,7 @@ func New(args config.TopologyFitArgs, cache *telemetry.Cache) *TopologyFit {
 func demandOptions(args config.TopologyFitArgs) estimate.Options {
 	opts := estimate.DefaultOptions()
 	opts.GPUResource = v1.ResourceName(args.GPUResourceName)
+	opts.MIGResourcePrefix = args.MIGResourcePrefix
 	return opts
 }
 
@@ -199,7 +236,10 @@ func (pl *TopologyFit) Name() string { return Name }
 // podState is what the plugin knows of the pod being scheduled. It is not
 // modified after PreFilter/PreScore writes it, so Clone returns it as is.
 type podState struct {
-	gpus        int64 // GPUs requested
+	gpus int64 // the GPU resource requested
+	// reqs are the GPU resource (first, when requested) and the MIG
+	// resources the pod requests, at most maxUnitRequests.
+	reqs        []unitRequest
 	cpuMilli    int64 // CPU requested
 	memoryBytes int64 // memory requested
 	singleNUMA  bool  // telesched.io/numa-policy: single-numa-node
@@ -220,14 +260,21 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 // topology reports whether the plugin has anything to check for the pod.
-func (s *podState) topology() bool { return s.gpus > 0 || s.singleNUMA }
+func (s *podState) topology() bool { return len(s.reqs) > 0 || s.singleNUMA }
 
 // podFacts computes the pod's state. Its error is a malformed annotation,
 // which no cluster event can fix.
 func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 	s := &podState{singleNUMA: pod.Annotations[config.PodAnnotationNUMAPolicy] == config.NUMAPolicySingleNUMANode}
 	s.gpus, s.cpuMilli, s.memoryBytes = pl.podRequests(pod)
-	if s.gpus == 0 {
+	if s.gpus > 0 {
+		s.reqs = append(s.reqs, unitRequest{resource: pl.gpuResource, count: s.gpus})
+	}
+	s.reqs = pl.migRequests(pod, s.reqs)
+	if len(s.reqs) > maxUnitRequests {
+		return nil, fmt.Errorf("pod requests %d GPU and MIG resources; %s places at most %d", len(s.reqs), Name, maxUnitRequests)
+	}
+	if len(s.reqs) == 0 {
 		return s, nil
 	}
 	var desc strings.Builder
@@ -260,6 +307,28 @@ func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 func (pl *TopologyFit) podRequests(pod *v1.Pod) (gpus, cpuMilli, memoryBytes int64) {
 	d := pl.book.Requested(pod)
 	return d.GPUs, d.CPUMilli, d.MemoryBytes
+}
+
+// migRequests appends the pod's requests of MIG resources (the args'
+// migResourcePrefix + a profile) to reqs, in the order of their names:
+// the higher of requests and limits, as the GPU resource's.
+func (pl *TopologyFit) migRequests(pod *v1.Pod, reqs []unitRequest) []unitRequest {
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+	counts := map[v1.ResourceName]int64{}
+	for _, l := range []v1.ResourceList{requests, limits} {
+		for name, q := range l {
+			if _, ok := strings.CutPrefix(string(name), pl.args.MIGResourcePrefix); ok && q.Value() > 0 {
+				counts[name] = max(counts[name], q.Value())
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(counts))
+	for _, name := range names {
+		profile, _ := strings.CutPrefix(string(name), pl.args.MIGResourcePrefix)
+		reqs = append(reqs, unitRequest{resource: name, profile: profile, count: counts[name]})
+	}
+	return reqs
 }
 
 // state returns the pod's state from the cycle, or computes it.

@@ -77,6 +77,8 @@ func telStatus(numa int, gpus []gpu, mods ...func(*telemetryv1alpha1.NodeTelemet
 		if g.numa >= 0 {
 			st.GPUs[i].NUMANode = ptr.To(g.numa)
 		}
+		// The layout fields are the cases' own (mig, linked, ...).
+		st.GPUs[i].MIG, st.GPUs[i].Allocated, st.GPUs[i].PCIeRoot, st.GPUs[i].NVLink = nil, nil, "", nil
 	}
 	for _, mod := range mods {
 		mod(&st)
@@ -211,6 +213,9 @@ const (
 	gpuMinMem  = config.PodAnnotationGPUMinMemory
 )
 
+// gpuReq is the pod's request of n of the GPU resource.
+func gpuReq(n int64) []unitRequest { return []unitRequest{{resource: gpuResource, count: n}} }
+
 func TestPreFilter(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -231,7 +236,7 @@ func TestPreFilter(t *testing.T) {
 		{
 			name: "GPU pod with constraints",
 			pod:  makePod("p", 4, "8", "", gpuModel, " H100 ", gpuMinMem, "40Gi"),
-			want: &podState{gpus: 4, cpuMilli: 8000, model: "h100", minGPUMemory: 40 * gi, gpuConstraints: ` matching model "H100" with >= 40Gi`},
+			want: &podState{gpus: 4, reqs: gpuReq(4), cpuMilli: 8000, model: "h100", minGPUMemory: 40 * gi, gpuConstraints: ` matching model "H100" with >= 40Gi`},
 		},
 		{
 			name: "GPU limits only (not defaulted)",
@@ -240,7 +245,7 @@ func TestPreFilter(t *testing.T) {
 				delete(p.Spec.Containers[0].Resources.Requests, gpuResource)
 				return p
 			}(),
-			want: &podState{gpus: 2},
+			want: &podState{gpus: 2, reqs: gpuReq(2)},
 		},
 		{
 			name: "init container GPUs count by max",
@@ -250,7 +255,7 @@ func TestPreFilter(t *testing.T) {
 				return p
 			}(),
 			// max(init 3, main 2) = 3
-			want: &podState{gpus: 3},
+			want: &podState{gpus: 3, reqs: gpuReq(3)},
 		},
 		{
 			name:      "malformed min memory",
@@ -286,7 +291,7 @@ func TestPreFilter(t *testing.T) {
 				w.now = pl.cache.Now() // the cycle's time, read once in PreFilter
 				want = &w
 			}
-			if diff := cmp.Diff(want, got, cmp.AllowUnexported(podState{})); diff != "" {
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(podState{}, unitRequest{})); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 		})

@@ -22,7 +22,7 @@ func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if s.gpus == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
+	if len(s.reqs) == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	if _, ok := pl.last.Read(cs, stateKey); !ok {
@@ -40,7 +40,7 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return 0, fwk.AsStatus(err)
 	}
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
-	if s.gpus == 0 {
+	if len(s.reqs) == 0 {
 		penalized := pl.gpuNode(nodeInfo, tel) && pl.takesGPUReserve(s.cpuMilli, nodeInfo, tel)
 		return nonGPUPodScore(penalized, pl.args.NonGPUPodPenaltyPercent), nil
 	}
@@ -48,11 +48,20 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return telemetry.NoTelemetry, nil
 	}
 	requested := nodeInfo.GetRequested()
-	allocated := requested.GetScalarResources()[pl.gpuResource]
 	m := gpuMatcher{s: s}
-	matching, unknown := m.count(tel)
-	aligned := fitNUMA(tel, s, &m, s.gpus, allocated-unknown, requested.GetMilliCPU()) >= 0
-	return gpuPodScore(aligned, gpuPackScore(s.gpus, matching-allocated)), nil
+	var hs [maxUnitRequests]holding
+	pl.holdings(tel, nodeInfo, s, &hs)
+	aligned := fitNUMA(tel, s, &m, hs[:len(s.reqs)], requested.GetMilliCPU()) >= 0
+	// The pod's first request (its GPU resource, else its first MIG
+	// resource) decides the packing and where its units sit together.
+	h := &hs[0]
+	_, _, free, _ := h.tally(tel, &m)
+	pack := gpuPackScore(h.req.count, h.unfree(free))
+	if h.req.count < 2 {
+		return gpuPodScore(aligned, pack), nil
+	}
+	link, root := h.together(tel, &m, h.req.count)
+	return gpuPodScoreTogether(link, root, aligned, pack), nil
 }
 
 // mixedGPUNodes reports whether some of the nodes are GPU nodes (see

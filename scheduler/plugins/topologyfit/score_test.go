@@ -131,9 +131,11 @@ func TestScore(t *testing.T) {
 				{name: "no-numa-data", tel: telNode("no-numa-data", 2, h100s(8, 4), noNUMA), allocGPUs: 8},
 			},
 			want: map[string]int64{
-				"aligned8":     75,  // pack 100*4/8 = 50: 51 + 50*49/100 = 75
-				"aligned4":     100, // pack 100*4/4: 51 + 49
-				"no-numa-data": 25,  // pack 50, unaligned: 50*50/100
+				// 4 GPUs, no links or roots published: band 0b001 [12, 24]
+				// when aligned, 0b000 [0, 11] when not (gpuPodScoreTogether).
+				"aligned8":     18, // pack 100*4/8 = 50: 12 + 50*12/100 = 18
+				"aligned4":     24, // pack 100*4/4: 12 + 12
+				"no-numa-data": 5,  // pack 50, unaligned: 0 + 50*11/100 = 5
 			},
 		},
 		{
