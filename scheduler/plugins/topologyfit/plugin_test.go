@@ -78,7 +78,7 @@ func telStatus(numa int, gpus []gpu, mods ...func(*telemetryv1alpha1.NodeTelemet
 			st.GPUs[i].NUMANode = ptr.To(g.numa)
 		}
 		// The layout fields are the cases' own (mig, linked, ...).
-		st.GPUs[i].MIG, st.GPUs[i].Allocated, st.GPUs[i].PCIeRoot, st.GPUs[i].NVLink = nil, nil, "", nil
+		st.GPUs[i].MIGEnabled, st.GPUs[i].MIG, st.GPUs[i].Allocated, st.GPUs[i].PCIeRoot, st.GPUs[i].NVLink = nil, nil, nil, "", nil
 	}
 	for _, mod := range mods {
 		mod(&st)
