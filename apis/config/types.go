@@ -101,6 +101,15 @@ type TopologyFitArgs struct {
 	// GPUCPUReserveMilli is the CPU, in millicores, a node with GPUs keeps
 	// per unallocated GPU (per NUMA node, for the GPUs on it) for GPU pods.
 	GPUCPUReserveMilli int64
+	// GPUDeviceClassNames are the DeviceClasses whose requests in a pod's
+	// unallocated ResourceClaims count as whole GPUs (ExactCount mode, by
+	// their count). Empty: none.
+	GPUDeviceClassNames []string
+	// GPUDriverNames are the DRA drivers whose devices count as GPUs: in
+	// a node's ResourceSlices (its GPUs) and in claims' allocations (the
+	// GPUs claims hold, joined to the node's telemetry by the device's
+	// "uuid" attribute). Empty: none.
+	GPUDriverNames []string
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

@@ -92,6 +92,7 @@ profiles:
       gpuResourceName: amd.com/gpu
       nonGPUPodPenaltyPercent: 0
       gpuCPUReserveMilli: 0
+      gpuDeviceClassNames: []
       staleTelemetryPolicy: Reject
   - name: EnergyAware
     args:
@@ -153,6 +154,8 @@ func TestLoadConfig(t *testing.T) {
 				GPUResourceName:         "amd.com/gpu",
 				NonGPUPodPenaltyPercent: 0,
 				GPUCPUReserveMilli:      0,
+				GPUDeviceClassNames:     []string{},                 // set empty: none
+				GPUDriverNames:          []string{"gpu.nvidia.com"}, // unset: the default
 			},
 		},
 		{

@@ -68,6 +68,8 @@ func TestConversionRoundTrip(t *testing.T) {
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](25),
 				GPUCPUReserveMilli:      ptr.To[int64](8000),
+				GPUDeviceClassNames:     []string{"gpu.example.com"},
+				GPUDriverNames:          []string{"gpu.example.com", "gpu.nvidia.com"},
 			},
 			internal: &config.TopologyFitArgs{},
 			want: &config.TopologyFitArgs{
@@ -78,6 +80,8 @@ func TestConversionRoundTrip(t *testing.T) {
 				GPUResourceName:         "amd.com/gpu",
 				NonGPUPodPenaltyPercent: 25,
 				GPUCPUReserveMilli:      8000,
+				GPUDeviceClassNames:     []string{"gpu.example.com"},
+				GPUDriverNames:          []string{"gpu.example.com", "gpu.nvidia.com"},
 			},
 		},
 		{
@@ -204,6 +208,8 @@ func TestDefaultInternalArgs(t *testing.T) {
 				GPUResourceName:         "nvidia.com/gpu",
 				NonGPUPodPenaltyPercent: 50,
 				GPUCPUReserveMilli:      4000,
+				GPUDeviceClassNames:     []string{"gpu.nvidia.com"},
+				GPUDriverNames:          []string{"gpu.nvidia.com"},
 			},
 		},
 		{

@@ -40,6 +40,11 @@ const (
 	DefaultNonGPUPodPenaltyPercent int32 = 50
 	// DefaultGPUCPUReserveMilli keeps 4 CPUs per free GPU for GPU pods.
 	DefaultGPUCPUReserveMilli int64 = 4000
+	// DefaultGPUDeviceClassName and DefaultGPUDriverName are those of
+	// NVIDIA's DRA driver (k8s-dra-driver-gpu): its whole GPUs' DeviceClass
+	// and its driver.
+	DefaultGPUDeviceClassName = "gpu.nvidia.com"
+	DefaultGPUDriverName      = "gpu.nvidia.com"
 )
 
 // Defaults of EnergyAwareArgs.
@@ -97,6 +102,12 @@ func SetDefaults_TopologyFitArgs(obj *TopologyFitArgs) {
 	setDefault(&obj.GPUResourceName, DefaultGPUResourceName)
 	setDefault(&obj.NonGPUPodPenaltyPercent, DefaultNonGPUPodPenaltyPercent)
 	setDefault(&obj.GPUCPUReserveMilli, DefaultGPUCPUReserveMilli)
+	if obj.GPUDeviceClassNames == nil {
+		obj.GPUDeviceClassNames = []string{DefaultGPUDeviceClassName}
+	}
+	if obj.GPUDriverNames == nil {
+		obj.GPUDriverNames = []string{DefaultGPUDriverName}
+	}
 }
 
 // SetDefaults_EnergyAwareArgs sets the unset fields of EnergyAwareArgs.

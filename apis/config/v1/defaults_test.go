@@ -77,6 +77,8 @@ func TestDefaults(t *testing.T) {
 				GPUResourceName:         ptr.To("nvidia.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](50),
 				GPUCPUReserveMilli:      ptr.To[int64](4000),
+				GPUDeviceClassNames:     []string{"gpu.nvidia.com"},
+				GPUDriverNames:          []string{"gpu.nvidia.com"},
 			},
 		},
 		{
@@ -85,12 +87,17 @@ func TestDefaults(t *testing.T) {
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
 				GPUCPUReserveMilli:      ptr.To[int64](0),
+				// An empty list turns DRA's GPUs off; it is not defaulted.
+				GPUDeviceClassNames: []string{},
+				GPUDriverNames:      []string{"gpu.amd.com"},
 			},
 			want: &TopologyFitArgs{
 				TelemetryArgs:           defaultTelemetryArgs(),
 				GPUResourceName:         ptr.To("amd.com/gpu"),
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
 				GPUCPUReserveMilli:      ptr.To[int64](0),
+				GPUDeviceClassNames:     []string{},
+				GPUDriverNames:          []string{"gpu.amd.com"},
 			},
 		},
 		{

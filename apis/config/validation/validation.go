@@ -70,6 +70,8 @@ func ValidateTopologyFitArgs(path *field.Path, args *config.TopologyFitArgs) err
 	allErrs = append(allErrs, validateExtendedResourceName(path.Child("gpuResourceName"), args.GPUResourceName)...)
 	allErrs = append(allErrs, validateRange(path.Child("nonGPUPodPenaltyPercent"), args.NonGPUPodPenaltyPercent, MinPenaltyPercent, MaxPenaltyPercent)...)
 	allErrs = append(allErrs, validateNonNegative(path.Child("gpuCPUReserveMilli"), args.GPUCPUReserveMilli)...)
+	allErrs = append(allErrs, validateDNSSubdomains(path.Child("gpuDeviceClassNames"), args.GPUDeviceClassNames)...)
+	allErrs = append(allErrs, validateDNSSubdomains(path.Child("gpuDriverNames"), args.GPUDriverNames)...)
 	return allErrs.ToAggregate()
 }
 
@@ -139,6 +141,24 @@ func validateEnum[T ~string](path *field.Path, v T, supported []T) field.ErrorLi
 // validateExtendedResourceName is kube-scheduler's own check of an
 // extender's managed resource names: a qualified name that is an extended
 // resource (not in the kubernetes.io namespace, no "requests." prefix).
+// validateDNSSubdomains checks a list of DeviceClass or driver names,
+// which the API requires to be DNS subdomains, for their form and
+// duplicates.
+func validateDNSSubdomains(path *field.Path, names []string) field.ErrorList {
+	var allErrs field.ErrorList
+	seen := map[string]bool{}
+	for i, name := range names {
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			allErrs = append(allErrs, field.Invalid(path.Index(i), name, msg))
+		}
+		if seen[name] {
+			allErrs = append(allErrs, field.Duplicate(path.Index(i), name))
+		}
+		seen[name] = true
+	}
+	return allErrs
+}
+
 func validateExtendedResourceName(path *field.Path, name string) field.ErrorList {
 	var allErrs field.ErrorList
 	for _, msg := range validation.IsQualifiedName(name) {
