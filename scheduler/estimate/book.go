@@ -18,6 +18,7 @@ import (
 	"k8s.io/component-base/metrics"
 
 	"github.com/telesched/telesched/internal/cowmap"
+	"github.com/telesched/telesched/scheduler/dra"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -72,6 +73,10 @@ type Book struct {
 	opts       Options
 	defaults   shared[[2]int64]
 	gpu        shared[v1.ResourceName]
+	draShared  shared[string]
+	// claims is the process's one index of DRA's GPUs, which counter
+	// reads for pods' ClaimGPUs.
+	claims *dra.Index
 
 	entries atomic.Pointer[map[string]*resEntry]
 	bound   atomic.Pointer[LoadBound]
@@ -121,7 +126,7 @@ type undone struct {
 
 // resEntry is one node's sums and calibration. Writers hold Book.mu.
 type resEntry struct {
-	cpuMilli, memoryBytes, gpus atomic.Int64
+	cpuMilli, memoryBytes, gpus, claimGPUs atomic.Int64
 	// ratio is the node's measured over predicted watts (float64 bits,
 	// calibration.go), over calibrations measurements, from the moving
 	// sums of the jumps measured and predicted.
@@ -140,7 +145,7 @@ type resEntry struct {
 }
 
 func (e *resEntry) load() Demand {
-	return Demand{CPUMilli: e.cpuMilli.Load(), MemoryBytes: e.memoryBytes.Load(), GPUs: e.gpus.Load()}
+	return Demand{CPUMilli: e.cpuMilli.Load(), MemoryBytes: e.memoryBytes.Load(), GPUs: e.gpus.Load(), ClaimGPUs: e.claimGPUs.Load()}
 }
 
 type retirement struct {
@@ -162,10 +167,11 @@ func keyOf(n *telemetry.Node) sampleKey {
 // cache stores their samples; pods' demand is counted by opts.
 func NewBook(cache *telemetry.Cache, opts Options) *Book {
 	b := &Book{
-		cache: cache, opts: opts,
+		cache: cache, opts: opts, claims: dra.New(dra.DefaultConfig()),
 		pods: map[string]map[types.UID]*reservation{}, undone: map[types.UID]undone{}, ended: map[types.UID]time.Time{}, loads: map[string]nodeLoad{},
 	}
 	c := NewCounter(opts)
+	c.claims = b.claims
 	b.counter.Store(&c)
 	b.maxAge.Store(int64(DefaultMaxReservationAge))
 	b.entries.Store(&map[string]*resEntry{})
@@ -260,6 +266,7 @@ func (b *Book) ShareGPUResource(who string, name v1.ResourceName) error {
 // recount builds the counter from b.opts. The caller holds settingsMu.
 func (b *Book) recount() {
 	c := NewCounter(b.opts)
+	c.claims = b.claims
 	b.counter.Store(&c)
 }
 
@@ -275,7 +282,8 @@ func (b *Book) OnChange(f func(node string)) {
 // Watch follows Pods and Nodes through the scheduler's informers: a pod
 // bound to a node is reserved there, seen running it starts its hold, and
 // finished or deleted it is undone; a deleted Node loses its reservations.
-// Only the first call registers anything.
+// It also follows ResourceSlices and ResourceClaims (WatchClaims). Only
+// the first call registers anything.
 //
 // Until ctx ends, reservations are also expired on the clock, every
 // ExpireInterval, so that their listeners (OnRelease) hear of it while no
@@ -283,6 +291,9 @@ func (b *Book) OnChange(f func(node string)) {
 func (b *Book) Watch(ctx context.Context, factory informers.SharedInformerFactory) error {
 	b.watchOnce.Do(func() {
 		if b.watchErr = b.watch(factory); b.watchErr == nil {
+			b.watchErr = b.WatchClaims(factory)
+		}
+		if b.watchErr == nil {
 			go wait.UntilWithContext(ctx, func(context.Context) { b.Expire() }, ExpireInterval)
 		}
 	})
@@ -755,6 +766,7 @@ func (b *Book) publish(name string, e *resEntry) {
 		e.cpuMilli.Store(sum.CPUMilli)
 		e.memoryBytes.Store(sum.MemoryBytes)
 		e.gpus.Store(sum.GPUs)
+		e.claimGPUs.Store(sum.ClaimGPUs)
 	}
 	n, _ := b.cache.Get(name)
 	b.setLoad(name, loadOf(n, sum))
@@ -765,7 +777,7 @@ func (b *Book) publish(name string, e *resEntry) {
 // report sets a node's reserved metrics. The caller holds b.mu.
 func (b *Book) report(name string, n *telemetry.Node, sum Demand) {
 	reservedCPU.WithLabelValues(name).Set(float64(sum.CPUMilli) / 1000)
-	reservedGPUs.WithLabelValues(name).Set(float64(sum.GPUs))
+	reservedGPUs.WithLabelValues(name).Set(float64(sum.BusyGPUs()))
 	if n != nil {
 		if w, ok := b.ReservedWatts(n, sum); ok {
 			reservedWatts.WithLabelValues(name).Set(w.Mean)

@@ -92,7 +92,7 @@ var (
 	}, []string{"node"})
 	reservedGPUs = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Name:           "telesched_scheduler_reserved_gpus",
-		Help:           "Per node with telemetry: GPUs requested by the pods placed on it that its latest sample does not show yet.",
+		Help:           "Per node with telemetry: GPUs requested by the pods placed on it that its latest sample does not show yet, by extended resource and by ResourceClaim.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"node"})
 	reservedWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -220,7 +220,7 @@ func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 	if !ok || b == nil {
 		return w, ok
 	}
-	gpu := GPUWatts(n, d.GPUs) // 0 without GPUs
+	gpu := GPUWatts(n, d.BusyGPUs()) // 0 without GPUs
 	cpu := Watts{Mean: w.Mean - gpu, Upper: w.Upper - gpu}
 	return b.calibrated(n.Name, cpu).Plus(Watts{Mean: gpu, Upper: gpu}), true
 }
@@ -236,7 +236,7 @@ func (b *Book) RankWatts(n *telemetry.Node, d, reserved Demand, pods int, headro
 	if b != nil {
 		cpu = b.calibrated(n.Name, Watts{Mean: cpu, Upper: cpu}).Mean
 	}
-	return cpu + GPUWatts(n, d.GPUs), true
+	return cpu + GPUWatts(n, d.BusyGPUs()), true
 }
 
 // ReservedWatts is PodWatts of what is reserved on n, calibrated.

@@ -19,17 +19,25 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/dra"
 )
 
 // Demand is what a pod asks of a node: CPU in millicores, memory in bytes
-// and GPUs.
+// and GPUs: those of the extended resource (GPUs, which the node's
+// requested resources count too) and those its ResourceClaims hold or ask
+// for (ClaimGPUs, see dra.Index.PodGPUs).
 type Demand struct {
 	CPUMilli, MemoryBytes, GPUs int64
+	ClaimGPUs                   int64
 }
+
+// BusyGPUs is every GPU the pod keeps busy: by extended resource and by
+// claim. Watts are priced on it.
+func (d Demand) BusyGPUs() int64 { return d.GPUs + d.ClaimGPUs }
 
 // Plus is d and o together.
 func (d Demand) Plus(o Demand) Demand {
-	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs}
+	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs, ClaimGPUs: d.ClaimGPUs + o.ClaimGPUs}
 }
 
 // CPUOnly is d without its GPUs.
@@ -37,7 +45,7 @@ func (d Demand) CPUOnly() Demand { return Demand{CPUMilli: d.CPUMilli, MemoryByt
 
 // Minus is d less o.
 func (d Demand) Minus(o Demand) Demand {
-	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs}
+	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs, ClaimGPUs: d.ClaimGPUs - o.ClaimGPUs}
 }
 
 // Options say how a pod's demand is counted.
@@ -65,6 +73,8 @@ func DefaultOptions() Options {
 type Counter struct {
 	defaults v1.ResourceList
 	gpu      v1.ResourceName
+	// claims counts the GPUs of pods' ResourceClaims; nil: none.
+	claims *dra.Index
 }
 
 // NewCounter returns a Counter for o.
@@ -98,6 +108,7 @@ func (c Counter) count(pod *v1.Pod, defaults v1.ResourceList) Demand {
 	if l, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[c.gpu]; ok {
 		d.GPUs = max(d.GPUs, l.Value())
 	}
+	d.ClaimGPUs = c.claims.PodGPUs(pod)
 	return d
 }
 

@@ -31,7 +31,7 @@ func (w Watts) Plus(o Watts) Watts { return Watts{Mean: w.Mean + o.Mean, Upper: 
 // reserved were placed since its sample: the node's power curve at its
 // estimated load (measured utilization plus reserved) with the pod, minus
 // without, plus a busy GPU's power less an idle one's for each of the
-// pod's GPUs. The CPU side is never below MinSlopeShare of the curve's
+// pod's GPUs (BusyGPUs: claimed ones too). The CPU side is never below MinSlopeShare of the curve's
 // mean rise over the pod's load. ok is false when the node has no watts
 // (fresh or held), no CPU count or no plausible curve; never negative.
 func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
@@ -39,7 +39,7 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 	if !ok {
 		return Watts{}, false
 	}
-	gpu := GPUWatts(n, d.GPUs)
+	gpu := GPUWatts(n, d.BusyGPUs())
 	if d.CPUMilli <= 0 {
 		return Watts{Mean: gpu, Upper: gpu}, true
 	}
