@@ -20,7 +20,7 @@ import (
 // telemetry changes in a way that can let them in, or when a pod on a node
 // is deleted and frees what they need.
 func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	return append([]fwk.ClusterEventWithHint{
 		{
 			Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
 			QueueingHintFn:    pl.telemetryHint,
@@ -30,7 +30,7 @@ func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
 			QueueingHintFn: pl.podDeleteHint,
 		},
-	}, nil
+	}, pl.draEvents()...), nil // dra.go
 }
 
 // telemetryHint queues a pod when a node's new telemetry is fresh, could

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/telesched/telesched/scheduler/dra"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -62,7 +63,7 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	requested := nodeInfo.GetRequested()
-	m := gpuMatcher{s: s}
+	m := gpuMatcher{s: s, claims: pl.claimsOn(node.Name)} // dra.go: skips GPUs claims hold
 	gpus, allocated, unknown := int64(0), int64(0), int64(0)
 	if s.gpus > 0 {
 		if !tel.HasGPUSource {
@@ -73,11 +74,12 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 		} else {
 			gpus = s.gpus
 			allocated = requested.GetScalarResources()[pl.gpuResource]
+			allocated += m.heldNoUUID() // dra.go
 			var matching int64
 			matching, unknown = m.count(tel)
 			if matching-allocated < gpus {
-				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy unallocated GPUs%s, pod needs %d (%d of %d GPUs healthy and matching, %d requested by pods on the node)",
-					max(matching-allocated, 0), s.gpuConstraints, gpus, matching, len(tel.GPUs), allocated))
+				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy unallocated GPUs%s, pod needs %d (%d of %d GPUs healthy and matching, %d requested by pods on the node%s)",
+					max(matching-allocated, 0), s.gpuConstraints, gpus, matching, len(tel.GPUs), allocated-m.heldNoUUID(), heldNote(&m)))
 			}
 		}
 	}
@@ -100,12 +102,16 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 // a node's GPUs are usually all of one model. Use one per node.
 type gpuMatcher struct {
 	s         *podState
+	claims    *dra.Node // the GPUs claims hold, which never match (dra.go)
 	lastModel string
 	lastOK    bool
 	compared  bool
 }
 
 func (m *gpuMatcher) ok(g *telemetry.GPU) bool {
+	if m.claims.Held(g.UUID) {
+		return false
+	}
 	if !g.Healthy || g.MemoryTotalBytes < m.s.minGPUMemory {
 		return false
 	}

@@ -137,6 +137,9 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudge
 		if err := book.ShareGPUResource(fmt.Sprintf("profile %s's %s (gpuResourceName)", h.ProfileName(), Name), v1.ResourceName(args.GPUResourceName)); err != nil {
 			return nil, err
 		}
+		if err := shareDRA(book, args, h); err != nil { // dra.go
+			return nil, err
+		}
 		pl := NewWith(args, cache, book)
 		if domains != nil {
 			pl.powerable = func(node string, free func(string, *telemetry.Node) int64) (int64, bool) {
@@ -200,6 +203,7 @@ func (pl *TopologyFit) Name() string { return Name }
 // modified after PreFilter/PreScore writes it, so Clone returns it as is.
 type podState struct {
 	gpus        int64 // GPUs requested
+	claimGPUs   int64 // GPUs its ResourceClaims hold or ask for (dra.go)
 	cpuMilli    int64 // CPU requested
 	memoryBytes int64 // memory requested
 	singleNUMA  bool  // telesched.io/numa-policy: single-numa-node
@@ -227,7 +231,8 @@ func (s *podState) topology() bool { return s.gpus > 0 || s.singleNUMA }
 func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 	s := &podState{singleNUMA: pod.Annotations[config.PodAnnotationNUMAPolicy] == config.NUMAPolicySingleNUMANode}
 	s.gpus, s.cpuMilli, s.memoryBytes = pl.podRequests(pod)
-	if s.gpus == 0 {
+	s.claimGPUs = pl.book.Requested(pod).ClaimGPUs // dra.go
+	if s.allGPUs() == 0 {
 		return s, nil
 	}
 	var desc strings.Builder

@@ -22,7 +22,7 @@ func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if s.gpus == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
+	if s.allGPUs() == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	if _, ok := pl.last.Read(cs, stateKey); !ok {
@@ -40,7 +40,7 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return 0, fwk.AsStatus(err)
 	}
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
-	if s.gpus == 0 {
+	if s.allGPUs() == 0 {
 		penalized := pl.gpuNode(nodeInfo, tel) && pl.takesGPUReserve(s.cpuMilli, nodeInfo, tel)
 		return nonGPUPodScore(penalized, pl.args.NonGPUPodPenaltyPercent), nil
 	}
@@ -48,11 +48,11 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return telemetry.NoTelemetry, nil
 	}
 	requested := nodeInfo.GetRequested()
-	allocated := requested.GetScalarResources()[pl.gpuResource]
-	m := gpuMatcher{s: s}
+	m := gpuMatcher{s: s, claims: pl.claimsOn(nodeInfo.Node().Name)} // dra.go
+	allocated := requested.GetScalarResources()[pl.gpuResource] + m.heldNoUUID()
 	matching, unknown := m.count(tel)
-	aligned := fitNUMA(tel, s, &m, s.gpus, allocated-unknown, requested.GetMilliCPU()) >= 0
-	return gpuPodScore(aligned, gpuPackScore(s.gpus, matching-allocated)), nil
+	aligned := fitNUMA(tel, s, &m, s.allGPUs(), allocated-unknown, requested.GetMilliCPU()) >= 0
+	return gpuPodScore(aligned, gpuPackScore(s.allGPUs(), matching-allocated)), nil
 }
 
 // mixedGPUNodes reports whether some of the nodes are GPU nodes (see
@@ -65,13 +65,13 @@ func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
 	}
 	withTelemetry := pl.cache.GPUNodes() > 0
 	if !withTelemetry && pl.gpuAllocatable != nil {
-		if n, ok := pl.gpuAllocatable.Len(); ok && n == 0 {
+		if n, ok := pl.gpuAllocatable.Len(); ok && n == 0 && pl.draGPUNodes() == 0 { // dra.go
 			return false
 		}
 	}
 	kind := func(ni fwk.NodeInfo) bool {
 		if !withTelemetry {
-			return ni.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0
+			return ni.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || pl.draGPUNode(ni.Node().Name)
 		}
 		tel, _ := pl.cache.Get(ni.Node().Name)
 		return pl.gpuNode(ni, tel)
@@ -88,7 +88,7 @@ func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
 // gpuNode reports whether a node has GPUs: its allocatable has the GPU
 // resource, or its telemetry (of any age: hardware does not age) lists GPUs.
 func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool {
-	return nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || (tel != nil && len(tel.GPUs) > 0)
+	return nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || (tel != nil && len(tel.GPUs) > 0) || pl.draGPUNode(nodeInfo.Node().Name)
 }
 
 // takesGPUReserve reports whether a pod of podMilli CPU that requests no GPU
@@ -133,10 +133,13 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	held := requested.GetScalarResources()[pl.gpuResource]
 	gpus := nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource]
 	withTelemetry := tel != nil && tel.HasGPUSource && len(tel.GPUs) > 0
-	m := gpuMatcher{s: &podState{}} // healthy GPUs of any model
+	m := gpuMatcher{s: &podState{}, claims: pl.claimsOn(nodeInfo.Node().Name)} // healthy GPUs of any model, not held by claims
 	var unknown int64
 	if withTelemetry {
 		gpus, unknown = m.count(tel)
+		held += m.heldNoUUID()
+	} else {
+		gpus, held = pl.withDRA(nodeInfo.Node().Name, gpus, held) // dra.go
 	}
 	free := max(gpus-held, 0)
 	if free > 0 && pl.powerable != nil {
@@ -190,8 +193,9 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 func (pl *TopologyFit) freeGPUs(name string, view *telemetry.Node) int64 {
 	var gpus int64
 	if view.HasGPUSource {
-		m := gpuMatcher{s: &podState{}}
+		m := gpuMatcher{s: &podState{}, claims: pl.claimsOn(name)} // dra.go
 		gpus, _ = m.count(view)
+		gpus -= m.heldNoUUID()
 	}
 	if pl.nodeInfos == nil {
 		return gpus
@@ -200,10 +204,11 @@ func (pl *TopologyFit) freeGPUs(name string, view *telemetry.Node) int64 {
 	if err != nil || ni.Node() == nil {
 		return gpus
 	}
+	held := ni.GetRequested().GetScalarResources()[pl.gpuResource]
 	if !view.HasGPUSource {
-		gpus = ni.GetAllocatable().GetScalarResources()[pl.gpuResource]
+		gpus, held = pl.withDRA(name, ni.GetAllocatable().GetScalarResources()[pl.gpuResource], held) // dra.go
 	}
-	return max(0, gpus-ni.GetRequested().GetScalarResources()[pl.gpuResource])
+	return max(0, gpus-held)
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
