@@ -42,9 +42,14 @@
 //     node's MemFree. Pods placed since the node's sample are not counted
 //     in either telemetry figure.
 //
+//   - Dynamic Resource Allocation: a pod's ResourceClaims count as GPUs
+//     (TopologyFitArgs.GPUDeviceClassNames, GPUDriverNames); GPUs that
+//     claims hold are not free; a node whose ResourceSlices publish GPUs
+//     is a GPU node. See dra.go.
+//
 // The annotations telesched.io/gpu-model and telesched.io/gpu-min-memory
-// apply to pods that request GPUs only; a numa-policy value other than
-// single-numa-node is ignored.
+// apply to pods that request GPUs only (by extended resource or by
+// claim); a numa-policy value other than single-numa-node is ignored.
 package topologyfit
 
 import (
