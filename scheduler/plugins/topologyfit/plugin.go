@@ -17,27 +17,34 @@
 //     as the kube-scheduler sums them (init containers by their maximum),
 //     or its limits when higher (extended resources have requests equal to
 //     limits once the API server defaults them).
+//
 //   - GPU model (telesched.io/gpu-model): a GPU matches when its reported
 //     model contains the annotation's value, ASCII letters compared without
 //     case, e.g. "h100" matches "NVIDIA H100 80GB HBM3". Empty: any model.
+//
 //   - GPU memory (telesched.io/gpu-min-memory, a resource.Quantity such as
 //     "40Gi"): a GPU matches when its total memory is at least that. A value
 //     that is not a non-negative quantity makes the pod unschedulable and
 //     unresolvable: no cluster event can fix it.
+//
 //   - Matching GPUs are healthy ones that satisfy both constraints.
+//
 //   - Unallocated GPUs on a node: its matching GPUs minus the GPUs requested
 //     by the pods on it (the scheduler's own sum, assumed and nominated pods
 //     included). Those pods are assumed to hold matching, healthy GPUs: on a
 //     node with mixed models or an unhealthy GPU this under-counts, never
 //     over-counts, what is free.
+//
 //   - Which GPUs those pods hold is not published, so for NUMA placement
 //     they are assumed to fill GPUs whose NUMA node is unknown first, then
 //     NUMA nodes from the lowest id up: what a kubelet that aligns each pod
 //     and settles ties on the lowest NUMA node does. Two 4-GPU pods thus
 //     fit an 8-GPU node with 4 GPUs per NUMA node; assuming instead that the
 //     held GPUs could sit on any NUMA node would leave half of it idle.
+//
 //   - A GPU whose NUMA node is unknown belongs to no NUMA node, except on a
 //     node with a single NUMA node (where sysfs often reports -1).
+//
 //   - Free CPUs on a NUMA node: see numaFreeCPUMilli. Free memory: the NUMA
 //     node's MemFree. Pods placed since the node's sample are not counted
 //     in either telemetry figure.
