@@ -105,6 +105,15 @@ type TopologyFitArgs struct {
 	// MIG devices of one profile each (the device plugin's mixed strategy):
 	// prefix + profile, e.g. nvidia.com/mig-1g.10gb.
 	MIGResourcePrefix string
+	// GPUDeviceClassNames are the DeviceClasses whose requests in a pod's
+	// unallocated ResourceClaims count as whole GPUs (ExactCount mode, by
+	// their count). Empty: none.
+	GPUDeviceClassNames []string
+	// GPUDriverNames are the DRA drivers whose devices count as GPUs: in
+	// a node's ResourceSlices (its GPUs) and in claims' allocations (the
+	// GPUs claims hold, joined to the node's telemetry by the device's
+	// "uuid" attribute). Empty: none.
+	GPUDriverNames []string
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

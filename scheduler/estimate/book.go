@@ -18,6 +18,7 @@ import (
 	"k8s.io/component-base/metrics"
 
 	"github.com/telesched/telesched/internal/cowmap"
+	"github.com/telesched/telesched/scheduler/dra"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -73,6 +74,10 @@ type Book struct {
 	defaults   shared[[2]int64]
 	gpu        shared[v1.ResourceName]
 	mig        shared[string]
+	draShared  shared[string]
+	// claims is the process's one index of DRA's GPUs, which counter
+	// reads for pods' ClaimGPUs.
+	claims *dra.Index
 
 	entries atomic.Pointer[map[string]*resEntry]
 	bound   atomic.Pointer[LoadBound]
@@ -122,7 +127,7 @@ type undone struct {
 
 // resEntry is one node's sums and calibration. Writers hold Book.mu.
 type resEntry struct {
-	cpuMilli, memoryBytes, gpus, migSlices atomic.Int64
+	cpuMilli, memoryBytes, gpus, migSlices, claimGPUs atomic.Int64
 	// ratio is the node's measured over predicted watts (float64 bits,
 	// calibration.go), over calibrations measurements, from the moving
 	// sums of the jumps measured and predicted.
@@ -141,7 +146,7 @@ type resEntry struct {
 }
 
 func (e *resEntry) load() Demand {
-	return Demand{CPUMilli: e.cpuMilli.Load(), MemoryBytes: e.memoryBytes.Load(), GPUs: e.gpus.Load(), MIGSlices: e.migSlices.Load()}
+	return Demand{CPUMilli: e.cpuMilli.Load(), MemoryBytes: e.memoryBytes.Load(), GPUs: e.gpus.Load(), MIGSlices: e.migSlices.Load(), ClaimGPUs: e.claimGPUs.Load()}
 }
 
 type retirement struct {
@@ -163,10 +168,11 @@ func keyOf(n *telemetry.Node) sampleKey {
 // cache stores their samples; pods' demand is counted by opts.
 func NewBook(cache *telemetry.Cache, opts Options) *Book {
 	b := &Book{
-		cache: cache, opts: opts,
+		cache: cache, opts: opts, claims: dra.New(dra.DefaultConfig()),
 		pods: map[string]map[types.UID]*reservation{}, undone: map[types.UID]undone{}, ended: map[types.UID]time.Time{}, loads: map[string]nodeLoad{},
 	}
 	c := NewCounter(opts)
+	c.claims = b.claims
 	b.counter.Store(&c)
 	b.maxAge.Store(int64(DefaultMaxReservationAge))
 	b.entries.Store(&map[string]*resEntry{})
@@ -274,6 +280,7 @@ func (b *Book) ShareMIGResourcePrefix(who, prefix string) error {
 // recount builds the counter from b.opts. The caller holds settingsMu.
 func (b *Book) recount() {
 	c := NewCounter(b.opts)
+	c.claims = b.claims
 	b.counter.Store(&c)
 }
 
@@ -289,7 +296,8 @@ func (b *Book) OnChange(f func(node string)) {
 // Watch follows Pods and Nodes through the scheduler's informers: a pod
 // bound to a node is reserved there, seen running it starts its hold, and
 // finished or deleted it is undone; a deleted Node loses its reservations.
-// Only the first call registers anything.
+// It also follows ResourceSlices and ResourceClaims (WatchClaims). Only
+// the first call registers anything.
 //
 // Until ctx ends, reservations are also expired on the clock, every
 // ExpireInterval, so that their listeners (OnRelease) hear of it while no
@@ -297,6 +305,9 @@ func (b *Book) OnChange(f func(node string)) {
 func (b *Book) Watch(ctx context.Context, factory informers.SharedInformerFactory) error {
 	b.watchOnce.Do(func() {
 		if b.watchErr = b.watch(factory); b.watchErr == nil {
+			b.watchErr = b.WatchClaims(factory)
+		}
+		if b.watchErr == nil {
 			go wait.UntilWithContext(ctx, func(context.Context) { b.Expire() }, ExpireInterval)
 		}
 	})
@@ -771,6 +782,7 @@ func (b *Book) publish(name string, e *resEntry) {
 		e.memoryBytes.Store(sum.MemoryBytes)
 		e.gpus.Store(sum.GPUs)
 		e.migSlices.Store(sum.MIGSlices)
+		e.claimGPUs.Store(sum.ClaimGPUs)
 	}
 	n, _ := b.cache.Get(name)
 	b.setLoad(name, loadOf(n, sum))
@@ -781,7 +793,7 @@ func (b *Book) publish(name string, e *resEntry) {
 // report sets a node's reserved metrics. The caller holds b.mu.
 func (b *Book) report(name string, n *telemetry.Node, sum Demand) {
 	reservedCPU.WithLabelValues(name).Set(float64(sum.CPUMilli) / 1000)
-	reservedGPUs.WithLabelValues(name).Set(float64(sum.GPUs))
+	reservedGPUs.WithLabelValues(name).Set(float64(sum.BusyGPUs()))
 	if n != nil {
 		if w, ok := b.ReservedWatts(n, sum); ok {
 			reservedWatts.WithLabelValues(name).Set(w.Mean)

@@ -92,7 +92,7 @@ var (
 	}, []string{"node"})
 	reservedGPUs = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Name:           "telesched_scheduler_reserved_gpus",
-		Help:           "Per node with telemetry: GPUs requested by the pods placed on it that its latest sample does not show yet.",
+		Help:           "Per node with telemetry: GPUs requested by the pods placed on it that its latest sample does not show yet, by extended resource and by ResourceClaim.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"node"})
 	reservedWatts = metrics.NewGaugeVec(&metrics.GaugeOpts{

@@ -20,22 +20,29 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/scheduler/dra"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Demand is what a pod asks of a node: CPU in millicores, memory in bytes,
 // GPUs (the GPU resource: whole GPUs, or MIG devices on a node whose GPUs
-// are all in MIG mode, the device plugin's single strategy) and MIG
-// compute slices (the devices of the MIG resources it requests, the mixed
+// are all in MIG mode, the device plugin's single strategy), MIG compute
+// slices (the devices of the MIG resources it requests, the mixed
 // strategy's, each counted by its profile's slices: nvidia.com/mig-3g.40gb
-// is 3).
+// is 3) and the GPUs its ResourceClaims hold or ask for (ClaimGPUs, see
+// dra.Index.PodGPUs).
 type Demand struct {
 	CPUMilli, MemoryBytes, GPUs, MIGSlices int64
+	ClaimGPUs                              int64
 }
+
+// BusyGPUs is every GPU the pod keeps busy: by extended resource and by
+// claim. Watts are priced on it.
+func (d Demand) BusyGPUs() int64 { return d.GPUs + d.ClaimGPUs }
 
 // Plus is d and o together.
 func (d Demand) Plus(o Demand) Demand {
-	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs, MIGSlices: d.MIGSlices + o.MIGSlices}
+	return Demand{CPUMilli: d.CPUMilli + o.CPUMilli, MemoryBytes: d.MemoryBytes + o.MemoryBytes, GPUs: d.GPUs + o.GPUs, MIGSlices: d.MIGSlices + o.MIGSlices, ClaimGPUs: d.ClaimGPUs + o.ClaimGPUs}
 }
 
 // CPUOnly is d without its GPUs and MIG slices.
@@ -43,7 +50,7 @@ func (d Demand) CPUOnly() Demand { return Demand{CPUMilli: d.CPUMilli, MemoryByt
 
 // Minus is d less o.
 func (d Demand) Minus(o Demand) Demand {
-	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs, MIGSlices: d.MIGSlices - o.MIGSlices}
+	return Demand{CPUMilli: d.CPUMilli - o.CPUMilli, MemoryBytes: d.MemoryBytes - o.MemoryBytes, GPUs: d.GPUs - o.GPUs, MIGSlices: d.MIGSlices - o.MIGSlices, ClaimGPUs: d.ClaimGPUs - o.ClaimGPUs}
 }
 
 // Options say how a pod's demand is counted.
@@ -77,6 +84,8 @@ type Counter struct {
 	defaults v1.ResourceList
 	gpu      v1.ResourceName
 	mig      string
+	// claims counts the GPUs of pods' ResourceClaims; nil: none.
+	claims *dra.Index
 }
 
 // NewCounter returns a Counter for o.
@@ -130,6 +139,7 @@ func (c Counter) count(pod *v1.Pod, defaults v1.ResourceList) Demand {
 			}
 		}
 	}
+	d.ClaimGPUs = c.claims.PodGPUs(pod)
 	return d
 }
 

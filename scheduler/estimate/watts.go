@@ -31,7 +31,8 @@ func (w Watts) Plus(o Watts) Watts { return Watts{Mean: w.Mean + o.Mean, Upper: 
 // reserved were placed since its sample: the node's power curve at its
 // estimated load (measured utilization plus reserved) with the pod, minus
 // without, plus a busy GPU's power less an idle one's for each of the
-// pod's GPUs, and that GPU's share for each MIG device (PodGPUWatts). The CPU side is never below MinSlopeShare of the curve's
+// pod's GPUs, claimed ones too (BusyGPUs), and that GPU's share for each MIG device
+// (PodGPUWatts). The CPU side is never below MinSlopeShare of the curve's
 // mean rise over the pod's load. ok is false when the node has no watts
 // (fresh or held), no CPU count or no plausible curve; never negative.
 func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
@@ -169,7 +170,7 @@ func GPUWatts(n *telemetry.Node, gpus int64) float64 {
 // GPU resource, plus its MIG compute slices' share of a busy GPU
 // (MIGSliceWatts).
 func PodGPUWatts(n *telemetry.Node, d Demand) float64 {
-	return GPUWatts(n, d.GPUs) + MIGSliceWatts(n, d.MIGSlices)
+	return GPUWatts(n, d.BusyGPUs()) + MIGSliceWatts(n, d.MIGSlices)
 }
 
 // MIGSliceWatts is what slices busy MIG compute slices add to node n:

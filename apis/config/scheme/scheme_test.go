@@ -92,6 +92,7 @@ profiles:
       gpuResourceName: amd.com/gpu
       nonGPUPodPenaltyPercent: 0
       gpuCPUReserveMilli: 0
+      gpuDeviceClassNames: []
       staleTelemetryPolicy: Reject
   - name: EnergyAware
     args:
@@ -154,6 +155,8 @@ func TestLoadConfig(t *testing.T) {
 				NonGPUPodPenaltyPercent: 0,
 				GPUCPUReserveMilli:      0,
 				MIGResourcePrefix:       "nvidia.com/mig-",
+				GPUDeviceClassNames:     []string{},                 // set empty: none
+				GPUDriverNames:          []string{"gpu.nvidia.com"}, // unset: the default
 			},
 		},
 		{

@@ -4,6 +4,8 @@
 package v1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -124,6 +126,8 @@ func Convert_v1_TopologyFitArgs_To_config_TopologyFitArgs(in *TopologyFitArgs, o
 	out.NonGPUPodPenaltyPercent = ptr.Deref(in.NonGPUPodPenaltyPercent, 0)
 	out.GPUCPUReserveMilli = ptr.Deref(in.GPUCPUReserveMilli, 0)
 	out.MIGResourcePrefix = ptr.Deref(in.MIGResourcePrefix, "")
+	out.GPUDeviceClassNames = slices.Clone(in.GPUDeviceClassNames)
+	out.GPUDriverNames = slices.Clone(in.GPUDriverNames)
 	return nil
 }
 
@@ -137,6 +141,8 @@ func Convert_config_TopologyFitArgs_To_v1_TopologyFitArgs(in *config.TopologyFit
 	out.NonGPUPodPenaltyPercent = ptr.To(in.NonGPUPodPenaltyPercent)
 	out.GPUCPUReserveMilli = ptr.To(in.GPUCPUReserveMilli)
 	out.MIGResourcePrefix = ptr.To(in.MIGResourcePrefix)
+	out.GPUDeviceClassNames = nonNil(in.GPUDeviceClassNames)
+	out.GPUDriverNames = nonNil(in.GPUDriverNames)
 	return nil
 }
 
@@ -234,4 +240,10 @@ func DefaultPowerBudgetArgs() *config.PowerBudgetArgs {
 	out := &config.PowerBudgetArgs{}
 	_ = Convert_v1_PowerBudgetArgs_To_config_PowerBudgetArgs(&in, out, nil) // never fails
 	return out
+}
+
+// nonNil is a copy of s, empty rather than nil: in the v1 args nil means
+// "default", and an internal empty list is none.
+func nonNil(s []string) []string {
+	return append([]string{}, s...)
 }

@@ -69,6 +69,8 @@ func TestConversionRoundTrip(t *testing.T) {
 				NonGPUPodPenaltyPercent: ptr.To[int32](25),
 				GPUCPUReserveMilli:      ptr.To[int64](8000),
 				MIGResourcePrefix:       ptr.To("example.com/mig-"),
+				GPUDeviceClassNames:     []string{"gpu.example.com"},
+				GPUDriverNames:          []string{"gpu.example.com", "gpu.nvidia.com"},
 			},
 			internal: &config.TopologyFitArgs{},
 			want: &config.TopologyFitArgs{
@@ -80,6 +82,8 @@ func TestConversionRoundTrip(t *testing.T) {
 				NonGPUPodPenaltyPercent: 25,
 				GPUCPUReserveMilli:      8000,
 				MIGResourcePrefix:       "example.com/mig-",
+				GPUDeviceClassNames:     []string{"gpu.example.com"},
+				GPUDriverNames:          []string{"gpu.example.com", "gpu.nvidia.com"},
 			},
 		},
 		{
@@ -207,6 +211,8 @@ func TestDefaultInternalArgs(t *testing.T) {
 				NonGPUPodPenaltyPercent: 50,
 				GPUCPUReserveMilli:      4000,
 				MIGResourcePrefix:       "nvidia.com/mig-",
+				GPUDeviceClassNames:     []string{"gpu.nvidia.com"},
+				GPUDriverNames:          []string{"gpu.nvidia.com"},
 			},
 		},
 		{

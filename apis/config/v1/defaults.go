@@ -43,6 +43,11 @@ const (
 	// DefaultMIGResourcePrefix is NVIDIA's device plugin's: its mixed MIG
 	// strategy advertises nvidia.com/mig-<profile>.
 	DefaultMIGResourcePrefix = "nvidia.com/mig-"
+	// DefaultGPUDeviceClassName and DefaultGPUDriverName are those of
+	// NVIDIA's DRA driver (k8s-dra-driver-gpu): its whole GPUs' DeviceClass
+	// and its driver.
+	DefaultGPUDeviceClassName = "gpu.nvidia.com"
+	DefaultGPUDriverName      = "gpu.nvidia.com"
 )
 
 // Defaults of EnergyAwareArgs.
@@ -101,6 +106,12 @@ func SetDefaults_TopologyFitArgs(obj *TopologyFitArgs) {
 	setDefault(&obj.NonGPUPodPenaltyPercent, DefaultNonGPUPodPenaltyPercent)
 	setDefault(&obj.GPUCPUReserveMilli, DefaultGPUCPUReserveMilli)
 	setDefault(&obj.MIGResourcePrefix, DefaultMIGResourcePrefix)
+	if obj.GPUDeviceClassNames == nil {
+		obj.GPUDeviceClassNames = []string{DefaultGPUDeviceClassName}
+	}
+	if obj.GPUDriverNames == nil {
+		obj.GPUDriverNames = []string{DefaultGPUDriverName}
+	}
 }
 
 // SetDefaults_EnergyAwareArgs sets the unset fields of EnergyAwareArgs.

@@ -78,6 +78,8 @@ func TestDefaults(t *testing.T) {
 				NonGPUPodPenaltyPercent: ptr.To[int32](50),
 				GPUCPUReserveMilli:      ptr.To[int64](4000),
 				MIGResourcePrefix:       ptr.To("nvidia.com/mig-"),
+				GPUDeviceClassNames:     []string{"gpu.nvidia.com"},
+				GPUDriverNames:          []string{"gpu.nvidia.com"},
 			},
 		},
 		{
@@ -87,6 +89,9 @@ func TestDefaults(t *testing.T) {
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
 				GPUCPUReserveMilli:      ptr.To[int64](0),
 				MIGResourcePrefix:       ptr.To("amd.com/partition-"),
+				// An empty list turns DRA's GPUs off; it is not defaulted.
+				GPUDeviceClassNames: []string{},
+				GPUDriverNames:      []string{"gpu.amd.com"},
 			},
 			want: &TopologyFitArgs{
 				TelemetryArgs:           defaultTelemetryArgs(),
@@ -94,6 +99,8 @@ func TestDefaults(t *testing.T) {
 				NonGPUPodPenaltyPercent: ptr.To[int32](0),
 				GPUCPUReserveMilli:      ptr.To[int64](0),
 				MIGResourcePrefix:       ptr.To("amd.com/partition-"),
+				GPUDeviceClassNames:     []string{},
+				GPUDriverNames:          []string{"gpu.amd.com"},
 			},
 		},
 		{

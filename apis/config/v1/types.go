@@ -134,6 +134,26 @@ type TopologyFitArgs struct {
 	// Default nvidia.com/mig-.
 	// +optional
 	MIGResourcePrefix *string `json:"migResourcePrefix,omitempty"`
+	// gpuDeviceClassNames are the DeviceClasses (resource.k8s.io/v1) whose
+	// requests in a pod's ResourceClaims count as whole GPUs while the claim
+	// is unallocated: requests in ExactCount mode, by their count (an
+	// allocated claim counts the GPU devices allocated to it, see
+	// gpuDriverNames). Every profile must list the same classes, since one
+	// reservation book counts a pod's GPUs for every plugin. Default
+	// [gpu.nvidia.com], the class of NVIDIA's DRA driver's whole GPUs; []
+	// counts no request (kept through encoding: the field has no
+	// omitempty).
+	// +optional
+	GPUDeviceClassNames []string `json:"gpuDeviceClassNames"`
+	// gpuDriverNames are the DRA drivers whose devices count as GPUs: a
+	// node whose ResourceSlices publish one is a GPU node, and a device
+	// allocated to a ResourceClaim holds the node's GPU whose UUID is the
+	// device's "uuid" attribute (a MIG device's "parentUUID"), so that no
+	// pod requesting gpuResourceName is placed on it. Every profile must
+	// list the same drivers. Default [gpu.nvidia.com] (NVIDIA's
+	// k8s-dra-driver-gpu); [] ignores DRA.
+	// +optional
+	GPUDriverNames []string `json:"gpuDriverNames"`
 }
 
 // EnergyAwareArgs are the arguments of the EnergyAware plugin, which rejects

@@ -72,6 +72,8 @@ func ValidateTopologyFitArgs(path *field.Path, args *config.TopologyFitArgs) err
 	allErrs = append(allErrs, validateRange(path.Child("nonGPUPodPenaltyPercent"), args.NonGPUPodPenaltyPercent, MinPenaltyPercent, MaxPenaltyPercent)...)
 	allErrs = append(allErrs, validateNonNegative(path.Child("gpuCPUReserveMilli"), args.GPUCPUReserveMilli)...)
 	allErrs = append(allErrs, validateMIGResourcePrefix(path.Child("migResourcePrefix"), args.MIGResourcePrefix, args.GPUResourceName)...)
+	allErrs = append(allErrs, validateDNSSubdomains(path.Child("gpuDeviceClassNames"), args.GPUDeviceClassNames)...)
+	allErrs = append(allErrs, validateDNSSubdomains(path.Child("gpuDriverNames"), args.GPUDriverNames)...)
 	return allErrs.ToAggregate()
 }
 
@@ -156,6 +158,24 @@ func validateMIGResourcePrefix(path *field.Path, prefix, gpuResource string) fie
 		return field.ErrorList{field.Invalid(path, prefix, fmt.Sprintf("gpuResourceName %q must not start with it: it would count as a MIG profile", gpuResource))}
 	}
 	return nil
+}
+
+// validateDNSSubdomains checks a list of DeviceClass or driver names,
+// which the API requires to be DNS subdomains, for their form and
+// duplicates.
+func validateDNSSubdomains(path *field.Path, names []string) field.ErrorList {
+	var allErrs field.ErrorList
+	seen := map[string]bool{}
+	for i, name := range names {
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			allErrs = append(allErrs, field.Invalid(path.Index(i), name, msg))
+		}
+		if seen[name] {
+			allErrs = append(allErrs, field.Duplicate(path.Index(i), name))
+		}
+		seen[name] = true
+	}
+	return allErrs
 }
 
 func validateExtendedResourceName(path *field.Path, name string) field.ErrorList {

@@ -208,6 +208,22 @@ func TestValidateTopologyFitArgs(t *testing.T) {
 	}{
 		{name: "defaults", set: func(*config.TopologyFitArgs) {}},
 		{name: "gpuResourceName amd.com/gpu", set: func(a *config.TopologyFitArgs) { a.GPUResourceName = "amd.com/gpu" }},
+		{name: "no DRA GPUs", set: func(a *config.TopologyFitArgs) { a.GPUDeviceClassNames, a.GPUDriverNames = nil, nil }},
+		{
+			name:          "gpuDeviceClassNames not a DNS subdomain",
+			set:           func(a *config.TopologyFitArgs) { a.GPUDeviceClassNames = []string{"gpu.nvidia.com", "GPU_Class"} },
+			wantErrPrefix: `gpuDeviceClassNames[1]: Invalid value: "GPU_Class": `,
+		},
+		{
+			name:    "gpuDriverNames duplicate",
+			set:     func(a *config.TopologyFitArgs) { a.GPUDriverNames = []string{"gpu.nvidia.com", "gpu.nvidia.com"} },
+			wantErr: `gpuDriverNames[1]: Duplicate value: "gpu.nvidia.com"`,
+		},
+		{
+			name:          "gpuDriverNames empty name",
+			set:           func(a *config.TopologyFitArgs) { a.GPUDriverNames = []string{""} },
+			wantErrPrefix: `gpuDriverNames[0]: Invalid value: "": `,
+		},
 		{
 			name:    "gpuResourceName native resource",
 			set:     func(a *config.TopologyFitArgs) { a.GPUResourceName = "cpu" },

@@ -21,7 +21,7 @@ import (
 // telemetry changes in a way that can let them in, or when a pod on a node
 // is deleted and frees what they need.
 func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	return append([]fwk.ClusterEventWithHint{
 		{
 			Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
 			QueueingHintFn:    pl.telemetryHint,
@@ -31,7 +31,7 @@ func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
 			QueueingHintFn: pl.podDeleteHint,
 		},
-	}, nil
+	}, pl.draEvents()...), nil // dra.go
 }
 
 // telemetryHint queues a pod when a node's new telemetry is fresh, could
@@ -74,8 +74,8 @@ func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
 	}
 	cm, pm := gpuMatcher{s: s}, gpuMatcher{s: s}
 	var ch, ph [maxUnitRequests]holding
-	pl.holdings(cur, nil, s, &ch)
-	pl.holdings(prev, nil, s, &ph)
+	pl.holdings(cur, nil, s, &ch, pl.claimsOn(cur.Name))
+	pl.holdings(prev, nil, s, &ph, pl.claimsOn(prev.Name))
 	for r := range s.reqs {
 		_, _, c, _ := ch[r].tally(cur, &cm)
 		_, _, p, _ := ph[r].tally(prev, &pm)
@@ -130,7 +130,7 @@ func (pl *TopologyFit) couldFit(n *telemetry.Node, s *podState) bool {
 		if !n.HasGPUSource {
 			return false
 		}
-		pl.holdings(n, nil, s, &hs)
+		pl.holdings(n, nil, s, &hs, pl.claimsOn(n.Name))
 		for r := range s.reqs {
 			if _, _, free, _ := hs[r].tally(n, &m); free < s.reqs[r].count {
 				return false

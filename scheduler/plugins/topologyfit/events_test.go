@@ -39,6 +39,8 @@ func TestEventsToRegister(t *testing.T) {
 	want := []fwk.ClusterEvent{
 		{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
 		{Resource: fwk.Pod, ActionType: fwk.Delete},
+		{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete},
+		{Resource: fwk.ResourceSlice, ActionType: fwk.Update | fwk.Delete},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

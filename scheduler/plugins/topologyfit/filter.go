@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/telesched/telesched/scheduler/dra"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -62,7 +63,7 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	}
 	requested := nodeInfo.GetRequested()
-	m := gpuMatcher{s: s}
+	m := gpuMatcher{s: s, claims: pl.claimsOn(node.Name)} // dra.go: skips GPUs claims hold
 	var hs [maxUnitRequests]holding
 	units := 0 // requests to place: none when the GPUs are unknown
 	if len(s.reqs) > 0 {
@@ -73,7 +74,7 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 			// Ignore: the GPUs are unknown; check the rest.
 		} else {
 			units = len(s.reqs)
-			pl.holdings(tel, nodeInfo, s, &hs)
+			pl.holdings(tel, nodeInfo, s, &hs, m.claims)
 			for i := range units {
 				if st := unitsStatus(tel, s, &hs[i], &m); st != nil {
 					return st
@@ -104,9 +105,16 @@ func unitsStatus(tel *telemetry.Node, s *podState, h *holding, m *gpuMatcher) *f
 		return nil
 	}
 	noun := h.noun()
+	requested := h.requested
+	if h.kind == wholeGPUs {
+		requested -= heldNoUUID(m.claims) // counted in holdings (dra.go), named by heldNote
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "node has %d healthy unallocated %s%s, pod needs %d (%d of %d %s healthy and matching, %d requested by pods on the node",
-		max(left, 0), noun, s.gpuConstraints, h.req.count, matching, total, noun, h.requested)
+		max(left, 0), noun, s.gpuConstraints, h.req.count, matching, total, noun, requested)
+	if h.kind != profileDevices {
+		b.WriteString(heldNote(m)) // dra.go
+	}
 	if h.known {
 		fmt.Fprintf(&b, ", %d allocated by the kubelet in the sample", h.published)
 	}
@@ -122,6 +130,7 @@ func unitsStatus(tel *telemetry.Node, s *podState, h *holding, m *gpuMatcher) *f
 // a node's GPUs are usually all of one model. Use one per node.
 type gpuMatcher struct {
 	s         *podState
+	claims    *dra.Node // the GPUs claims hold, which never match (dra.go)
 	lastModel string
 	lastOK    bool
 	compared  bool
@@ -130,6 +139,9 @@ type gpuMatcher struct {
 // ok says whether a unit of GPU g with memory bytes (the GPU's, or its MIG
 // device's) matches.
 func (m *gpuMatcher) ok(g *telemetry.GPU, memory int64) bool {
+	if m.claims.Held(g.UUID) {
+		return false
+	}
 	if !g.Healthy || memory < m.s.minGPUMemory {
 		return false
 	}

@@ -20,6 +20,7 @@
 //     likewise, of each resource named TopologyFitArgs.MIGResourcePrefix +
 //     a profile (nvidia.com/mig-1g.10gb: NVIDIA's device plugin's mixed
 //     MIG strategy). A pod may request at most 4 such resources.
+//
 //   - Units: what one of a request counts on a node. A MIG resource's are
 //     the node's published MIG devices of its profile. The GPU resource's
 //     are MIG devices of any profile on a node of the single MIG strategy
@@ -28,16 +29,20 @@
 //     GPUs not in MIG mode: a GPU in MIG mode runs no pod of its own.
 //     Each unit has its memory (the MIG device's, or the GPU's) and its
 //     GPU's model, health and NUMA node.
+//
 //   - GPU model (telesched.io/gpu-model): a unit matches when its GPU's
 //     reported model contains the annotation's value, ASCII letters
 //     compared without case, e.g. "h100" matches "NVIDIA H100 80GB HBM3".
 //     Empty: any model.
+//
 //   - GPU memory (telesched.io/gpu-min-memory, a resource.Quantity such as
 //     "40Gi"): a unit matches when its memory is at least that (a 1g.10gb
 //     MIG device has 10 GB, not its GPU's 80). A value that is not a
 //     non-negative quantity makes the pod unschedulable and unresolvable:
 //     no cluster event can fix it.
+//
 //   - Matching units are healthy ones that satisfy both constraints.
+//
 //   - Held units (holdings, the one place that says so): the units the
 //     node's sample shows allocated by the kubelet (the pod-resources API:
 //     a GPU's allocated, a MIG profile's allocated), plus the units of the
@@ -48,6 +53,7 @@
 //     held that way. The units of pods placed since the sample are assumed
 //     to be matching ones: on a node with mixed models or an unhealthy GPU
 //     this under-counts, never over-counts, what is free.
+//
 //   - Which units those pods hold is not published, so for NUMA placement
 //     they are assumed to fill units whose NUMA node is unknown first,
 //     then NUMA nodes from the lowest id up: what a kubelet that aligns
@@ -55,11 +61,14 @@
 //     pods thus fit an 8-GPU node with 4 GPUs per NUMA node; assuming
 //     instead that the held GPUs could sit on any NUMA node would leave
 //     half of it idle.
+//
 //   - A GPU whose NUMA node is unknown belongs to no NUMA node, except on a
 //     node with a single NUMA node (where sysfs often reports -1).
+//
 //   - Free CPUs on a NUMA node: see numaFreeCPUMilli. Free memory: the NUMA
 //     node's MemFree. Pods placed since the node's sample are not counted
 //     in either telemetry figure.
+//
 //   - Together (Score, a request of k >= 2 units): a node where one NVLink
 //     group (nvlink.group: GPUs that reach each other over NVLink, through
 //     NVSwitch or not) has k free matching units ranks above one where
@@ -69,12 +78,18 @@
 //     kubelet's device plugin picks the node's devices, not the scheduler:
 //     this chooses the node only, and a pod that needs NVLink should ask
 //     its device plugin for it (the NVIDIA plugin prefers linked GPUs).
+//
 //   - The GPU-node penalty and reserve for pods that request no GPU
 //     (takesGPUReserve) count a node's healthy GPUs, MIG mode or not.
 //
+//   - Dynamic Resource Allocation: a pod's ResourceClaims count as GPUs
+//     (TopologyFitArgs.GPUDeviceClassNames, GPUDriverNames); GPUs that
+//     claims hold are not free; a node whose ResourceSlices publish GPUs
+//     is a GPU node. See dra.go.
+//
 // The annotations telesched.io/gpu-model and telesched.io/gpu-min-memory
-// apply to pods that request GPUs or MIG devices only; a numa-policy value other than
-// single-numa-node is ignored.
+// apply to pods that request GPUs or MIG devices only (by extended resource
+// or by claim); a numa-policy value other than single-numa-node is ignored.
 package topologyfit
 
 import (
@@ -173,6 +188,9 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudge
 		if err := book.ShareMIGResourcePrefix(fmt.Sprintf("profile %s's %s (migResourcePrefix)", h.ProfileName(), Name), args.MIGResourcePrefix); err != nil {
 			return nil, err
 		}
+		if err := shareDRA(book, args, h); err != nil { // dra.go
+			return nil, err
+		}
 		pl := NewWith(args, cache, book)
 		if domains != nil {
 			pl.powerable = func(node string, free func(string, *telemetry.Node) int64) (int64, bool) {
@@ -240,6 +258,7 @@ type podState struct {
 	// reqs are the GPU resource (first, when requested) and the MIG
 	// resources the pod requests, at most maxUnitRequests.
 	reqs        []unitRequest
+	claimGPUs   int64 // GPUs its ResourceClaims hold or ask for (dra.go)
 	cpuMilli    int64 // CPU requested
 	memoryBytes int64 // memory requested
 	singleNUMA  bool  // telesched.io/numa-policy: single-numa-node
@@ -274,7 +293,8 @@ func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 	if len(s.reqs) > maxUnitRequests {
 		return nil, fmt.Errorf("pod requests %d GPU and MIG resources; %s places at most %d", len(s.reqs), Name, maxUnitRequests)
 	}
-	if len(s.reqs) == 0 {
+	s.claimGPUs = pl.book.Requested(pod).ClaimGPUs // dra.go
+	if len(s.reqs) == 0 && s.claimGPUs == 0 {
 		return s, nil
 	}
 	var desc strings.Builder

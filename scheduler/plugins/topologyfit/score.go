@@ -22,8 +22,16 @@ func (pl *TopologyFit) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if len(s.reqs) == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
+	if len(s.reqs) == 0 && s.claimGPUs == 0 && (pl.args.NonGPUPodPenaltyPercent == 0 || pl.args.GPUCPUReserveMilli == 0 || !pl.mixedGPUNodes(nodes)) {
 		return fwk.NewStatus(fwk.Skip)
+	}
+	if len(s.reqs) == 0 && s.claimGPUs > 0 {
+		// A pod whose GPUs are all claimed is scored as the same number
+		// of whole GPUs asked by extended resource (dra.go).
+		c := *s
+		c.reqs = []unitRequest{{resource: pl.gpuResource, count: s.claimGPUs}}
+		pl.last.Write(cs, stateKey, &c)
+		return nil
 	}
 	if _, ok := pl.last.Read(cs, stateKey); !ok {
 		pl.last.Write(cs, stateKey, s)
@@ -48,9 +56,9 @@ func (pl *TopologyFit) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return telemetry.NoTelemetry, nil
 	}
 	requested := nodeInfo.GetRequested()
-	m := gpuMatcher{s: s}
+	m := gpuMatcher{s: s, claims: pl.claimsOn(nodeInfo.Node().Name)} // dra.go
 	var hs [maxUnitRequests]holding
-	pl.holdings(tel, nodeInfo, s, &hs)
+	pl.holdings(tel, nodeInfo, s, &hs, m.claims)
 	aligned := fitNUMA(tel, s, &m, hs[:len(s.reqs)], requested.GetMilliCPU()) >= 0
 	// The pod's first request (its GPU resource, else its first MIG
 	// resource) decides the packing and where its units sit together.
@@ -74,13 +82,13 @@ func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
 	}
 	withTelemetry := pl.cache.GPUNodes() > 0
 	if !withTelemetry && pl.gpuAllocatable != nil {
-		if n, ok := pl.gpuAllocatable.Len(); ok && n == 0 {
+		if n, ok := pl.gpuAllocatable.Len(); ok && n == 0 && pl.draGPUNodes() == 0 { // dra.go
 			return false
 		}
 	}
 	kind := func(ni fwk.NodeInfo) bool {
 		if !withTelemetry {
-			return ni.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0
+			return ni.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || pl.draGPUNode(ni.Node().Name)
 		}
 		tel, _ := pl.cache.Get(ni.Node().Name)
 		return pl.gpuNode(ni, tel)
@@ -97,7 +105,7 @@ func (pl *TopologyFit) mixedGPUNodes(nodes []fwk.NodeInfo) bool {
 // gpuNode reports whether a node has GPUs: its allocatable has the GPU
 // resource, or its telemetry (of any age: hardware does not age) lists GPUs.
 func (pl *TopologyFit) gpuNode(nodeInfo fwk.NodeInfo, tel *telemetry.Node) bool {
-	return nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || (tel != nil && len(tel.GPUs) > 0)
+	return nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource] > 0 || (tel != nil && len(tel.GPUs) > 0) || pl.draGPUNode(nodeInfo.Node().Name)
 }
 
 // takesGPUReserve reports whether a pod of podMilli CPU that requests no GPU
@@ -142,10 +150,13 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	held := requested.GetScalarResources()[pl.gpuResource]
 	gpus := nodeInfo.GetAllocatable().GetScalarResources()[pl.gpuResource]
 	withTelemetry := tel != nil && tel.HasGPUSource && len(tel.GPUs) > 0
-	m := gpuMatcher{s: &podState{}} // healthy GPUs of any model
+	m := gpuMatcher{s: &podState{}, claims: pl.claimsOn(nodeInfo.Node().Name)} // healthy GPUs of any model, not held by claims
 	var unknown int64
 	if withTelemetry {
 		gpus, unknown = m.count(tel)
+		held += heldNoUUID(m.claims)
+	} else {
+		gpus, held = pl.withDRA(nodeInfo.Node().Name, gpus, held) // dra.go
 	}
 	free := max(gpus-held, 0)
 	if free > 0 && pl.powerable != nil {
@@ -199,8 +210,9 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 func (pl *TopologyFit) freeGPUs(name string, view *telemetry.Node) int64 {
 	var gpus int64
 	if view.HasGPUSource {
-		m := gpuMatcher{s: &podState{}}
+		m := gpuMatcher{s: &podState{}, claims: pl.claimsOn(name)} // dra.go
 		gpus, _ = m.count(view)
+		gpus -= heldNoUUID(m.claims)
 	}
 	if pl.nodeInfos == nil {
 		return gpus
@@ -209,10 +221,11 @@ func (pl *TopologyFit) freeGPUs(name string, view *telemetry.Node) int64 {
 	if err != nil || ni.Node() == nil {
 		return gpus
 	}
+	held := ni.GetRequested().GetScalarResources()[pl.gpuResource]
 	if !view.HasGPUSource {
-		gpus = ni.GetAllocatable().GetScalarResources()[pl.gpuResource]
+		gpus, held = pl.withDRA(name, ni.GetAllocatable().GetScalarResources()[pl.gpuResource], held) // dra.go
 	}
-	return max(0, gpus-ni.GetRequested().GetScalarResources()[pl.gpuResource])
+	return max(0, gpus-held)
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/telesched/telesched/scheduler/dra"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -113,7 +114,7 @@ func (pl *TopologyFit) kindOn(tel *telemetry.Node, nodeInfo fwk.NodeInfo, r *uni
 // holdings computes what each of the pod's requests finds on the node,
 // into hs: the one place that says which units the node's pods hold.
 // nodeInfo nil: no pod holds any (the hints' upper bound).
-func (pl *TopologyFit) holdings(tel *telemetry.Node, nodeInfo fwk.NodeInfo, s *podState, hs *[maxUnitRequests]holding) {
+func (pl *TopologyFit) holdings(tel *telemetry.Node, nodeInfo fwk.NodeInfo, s *podState, hs *[maxUnitRequests]holding, claims *dra.Node) {
 	var scalars map[v1.ResourceName]int64
 	if nodeInfo != nil {
 		requested := nodeInfo.GetRequested()
@@ -128,6 +129,11 @@ func (pl *TopologyFit) holdings(tel *telemetry.Node, nodeInfo fwk.NodeInfo, s *p
 			if g.MIG {
 				h.migGPUs++
 			}
+			if claims.Held(g.UUID) {
+				// A claim holds it: never free, and its allocation in
+				// the sample is the claim's, not the resource's (dra.go).
+				continue
+			}
 			for j, n := 0, unitGroups(g, h.kind); j < n; j++ {
 				count, alloc, _ := unitGroup(g, h.kind, r, j)
 				if count > 0 {
@@ -138,6 +144,9 @@ func (pl *TopologyFit) holdings(tel *telemetry.Node, nodeInfo fwk.NodeInfo, s *p
 					h.published += alloc
 				}
 			}
+		}
+		if h.kind == wholeGPUs {
+			h.requested += heldNoUUID(claims) // dra.go: held, of unknown identity
 		}
 		h.known = units > 0 && published == units
 		if h.known {

@@ -1,0 +1,250 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package dra
+
+import (
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/telesched/telesched/internal/cowmap"
+)
+
+// UpdateSlice indexes a ResourceSlice's GPU devices.
+func (x *Index) UpdateSlice(obj any) {
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	cfg := x.cfg.Load()
+	node := ""
+	if s.Spec.NodeName != nil {
+		node = *s.Spec.NodeName
+	}
+	var ids []deviceID
+	devs := map[deviceID]device{}
+	if node != "" && slices.Contains(cfg.Drivers, s.Spec.Driver) {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			id := deviceID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name, device: d.Name}
+			ids = append(ids, id)
+			devs[id] = device{node: node, uuid: stringAttribute(d, s.Spec.Driver, AttributeUUID), parentUUID: stringAttribute(d, s.Spec.Driver, AttributeParentUUID)}
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	touched := x.dropSlice(s.Name)
+	if len(ids) > 0 {
+		x.slices[s.Name] = sliceInfo{node: node, ids: ids}
+		set(x.nodeSlices, node, s.Name)
+		for id, d := range devs {
+			x.devices[id] = d
+		}
+		touched[node] = true
+	}
+	x.refresh(touched)
+}
+
+// DeleteSlice forgets a deleted ResourceSlice's devices.
+func (x *Index) DeleteSlice(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.refresh(x.dropSlice(s.Name))
+}
+
+// dropSlice forgets a slice's devices and returns its node. The caller
+// holds mu.
+func (x *Index) dropSlice(name string) map[string]bool {
+	touched := map[string]bool{}
+	si, ok := x.slices[name]
+	if !ok {
+		return touched
+	}
+	for _, id := range si.ids {
+		delete(x.devices, id)
+	}
+	unset(x.nodeSlices, si.node, name)
+	delete(x.slices, name)
+	touched[si.node] = true
+	return touched
+}
+
+// set adds v to m[k]; unset removes it, and m[k] once empty.
+func set[K, V comparable](m map[K]map[V]bool, k K, v V) {
+	if m[k] == nil {
+		m[k] = map[V]bool{}
+	}
+	m[k][v] = true
+}
+
+func unset[K, V comparable](m map[K]map[V]bool, k K, v V) {
+	delete(m[k], v)
+	if len(m[k]) == 0 {
+		delete(m, k)
+	}
+}
+
+// stringAttribute is a device's string attribute name, written bare or
+// qualified by its driver's domain.
+func stringAttribute(d *resourceapi.Device, driver, name string) string {
+	for _, k := range []resourceapi.QualifiedName{resourceapi.QualifiedName(name), resourceapi.QualifiedName(driver + "/" + name)} {
+		if a, ok := d.Attributes[k]; ok && a.StringValue != nil {
+			return *a.StringValue
+		}
+	}
+	return ""
+}
+
+// UpdateClaim indexes a ResourceClaim.
+func (x *Index) UpdateClaim(obj any) {
+	c, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	info := x.claimInfo(c)
+	key := c.Namespace + "/" + c.Name
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	touched := x.dropClaim(key)
+	x.claims[key] = info
+	if !info.extended {
+		for _, id := range info.allocated {
+			set(x.holders, id, key)
+			if d, ok := x.devices[id]; ok {
+				touched[d.node] = true
+			}
+		}
+	}
+	x.refresh(touched)
+}
+
+// DeleteClaim forgets a deleted ResourceClaim.
+func (x *Index) DeleteClaim(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	c, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.refresh(x.dropClaim(c.Namespace + "/" + c.Name))
+}
+
+// dropClaim forgets a claim and returns the nodes of the devices it
+// held. The caller holds mu.
+func (x *Index) dropClaim(key string) map[string]bool {
+	touched := map[string]bool{}
+	if c, ok := x.claims[key]; ok {
+		for _, id := range c.allocated {
+			unset(x.holders, id, key)
+			if d, ok := x.devices[id]; ok {
+				touched[d.node] = true
+			}
+		}
+	}
+	delete(x.claims, key)
+	return touched
+}
+
+// claimInfo is what the index keeps of c.
+func (x *Index) claimInfo(c *resourceapi.ResourceClaim) *claimInfo {
+	cfg := x.cfg.Load()
+	info := &claimInfo{extended: c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"}
+	if a := c.Status.Allocation; a != nil {
+		for _, r := range a.Devices.Results {
+			if slices.Contains(cfg.Drivers, r.Driver) {
+				info.allocated = append(info.allocated, deviceID{driver: r.Driver, pool: r.Pool, device: r.Device})
+			}
+		}
+		return info
+	}
+	for i := range c.Spec.Devices.Requests {
+		info.requested += requestedGPUs(cfg, &c.Spec.Devices.Requests[i])
+	}
+	return info
+}
+
+// requestedGPUs is how many whole GPUs a request asks for: its exact
+// count of a GPU class; of alternatives, the least.
+func requestedGPUs(cfg *Config, r *resourceapi.DeviceRequest) int64 {
+	count := func(class string, mode resourceapi.DeviceAllocationMode, n int64) int64 {
+		if !slices.Contains(cfg.DeviceClasses, class) || (mode != "" && mode != resourceapi.DeviceAllocationModeExactCount) {
+			return 0
+		}
+		return max(n, 1) // the API server defaults count to 1
+	}
+	if e := r.Exactly; e != nil {
+		return count(e.DeviceClassName, e.AllocationMode, e.Count)
+	}
+	var least int64 = -1
+	for i := range r.FirstAvailable {
+		s := &r.FirstAvailable[i]
+		if n := count(s.DeviceClassName, s.AllocationMode, s.Count); least < 0 || n < least {
+			least = n
+		}
+	}
+	return max(least, 0)
+}
+
+// refresh recomputes and publishes the touched nodes. The caller holds mu.
+func (x *Index) refresh(touched map[string]bool) {
+	for node := range touched {
+		if node == "" {
+			continue
+		}
+		n := x.compute(node)
+		cur := x.nodes.Load()
+		next := &nodeMap{gpuNodes: cur.gpuNodes}
+		if old := cur.m[node]; old != nil && old.Published > 0 {
+			next.gpuNodes--
+		}
+		if n != nil && n.Published > 0 {
+			next.gpuNodes++
+		}
+		next.m = cowmap.With(cur.m, node, n, n == nil)
+		x.nodes.Store(next)
+		for _, f := range x.listener {
+			f(node)
+		}
+	}
+}
+
+// compute is what DRA says of node's GPUs, nil when nothing. The caller
+// holds mu.
+func (x *Index) compute(node string) *Node {
+	n := &Node{held: map[string]struct{}{}}
+	for name := range x.nodeSlices[node] {
+		for _, id := range x.slices[name].ids {
+			d := x.devices[id]
+			if d.parentUUID == "" {
+				n.Published++
+			}
+			if len(x.holders[id]) == 0 {
+				continue
+			}
+			switch {
+			case d.parentUUID != "":
+				n.held[d.parentUUID] = struct{}{}
+			case d.uuid != "":
+				n.held[d.uuid] = struct{}{}
+			default:
+				n.HeldNoUUID++
+			}
+		}
+	}
+	if n.Published == 0 && len(n.held) == 0 && n.HeldNoUUID == 0 {
+		return nil
+	}
+	return n
+}
