@@ -32,6 +32,19 @@ func TestMIGProfileName(t *testing.T) {
 		{name: "H100 80GB 3g", dev: nvml.MIGDevice{GPUInstanceSlices: 3, ComputeInstanceSlices: 3, MemoryBytes: 40192 << 20}, gpuMemory: 81559 << 20, want: "3g.40gb"},
 		// 20096/81559 = 0.246 -> 2/8; x 80 = 20
 		{name: "H100 80GB 2g", dev: nvml.MIGDevice{GPUInstanceSlices: 2, ComputeInstanceSlices: 2, MemoryBytes: 20096 << 20}, gpuMemory: 81559 << 20, want: "2g.20gb"},
+		// A real H200 (agent/nvml/testdata/h200-vm): 150754820096 bytes,
+		// 141 GiB rounded up; the GPU-instance profiles' MemorySizeMB from
+		// nvmlDeviceGetGpuInstanceProfileInfo (nvmlprobe.jsonl) and the
+		// names nvidia-smi mig -lgip gives them (host.txt).
+		// 16384/143771 = 0.114 -> 1/8; x 141 = 17.6 -> 18
+		{name: "H200 1g, real", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 16384 << 20}, gpuMemory: 150754820096, want: "1g.18gb"},
+		// 33280/143771 = 0.231 -> 2/8; x 141 = 35.25 -> 35
+		{name: "H200 2g, real", dev: nvml.MIGDevice{GPUInstanceSlices: 2, ComputeInstanceSlices: 2, MemoryBytes: 33280 << 20}, gpuMemory: 150754820096, want: "2g.35gb"},
+		// 71424/143771 = 0.497 -> 4/8; x 141 = 70.5 -> 71
+		{name: "H200 3g, real", dev: nvml.MIGDevice{GPUInstanceSlices: 3, ComputeInstanceSlices: 3, MemoryBytes: 71424 << 20}, gpuMemory: 150754820096, want: "3g.71gb"},
+		{name: "H200 4g, real", dev: nvml.MIGDevice{GPUInstanceSlices: 4, ComputeInstanceSlices: 4, MemoryBytes: 71424 << 20}, gpuMemory: 150754820096, want: "4g.71gb"},
+		// 143360/143771 = 0.997 -> 8/8; x 141 = 141
+		{name: "H200 7g, real", dev: nvml.MIGDevice{GPUInstanceSlices: 7, ComputeInstanceSlices: 7, MemoryBytes: 143360 << 20}, gpuMemory: 150754820096, want: "7g.141gb"},
 		{name: "compute instance smaller than its GPU instance", dev: nvml.MIGDevice{GPUInstanceSlices: 3, ComputeInstanceSlices: 1, MemoryBytes: 40192 << 20}, gpuMemory: 81559 << 20, want: "1c.3g.40gb"},
 		{name: "no GPU memory", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 1 << 30}, gpuMemory: 0, want: "1g.0gb"},
 	}
