@@ -116,8 +116,9 @@ func (r Root) WithReadHook(f func(hostPath string)) Root {
 	return r
 }
 
-// ReadFile reads a host file.
-func (r Root) ReadFile(hostPath string) ([]byte, error) {
+// fault runs the read hook for a read of hostPath and returns the error
+// injected for it, if any.
+func (r Root) fault(hostPath string) (error, bool) {
 	if r.beforeRead != nil {
 		r.beforeRead(hostPath)
 	}
@@ -126,7 +127,12 @@ func (r Root) ReadFile(hostPath string) ([]byte, error) {
 	if !ok && r.changing != nil {
 		err, ok = r.changing.get(clean)
 	}
-	if ok {
+	return err, ok
+}
+
+// ReadFile reads a host file.
+func (r Root) ReadFile(hostPath string) ([]byte, error) {
+	if err, ok := r.fault(hostPath); ok {
 		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
 	}
 	return os.ReadFile(r.Path(hostPath))
@@ -217,15 +223,7 @@ func IsNotSupported(err error) bool {
 // Readlink reads a host symbolic link, as readlink(2) does: the target as
 // the link holds it, relative links unresolved.
 func (r Root) Readlink(hostPath string) (string, error) {
-	if r.beforeRead != nil {
-		r.beforeRead(hostPath)
-	}
-	clean := filepath.Clean(hostPath)
-	err, ok := r.faults[clean]
-	if !ok && r.changing != nil {
-		err, ok = r.changing.get(clean)
-	}
-	if ok {
+	if err, ok := r.fault(hostPath); ok {
 		return "", &fs.PathError{Op: "readlink", Path: r.Path(hostPath), Err: err}
 	}
 	return os.Readlink(r.Path(hostPath))
