@@ -141,7 +141,7 @@ type Result struct {
 	// Kubeconfig is the cluster's kubeconfig (kept with Keep).
 	Kubeconfig string
 	// Oracle and OracleOffGPU are the cheapest placements of the workload
-	// by the simulated nodes' true watts (see Oracle): CPU pods allowed on
+	// by the simulated nodes' true watts (see package oracle): CPU pods allowed on
 	// GPU nodes, as telesched allows them, and kept off them.
 	Oracle, OracleOffGPU OracleReport
 	// Marginal are the learned marginal watts' errors against the true
@@ -151,7 +151,7 @@ type Result struct {
 	// scenario deleted and went on without; the oracles are then of the
 	// pods telesched placed. WorkloadInfeasible: with pods refused, no
 	// placement of the whole workload meets the constraints (proven, see
-	// OracleResult.Infeasible).
+	// oracle.Result.Infeasible).
 	Refused            []Refusal
 	WorkloadInfeasible bool
 	// Phases are the scenario's phases that ran, in order: baseline, web,
@@ -171,10 +171,10 @@ type OracleReport struct {
 	// CPUWatts is the least CPU pods' watts of any placement (the oracle
 	// on the CPU pods' watts).
 	CPUWatts float64
-	// LowerBound and CPULowerBound bound the two from below (see Oracle).
+	// LowerBound and CPULowerBound bound the two from below (see package oracle).
 	LowerBound, CPULowerBound float64
 	// Unplaced are the pods it found no room for; the figures are NaN then.
-	// Infeasible: no room exists for them, proven (see OracleResult).
+	// Infeasible: no room exists for them, proven (see oracle.Result).
 	Unplaced   []string
 	Infeasible bool
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/sandbox/oracle"
 	"github.com/telesched/telesched/scheduler/estimate"
 )
 
@@ -625,10 +626,10 @@ func (s *sandbox) summary() {
 		res.TeleschedWork, res.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
 		placed := s.placedPods()
 		closed := scenarioClosures(s.opts.Fleet)
-		res.Oracle = s.oracleReport(placed, OracleOptions{Closed: closed})
-		res.OracleOffGPU = s.oracleReport(placed, OracleOptions{CPUPodsOffGPUNodes: true, Closed: closed})
+		res.Oracle = s.oracleReport(placed, oracle.Options{Closed: closed})
+		res.OracleOffGPU = s.oracleReport(placed, oracle.Options{CPUPodsOffGPUNodes: true, Closed: closed})
 		if len(res.Refused) > 0 {
-			whole := Oracle(s.opts.Fleet, workloadPods(), OracleOptions{Closed: closed})
+			whole := oracle.Solve(oracleFleet(s.opts.Fleet), oraclePods(workloadPods()), oracle.Options{Closed: closed})
 			res.WorkloadInfeasible = whole.Infeasible
 		}
 		res.Marginal = marginalErrors(res.Placements)
@@ -708,10 +709,11 @@ func (s *sandbox) placedPods() []podSpec {
 // oracleReport runs the oracle on pods, the whole workload's watts and
 // the CPU pods' apart, as workload watts. The caller holds the watcher's
 // lock; IdleWatts is set.
-func (s *sandbox) oracleReport(pods []podSpec, opts OracleOptions) OracleReport {
-	all := Oracle(s.opts.Fleet, pods, opts)
+func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport {
+	fleet, in := oracleFleet(s.opts.Fleet), oraclePods(pods)
+	all := oracle.Solve(fleet, in, opts)
 	opts.CPUPodsObjective = true
-	cpu := Oracle(s.opts.Fleet, pods, opts)
+	cpu := oracle.Solve(fleet, in, opts)
 	r := OracleReport{LowerBound: all.LowerBound - s.res.IdleWatts, CPULowerBound: cpu.LowerBound - s.res.IdleWatts}
 	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
 		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
@@ -756,7 +758,7 @@ func (s *sandbox) printEnergy() {
 		s.printf("  The figures below are over the %d pods telesched placed (the default profile placed all %d: %.0f W of workload watts with the %d refused among them).\n",
 			len(placed), len(workloadPods()), res.DefaultWork.Total(), len(res.Refused))
 		if res.WorkloadInfeasible {
-			s.printf("  No placement of all %d pods fits the constraints below, budgets included: the refusals were necessary (the oracle's lower bound; see sandbox/oracle.go).\n", len(workloadPods()))
+			s.printf("  No placement of all %d pods fits the constraints below, budgets included: the refusals were necessary (the oracle's lower bound; see sandbox/oracle).\n", len(workloadPods()))
 		} else {
 			s.printf("  A placement of all %d pods within the constraints below may exist: the oracle does not prove otherwise.\n", len(workloadPods()))
 		}
@@ -785,13 +787,13 @@ func (s *sandbox) printEnergy() {
 	}{{"oracle", o}, {"oracle with CPU pods off GPU nodes", off}} {
 		switch {
 		case x.r.Infeasible:
-			s.printf("  The %s: no placement of every pod exists within the constraints (%s find no room, by the lower bound's relaxation; see sandbox/oracle.go).\n", x.name, strings.Join(x.r.Unplaced, ", "))
+			s.printf("  The %s: no placement of every pod exists within the constraints (%s find no room, by the lower bound's relaxation; see sandbox/oracle).\n", x.name, strings.Join(x.r.Unplaced, ", "))
 			continue
 		case len(x.r.Unplaced) > 0:
 			s.printf("  The %s found no placement of %s within the constraints (greedy and local search; not a proof that none exists).\n", x.name, strings.Join(x.r.Unplaced, ", "))
 			continue
 		}
-		s.printf("  The %s is optimal within %s: no placement can be below %s (CPU pods) and %s (all) (see sandbox/oracle.go).\n", x.name,
+		s.printf("  The %s is optimal within %s: no placement can be below %s (CPU pods) and %s (all) (see sandbox/oracle).\n", x.name,
 			wattsCell(max(x.r.CPUWatts-x.r.CPULowerBound, x.r.Work.Total()-x.r.LowerBound, 0)), wattsCell(x.r.CPULowerBound), wattsCell(x.r.LowerBound))
 	}
 	m := res.Marginal
