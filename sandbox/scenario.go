@@ -6,9 +6,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -18,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
-	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/sandbox/oracle"
 	"github.com/telesched/telesched/scheduler/estimate"
 )
 
@@ -221,16 +216,6 @@ func (s *sandbox) waitPlaced(ctx context.Context, specs []podSpec) error {
 	return nil
 }
 
-// refused reports whether the budgets refused a pod.
-func (r *Result) refused(pod string) bool {
-	for _, x := range r.Refused {
-		if x.Pod == pod {
-			return true
-		}
-	}
-	return false
-}
-
 // waitJudged waits, at most a few intervals, for a phase's bindings to be
 // judged against the samples the scheduler had (judgeBound), so that the
 // phase's table shows those samples and the marginal watts learned from
@@ -292,7 +277,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 		return err
 	}
 
-	if s.res.Heater == "" {
+	if s.res.Heat.Node == "" {
 		why := "no node in this fleet has a fan fault"
 		s.res.skip(phaseFault, why)
 		s.res.skip(phaseCool, why)
@@ -312,7 +297,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 // heatPhase fails the heater's fan, places the heat phase's pods and a pod
 // pinned to the heater, repairs the fan and waits for the pinned pod.
 func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
-	name := s.res.Heater
+	name := s.res.Heat.Node
 	heater := s.nodes[name]
 	crit := float64(heater.Spec.Host.CritMilliCelsius) / 1000
 	s.printf("\n  heat: %s's fan fails (the model adds heat until the package reaches %.0f°C, past its %.0f°C critical limit)\n", name, crit+2, crit)
@@ -381,7 +366,7 @@ func (s *sandbox) heatPhase(ctx context.Context, pods []podSpec) error {
 	}
 	s.read(func(v *view) {
 		p := v.bound[demoNamespace+"/"+probePod]
-		s.res.ProbeScheduledAfterCooling = p.Node == name && p.At.After(hotAt)
+		s.res.Heat.ProbeScheduledAfterCooling = p.Node == name && p.At.After(hotAt)
 		s.printf("    %s reported cool %.1fs after the repair began; %s scheduled on %s %.1fs later (%s), requeued by the telemetry update\n",
 			name, coolAt.Sub(hotAt).Seconds(), probePod, p.Node, p.At.Sub(coolAt).Seconds(), p.Why)
 	})
@@ -413,7 +398,7 @@ const aheadMaxUtilization = 0.77
 func (s *sandbox) aheadTarget() (string, int, float64, bool) {
 	best, bestCPUs, bestC := "", 0, 0.0
 	for _, n := range s.sortedNodes() {
-		if len(n.Spec.GPUs) > 0 || n.Spec.Name == s.res.Heater {
+		if len(n.Spec.GPUs) > 0 || n.Spec.Name == s.res.Heat.Node {
 			continue
 		}
 		capacity := float64(n.Spec.Host.CPUs)
@@ -483,7 +468,7 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 			aheadPod, cpus, name, describe(v.telemetry[name]), settles)
 	})
 	pod := podSpec{name: aheadPod, phase: phaseAhead, cpu: fmt.Sprint(cpus), memory: "1Gi", nodeName: name}
-	s.res.AheadRan = true
+	s.res.Ahead.Ran = true
 	s.res.ran(phaseAhead)
 	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, []podSpec{pod}, 0); err != nil {
 		return err
@@ -510,9 +495,9 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 			return
 		}
 		for _, m := range s.res.Rejections[aheadPod] {
-			s.res.AheadRefused = s.res.AheadRefused || strings.Contains(m, "predicted steady temperature")
+			s.res.Ahead.Refused = s.res.Ahead.Refused || strings.Contains(m, "predicted steady temperature")
 		}
-		if s.res.AheadRefused {
+		if s.res.Ahead.Refused {
 			s.printf("    %s refused on its predicted temperature:\n", aheadPod)
 		} else {
 			s.printf("    %s NOT refused on its predicted temperature:\n", aheadPod)
@@ -529,376 +514,3 @@ func (s *sandbox) aheadPhase(ctx context.Context) error {
 }
 
 func (s *sandbox) read(f func(v *view)) { s.watch.read(f) }
-
-// printPlacements prints a phase's pods: node, the node's telemetry when
-// the pod was bound, the watts the pod adds to it as the scheduler
-// learned them and by the simulation's physics, and the default profile's
-// choice.
-func (s *sandbox) printPlacements(ctx context.Context, phase string) {
-	s.waitJudged(ctx, phase)
-	s.read(func(*view) {
-		base := map[string]Placement{}
-		for _, p := range s.res.Baseline {
-			base[p.Pod] = p
-		}
-		tw := newTable(s.opts.Out)
-		rows := 0
-		for i := range s.res.Placements {
-			p := &s.res.Placements[i]
-			if p.Phase != phase {
-				continue
-			}
-			why := p.Why
-			if len(p.GPUs) > 0 {
-				why += fmt.Sprintf("; GPUs %v, %s", p.GPUs, alignment(p.GPUsAligned))
-			}
-			def := base[p.Pod].Node
-			if phase == phaseGPU && def != "" {
-				def += ", " + alignment(base[p.Pod].GPUsAligned)
-			}
-			if rows++; rows == 1 {
-				fmt.Fprintf(tw, "    POD\tNODE\tNODE WHEN PLACED\tADDS, LEARNED / TRUE\tDEFAULT PROFILE\n")
-			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", p.Pod, p.Node, why, marginalCell(p), def)
-		}
-		_ = tw.Flush()
-	})
-}
-
-func alignment(ok bool) string {
-	if ok {
-		return "one NUMA node"
-	}
-	return "NOT on one NUMA node"
-}
-
-// fleetWatts estimates the simulated fleet's steady power running a
-// placement's workload pods (cpuOnly: its CPU pods only), from each node's
-// power curve and thermal response (see sandbox/sim).
-func (s *sandbox) fleetWatts(ps []Placement, cpuOnly bool) float64 {
-	return s.nodesWatts(ps, cpuOnly, nil)
-}
-
-// nodesWatts is fleetWatts over the nodes named (nil: every node).
-func (s *sandbox) nodesWatts(ps []Placement, cpuOnly bool, only []string) float64 {
-	w := workload()
-	spec := map[string]podSpec{}
-	for _, ph := range phases {
-		for _, p := range w[ph] {
-			spec[p.name] = p
-		}
-	}
-	cpu := map[string]float64{}
-	gpus := map[string]int{}
-	for _, p := range ps {
-		ps, ok := spec[p.Pod]
-		if !ok || (cpuOnly && ps.gpus > 0) {
-			continue // the probe, or a GPU pod
-		}
-		q := resource.MustParse(ps.cpu)
-		cpu[p.Node] += float64(q.MilliValue())
-		gpus[p.Node] += int(ps.gpus)
-	}
-	var total float64
-	for name, n := range s.nodes {
-		if only != nil && !slices.Contains(only, name) {
-			continue
-		}
-		u := n.Spec.BaseUtilization + cpu[name]/float64(n.Spec.Host.CPUs*1000)
-		total += n.Spec.EstimatedWatts(u, gpus[name])
-	}
-	return total
-}
-
-// work splits a placement's workload watts into its CPU pods' and what its
-// GPU pods add.
-func (s *sandbox) work(ps []Placement) Work {
-	cpu := s.fleetWatts(ps, true)
-	return Work{CPU: cpu - s.res.IdleWatts, GPU: s.fleetWatts(ps, false) - cpu}
-}
-
-func (s *sandbox) summary() {
-	s.watch.update(func(v *view) { s.watch.judgeBound(v, true) })
-	s.read(func(v *view) {
-		res := s.res
-		res.TeleschedWatts, res.DefaultWatts = s.fleetWatts(res.Placements, false), s.fleetWatts(res.Baseline, false)
-		res.IdleWatts = s.fleetWatts(nil, false)
-		res.TeleschedWork, res.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
-		placed := s.placedPods()
-		closed := scenarioClosures(s.opts.Fleet)
-		res.Oracle = s.oracleReport(placed, oracle.Options{Closed: closed})
-		res.OracleOffGPU = s.oracleReport(placed, oracle.Options{CPUPodsOffGPUNodes: true, Closed: closed})
-		if len(res.Refused) > 0 {
-			whole := oracle.Solve(oracleFleet(s.opts.Fleet), oraclePods(workloadPods()), oracle.Options{Closed: closed})
-			res.WorkloadInfeasible = whole.Infeasible
-		}
-		res.Marginal = marginalErrors(res.Placements)
-		load := func(ps []Placement, node string) string {
-			n, milli := 0, int64(0)
-			for _, p := range ps {
-				if p.Node == node && p.Phase != phaseProbe && p.Phase != phaseAhead {
-					n++
-					milli += p.PodCPUMilli
-				}
-			}
-			return fmt.Sprintf("%d / %s", n, strings.TrimSuffix(fmt.Sprintf("%.1f", float64(milli)/1000), ".0"))
-		}
-		var names []string
-		for name := range s.nodes {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		s.printf("  Pods / CPUs requested on each node: telesched's, the default profile's, and the oracles' (the cheapest placements, below):\n")
-		tw := newTable(s.opts.Out)
-		fmt.Fprintf(tw, "  NODE\tTELESCHED\tDEFAULT PROFILE\tORACLE\tORACLE, CPU PODS OFF GPU NODES\tPEAK TEMP\tTELEMETRY NOW\n")
-		for _, name := range names {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%.0f°C\t%s\n", name, load(res.Placements, name), load(res.Baseline, name),
-				load(res.Oracle.Placements, name), load(res.OracleOffGPU.Placements, name), res.PeakCelsius[name], describe(v.telemetry[name]))
-		}
-		_ = tw.Flush()
-
-		if res.Heater != "" {
-			s.printf("\n  Hot nodes avoided: %s peaked at %.0f°C; pods placed on a node while its telemetry had it at its limit: %d",
-				res.Heater, res.HeaterPeakCelsius, len(res.HotPlacements))
-			if len(res.HotPlacements) > 0 {
-				s.printf(" (%s)", strings.Join(res.HotPlacements, "; "))
-			}
-			s.printf(".\n  %s was rejected while the node was hot and scheduled after it cooled: %v.\n", probePod, res.ProbeScheduledAfterCooling)
-		}
-		s.printf("  Heat ahead: pods placed where the node, with its pods, settles at or past its limit - %d°C: %d",
-			thermalMarginMilli/1000, len(res.PredictedHotPlacements))
-		if len(res.PredictedHotPlacements) > 0 {
-			s.printf(" (%s)", strings.Join(res.PredictedHotPlacements, "; "))
-		}
-		s.printf("; nodes refused on their predicted steady temperature: %d times; %s refused on its prediction: %v.\n", res.PredictionRejections, aheadPod, res.AheadRefused)
-		s.printf("  GPU pods: telesched put %s; the default profile %s; the oracle %s.\n", gpuPlacements(res.Placements), gpuPlacements(res.Baseline), gpuPlacements(res.Oracle.Placements))
-		if len(res.Skipped) > 0 {
-			var skipped []string
-			for _, ph := range []string{phaseAhead, phaseFault, phaseCool} {
-				if why, ok := res.Skipped[ph]; ok {
-					skipped = append(skipped, ph+" ("+why+")")
-				}
-			}
-			s.printf("  Phases skipped: %s.\n", strings.Join(skipped, "; "))
-		}
-		if len(res.Refused) > 0 {
-			s.printf("  Refused by the racks' power budgets (%d pods, deleted; telesched's watts below leave them out, the default profile's do not):\n", len(res.Refused))
-			for _, r := range res.Refused {
-				s.printf("    %s (%s): %s\n", r.Pod, r.Phase, strings.Join(r.Reasons, "; "))
-			}
-		}
-		s.printEnergy()
-		if len(res.Racks) > 0 {
-			s.printRacks()
-		}
-	})
-}
-
-// placedPods are the workload's pods that telesched placed: all of them
-// but those the racks' budgets refused.
-func (s *sandbox) placedPods() []podSpec {
-	var out []podSpec
-	for _, p := range workloadPods() {
-		if !s.res.refused(p.name) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// oracleReport runs the oracle on pods, the whole workload's watts and
-// the CPU pods' apart, as workload watts. The caller holds the watcher's
-// lock; IdleWatts is set.
-func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport {
-	fleet, in := oracleFleet(s.opts.Fleet), oraclePods(pods)
-	all := oracle.Solve(fleet, in, opts)
-	opts.CPUPodsObjective = true
-	cpu := oracle.Solve(fleet, in, opts)
-	r := OracleReport{LowerBound: all.LowerBound - s.res.IdleWatts, CPULowerBound: cpu.LowerBound - s.res.IdleWatts}
-	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
-		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
-		if len(r.Unplaced) == 0 {
-			r.Unplaced = cpu.Unplaced
-		}
-		r.Work, r.CPUWatts = Work{CPU: math.NaN(), GPU: math.NaN()}, math.NaN()
-		return r
-	}
-	placements := func(nodes map[string]string) []Placement {
-		var out []Placement
-		for _, p := range pods {
-			cpu, _ := resource.ParseQuantity(p.cpu)
-			out = append(out, Placement{Pod: p.name, Phase: p.phase, Node: nodes[p.name], PodCPUMilli: cpu.MilliValue(), PodGPUs: p.gpus, GPUsAligned: p.singleNUMA})
-		}
-		return out
-	}
-	r.Placements = placements(all.Nodes)
-	r.Work = s.work(r.Placements)
-	r.CPUWatts = s.work(placements(cpu.Nodes)).CPU
-	return r
-}
-
-// printEnergy prints each profile's workload watts beside the oracles',
-// telesched's share of the achievable saving, and how well the scheduler
-// learned the marginal watts it placed by. The caller holds the
-// watcher's lock.
-func (s *sandbox) printEnergy() {
-	res := s.res
-	t, d, o, off := res.TeleschedWork, res.DefaultWork, res.Oracle, res.OracleOffGPU
-	placed := s.placedPods()
-	if len(res.Refused) > 0 {
-		// Compare like with like: the pods telesched placed, as each
-		// profile and the oracle placed them.
-		var ps []Placement
-		for _, p := range res.Baseline {
-			if !res.refused(p.Pod) {
-				ps = append(ps, p)
-			}
-		}
-		d = s.work(ps)
-		s.printf("  The figures below are over the %d pods telesched placed (the default profile placed all %d: %.0f W of workload watts with the %d refused among them).\n",
-			len(placed), len(workloadPods()), res.DefaultWork.Total(), len(res.Refused))
-		if res.WorkloadInfeasible {
-			s.printf("  No placement of all %d pods fits the constraints below, budgets included: the refusals were necessary (the oracle's lower bound; see sandbox/oracle).\n", len(workloadPods()))
-		} else {
-			s.printf("  A placement of all %d pods within the constraints below may exist: the oracle does not prove otherwise.\n", len(workloadPods()))
-		}
-	}
-	s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' true curves, leakage\n", res.IdleWatts)
-	s.printf("  at the settled temperature included). The oracle is the cheapest placement of the same %d pods under the constraints\n", len(placed))
-	s.printf("  telesched enforces (allocatable CPU, memory and GPUs; single-NUMA pods on one NUMA node; base load + requests within\n")
-	s.printf("  LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve", configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
-	if res.Heater != "" {
-		s.printf(";\n  the %s pods off %s, past its limit while they were placed", phaseHeat, res.Heater)
-	}
-	s.printf("); its CPU pods may use GPU nodes' CPUs, as\n")
-	s.printf("  TopologyFit only scores against that. SHARE is telesched's share of the achievable saving, (default - telesched) / (default - oracle):\n")
-	tw := newTable(s.opts.Out)
-	fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tSHARE\tORACLE, CPU PODS OFF GPU NODES\tSHARE\n")
-	fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU),
-		wattsCell(o.CPUWatts), s.shareCell(t.CPU, d.CPU, o.CPUWatts), wattsCell(off.CPUWatts), s.shareCell(t.CPU, d.CPU, off.CPUWatts))
-	fmt.Fprintf(tw, "    GPU pods (on top)\t%.0f W\t%.0f W\t%s\t%s\t\t%s\t\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU), wattsCell(o.Work.GPU), wattsCell(off.Work.GPU))
-	fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()),
-		wattsCell(o.Work.Total()), s.shareCell(t.Total(), d.Total(), o.Work.Total()), wattsCell(off.Work.Total()), s.shareCell(t.Total(), d.Total(), off.Work.Total()))
-	_ = tw.Flush()
-	s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W, oracle %s.\n", res.TeleschedWatts, d.Total()+res.IdleWatts, wattsCell(o.Work.Total()+res.IdleWatts))
-	for _, x := range []struct {
-		name string
-		r    OracleReport
-	}{{"oracle", o}, {"oracle with CPU pods off GPU nodes", off}} {
-		switch {
-		case x.r.Infeasible:
-			s.printf("  The %s: no placement of every pod exists within the constraints (%s find no room, by the lower bound's relaxation; see sandbox/oracle).\n", x.name, strings.Join(x.r.Unplaced, ", "))
-			continue
-		case len(x.r.Unplaced) > 0:
-			s.printf("  The %s found no placement of %s within the constraints (greedy and local search; not a proof that none exists).\n", x.name, strings.Join(x.r.Unplaced, ", "))
-			continue
-		}
-		s.printf("  The %s is optimal within %s: no placement can be below %s (CPU pods) and %s (all) (see sandbox/oracle).\n", x.name,
-			wattsCell(max(x.r.CPUWatts-x.r.CPULowerBound, x.r.Work.Total()-x.r.LowerBound, 0)), wattsCell(x.r.CPULowerBound), wattsCell(x.r.LowerBound))
-	}
-	m := res.Marginal
-	s.printf("  Learned vs true marginal watts at telesched's placements (ADDS in the tables): median absolute error %s over %d placements (CPU pods %s over %d, GPU pods %s over %d).\n",
-		percentCell(m.All), m.NAll, percentCell(m.CPU), m.NCPU, percentCell(m.GPU), m.NGPU)
-}
-
-// achievableFloor is the least achievable saving, as a share of the
-// default profile's watts, for which the report gives telesched's share.
-const achievableFloor = 0.05
-
-// captured is telesched's share of the achievable saving, (def - tel) /
-// (def - oracle); ok false where the achievable saving is under
-// achievableFloor of def's watts (or unknown), where a share says little.
-func captured(tel, def, oracle float64) (float64, bool) {
-	if math.IsNaN(oracle) || def <= 0 || def-oracle < achievableFloor*def {
-		return 0, false
-	}
-	return (def - tel) / (def - oracle), true
-}
-
-// shareCell is captured for the report, or what stands in its place.
-func (s *sandbox) shareCell(tel, def, oracle float64) string {
-	if math.IsNaN(oracle) {
-		return "-"
-	}
-	if c, ok := captured(tel, def, oracle); ok {
-		return fmt.Sprintf("%.0f%%", 100*c)
-	}
-	if def < oracle {
-		return fmt.Sprintf("none to gain: oracle %.0f W above the default", oracle-def)
-	}
-	return fmt.Sprintf("achievable %.0f W < %.0f%% of %.0f W", def-oracle, 100*achievableFloor, def)
-}
-
-func wattsCell(w float64) string {
-	if math.IsNaN(w) {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f W", w)
-}
-
-func percentCell(p float64) string {
-	if math.IsNaN(p) {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", p)
-}
-
-// printRacks prints each rack's budget, its peak measured watts over the
-// run, and its watts running each profile's placement. The caller holds
-// the watcher's lock.
-func (s *sandbox) printRacks() {
-	res := s.res
-	s.printf("  Racks (PowerBudgets): the peak is the largest sum of the rack's published watts after the calibration sweep;\n  the profiles' watts are the rack running each placement, by the nodes' curves (the default profile ignores budgets):\n")
-	tw := newTable(s.opts.Out)
-	fmt.Fprintf(tw, "    BUDGET\tNODES\tBUDGET W\tLIMIT W\tPEAK MEASURED\tTELESCHED\tDEFAULT PROFILE\tEXCEEDED\n")
-	for i := range res.Racks {
-		r := &res.Racks[i]
-		r.TeleschedWatts, r.DefaultWatts = s.nodesWatts(res.Placements, false, r.Nodes), s.nodesWatts(res.Baseline, false, r.Nodes)
-		limit := r.BudgetWatts - r.ReserveWatts
-		fmt.Fprintf(tw, "    %s\t%d\t%d\t%d\t%.0f W (%.0f%%)\t%.0f W\t%.0f W%s\t%v\n", r.Budget, len(r.Nodes), r.BudgetWatts, limit,
-			r.PeakWatts, 100*r.PeakWatts/float64(r.BudgetWatts), r.TeleschedWatts, r.DefaultWatts, over(r.DefaultWatts, limit), r.PeakWatts > float64(r.BudgetWatts))
-	}
-	_ = tw.Flush()
-	s.printf("  Nodes refused on a PowerBudget: %d times.\n", res.BudgetRejections)
-}
-
-// over marks watts past a limit.
-func over(w float64, limit int64) string {
-	if w > float64(limit) {
-		return " (over)"
-	}
-	return ""
-}
-
-// gpuPlacements says where a placement put the GPU pods and whether each
-// got its GPUs on one NUMA node.
-func gpuPlacements(ps []Placement) string {
-	var out []string
-	for _, p := range ps {
-		if p.Phase == phaseGPU {
-			out = append(out, fmt.Sprintf("%s on %s (%s)", p.Pod, p.Node, alignment(p.GPUsAligned)))
-		}
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
-}
-
-// ratio is a / b to two places, "-" when b is not positive.
-func ratio(a, b float64) string {
-	if b <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", a/b)
-}
-
-// PlacementOf is where the telesched profile put a pod.
-func (r *Result) PlacementOf(pod string) (Placement, bool) {
-	for _, p := range r.Placements {
-		if p.Pod == pod {
-			return p, true
-		}
-	}
-	return Placement{}, false
-}

@@ -4,6 +4,8 @@
 package sandbox
 
 import (
+	"math"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/telesched/telesched/sandbox/oracle"
@@ -53,4 +55,47 @@ func workloadPods() []podSpec {
 		out = append(out, w[ph]...)
 	}
 	return out
+}
+
+// placedPods are the workload's pods that telesched placed: all of them
+// but those the racks' budgets refused.
+func (s *sandbox) placedPods() []podSpec {
+	var out []podSpec
+	for _, p := range workloadPods() {
+		if !s.res.refused(p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// oracleReport runs the oracle on pods, the whole workload's watts and
+// the CPU pods' apart, as workload watts. The caller holds the watcher's
+// lock; Energy.IdleWatts is set.
+func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport {
+	fleet, in := oracleFleet(s.opts.Fleet), oraclePods(pods)
+	all := oracle.Solve(fleet, in, opts)
+	opts.CPUPodsObjective = true
+	cpu := oracle.Solve(fleet, in, opts)
+	r := OracleReport{LowerBound: all.LowerBound - s.res.Energy.IdleWatts, CPULowerBound: cpu.LowerBound - s.res.Energy.IdleWatts}
+	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
+		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
+		if len(r.Unplaced) == 0 {
+			r.Unplaced = cpu.Unplaced
+		}
+		r.Work, r.CPUWatts = Work{CPU: math.NaN(), GPU: math.NaN()}, math.NaN()
+		return r
+	}
+	placements := func(nodes map[string]string) []Placement {
+		var out []Placement
+		for _, p := range pods {
+			cpu, _ := resource.ParseQuantity(p.cpu)
+			out = append(out, Placement{Pod: p.name, Phase: p.phase, Node: nodes[p.name], PodCPUMilli: cpu.MilliValue(), PodGPUs: p.gpus, GPUsAligned: p.singleNUMA})
+		}
+		return out
+	}
+	r.Placements = placements(all.Nodes)
+	r.Work = s.work(r.Placements)
+	r.CPUWatts = s.work(placements(cpu.Nodes)).CPU
+	return r
 }
