@@ -147,7 +147,7 @@ func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.N
 						c := float64(n.HottestMilli) / 1000
 						w.res.PeakCelsius[n.Name] = max(w.res.PeakCelsius[n.Name], c)
 						if n.Name == w.heater {
-							w.res.HeaterPeakCelsius = max(w.res.HeaterPeakCelsius, c)
+							w.res.Heat.PeakCelsius = max(w.res.Heat.PeakCelsius, c)
 						}
 					}
 				})
@@ -248,7 +248,7 @@ func (w *watcher) onPod(obj any) {
 			if rv, err := strconv.ParseInt(pod.ResourceVersion, 10, 64); err == nil {
 				v.unjudged = append(v.unjudged, boundPod{key: key, node: p.Node, rv: rv, placement: len(w.res.Placements)})
 			} else if hot(tel) {
-				w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
+				w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
 			}
 			if n := w.nodes[p.Node]; n != nil {
 				cpu, gpus := p.PodCPUMilli, p.PodGPUs
@@ -268,7 +268,7 @@ func (w *watcher) onPod(obj any) {
 				p.SteadyCelsius, _ = n.Spec.Steady(n.Utilization(), n.Fault())
 				limit := float64(n.Spec.Host.CritMilliCelsius)/1000 - float64(thermalMarginMilli)/1000
 				if p.SteadyCelsius >= limit {
-					w.res.PredictedHotPlacements = append(w.res.PredictedHotPlacements,
+					w.res.Ahead.PredictedHotPlacements = append(w.res.Ahead.PredictedHotPlacements,
 						fmt.Sprintf("%s on %s: settles at %.1f°C >= %.0f°C", pod.Name, p.Node, p.SteadyCelsius, limit))
 				}
 			}
@@ -356,7 +356,7 @@ func (w *watcher) judgeBound(v *view, final bool) {
 			bp.Why, bp.LearnedWatts, bp.HasLearned = had.why, p.LearnedWatts, p.HasLearned
 		}
 		if had.hot {
-			w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
+			w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
 		}
 	}
 	v.unjudged = kept
@@ -415,7 +415,7 @@ func (w *watcher) onEvent(obj any) {
 		}
 		w.res.Rejections[ev.InvolvedObject.Name] = append(w.res.Rejections[ev.InvolvedObject.Name], ev.Message)
 		if strings.Contains(ev.Message, "predicted steady temperature") {
-			w.res.PredictionRejections++
+			w.res.Ahead.PredictionRejections++
 		}
 		if strings.Contains(ev.Message, "PowerBudget ") {
 			w.res.BudgetRejections++
