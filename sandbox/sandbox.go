@@ -263,8 +263,8 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 			corev1.ResourceMemory: *resource.NewQuantity(spec.Host.MemoryKiB<<10, resource.BinarySI),
 			corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
 		}
-		if len(spec.GPUs) > 0 {
-			res[gpuResource] = *resource.NewQuantity(int64(len(spec.GPUs)), resource.DecimalSI)
+		for name, q := range gpuAllocatable(spec) {
+			res[name] = q
 		}
 		labels := map[string]string{"telesched.io/sandbox": "simulated"}
 		if spec.Rack != "" {

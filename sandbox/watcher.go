@@ -479,10 +479,17 @@ func alignedSlots(spec sim.NodeSpec, count int) int {
 	return slots
 }
 
+// gpusPerNUMA counts, per NUMA node, the GPUs the GPU resource counts
+// whole (sim.NodeSpec.WholeGPUs).
 func gpusPerNUMA(spec sim.NodeSpec) map[int]int {
 	per := map[int]int{}
+	if spec.DRA {
+		return per
+	}
 	for _, g := range spec.GPUs {
-		per[g.NUMANode]++
+		if g.MIG == nil {
+			per[g.NUMANode]++
+		}
 	}
 	return per
 }
