@@ -191,7 +191,7 @@ type Node struct {
 	faultHeat float64 // °C added by a fault
 	celsius   float64
 	gpuBusy   []bool
-	migBusy   [][]bool // per GPU, per MIG device
+	migBusy   [][]bool  // per GPU, per MIG device
 	gpuEnergy []float64 // millijoules
 	last      time.Time
 }
