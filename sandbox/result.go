@@ -3,7 +3,11 @@
 
 package sandbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/telesched/telesched/sandbox/sim"
+)
 
 // Placement is where a pod went.
 type Placement struct {
@@ -27,6 +31,18 @@ type Placement struct {
 	// (HasLearned). Telesched's placements only.
 	TrueWatts, LearnedWatts float64
 	HasTrue, HasLearned     bool
+	// PodMIGSlices are the compute slices of the MIG resources the pod
+	// requests (estimate.Demand); Slices the MIG devices it took; Linked
+	// whether its GPUs reach each other over NVLink.
+	PodMIGSlices int64
+	Slices       []sim.Slice
+	Linked       bool
+	// SliceTrueWatts is what one of its MIG devices adds by the
+	// simulation (sim.NodeSpec.SliceWatts, their mean), SliceLearnedWatts
+	// what the scheduler estimates one adds from the sample it had
+	// (estimate.PodGPUWatts over the devices; HasSliceLearned).
+	SliceTrueWatts, SliceLearnedWatts float64
+	HasSliceLearned                   bool
 }
 
 // Result is what a run found; tests assert on it.
@@ -44,6 +60,9 @@ type Result struct {
 	// Ahead is what the run saw of placements judged on where a node
 	// settles (the heat-ahead phase and EnergyAware's prediction).
 	Ahead AheadResult
+	// Units is the unit phase's check: the pods refused while units of
+	// their kind were free fail the run.
+	Units UnitsResult
 	// Energy is each placement's watts, the oracles' and the learned
 	// marginal watts' errors.
 	Energy EnergyResult

@@ -244,7 +244,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 		}
 	}
 	s.summary()
-	return nil
+	return s.res.unitsVerdict()
 }
 
 // registerNodes creates the Node objects: the real host (tainted, so the

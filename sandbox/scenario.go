@@ -44,6 +44,7 @@ type podSpec struct {
 	name, phase string
 	cpu, memory string
 	gpus        int64
+	mig         map[string]int // MIG devices per profile (gpu_phase.go)
 	singleNUMA  bool
 	nodeName    string // pinned through the hostname label
 }
@@ -81,6 +82,9 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 	if p.gpus > 0 {
 		req[gpuResource] = *resource.NewQuantity(p.gpus, resource.DecimalSI)
 	}
+	for profile, n := range p.mig {
+		req[migResource(profile)] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: namespace, Labels: map[string]string{phaseLabel: p.phase}},
 		Spec: corev1.PodSpec{
@@ -97,12 +101,19 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 	return pod
 }
 
-// limitsOf is the GPU limit (extended resources need limit == request).
+// limitsOf is the GPU and MIG limits (extended resources need limit ==
+// request).
 func limitsOf(req corev1.ResourceList) corev1.ResourceList {
-	if q, ok := req[gpuResource]; ok {
-		return corev1.ResourceList{gpuResource: q}
+	var out corev1.ResourceList
+	for name, q := range req {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[name] = q
+		}
 	}
-	return nil
+	return out
 }
 
 func (s *sandbox) createPods(ctx context.Context, namespace, scheduler string, specs []podSpec, gap time.Duration) error {
@@ -261,6 +272,10 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	s.printPlacements(ctx, phaseBurst)
 	s.printf("    telesched: %s\n    default:   %s\n", distribution(s.res.Placements, phaseBurst), distribution(s.res.Baseline, phaseBurst))
 	s.res.ran(phaseBurst)
+
+	if err := s.unitsPhase(ctx); err != nil {
+		return err
+	}
 
 	s.printf("\n  gpu: %d training pods, each asking for %d GPUs, 16 CPUs, 64Gi and %s: %s\n", len(w[phaseGPU]), trainingGPUs, config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
 	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseGPU], 0); err != nil {

@@ -251,16 +251,20 @@ func (w *watcher) onPod(obj any) {
 				w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
 			}
 			if n := w.nodes[p.Node]; n != nil {
-				cpu, gpus := p.PodCPUMilli, p.PodGPUs
+				cpu := p.PodCPUMilli
+				p.PodMIGSlices = podCounter.Of(pod).MIGSlices
 				// What the pod adds by the simulation's physics, from the
 				// node's load before it; and, until its binding is judged
 				// against the sample the scheduler had, what the scheduler
 				// would estimate from the latest sample.
-				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, n.Utilization(), n.BusyGPUs(), cpu, int(gpus)), true
+				u, busy := n.Utilization(), n.BusyShare()
+				alloc := n.AddPodDevices(pod.UID, cpu, simRequest(pod))
+				p.GPUs, p.Slices, p.Linked = alloc.GPUs, alloc.Slices, n.Spec.Linked(alloc.GPUs)
+				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, u, busy, cpu, allocShare(n.Spec, alloc)), true
+				p.SliceTrueWatts = sliceTrueWatts(n.Spec, alloc.Slices)
 				if h := v.samples[p.Node]; len(h) > 0 {
 					w.learn(v, p, len(w.res.Placements), &h[len(h)-1])
 				}
-				p.GPUs = n.AddPod(pod.UID, cpu, int(gpus))
 				started = true
 				p.GPUsAligned = aligned(n.Spec, p.GPUs)
 				// Where the node settles with every pod it now runs, by
@@ -354,6 +358,7 @@ func (w *watcher) judgeBound(v *view, final bool) {
 		}
 		if bp := v.bound[b.key]; bp != nil {
 			bp.Why, bp.LearnedWatts, bp.HasLearned = had.why, p.LearnedWatts, p.HasLearned
+			bp.SliceLearnedWatts, bp.HasSliceLearned = p.SliceLearnedWatts, p.HasSliceLearned
 		}
 		if had.hot {
 			w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
@@ -371,7 +376,11 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
-	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, p.PodCPUMilli, reserved, p.PodGPUs)
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}, reserved)
+	if len(p.Slices) > 0 && had.node != nil {
+		p.SliceLearnedWatts = estimate.PodGPUWatts(had.node, estimate.Demand{GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}) / float64(len(p.Slices))
+		p.HasSliceLearned = true
+	}
 }
 
 // reservedMilli is the CPU of the pods placed on node that the scheduler

@@ -195,3 +195,46 @@ func (spec NodeSpec) WholeGPUs() int {
 	}
 	return n
 }
+
+// Fits reports whether the node's free devices meet req, by the GPU
+// resource's meaning on the node (MIG devices on the single strategy,
+// whole GPUs elsewhere, none on a DRA node) and each profile's MIG
+// devices; CPU and memory aside.
+func (n *Node) Fits(req Request) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	free := func(profile string) int {
+		k := 0
+		for i, g := range n.Spec.GPUs {
+			for j, d := range g.MIG {
+				if !n.migBusy[i][j] && (profile == "" || d.Profile == profile) {
+					k++
+				}
+			}
+		}
+		return k
+	}
+	if req.GPUs > 0 {
+		if n.Spec.MIGStrategy == MIGSingle {
+			if free("") < req.GPUs {
+				return false
+			}
+		} else {
+			whole := 0
+			for i, g := range n.Spec.GPUs {
+				if !n.Spec.DRA && g.MIG == nil && !n.gpuBusy[i] {
+					whole++
+				}
+			}
+			if whole < req.GPUs {
+				return false
+			}
+		}
+	}
+	for p, k := range req.MIG {
+		if free(p) < k {
+			return false
+		}
+	}
+	return true
+}
