@@ -111,7 +111,7 @@ func (s *sandbox) printSummary(v *view) {
 	s.printf("  GPU pods: telesched put %s; the default profile %s; the oracle %s.\n", gpuPlacements(res.Placements), gpuPlacements(res.Baseline), gpuPlacements(res.Energy.Oracle.Placements))
 	if len(res.Skipped) > 0 {
 		var skipped []string
-		for _, ph := range []string{phaseAhead, phaseFault, phaseCool} {
+		for _, ph := range []string{phaseUnits, phaseAhead, phaseFault, phaseCool} {
 			if why, ok := res.Skipped[ph]; ok {
 				skipped = append(skipped, ph+" ("+why+")")
 			}
