@@ -238,4 +238,3 @@ func (r *Result) unitsVerdict() error {
 	}
 	return fmt.Errorf("verdict: %d GPU unit checks failed: %s", len(r.Units.Violations), strings.Join(r.Units.Violations, "; "))
 }
-
