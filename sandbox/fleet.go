@@ -100,15 +100,23 @@ type FleetThermal struct {
 
 // FleetGPUs are a node's GPUs.
 type FleetGPUs struct {
-	// Type is a100 or h100.
+	// Type is a100, a100-80gb or h100.
 	Type  string `json:"type"`
 	Count int    `json:"count"`
 	// PerNUMA GPUs sit on each NUMA node in turn.
 	PerNUMA int `json:"perNUMA"`
+	// MIG puts GPUs in MIG mode (fleet_gpu.go); none by default.
+	MIG *FleetMIG `json:"mig,omitempty"`
+	// NVLink is how the GPUs are linked: nvswitch (one fabric), pairs
+	// (0-1, 2-3, ...) or none (the default).
+	NVLink string `json:"nvlink,omitempty"`
+	// DRA publishes the GPUs as ResourceSlices of driver gpu.nvidia.com
+	// instead of the node's nvidia.com/gpu.
+	DRA bool `json:"dra,omitempty"`
 }
 
 // gpuTypes are the GPU types a fleet file can name.
-var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "h100": h100}
+var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "a100-80gb": a100x80, "h100": h100}
 
 // ReadFleet reads a fleet file.
 func ReadFleet(path string) (*Fleet, error) {
@@ -258,17 +266,22 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 		crit = int64(t.CriticalCelsius * 1000)
 	}
 	var gpus []sim.GPUSpec
+	var gpuOpts sim.NodeSpec // the GPUs' MIG strategy, NVLink and DRA
 	if g := n.GPUs; g != nil {
 		model, ok := gpuTypes[g.Type]
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, h100", at, g.Type)
+			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, a100-80gb, h100", at, g.Type)
 		case g.Count < 1 || g.Count > 16:
 			return nil, fmt.Errorf("%s.gpus.count: %d must be within 1-16", at, g.Count)
 		case g.PerNUMA < 1 || g.Count%g.PerNUMA != 0 || g.Count/g.PerNUMA > numa:
 			return nil, fmt.Errorf("%s.gpus.perNUMA: %d must divide count %d into at most %d NUMA nodes", at, g.PerNUMA, g.Count, numa)
 		}
 		gpus = gpuList(g.Count, g.PerNUMA, model)
+		gpuOpts.GPUs = gpus
+		if err := g.applyGPUOptions(at, &gpuOpts); err != nil {
+			return nil, err
+		}
 	}
 	if n.Rack != "" {
 		if errs := validation.IsValidLabelValue(n.Rack); len(errs) > 0 {
@@ -288,6 +301,7 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 		out = append(out, sim.NodeSpec{
 			Name: name, Rack: n.Rack, Role: strings.TrimSpace(role), BaseUtilization: n.BaseUtilizationPercent / 100, GPUs: gpus,
 			Curve: curve, CurveSource: n.PowerCurveSource, FanFault: n.FanFault,
+			MIGStrategy: gpuOpts.MIGStrategy, NVLink: gpuOpts.NVLink, DRA: gpuOpts.DRA,
 			AmbientCelsius: t.AmbientCelsius, CelsiusPerWatt: t.CelsiusPerWatt, ThermalTimeConstant: tau, LeakageWattsPerCelsius: t.LeakageWattsPerCelsius,
 			Host: hosttree.Spec{
 				CPUs: n.CPUs, NUMANodes: numa, Packages: pkgs, MemoryKiB: mem.Value() >> 10,
@@ -322,6 +336,12 @@ var a100 = sim.GPUSpec{
 	Model: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, IdleWatts: 55, TDPWatts: 400,
 	SlowdownCelsius: 87, ShutdownCelsius: 92, PCIDeviceID: 0x20b0, PCIDeviceIDFull: 0x20b010de,
 	ComputeCapMajor: 8, ComputeCapMinor: 0, MemoryUsedIdle: 500 << 20, MemoryUsedLoaded: 30 << 30,
+}
+
+var a100x80 = sim.GPUSpec{
+	Model: "NVIDIA A100-SXM4-80GB", MemoryBytes: 80 << 30, IdleWatts: 60, TDPWatts: 400,
+	SlowdownCelsius: 87, ShutdownCelsius: 92, PCIDeviceID: 0x20b2, PCIDeviceIDFull: 0x20b210de,
+	ComputeCapMajor: 8, ComputeCapMinor: 0, MemoryUsedIdle: 600 << 20, MemoryUsedLoaded: 60 << 30,
 }
 
 var h100 = sim.GPUSpec{

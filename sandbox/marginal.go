@@ -13,25 +13,27 @@ import (
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// learnedMarginal is what the scheduler estimates a pod of cpuMilli and
-// gpus adds to a node from the node's NodeTelemetry, on which pods of
-// reservedMilli were placed since that sample: the published power curve
-// at the estimated load (the sample's CPU plus the reserved pods) with the
-// pod minus without, plus a busy GPU's power less an idle one's per GPU
-// (EnergyAware's estimate). ok is false when the node has no watts, no
-// CPU count or no curve.
-func learnedMarginal(n *telemetry.Node, cpuMilli, reservedMilli, gpus int64) (float64, bool) {
-	w, ok := estimate.PodWatts(n, estimate.Demand{CPUMilli: cpuMilli, GPUs: gpus}, estimate.Demand{CPUMilli: reservedMilli})
+// learnedMarginal is what the scheduler estimates a pod of demand d adds
+// to a node from the node's NodeTelemetry, on which pods of reservedMilli
+// were placed since that sample: the published power curve at the
+// estimated load (the sample's CPU plus the reserved pods) with the pod
+// minus without, plus a busy GPU's power less an idle one's per GPU and
+// its share per MIG device (EnergyAware's estimate). ok is false when the
+// node has no watts, no CPU count or no curve.
+func learnedMarginal(n *telemetry.Node, d estimate.Demand, reservedMilli int64) (float64, bool) {
+	w, ok := estimate.PodWatts(n, d, estimate.Demand{CPUMilli: reservedMilli})
 	return w.Mean, ok
 }
 
-// trueMarginal is what a pod of cpuMilli and gpus adds to a simulated node
-// running at utilization u with busy GPUs, by the simulation's own steady
-// physics: the node's curve, the leakage at the temperature it settles at,
-// and its GPUs (sim.NodeSpec.EstimatedWatts, what the oracle minimizes).
-func trueMarginal(spec sim.NodeSpec, u float64, busy int, cpuMilli int64, gpus int) float64 {
+// trueMarginal is what a pod of cpuMilli and a share of GPUs (whole GPUs,
+// MIG devices their share) adds to a simulated node running at
+// utilization u with busy GPUs in use, by the simulation's own steady
+// physics: the node's curve, the leakage at the temperature it settles
+// at, and its GPUs (sim.NodeSpec.EstimatedWattsShare, what the oracle
+// minimizes).
+func trueMarginal(spec sim.NodeSpec, u, busy float64, cpuMilli int64, share float64) float64 {
 	du := float64(cpuMilli) / float64(spec.Host.CPUs*1000)
-	return spec.EstimatedWatts(u+du, busy+gpus) - spec.EstimatedWatts(u, busy)
+	return spec.EstimatedWattsShare(u+du, busy+share) - spec.EstimatedWattsShare(u, busy)
 }
 
 // perBusyCore is what one more busy core costs a node at its load now, by

@@ -12,6 +12,7 @@ import (
 
 	"github.com/telesched/telesched/sandbox/hosttree"
 	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -49,7 +50,7 @@ func TestLearnedMarginal(t *testing.T) {
 		{name: "no telemetry", cpu: 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := learnedMarginal(tc.node, tc.cpu, tc.reserved, tc.gpus)
+			got, ok := learnedMarginal(tc.node, estimate.Demand{CPUMilli: tc.cpu, GPUs: tc.gpus}, tc.reserved)
 			if ok != tc.wantOK || math.Abs(got-tc.want) > 1e-9 {
 				t.Errorf("learnedMarginal = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
 			}

@@ -70,145 +70,6 @@ const (
 	EnergyProfile  = "telesched-energy"
 )
 
-// Placement is where a pod went.
-type Placement struct {
-	Pod, Phase, Node string
-	// Why is the node's telemetry when the pod was bound.
-	Why string
-	At  time.Time
-	// GPUs are the simulated GPUs the pod took, and whether they share a
-	// NUMA node.
-	GPUs        []int
-	GPUsAligned bool
-	// SteadyCelsius is where the node settles with its pods, this one
-	// included, by the simulation's physics (telesched's placements only).
-	SteadyCelsius float64
-	// PodCPUMilli and PodGPUs are the pod's CPU and GPU requests.
-	PodCPUMilli, PodGPUs int64
-	// TrueWatts is what the pod added to its node by the simulation's
-	// steady physics (HasTrue); LearnedWatts what the scheduler estimated
-	// it would add from the node's published power curve, the sample it
-	// had when it bound the pod and the pods it had placed there since
-	// (HasLearned). Telesched's placements only.
-	TrueWatts, LearnedWatts float64
-	HasTrue, HasLearned     bool
-}
-
-// Result is what a run found; tests assert on it.
-type Result struct {
-	RealHost   string
-	Placements []Placement // the telesched profile's, in binding order
-	Baseline   []Placement // the default profile's, same workload
-	// Rejections are FailedScheduling messages by pod.
-	Rejections map[string][]string
-	// HotPlacements are pods bound to a node while its latest telemetry
-	// had it at or over its thermal limit (EnergyAware's definition).
-	HotPlacements []string
-	// HeaterPeakCelsius is the heater's hottest published temperature;
-	// Heater is the node whose fan fails ("" when none does).
-	HeaterPeakCelsius float64
-	Heater            string
-	// PeakCelsius is each node's hottest published temperature.
-	PeakCelsius map[string]float64
-	// PredictedHotPlacements are pods placed where the node, with its pods,
-	// settles at or past its limit − EnergyAware's margin (the simulation's
-	// physics); PredictionRejections counts FailedScheduling messages that
-	// rejected a node on its predicted steady temperature.
-	PredictedHotPlacements []string
-	PredictionRejections   int
-	// AheadRan: the heat-ahead pod, which would take a cool node past its
-	// limit - margin once it settles, was created (its node had a thermal
-	// model); AheadRefused: it was refused on its predicted temperature.
-	AheadRan, AheadRefused bool
-	// ProbeScheduledAfterCooling: the pod pinned to the heater was
-	// rejected while it was hot and bound once it cooled.
-	ProbeScheduledAfterCooling bool
-	// Fleet watts estimated by the load model for each placement, the
-	// fleet's watts without the workload, and the workload's share split
-	// into its CPU pods and its GPU pods.
-	TeleschedWatts, DefaultWatts float64
-	IdleWatts                    float64
-	TeleschedWork, DefaultWork   Work
-	// Racks are the fleet's power budgets and what the run saw of them;
-	// BudgetRejections counts FailedScheduling messages that rejected a
-	// node on its PowerBudget.
-	Racks            []Rack
-	BudgetRejections int
-	// Tables are the NodeTelemetry tables printed, as kubectl prints them;
-	// BudgetTables the PowerBudget tables.
-	Tables       []string
-	BudgetTables []string
-	// Kubeconfig is the cluster's kubeconfig (kept with Keep).
-	Kubeconfig string
-	// Oracle and OracleOffGPU are the cheapest placements of the workload
-	// by the simulated nodes' true watts (see Oracle): CPU pods allowed on
-	// GPU nodes, as telesched allows them, and kept off them.
-	Oracle, OracleOffGPU OracleReport
-	// Marginal are the learned marginal watts' errors against the true
-	// ones over telesched's placements.
-	Marginal MarginalErrors
-	// Refused are the pods the racks' power budgets kept out, which the
-	// scenario deleted and went on without; the oracles are then of the
-	// pods telesched placed. WorkloadInfeasible: with pods refused, no
-	// placement of the whole workload meets the constraints (proven, see
-	// OracleResult.Infeasible).
-	Refused            []Refusal
-	WorkloadInfeasible bool
-	// Phases are the scenario's phases that ran, in order: baseline, web,
-	// burst, gpu, heat-ahead, heat, cool. Skipped says why a phase did
-	// not run, by phase.
-	Phases  []string
-	Skipped map[string]string
-}
-
-// OracleReport is an oracle's placements of the workload, as workload
-// watts (the fleet's watts running them minus its watts without them).
-type OracleReport struct {
-	// Placements minimize the whole workload's watts; Work is their
-	// watts, its CPU pods' and what its GPU pods add.
-	Placements []Placement
-	Work       Work
-	// CPUWatts is the least CPU pods' watts of any placement (the oracle
-	// on the CPU pods' watts).
-	CPUWatts float64
-	// LowerBound and CPULowerBound bound the two from below (see Oracle).
-	LowerBound, CPULowerBound float64
-	// Unplaced are the pods it found no room for; the figures are NaN then.
-	// Infeasible: no room exists for them, proven (see OracleResult).
-	Unplaced   []string
-	Infeasible bool
-}
-
-// ran records a phase that ran.
-func (r *Result) ran(phase string) { r.Phases = append(r.Phases, phase) }
-
-// skip records why a phase did not run.
-func (r *Result) skip(phase, why string) { r.Skipped[phase] = why }
-
-// Rack is a rack's PowerBudget and what the run saw of it.
-type Rack struct {
-	Budget, Rack              string
-	Nodes                     []string
-	BudgetWatts, ReserveWatts int64
-	// PeakWatts is the most the rack's nodes drew together: the largest
-	// sum of their latest published watts, from the end of the
-	// calibration sweep on.
-	PeakWatts float64
-	// TeleschedWatts and DefaultWatts are the rack's watts running the
-	// workload as each profile placed it, by the simulated nodes' curves.
-	TeleschedWatts, DefaultWatts float64
-}
-
-// Work is a placement's workload watts: the fleet's watts running it
-// minus its watts without it, split into the CPU pods' share and what the
-// GPU pods add on top.
-type Work struct {
-	CPU, GPU float64
-}
-
-// Total is the workload's watts.
-func (w Work) Total() float64 { return w.CPU + w.GPU }
-
 // Run starts the sandbox, runs the scenario and reports. With Keep it then
 // waits for ctx to end before tearing down.
 func Run(ctx context.Context, opts Options) (res *Result, err error) {
@@ -257,7 +118,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heater: heaterOf(opts.Fleet.Nodes), Racks: racksOf(opts.Fleet), Skipped: map[string]string{}}}
+	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heat: HeatResult{Node: heaterOf(opts.Fleet.Nodes)}, Racks: racksOf(opts.Fleet), Skipped: map[string]string{}}}
 	defer s.stop()
 	if err := s.run(runCtx, binDir, schedulerBin); err != nil {
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
@@ -330,7 +191,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 	// otherwise wait for them.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	s.stops = append(s.stops, stopWatching)
-	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res.Heater, s.opts.Interval, s.res)
+	s.watch, err = startWatcher(watchCtx, &cfg, s.nodes, s.res.Heat.Node, s.opts.Interval, s.res)
 	if err != nil {
 		return err
 	}
@@ -383,7 +244,7 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 		}
 	}
 	s.summary()
-	return nil
+	return s.res.unitsVerdict()
 }
 
 // registerNodes creates the Node objects: the real host (tainted, so the
@@ -402,8 +263,8 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 			corev1.ResourceMemory: *resource.NewQuantity(spec.Host.MemoryKiB<<10, resource.BinarySI),
 			corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
 		}
-		if len(spec.GPUs) > 0 {
-			res[gpuResource] = *resource.NewQuantity(int64(len(spec.GPUs)), resource.DecimalSI)
+		for name, q := range gpuAllocatable(spec) {
+			res[name] = q
 		}
 		labels := map[string]string{"telesched.io/sandbox": "simulated"}
 		if spec.Rack != "" {

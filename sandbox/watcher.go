@@ -147,7 +147,7 @@ func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.N
 						c := float64(n.HottestMilli) / 1000
 						w.res.PeakCelsius[n.Name] = max(w.res.PeakCelsius[n.Name], c)
 						if n.Name == w.heater {
-							w.res.HeaterPeakCelsius = max(w.res.HeaterPeakCelsius, c)
+							w.res.Heat.PeakCelsius = max(w.res.Heat.PeakCelsius, c)
 						}
 					}
 				})
@@ -248,19 +248,23 @@ func (w *watcher) onPod(obj any) {
 			if rv, err := strconv.ParseInt(pod.ResourceVersion, 10, 64); err == nil {
 				v.unjudged = append(v.unjudged, boundPod{key: key, node: p.Node, rv: rv, placement: len(w.res.Placements)})
 			} else if hot(tel) {
-				w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
+				w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
 			}
 			if n := w.nodes[p.Node]; n != nil {
-				cpu, gpus := p.PodCPUMilli, p.PodGPUs
+				cpu := p.PodCPUMilli
+				p.PodMIGSlices = podCounter.Of(pod).MIGSlices
 				// What the pod adds by the simulation's physics, from the
 				// node's load before it; and, until its binding is judged
 				// against the sample the scheduler had, what the scheduler
 				// would estimate from the latest sample.
-				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, n.Utilization(), n.BusyGPUs(), cpu, int(gpus)), true
+				u, busy := n.Utilization(), n.BusyShare()
+				alloc := n.AddPodDevices(pod.UID, cpu, simRequest(pod))
+				p.GPUs, p.Slices, p.Linked = alloc.GPUs, alloc.Slices, n.Spec.Linked(alloc.GPUs)
+				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, u, busy, cpu, allocShare(n.Spec, alloc)), true
+				p.SliceTrueWatts = sliceTrueWatts(n.Spec, alloc.Slices)
 				if h := v.samples[p.Node]; len(h) > 0 {
 					w.learn(v, p, len(w.res.Placements), &h[len(h)-1])
 				}
-				p.GPUs = n.AddPod(pod.UID, cpu, int(gpus))
 				started = true
 				p.GPUsAligned = aligned(n.Spec, p.GPUs)
 				// Where the node settles with every pod it now runs, by
@@ -268,7 +272,7 @@ func (w *watcher) onPod(obj any) {
 				p.SteadyCelsius, _ = n.Spec.Steady(n.Utilization(), n.Fault())
 				limit := float64(n.Spec.Host.CritMilliCelsius)/1000 - float64(thermalMarginMilli)/1000
 				if p.SteadyCelsius >= limit {
-					w.res.PredictedHotPlacements = append(w.res.PredictedHotPlacements,
+					w.res.Ahead.PredictedHotPlacements = append(w.res.Ahead.PredictedHotPlacements,
 						fmt.Sprintf("%s on %s: settles at %.1f°C >= %.0f°C", pod.Name, p.Node, p.SteadyCelsius, limit))
 				}
 			}
@@ -354,9 +358,10 @@ func (w *watcher) judgeBound(v *view, final bool) {
 		}
 		if bp := v.bound[b.key]; bp != nil {
 			bp.Why, bp.LearnedWatts, bp.HasLearned = had.why, p.LearnedWatts, p.HasLearned
+			bp.SliceLearnedWatts, bp.HasSliceLearned = p.SliceLearnedWatts, p.HasSliceLearned
 		}
 		if had.hot {
-			w.res.HotPlacements = append(w.res.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
+			w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", p.Pod, p.Node, p.Why))
 		}
 	}
 	v.unjudged = kept
@@ -371,7 +376,11 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
-	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, p.PodCPUMilli, reserved, p.PodGPUs)
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}, reserved)
+	if len(p.Slices) > 0 && had.node != nil {
+		p.SliceLearnedWatts = estimate.PodGPUWatts(had.node, estimate.Demand{GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}) / float64(len(p.Slices))
+		p.HasSliceLearned = true
+	}
 }
 
 // reservedMilli is the CPU of the pods placed on node that the scheduler
@@ -415,7 +424,7 @@ func (w *watcher) onEvent(obj any) {
 		}
 		w.res.Rejections[ev.InvolvedObject.Name] = append(w.res.Rejections[ev.InvolvedObject.Name], ev.Message)
 		if strings.Contains(ev.Message, "predicted steady temperature") {
-			w.res.PredictionRejections++
+			w.res.Ahead.PredictionRejections++
 		}
 		if strings.Contains(ev.Message, "PowerBudget ") {
 			w.res.BudgetRejections++
@@ -479,10 +488,17 @@ func alignedSlots(spec sim.NodeSpec, count int) int {
 	return slots
 }
 
+// gpusPerNUMA counts, per NUMA node, the GPUs the GPU resource counts
+// whole (sim.NodeSpec.WholeGPUs).
 func gpusPerNUMA(spec sim.NodeSpec) map[int]int {
 	per := map[int]int{}
+	if spec.DRA {
+		return per
+	}
 	for _, g := range spec.GPUs {
-		per[g.NUMANode]++
+		if g.MIG == nil {
+			per[g.NUMANode]++
+		}
 	}
 	return per
 }

@@ -57,11 +57,11 @@ func TestJudgeBound(t *testing.T) {
 			if got := len(v.unjudged) == 1; got != tc.wantWait {
 				t.Errorf("unjudged = %v, want waiting %v", v.unjudged, tc.wantWait)
 			}
-			if got := len(res.HotPlacements) == 1; got != tc.wantHot {
-				t.Errorf("HotPlacements = %q, want hot %v", res.HotPlacements, tc.wantHot)
+			if got := len(res.Heat.HotPlacements) == 1; got != tc.wantHot {
+				t.Errorf("HotPlacements = %q, want hot %v", res.Heat.HotPlacements, tc.wantHot)
 			}
-			if tc.wantHot && !strings.Contains(res.HotPlacements[0], tc.wantWhy) {
-				t.Errorf("HotPlacements = %q, want it to say %q", res.HotPlacements, tc.wantWhy)
+			if tc.wantHot && !strings.Contains(res.Heat.HotPlacements[0], tc.wantWhy) {
+				t.Errorf("HotPlacements = %q, want it to say %q", res.Heat.HotPlacements, tc.wantWhy)
 			}
 			if got := res.Placements[0].Why; got != tc.wantWhy {
 				t.Errorf("Why = %q, want %q", got, tc.wantWhy)

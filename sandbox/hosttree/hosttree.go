@@ -47,6 +47,11 @@ type PCIDevice struct {
 	Device   uint16
 	Class    uint32
 	NUMANode int
+	// Root is the PCI root bus the function sits below ("pci0000:00"):
+	// its /sys/bus/pci/devices entry is then a link into
+	// /sys/devices/<Root>/, as sysfs makes it
+	// (Documentation/ABI/testing/sysfs-bus-pci), a directory otherwise.
+	Root string
 }
 
 // Large is a 2-socket, 64-CPU server.
@@ -158,6 +163,22 @@ func New(dir string, spec Spec) (*Host, error) {
 		dram := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d:0", p)
 		files[dram+"/name"] = "dram\n"
 		files[dram+"/max_energy_range_uj"] = fmt.Sprintf("%d\n", raplRange)
+	}
+	for _, d := range spec.PCIDevices {
+		if d.Root == "" {
+			continue
+		}
+		real := filepath.Join(h.Dir, "sys/devices", d.Root, d.Address)
+		link := filepath.Join(h.Dir, "sys/bus/pci/devices", d.Address)
+		if err := os.MkdirAll(real, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink("../../../devices/"+d.Root+"/"+d.Address, link); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range spec.PCIDevices {
 		dir := "/sys/bus/pci/devices/" + d.Address

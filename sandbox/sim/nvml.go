@@ -65,8 +65,48 @@ func (n *Node) NVML() nvml.Library {
 		d.GetEnforcedPowerLimitFunc = func() (uint32, gonvml.Return) { return uint32(spec.TDPWatts * 1000), gonvml.SUCCESS }
 		d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return n.gpu(i).energyMJ, gonvml.SUCCESS }
 		nvmltest.Healthy(d)
+		if spec.MIG != nil {
+			nvmltest.MIG(s, i, spec.ComputeSlices, migSpecs(spec.MIG))
+			d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+				used := n.gpu(i).memUsed
+				return gonvml.Memory{Total: spec.MemoryBytes, Used: used, Free: spec.MemoryBytes - used}, gonvml.SUCCESS
+			}
+		}
+		n.wireNVLinks(d, i)
 	}
 	return nvml.NewWith(s)
+}
+
+// migSpecs are a GPU's MIG devices as nvmltest.MIG sets them up, each its
+// own GPU instance, numbered as MIG numbers an A100's.
+func migSpecs(devs []MIGDevice) []nvmltest.MIGSpec {
+	out := make([]nvmltest.MIGSpec, len(devs))
+	for j, d := range devs {
+		out[j] = nvmltest.MIGSpec{GPUInstanceID: 1 + j, GPUInstanceSlices: d.Slices, ComputeInstanceSlices: d.Slices, MemoryMiB: d.MemoryMiB}
+	}
+	return out
+}
+
+// wireNVLinks gives GPU i its NVLinks (NodeSpec.NVLink): 12, two to each
+// of six NVSwitches, on a switch fabric, as a DGX A100's; 4 of 12 to its
+// peer on a node of pairs, as an NVLink bridge's; none otherwise.
+func (n *Node) wireNVLinks(d *dgxa100.Device, i int) {
+	var links []nvmltest.Link
+	switch n.Spec.NVLink {
+	case NVLinkSwitch:
+		for l := range 12 {
+			links = append(links, nvmltest.Link{Remote: gonvml.NVLINK_DEVICE_TYPE_SWITCH, BusID: nvmltest.SwitchBusID(l / 2)})
+		}
+	case NVLinkPairs:
+		if p := n.Spec.Peer(i); p >= 0 {
+			for range 4 {
+				links = append(links, nvmltest.Link{Remote: gonvml.NVLINK_DEVICE_TYPE_GPU, BusID: n.Spec.GPUs[p].PCIAddress})
+			}
+		}
+	}
+	if len(links) > 0 {
+		nvmltest.NVLinks(d, 12, links)
+	}
 }
 
 // busID is a PCI bus id as NVML's C struct holds it.

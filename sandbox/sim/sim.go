@@ -13,7 +13,9 @@
 //	CPU watts   = curve(utilization) + leakage × max(0, °C − 40)              (hosttree's RAPL counters)
 //	target °C   = ambient + R × CPU watts + fault heat
 //	temperature → target with the node's time constant
-//	GPU busy    = allocated to a pod: 95 % utilization, else 0 %
+//	GPU busy    = allocated to a pod: 95 % utilization, else 0 %; a MIG
+//	              device held by a pod: its compute slices' share of that
+//	              (a GPU in MIG mode reports no utilization, as NVML)
 //	GPU watts   = idle + (TDP − idle) × GPU utilization
 //	GPU °C      = 32 + 40 × GPU utilization
 //
@@ -73,6 +75,13 @@ type GPUSpec struct {
 	ComputeCapMinor  int
 	MemoryUsedIdle   uint64
 	MemoryUsedLoaded uint64
+	// ComputeSlices is the most MIG devices the GPU holds (7 on an A100
+	// or H100); MIG its MIG devices, nil when MIG is off.
+	ComputeSlices int
+	MIG           []MIGDevice
+	// PCIeRoot is the PCI root bus the GPU sits below, as sysfs names
+	// its directory under /sys/devices ("pci0000:00"); "" for none.
+	PCIeRoot string
 }
 
 // NodeSpec is a simulated node.
@@ -93,6 +102,13 @@ type NodeSpec struct {
 	CurveSource string
 	// FanFault: the scenario fails this node's fan.
 	FanFault bool
+	// MIGStrategy is the device plugin's MIG strategy (MIGSingle,
+	// MIGMixed), "" on a node without MIG; NVLink how its GPUs are linked
+	// (NVLinkSwitch, NVLinkPairs, "" none); DRA: its GPUs are published as
+	// ResourceSlices, not as the GPU resource.
+	MIGStrategy string
+	NVLink      string
+	DRA         bool
 	// Thermal response: where the package settles is AmbientCelsius +
 	// CelsiusPerWatt × CPU watts, approached with ThermalTimeConstant;
 	// LeakageWattsPerCelsius is the leakage and fan term. Zero takes the
@@ -175,6 +191,7 @@ type Node struct {
 	faultHeat float64 // °C added by a fault
 	celsius   float64
 	gpuBusy   []bool
+	migBusy   [][]bool  // per GPU, per MIG device
 	gpuEnergy []float64 // millijoules
 	last      time.Time
 }
@@ -182,13 +199,14 @@ type Node struct {
 type podLoad struct {
 	cpuMilli int64
 	gpus     []int
+	slices   []Slice
 }
 
 // NewNode writes the node's tree under dir.
 func NewNode(dir string, spec NodeSpec) (*Node, error) {
 	hs := spec.Host
 	for _, g := range spec.GPUs {
-		hs.PCIDevices = append(hs.PCIDevices, hosttree.PCIDevice{Address: g.PCIAddress, Vendor: 0x10de, Device: g.PCIDeviceID, Class: 0x030200, NUMANode: g.NUMANode})
+		hs.PCIDevices = append(hs.PCIDevices, hosttree.PCIDevice{Address: g.PCIAddress, Vendor: 0x10de, Device: g.PCIDeviceID, Class: 0x030200, NUMANode: g.NUMANode, Root: g.PCIeRoot})
 	}
 	host, err := hosttree.New(dir, hs)
 	if err != nil {
@@ -199,8 +217,11 @@ func NewNode(dir string, spec NodeSpec) (*Node, error) {
 	n := &Node{
 		Spec: spec, Dir: dir, host: host, pods: map[types.UID]podLoad{},
 		celsius: celsius,
-		gpuBusy: make([]bool, len(spec.GPUs)), gpuEnergy: make([]float64, len(spec.GPUs)),
+		gpuBusy: make([]bool, len(spec.GPUs)), migBusy: make([][]bool, len(spec.GPUs)), gpuEnergy: make([]float64, len(spec.GPUs)),
 		last: time.Now(),
+	}
+	for i, g := range spec.GPUs {
+		n.migBusy[i] = make([]bool, len(g.MIG))
 	}
 	return n, n.Step()
 }
@@ -231,14 +252,7 @@ func (n *Node) SetFaultHeat(celsius float64) {
 
 // AddPod runs a pod on the node. It returns the GPUs it took.
 func (n *Node) AddPod(uid types.UID, cpuMilli int64, gpus int) []int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if p, ok := n.pods[uid]; ok {
-		return p.gpus
-	}
-	taken := n.takeGPUs(gpus)
-	n.pods[uid] = podLoad{cpuMilli: cpuMilli, gpus: taken}
-	return taken
+	return n.AddPodDevices(uid, cpuMilli, Request{GPUs: gpus}).GPUs
 }
 
 // RemovePod stops a pod.
@@ -248,24 +262,29 @@ func (n *Node) RemovePod(uid types.UID) {
 	for _, g := range n.pods[uid].gpus {
 		n.gpuBusy[g] = false
 	}
+	for _, sl := range n.pods[uid].slices {
+		n.migBusy[sl.GPU][sl.Device] = false
+	}
 	delete(n.pods, uid)
 }
 
-// takeGPUs picks free GPUs, all on one NUMA node when one has enough.
-func (n *Node) takeGPUs(count int) []int { return TakeGPUs(n.Spec, n.gpuBusy, count) }
-
-// TakeGPUs picks count of a node's GPUs not marked in busy (indexed like
-// spec.GPUs), all on the lowest NUMA node that has enough free, else the
-// lowest free ones, as the kubelet's topology manager would; it marks them
-// busy and returns them.
+// TakeGPUs picks count of a node's whole GPUs (not in MIG mode) not
+// marked in busy (indexed like spec.GPUs): on a node of NVLink pairs, a
+// pair of 2 takes a linked pair when one is free (linkedPair), as a
+// topology-aware device plugin allocator does; else all on the lowest NUMA
+// node that has enough free, else the lowest free ones, as the kubelet's
+// topology manager would. It marks them busy and returns them.
 func TakeGPUs(spec NodeSpec, busy []bool, count int) []int {
 	if count <= 0 {
 		return nil
 	}
+	if taken := linkedPair(spec, busy, count); taken != nil {
+		return taken
+	}
 	free := map[int][]int{}
 	var numaIDs []int
 	for i, g := range spec.GPUs {
-		if !busy[i] {
+		if !busy[i] && g.MIG == nil {
 			if _, ok := free[g.NUMANode]; !ok {
 				numaIDs = append(numaIDs, g.NUMANode)
 			}
@@ -295,7 +314,7 @@ func TakeGPUs(spec NodeSpec, busy []bool, count int) []int {
 	return taken
 }
 
-// BusyGPUs is how many of the node's GPUs its pods hold.
+// BusyGPUs is how many of the node's GPUs its pods hold whole.
 func (n *Node) BusyGPUs() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -306,6 +325,18 @@ func (n *Node) BusyGPUs() int {
 		}
 	}
 	return busy
+}
+
+// BusyShare is the node's busy GPUs in whole GPUs: each GPU its pods hold
+// whole, and each busy MIG device its share of its GPU (Share).
+func (n *Node) BusyShare() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var share float64
+	for i := range n.Spec.GPUs {
+		share += n.share(i)
+	}
+	return share
 }
 
 // Utilization is the node's CPU utilization now, 0..1.
@@ -422,7 +453,7 @@ func (n *Node) stepTo(now time.Time) error {
 	target := n.Spec.AmbientCelsius + n.Spec.CelsiusPerWatt*watts + n.faultHeat
 	n.celsius += (target - n.celsius) * (1 - math.Exp(-dt.Seconds()/n.Spec.ThermalTimeConstant.Seconds()))
 	for i, g := range n.Spec.GPUs {
-		n.gpuEnergy[i] += gpuWatts(g, n.gpuBusy[i]) * dt.Seconds() * 1000
+		n.gpuEnergy[i] += gpuWatts(g, n.share(i)) * dt.Seconds() * 1000
 	}
 	celsius := n.celsius
 	n.mu.Unlock()
@@ -432,15 +463,12 @@ func (n *Node) stepTo(now time.Time) error {
 	return n.host.AdvanceTo(now)
 }
 
-func gpuUtilization(busy bool) float64 {
-	if busy {
-		return GPUBusyUtilization
-	}
-	return 0
-}
-
-func gpuWatts(g GPUSpec, busy bool) float64 {
-	return g.IdleWatts + (g.TDPWatts-g.IdleWatts)*gpuUtilization(busy)
+// gpuWatts is a GPU's power with share of it busy (0..1: a whole GPU, or
+// its busy MIG devices' compute slices over its ComputeSlices): its
+// dynamic power, busy at GPUBusyUtilization, splits by compute slices, as
+// its SMs do.
+func gpuWatts(g GPUSpec, share float64) float64 {
+	return g.IdleWatts + (g.TDPWatts-g.IdleWatts)*GPUBusyUtilization*share
 }
 
 // gpu is one GPU's readings for the NVML mock.
@@ -455,16 +483,13 @@ type gpu struct {
 func (n *Node) gpu(i int) gpu {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	g, busy := n.Spec.GPUs[i], n.gpuBusy[i]
-	u := gpuUtilization(busy)
-	used := g.MemoryUsedIdle
-	if busy {
-		used = g.MemoryUsedLoaded
-	}
+	g, share := n.Spec.GPUs[i], n.share(i)
+	u := GPUBusyUtilization * share
+	used := g.MemoryUsedIdle + uint64(float64(g.MemoryUsedLoaded-g.MemoryUsedIdle)*share)
 	return gpu{
 		utilization: uint32(math.Round(u * 100)),
 		celsius:     uint32(math.Round(GPUIdleCelsius + GPULoadCelsius*u)),
-		milliwatts:  uint32(gpuWatts(g, busy) * 1000),
+		milliwatts:  uint32(gpuWatts(g, share) * 1000),
 		energyMJ:    uint64(n.gpuEnergy[i]),
 		memUsed:     used,
 	}
@@ -474,10 +499,17 @@ func (n *Node) gpu(i int) gpu {
 // and GPUs, for a utilization and a number of busy GPUs: what the node
 // would draw running that load.
 func (spec NodeSpec) EstimatedWatts(utilization float64, busyGPUs int) float64 {
+	return spec.EstimatedWattsShare(utilization, float64(busyGPUs))
+}
+
+// EstimatedWattsShare is EstimatedWatts with the busy GPUs in whole GPUs,
+// MIG devices counting their share (BusyShare): the first GPUs busy in
+// turn, the last in part.
+func (spec NodeSpec) EstimatedWattsShare(utilization, busy float64) float64 {
 	spec = spec.WithDefaults()
 	_, w := spec.Steady(math.Min(1, math.Max(0, utilization)), 0)
 	for i, g := range spec.GPUs {
-		w += gpuWatts(g, i < busyGPUs)
+		w += gpuWatts(g, math.Min(1, math.Max(0, busy-float64(i))))
 	}
 	return w
 }

@@ -57,13 +57,13 @@ func TestSandboxScenario(t *testing.T) {
 
 	// Nothing went to a node while its telemetry had it at its limit, and
 	// the pod pinned to the heater waited for it to cool.
-	if len(res.HotPlacements) > 0 {
-		t.Errorf("pods placed on a hot node: %v", res.HotPlacements)
+	if len(res.Heat.HotPlacements) > 0 {
+		t.Errorf("pods placed on a hot node: %v", res.Heat.HotPlacements)
 	}
-	if res.HeaterPeakCelsius < 100 {
-		t.Errorf("heater peaked at %.1f°C; the scenario must take it past its 100°C limit", res.HeaterPeakCelsius)
+	if res.Heat.PeakCelsius < 100 {
+		t.Errorf("heater peaked at %.1f°C; the scenario must take it past its 100°C limit", res.Heat.PeakCelsius)
 	}
-	if !res.ProbeScheduledAfterCooling {
+	if !res.Heat.ProbeScheduledAfterCooling {
 		t.Error("the pod pinned to the heater was not scheduled on it after it cooled")
 	}
 	// The headroom names the sensor closest to its limit: the package, or a
@@ -91,16 +91,16 @@ func TestSandboxScenario(t *testing.T) {
 	if len(res.Placements) != 43 || len(res.Baseline) != 42 {
 		t.Errorf("%d telesched and %d baseline placements, want 43 (42 + the pinned pod) and 42", len(res.Placements), len(res.Baseline))
 	}
-	if res.TeleschedWatts <= 0 || res.DefaultWatts <= 0 || res.TeleschedWork.Total() <= 0 || res.DefaultWork.Total() <= 0 ||
-		res.TeleschedWork.GPU <= 0 || !strings.Contains(out.String(), "Workload watts") {
-		t.Errorf("no workload watts comparison: telesched %+v, default %+v", res.TeleschedWork, res.DefaultWork)
+	if res.Energy.TeleschedWatts <= 0 || res.Energy.DefaultWatts <= 0 || res.Energy.TeleschedWork.Total() <= 0 || res.Energy.DefaultWork.Total() <= 0 ||
+		res.Energy.TeleschedWork.GPU <= 0 || !strings.Contains(out.String(), "Workload watts") {
+		t.Errorf("no workload watts comparison: telesched %+v, default %+v", res.Energy.TeleschedWork, res.Energy.DefaultWork)
 	}
 
 	// The oracles placed every pod, no dearer than telesched's placement,
 	// which meets the same constraints (the checks above: no node past
 	// its limit - margin, no rack over its budget); and the report shows
 	// the captured share and the learned marginal watts' error.
-	for name, o := range map[string]sandbox.OracleReport{"oracle": res.Oracle, "oracle, CPU pods off GPU nodes": res.OracleOffGPU} {
+	for name, o := range map[string]sandbox.OracleReport{"oracle": res.Energy.Oracle, "oracle, CPU pods off GPU nodes": res.Energy.OracleOffGPU} {
 		if len(o.Unplaced) > 0 || !(o.Work.Total() > 0) || !(o.CPUWatts > 0) {
 			t.Errorf("%s: %+v", name, o)
 			continue
@@ -109,14 +109,14 @@ func TestSandboxScenario(t *testing.T) {
 		// telesched's watts: the one that keeps CPU pods off GPU nodes has
 		// a constraint telesched does not (TopologyFit only scores
 		// against it), and may be dearer.
-		dearer := name == "oracle" && (o.Work.Total() > res.TeleschedWork.Total()+1 || o.CPUWatts > res.TeleschedWork.CPU+1)
+		dearer := name == "oracle" && (o.Work.Total() > res.Energy.TeleschedWork.Total()+1 || o.CPUWatts > res.Energy.TeleschedWork.CPU+1)
 		if dearer || o.Work.Total() < o.LowerBound-1 {
 			t.Errorf("%s: all %.0f W (bound %.0f W), CPU pods %.0f W; telesched all %.0f W, CPU pods %.0f W",
-				name, o.Work.Total(), o.LowerBound, o.CPUWatts, res.TeleschedWork.Total(), res.TeleschedWork.CPU)
+				name, o.Work.Total(), o.LowerBound, o.CPUWatts, res.Energy.TeleschedWork.Total(), res.Energy.TeleschedWork.CPU)
 		}
 	}
-	if res.Marginal.NAll < 40 || !strings.Contains(out.String(), "SHARE") || !strings.Contains(out.String(), "median absolute error") {
-		t.Errorf("learned vs true marginal watts over %d placements; the report:\n%s", res.Marginal.NAll, out.String())
+	if res.Energy.Marginal.NAll < 40 || !strings.Contains(out.String(), "SHARE") || !strings.Contains(out.String(), "median absolute error") {
+		t.Errorf("learned vs true marginal watts over %d placements; the report:\n%s", res.Energy.Marginal.NAll, out.String())
 	}
 
 	// The pod that would take the cool cpu-efficient past its limit - margin
@@ -126,17 +126,17 @@ func TestSandboxScenario(t *testing.T) {
 	// follows the sensor closest to its limit: the package, or a core that
 	// reads the same (the simulated cores 0, 3 and 6 do).
 	aheadReason := regexp.MustCompile(`predicted steady temperature of coretemp/(Package id 0|Core \d+) with the pod [\d.]+°C >= limit 100.0°C - margin 5.0°C: [\d.]+°C \+ [\d.]+°C/W x \d+W`)
-	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); !noModel && (!res.AheadRefused || !aheadReason.MatchString(msgs)) {
-		t.Errorf("the heat-ahead pod was not refused on its predicted temperature (ran: %v): %q", res.AheadRan, msgs)
+	if msgs := strings.Join(res.Rejections["too-hot-later"], "\n"); !noModel && (!res.Ahead.Refused || !aheadReason.MatchString(msgs)) {
+		t.Errorf("the heat-ahead pod was not refused on its predicted temperature (ran: %v): %q", res.Ahead.Ran, msgs)
 	}
 
 	// No pod went where the node, with its pods, settles within the margin
 	// of its limit: counted on the simulation's own physics, not the
 	// agent's model.
-	if len(res.PredictedHotPlacements) > 0 {
-		t.Errorf("pods placed where the node settles past its limit - margin: %v", res.PredictedHotPlacements)
+	if len(res.Ahead.PredictedHotPlacements) > 0 {
+		t.Errorf("pods placed where the node settles past its limit - margin: %v", res.Ahead.PredictedHotPlacements)
 	}
-	for name := range map[string]bool{"cpu-efficient": true, "gpu-a100x8": true, res.Heater: true} {
+	for name := range map[string]bool{"cpu-efficient": true, "gpu-a100x8": true, res.Heat.Node: true} {
 		if res.PeakCelsius[name] <= 0 {
 			t.Errorf("no peak temperature for %s: %v", name, res.PeakCelsius)
 		}
@@ -248,11 +248,11 @@ func TestSandboxBudgetRefusal(t *testing.T) {
 	}
 	// Under the same budget no placement of the training pods exists:
 	// the oracle proves it, and compares the pods telesched placed.
-	if !res.WorkloadInfeasible {
+	if !res.Energy.WorkloadInfeasible {
 		t.Error("the oracle did not prove that no placement of the whole workload fits the budgets")
 	}
-	if len(res.Oracle.Unplaced) > 0 || len(res.Oracle.Placements) != 40 || !strings.Contains(out.String(), "over the 40 pods telesched placed") {
-		t.Errorf("the oracle of the 40 pods telesched placed: %+v", res.Oracle)
+	if len(res.Energy.Oracle.Unplaced) > 0 || len(res.Energy.Oracle.Placements) != 40 || !strings.Contains(out.String(), "over the 40 pods telesched placed") {
+		t.Errorf("the oracle of the 40 pods telesched placed: %+v", res.Energy.Oracle)
 	}
 	if diff := cmp.Diff([]string{"baseline", "web", "burst", "gpu"}, res.Phases); diff != "" {
 		t.Errorf("phases that ran (-want +got):\n%s", diff)

@@ -1,0 +1,126 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sandbox
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// gpuFleet is a fleet of one CPU node and a GPU node whose gpus line is
+// gpus, and a whole-GPU node for the scenario's training pods.
+func gpuFleet(gpus string) string {
+	return `nodes:
+- name: train
+  cpus: 64
+  memory: 256Gi
+  numaNodes: 2
+  powerCurve: [50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150]
+  gpus: {type: a100, count: 8, perNUMA: 4}
+- name: g
+  cpus: 64
+  memory: 256Gi
+  numaNodes: 2
+  powerCurve: [50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150]
+  gpus: ` + gpus + "\n"
+}
+
+// TestFleetGPUErrors: a bad MIG layout, NVLink or DRA setting is refused
+// with the field that is wrong.
+func TestFleetGPUErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, gpus, want string
+	}{
+		{"unknown MIG field", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, profiles: [1g.10gb], colour: red}}`, `unknown field "colour"`},
+		{"strategy", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: double, profiles: [1g.10gb]}}`, `nodes[1].gpus.mig.strategy: "double"`},
+		{"profile of another GPU", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.5gb]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.5gb" is no MIG profile of a 80 GB GPU`},
+		{"not a profile", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [big]}}`, `nodes[1].gpus.mig.profiles[0]: "big" is not a MIG profile`},
+		{"too many slices", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [4g.40gb, 4g.40gb]}}`, "nodes[1].gpus.mig.profiles: 8 compute slices, a GPU has 7"},
+		{"single on half the GPUs", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, gpus: 4, profiles: [1g.10gb]}}`, "nodes[1].gpus.mig.gpus: 4 of 8 GPUs in MIG mode; the single strategy needs all"},
+		{"single with two profiles", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, profiles: [1g.10gb, 2g.20gb]}}`, `nodes[1].gpus.mig.profiles[1]: "2g.20gb" beside "1g.10gb"`},
+		{"layouts short", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 2, layouts: [[1g.10gb]]}}`, "nodes[1].gpus.mig.layouts: 1 layouts for 2 GPUs"},
+		{"both", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 1, profiles: [1g.10gb], layouts: [[1g.10gb]]}}`, "nodes[1].gpus.mig: profiles and layouts are both set"},
+		{"empty layout", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 1, layouts: [[]]}}`, "nodes[1].gpus.mig.layouts[0]: a GPU in MIG mode needs at least one MIG device"},
+		{"mig gpus", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 9, profiles: [1g.10gb]}}`, "nodes[1].gpus.mig.gpus: 9 must be within 1-8"},
+		{"nvlink", `{type: a100, count: 8, perNUMA: 4, nvlink: mesh}`, `nodes[1].gpus.nvlink: "mesh" is not one of nvswitch, pairs, none`},
+		{"odd pairs", `{type: a100, count: 3, perNUMA: 3, nvlink: pairs}`, "nodes[1].gpus.nvlink: pairs need an even count and perNUMA (3, 3)"},
+		{"DRA with MIG", `{type: a100-80gb, count: 8, perNUMA: 4, dra: true, mig: {strategy: mixed, profiles: [1g.10gb]}}`, "nodes[1].gpus.dra: the sandbox publishes whole GPUs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseFleet([]byte(gpuFleet(tc.gpus)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseFleet = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFleetGPUAllocatable: each node kind advertises what its device
+// plugin would: whole GPUs, the single strategy's MIG devices as the GPU
+// resource, the mixed strategy's per profile beside the whole GPUs, and a
+// DRA node nothing.
+func TestFleetGPUAllocatable(t *testing.T) {
+	for _, tc := range []struct {
+		name, gpus string
+		want       corev1.ResourceList
+	}{
+		{"whole", `{type: a100, count: 8, perNUMA: 4, nvlink: pairs}`, corev1.ResourceList{gpuResource: resource.MustParse("8")}},
+		{"single", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, profiles: [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb]}}`,
+			corev1.ResourceList{gpuResource: resource.MustParse("56")}},
+		{"half mixed", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 2, layouts: [[3g.40gb, 2g.20gb, 1g.10gb], [7g.80gb]]}}`,
+			corev1.ResourceList{gpuResource: resource.MustParse("6"), "nvidia.com/mig-3g.40gb": resource.MustParse("1"), "nvidia.com/mig-2g.20gb": resource.MustParse("1"),
+				"nvidia.com/mig-1g.10gb": resource.MustParse("1"), "nvidia.com/mig-7g.80gb": resource.MustParse("1")}},
+		{"DRA", `{type: a100, count: 8, perNUMA: 4, dra: true}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := ParseFleet([]byte(gpuFleet(tc.gpus)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := gpuAllocatable(f.Nodes[1])
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("allocatable (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestGPUMixedFleet: the GPU rack fleet parses with a node of each kind.
+func TestGPUMixedFleet(t *testing.T) {
+	f, err := ReadFleet("fleets/gpu-mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, n := range f.Nodes {
+		half := false
+		for _, g := range n.GPUs {
+			if (g.MIG == nil) != (n.GPUs[0].MIG == nil) {
+				half = true
+			}
+		}
+		switch {
+		case half:
+			kinds["half-MIG"] = true
+		case n.MIGStrategy != "":
+			kinds[n.MIGStrategy] = true
+		case n.NVLink == sim.NVLinkPairs:
+			kinds["pairs"] = true
+		case len(n.GPUs) == 0:
+			kinds["CPU"] = true
+		}
+	}
+	if diff := cmp.Diff(map[string]bool{"single": true, "mixed": true, "half-MIG": true, "pairs": true, "CPU": true}, kinds); diff != "" {
+		t.Errorf("node kinds (-want +got):\n%s", diff)
+	}
+	if len(f.Budgets) == 0 {
+		t.Error("no PowerBudget")
+	}
+}

@@ -1,0 +1,232 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package oracle
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	configv1 "github.com/telesched/telesched/apis/config/v1"
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// oracle is one problem: the nodes (sorted by name), the pods and the
+// racks' budgets by index, the rules' constants, and the nodes' watts
+// memoized by load.
+type oracle struct {
+	opts      Options
+	nodes     []oNode
+	pods      []oPod
+	budgets   []oBudget
+	threshold float64 // LoadAware's CPU threshold, 0..1
+	marginC   float64 // EnergyAware's thermal margin, °C
+	memo      map[wattsKey]float64
+}
+
+// oNode is a node and its capacities.
+type oNode struct {
+	spec     sim.NodeSpec // with defaults
+	capMilli int64
+	memBytes int64
+	numa     int
+	gpusOn   []int // GPUs per NUMA node
+	gpus     int
+	budgets  []int
+}
+
+// oPod is a pod's requests and the nodes closed to it.
+type oPod struct {
+	name               string
+	cpuMilli, memBytes int64
+	gpus               int
+	singleNUMA         bool
+	closed             []int // nodes it may not go to (Closure)
+}
+
+// cpuPod: a pod without GPUs (the CPU pods of the report).
+func (p *oPod) cpuPod() bool { return p.gpus == 0 }
+
+// oBudget is a rack's limit (budget - reserve) and its nodes.
+type oBudget struct {
+	limit float64
+	nodes []int
+}
+
+// oLoad is what a node runs.
+type oLoad struct {
+	cpuMilli, cpuPodMilli, memBytes int64
+	gpus, pods                      int
+	pinnedMilli, pinnedMem          []int64 // per NUMA node: its single-NUMA pods'
+	pinnedGPUs                      []int
+}
+
+func (l oLoad) clone() oLoad {
+	l.pinnedMilli = append([]int64(nil), l.pinnedMilli...)
+	l.pinnedMem = append([]int64(nil), l.pinnedMem...)
+	l.pinnedGPUs = append([]int(nil), l.pinnedGPUs...)
+	return l
+}
+
+type wattsKey struct {
+	node     int
+	cpuMilli int64
+	gpus     int
+}
+
+func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
+	o := &oracle{
+		opts:      opts,
+		threshold: float64(configv1.DefaultLoadAwareArgs().CPUThresholdPercent) / 100,
+		marginC:   float64(configv1.DefaultEnergyAwareArgs().ThermalMarginCelsius),
+		memo:      map[wattsKey]float64{},
+	}
+	specs := append([]sim.NodeSpec(nil), fleet.Nodes...)
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	for _, s := range specs {
+		s = s.WithDefaults()
+		n := oNode{spec: s, capMilli: int64(s.Host.CPUs) * 1000, memBytes: s.Host.MemoryKiB << 10, numa: max(s.Host.NUMANodes, 1), gpus: len(s.GPUs)}
+		n.gpusOn = make([]int, n.numa)
+		for _, g := range s.GPUs {
+			if g.NUMANode >= 0 && g.NUMANode < n.numa {
+				n.gpusOn[g.NUMANode]++
+			}
+		}
+		o.nodes = append(o.nodes, n)
+	}
+	for _, b := range fleet.Budgets {
+		ob := oBudget{limit: float64(b.BudgetWatts - b.ReserveWatts)}
+		for i := range o.nodes {
+			if o.nodes[i].spec.Rack == b.Rack {
+				ob.nodes = append(ob.nodes, i)
+				o.nodes[i].budgets = append(o.nodes[i].budgets, len(o.budgets))
+			}
+		}
+		o.budgets = append(o.budgets, ob)
+	}
+	for _, p := range pods {
+		op := oPod{name: p.Name, cpuMilli: p.CPUMilli, memBytes: p.MemoryBytes, gpus: p.GPUs, singleNUMA: p.SingleNUMA}
+		for _, c := range opts.Closed {
+			if c.Phase != p.Phase {
+				continue
+			}
+			for n := range o.nodes {
+				if o.nodes[n].spec.Name == c.Node && !slices.Contains(op.closed, n) {
+					op.closed = append(op.closed, n)
+				}
+			}
+		}
+		slices.Sort(op.closed)
+		o.pods = append(o.pods, op)
+	}
+	return o
+}
+
+func (o *oracle) emptyLoad(n int) oLoad {
+	k := o.nodes[n].numa
+	return oLoad{pinnedMilli: make([]int64, k), pinnedMem: make([]int64, k), pinnedGPUs: make([]int, k)}
+}
+
+// with is l with pod p added at NUMA node k (sign 1; k < 0: not pinned)
+// or removed from it (sign -1).
+func (o *oracle) with(l oLoad, p, k int, sign int64) oLoad {
+	l = l.clone()
+	pod := &o.pods[p]
+	l.cpuMilli += sign * pod.cpuMilli
+	l.memBytes += sign * pod.memBytes
+	l.gpus += int(sign) * pod.gpus
+	l.pods += int(sign)
+	if pod.cpuPod() {
+		l.cpuPodMilli += sign * pod.cpuMilli
+	}
+	if k >= 0 {
+		l.pinnedMilli[k] += sign * pod.cpuMilli
+		l.pinnedMem[k] += sign * pod.memBytes
+		l.pinnedGPUs[k] += int(sign) * pod.gpus
+	}
+	return l
+}
+
+// utilization is node n's CPU utilization running cpuMilli of requests.
+func (o *oracle) utilization(n int, cpuMilli int64) float64 {
+	return o.nodes[n].spec.BaseUtilization + float64(cpuMilli)/float64(o.nodes[n].capMilli)
+}
+
+// fits reports whether node n can run l, by its own constraints (the
+// racks' budgets apart); a node without pods always can, as a node past
+// LoadAware's threshold or EnergyAware's limit with its own load only
+// gets no pods. Without memory, the memory requests are not checked (the
+// lower bound's relaxation).
+func (o *oracle) fits(n int, l *oLoad, memory bool) bool {
+	node := &o.nodes[n]
+	if l.pods == 0 {
+		return true
+	}
+	if l.cpuMilli > node.capMilli || l.gpus > node.gpus || (memory && l.memBytes > node.memBytes) {
+		return false
+	}
+	u := o.utilization(n, l.cpuMilli)
+	if u > o.threshold+1e-9 {
+		return false
+	}
+	var pinnedCPU, pinnedMem int64
+	for k := range node.numa {
+		pinnedCPU += l.pinnedMilli[k]
+		pinnedMem += l.pinnedMem[k]
+	}
+	k64 := int64(node.numa)
+	for k := range node.numa {
+		// A NUMA node's share of CPUs (memory) takes its pinned pods' and
+		// an even share of the rest: numa × pinned + rest <= capacity.
+		if l.pinnedGPUs[k] > node.gpusOn[k] || k64*l.pinnedMilli[k]+l.cpuMilli-pinnedCPU > node.capMilli ||
+			(memory && k64*l.pinnedMem[k]+l.memBytes-pinnedMem > node.memBytes) {
+			return false
+		}
+	}
+	limit := float64(node.spec.Host.CritMilliCelsius)/1000 - o.marginC
+	if c, _ := node.spec.Steady(math.Min(1, u), 0); c >= limit {
+		return false
+	}
+	return true
+}
+
+// watts are node n's true watts running l, and the objective's share.
+func (o *oracle) watts(n int, l *oLoad) (all, cost float64) {
+	w := o.nodeWatts(n, l.cpuMilli, l.gpus)
+	if o.opts.CPUPodsObjective {
+		return w, o.nodeWatts(n, l.cpuPodMilli, 0)
+	}
+	return w, w
+}
+
+func (o *oracle) nodeWatts(n int, cpuMilli int64, gpus int) float64 {
+	k := wattsKey{n, cpuMilli, gpus}
+	if w, ok := o.memo[k]; ok {
+		return w
+	}
+	w := o.nodes[n].spec.EstimatedWatts(o.utilization(n, cpuMilli), gpus)
+	o.memo[k] = w
+	return w
+}
+
+// allowed reports whether pod p may go to node n at all (the variant's
+// rule on CPU pods, and the pod's closures).
+func (o *oracle) allowed(p, n int) bool {
+	return !(o.opts.CPUPodsOffGPUNodes && o.pods[p].cpuPod() && o.nodes[n].gpus > 0) && !slices.Contains(o.pods[p].closed, n)
+}
+
+// numaChoices are the NUMA nodes pod p may be pinned to on node n; -1
+// alone for a pod without a NUMA policy.
+func (o *oracle) numaChoices(p, n int) []int {
+	if !o.pods[p].singleNUMA {
+		return []int{-1}
+	}
+	out := make([]int, o.nodes[n].numa)
+	for k := range out {
+		out[k] = k
+	}
+	return out
+}
+
+// oState is a placement: each pod's node and NUMA node, each node's load,

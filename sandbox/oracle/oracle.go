@@ -1,0 +1,135 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package oracle
+
+import (
+	"math"
+
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// Fleet is what the oracle places pods on: the simulated nodes, and the
+// racks' power budgets over them.
+type Fleet struct {
+	Nodes   []sim.NodeSpec
+	Budgets []Budget
+}
+
+// Budget is a rack's power budget (a PowerBudget over the nodes whose
+// Rack is Rack): the rack's nodes draw at most BudgetWatts -
+// ReserveWatts.
+type Budget struct {
+	Rack                      string
+	BudgetWatts, ReserveWatts int64
+}
+
+// Pod is one pod to place: its requests, its phase (which Closures
+// name) and whether its CPUs, memory and GPUs must sit on one NUMA node.
+type Pod struct {
+	Name, Phase           string
+	CPUMilli, MemoryBytes int64
+	GPUs                  int
+	SingleNUMA            bool
+}
+
+// Options choose the oracle's variant.
+type Options struct {
+	// CPUPodsOffGPUNodes keeps pods that request no GPU off nodes with GPUs.
+	CPUPodsOffGPUNodes bool
+	// CPUPodsObjective minimizes the watts of the fleet running its CPU
+	// pods only.
+	CPUPodsObjective bool
+	// Closed keeps a phase's pods off a node.
+	Closed []Closure
+}
+
+// Closure keeps the pods of Phase off Node: the sandbox's scenario
+// creates the heat phase's pods while the heater reports itself past its
+// thermal limit, when no pod may go there (EnergyAware's filter; the
+// promise that nothing runs on a node that is overheating), and nothing
+// moves a pod once it runs. An oracle blind to time would give the heater
+// the pods it can take once its fan is repaired, a placement no scheduler
+// can make.
+type Closure struct {
+	Phase, Node string
+}
+
+// Result is the oracle's placement.
+type Result struct {
+	// Nodes is each placed pod's node. Unplaced are the pods that no node
+	// could take in the greedy pass (with racks' budgets binding, a
+	// placement of them all may still exist that it did not find).
+	Nodes    map[string]string
+	Unplaced []string
+	// Watts is the objective at the placement: the fleet's watts, or its
+	// watts running the CPU pods only (CPUPodsObjective).
+	Watts float64
+	// LowerBound is no more than the objective of any placement of every
+	// pod; NaN when not computed (too many ways to place the GPU and
+	// single-NUMA pods, or none).
+	LowerBound float64
+	// Infeasible: no placement of every pod exists, proven: the lower
+	// bound's relaxation has none (the GPU and single-NUMA pods fit the
+	// nodes no way, or take a rack over its budget alone every way they
+	// fit, or the other pods' CPUs fit no node's limits).
+	Infeasible bool
+}
+
+// Solve returns the cheapest placement it finds of pods on the fleet's
+// nodes, and the lower bound no placement can beat.
+func Solve(fleet Fleet, pods []Pod, opts Options) Result {
+	o := newOracle(fleet, pods, opts)
+	b := o.lowerBound()
+	res := Result{Nodes: map[string]string{}, LowerBound: b.watts, Infeasible: b.infeasible}
+	var starts []*oState
+	for _, order := range o.orders() {
+		st := o.newState()
+		if unplaced := o.greedy(st, order); len(unplaced) > 0 {
+			if res.Unplaced == nil {
+				res.Unplaced = unplaced
+			}
+			continue
+		}
+		starts = append(starts, st)
+	}
+	if st := o.seed(b); st != nil {
+		starts = append(starts, st)
+	}
+	if st := o.seedTotals(b); st != nil {
+		starts = append(starts, st)
+	}
+	var best *oState
+	for _, st := range starts {
+		o.improve(st)
+		if !o.overBudget(st) && (best == nil || st.total < best.total-1e-9) {
+			best = st
+		}
+	}
+	if best == nil {
+		if res.Unplaced == nil {
+			// Every pod found a node, but no start left the racks
+			// within their budgets: name the pods on racks over theirs.
+			// (the first start's placement names them)
+			if len(starts) > 0 {
+				st := starts[0]
+				for p, n := range st.at {
+					for _, bi := range o.nodes[n].budgets {
+						if o.over(bi, st.rack[bi]) > 0 {
+							res.Unplaced = append(res.Unplaced, o.pods[p].name)
+							break
+						}
+					}
+				}
+			}
+		}
+		res.Watts = math.NaN()
+		return res
+	}
+	res.Unplaced = nil
+	for p, n := range best.at {
+		res.Nodes[o.pods[p].name] = o.nodes[n].spec.Name
+	}
+	res.Watts = best.objective()
+	return res
+}

@@ -1,0 +1,101 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sandbox
+
+import (
+	"math"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/telesched/telesched/sandbox/oracle"
+)
+
+// OracleInput is fleet f and the scenario's workload as the oracle takes
+// them: the nodes and the racks' budgets, every pod of the workload in
+// its phases' order, and the closures the scenario imposes on the fleet.
+func OracleInput(f *Fleet) (oracle.Fleet, []oracle.Pod, []oracle.Closure) {
+	return oracleFleet(f), oraclePods(workloadPods()), scenarioClosures(f)
+}
+
+// oracleFleet is f as the oracle takes it.
+func oracleFleet(f *Fleet) oracle.Fleet {
+	out := oracle.Fleet{Nodes: f.Nodes}
+	for _, b := range f.Budgets {
+		out.Budgets = append(out.Budgets, oracle.Budget{Rack: b.Rack, BudgetWatts: b.BudgetWatts, ReserveWatts: b.ReserveWatts})
+	}
+	return out
+}
+
+// oraclePods are the pods as the oracle takes them.
+func oraclePods(pods []podSpec) []oracle.Pod {
+	out := make([]oracle.Pod, 0, len(pods))
+	for _, p := range pods {
+		cpu, mem := resource.MustParse(p.cpu), resource.MustParse(p.memory)
+		out = append(out, oracle.Pod{Name: p.name, Phase: p.phase, CPUMilli: cpu.MilliValue(), MemoryBytes: mem.Value(), GPUs: int(p.gpus), SingleNUMA: p.singleNUMA})
+	}
+	return out
+}
+
+// scenarioClosures are the closures the scenario imposes on a fleet: the
+// heat phase's pods are created once the heater reports itself past its
+// limit.
+func scenarioClosures(f *Fleet) []oracle.Closure {
+	if h := heaterOf(f.Nodes); h != "" {
+		return []oracle.Closure{{Phase: phaseHeat, Node: h}}
+	}
+	return nil
+}
+
+// workloadPods are the scenario's pods, in its phases' order.
+func workloadPods() []podSpec {
+	w := workload()
+	var out []podSpec
+	for _, ph := range phases {
+		out = append(out, w[ph]...)
+	}
+	return out
+}
+
+// placedPods are the workload's pods that telesched placed: all of them
+// but those the racks' budgets refused.
+func (s *sandbox) placedPods() []podSpec {
+	var out []podSpec
+	for _, p := range workloadPods() {
+		if !s.res.refused(p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// oracleReport runs the oracle on pods, the whole workload's watts and
+// the CPU pods' apart, as workload watts. The caller holds the watcher's
+// lock; Energy.IdleWatts is set.
+func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport {
+	fleet, in := oracleFleet(s.opts.Fleet), oraclePods(pods)
+	all := oracle.Solve(fleet, in, opts)
+	opts.CPUPodsObjective = true
+	cpu := oracle.Solve(fleet, in, opts)
+	r := OracleReport{LowerBound: all.LowerBound - s.res.Energy.IdleWatts, CPULowerBound: cpu.LowerBound - s.res.Energy.IdleWatts}
+	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
+		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
+		if len(r.Unplaced) == 0 {
+			r.Unplaced = cpu.Unplaced
+		}
+		r.Work, r.CPUWatts = Work{CPU: math.NaN(), GPU: math.NaN()}, math.NaN()
+		return r
+	}
+	placements := func(nodes map[string]string) []Placement {
+		var out []Placement
+		for _, p := range pods {
+			cpu, _ := resource.ParseQuantity(p.cpu)
+			out = append(out, Placement{Pod: p.name, Phase: p.phase, Node: nodes[p.name], PodCPUMilli: cpu.MilliValue(), PodGPUs: p.gpus, GPUsAligned: p.singleNUMA})
+		}
+		return out
+	}
+	r.Placements = placements(all.Nodes)
+	r.Work = s.work(r.Placements)
+	r.CPUWatts = s.work(placements(cpu.Nodes)).CPU
+	return r
+}

@@ -1,0 +1,96 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/telesched/telesched/sandbox/hosttree"
+)
+
+func gpuNode(t *testing.T, strategy, nvlink string, mig func(i int) []MIGDevice) *Node {
+	t.Helper()
+	var gpus []GPUSpec
+	for i := range 4 {
+		gpus = append(gpus, GPUSpec{IdleWatts: 50, TDPWatts: 400, NUMANode: i / 2, PCIAddress: "0000:07:00.0", ComputeSlices: 7, MIG: mig(i)})
+	}
+	n, err := NewNode(t.TempDir(), NodeSpec{
+		Name: "n", MIGStrategy: strategy, NVLink: nvlink,
+		Host: hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
+		GPUs: gpus,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func ones(int) []MIGDevice {
+	var out []MIGDevice
+	for range 7 {
+		out = append(out, MIGDevice{Profile: "1g.10gb", Slices: 1, MemoryMiB: 9728})
+	}
+	return out
+}
+
+// TestSlicePods: on the single strategy the GPU resource takes MIG
+// devices; on the mixed one a profile's resource takes that profile's
+// devices and the GPU resource whole GPUs; a GPU's watts rise by each busy
+// device's share of its dynamic power, and leaving frees them.
+func TestSlicePods(t *testing.T) {
+	single := gpuNode(t, MIGSingle, "", ones)
+	if diff := cmp.Diff(Alloc{Slices: []Slice{{0, 0}, {0, 1}}}, single.AddPodDevices("a", 0, Request{GPUs: 2})); diff != "" {
+		t.Errorf("single strategy, 2 of the GPU resource (-want +got):\n%s", diff)
+	}
+	// 2 of 7 slices of one GPU: 2/7 of (400 - 50) x 95 %.
+	if got, want := single.BusyShare(), 2.0/7; math.Abs(got-want) > 1e-9 {
+		t.Errorf("BusyShare = %v, want %v", got, want)
+	}
+	if got, want := single.gpu(0).milliwatts, uint32((50+350*0.95*2/7)*1000); got != want {
+		t.Errorf("GPU 0 milliwatts = %d, want %d", got, want)
+	}
+	if got, want := single.Spec.SliceWatts(Slice{0, 0}), 350*0.95/7; math.Abs(got-want) > 1e-9 {
+		t.Errorf("SliceWatts = %v, want %v", got, want)
+	}
+	single.RemovePod("a")
+	if got := single.BusyShare(); got != 0 {
+		t.Errorf("BusyShare after the pod left = %v", got)
+	}
+
+	// GPUs 0 and 1 in MIG mode (3g + 2x2g), 2 and 3 whole.
+	mixed := gpuNode(t, MIGMixed, "", func(i int) []MIGDevice {
+		if i >= 2 {
+			return nil
+		}
+		return []MIGDevice{{"3g.40gb", 3, 40192}, {"2g.20gb", 2, 19456}, {"2g.20gb", 2, 19456}}
+	})
+	got := mixed.AddPodDevices("b", 0, Request{GPUs: 1, MIG: map[string]int{"2g.20gb": 3}})
+	if diff := cmp.Diff(Alloc{GPUs: []int{2}, Slices: []Slice{{0, 1}, {0, 2}, {1, 1}}}, got); diff != "" {
+		t.Errorf("mixed strategy (-want +got):\n%s", diff)
+	}
+	if got, want := mixed.BusyShare(), 1+4.0/7+2.0/7; math.Abs(got-want) > 1e-9 {
+		t.Errorf("BusyShare = %v, want %v", got, want)
+	}
+	// A GPU in MIG mode is never taken whole.
+	if got := mixed.AddPodDevices("c", 0, Request{GPUs: 2}).GPUs; len(got) != 1 || got[0] != 3 {
+		t.Errorf("2 whole GPUs with 1 left: took %v, want [3]", got)
+	}
+}
+
+// TestLinkedPairs: on a node of NVLink pairs a 2-GPU pod takes a free
+// linked pair, even when the lowest free GPUs of a NUMA node are no pair.
+func TestLinkedPairs(t *testing.T) {
+	n := gpuNode(t, "", NVLinkPairs, func(int) []MIGDevice { return nil })
+	n.AddPod("one", 0, 1) // GPU 0: NUMA 0 has GPU 1 free, no pair
+	got := n.AddPod("two", 0, 2)
+	if diff := cmp.Diff([]int{2, 3}, got); diff != "" {
+		t.Errorf("2-GPU pod (-want +got):\n%s", diff)
+	}
+	if !n.Spec.Linked(got) || n.Spec.Linked([]int{1, 2}) {
+		t.Errorf("Linked: [2 3] %v, [1 2] %v; want true, false", n.Spec.Linked(got), n.Spec.Linked([]int{1, 2}))
+	}
+}
