@@ -4,8 +4,12 @@
 package topologyfit
 
 import (
+	"context"
 	"fmt"
 	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -36,6 +40,14 @@ import (
 //   - Claims and slices are counted by gpuDeviceClassNames and
 //     gpuDriverNames, which every profile shares with the book.
 
+//   - Between the DynamicResources plugin's Reserve and the API write of a
+//     claim's allocation (its PreBind), only the framework's
+//     SharedDRAManager knows the devices it took; the scheduler's claim
+//     informer learns them after binding. TopologyFit's Reserve, which runs
+//     after DynamicResources', hands the index the pod's claims as the
+//     SharedDRAManager has them, so the pods of the next cycles keep off
+//     those GPUs in between; Unreserve hands it the informer's again.
+
 // shareDRA sets the book's DRA classes and drivers from args and follows
 // ResourceSlices and ResourceClaims through the scheduler's informers.
 func shareDRA(book *estimate.Book, args config.TopologyFitArgs, h fwk.Handle) error {
@@ -44,6 +56,43 @@ func shareDRA(book *estimate.Book, args config.TopologyFitArgs, h fwk.Handle) er
 		return err
 	}
 	return book.WatchClaims(h.SharedInformerFactory())
+}
+
+// claimTracker is where Reserve reads a pod's claims with the allocation
+// DynamicResources just made: the framework's SharedDRAManager.
+type claimTracker interface {
+	Get(namespace, claimName string) (*resourceapi.ResourceClaim, error)
+}
+
+// Reserve tells the DRA index which devices the pod's claims were just
+// allocated (see the rules above).
+func (pl *TopologyFit) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	if pl.draTracker == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	for _, name := range dra.ClaimNames(pod) {
+		if c, err := pl.draTracker.Get(pod.Namespace, name); err == nil && c.Status.Allocation != nil {
+			pl.book.Claims().UpdateClaim(c)
+		}
+	}
+	return nil
+}
+
+// Unreserve hands the DRA index the pod's claims as the informer has them:
+// the allocation Reserve passed on was undone with the binding.
+func (pl *TopologyFit) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	if pl.draLister == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return
+	}
+	for _, name := range dra.ClaimNames(pod) {
+		c, err := pl.draLister.ResourceClaims(pod.Namespace).Get(name)
+		switch {
+		case err == nil:
+			pl.book.Claims().UpdateClaim(c)
+		case apierrors.IsNotFound(err):
+			pl.book.Claims().DeleteClaim(&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: name}})
+		}
+	}
 }
 
 // allGPUs is the GPUs the pod asks for, by extended resource and by claim.

@@ -4,6 +4,7 @@
 package topologyfit
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -11,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -192,3 +195,49 @@ func TestClaimHints(t *testing.T) {
 
 func claimHint(pl *TopologyFit) fwk.QueueingHintFn { return pl.claimHint }
 func sliceHint(pl *TopologyFit) fwk.QueueingHintFn { return pl.sliceHint }
+
+// fakeTracker is the framework's SharedDRAManager claims, as
+// DynamicResources leaves them after its Reserve.
+type fakeTracker map[string]*resourceapi.ResourceClaim
+
+func (f fakeTracker) Get(namespace, name string) (*resourceapi.ResourceClaim, error) {
+	if c, ok := f[namespace+"/"+name]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("claim %s/%s not found", namespace, name)
+}
+
+// TestReserveHoldsTheClaimsDevicesBeforeTheInformerDoes: between
+// DynamicResources' Reserve and the API write of the allocation, only the
+// SharedDRAManager knows which GPUs a claim pod took. A pod requesting
+// nvidia.com/gpu on a node that publishes its GPUs both ways must keep off
+// them from TopologyFit's Reserve on, and get them back on Unreserve.
+func TestReserveHoldsTheClaimsDevicesBeforeTheInformerDoes(t *testing.T) {
+	t.Parallel()
+	pl := newPlugin(config.StaleTelemetryIgnore, telNode("n1", 1, h100s(4, 4)))
+	pl.book.Claims().UpdateSlice(gpuSlice("n1", 4))
+	pl.book.Claims().UpdateClaim(claimRequest("mine", 2)) // as the informer has it
+	pl.draTracker = fakeTracker{"default/mine": allocatedClaim("mine", "n1", 0, 1)}
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if err := indexer.Add(claimRequest("mine", 2)); err != nil {
+		t.Fatal(err)
+	}
+	pl.draLister = resourcelisters.NewResourceClaimLister(indexer)
+	claimPod := withClaim(makePod("claimer", 0, "1", "1Gi"), "mine")
+	wholePod := makePod("whole", 3, "1", "1Gi")
+
+	if st := filter(pl, wholePod, nodeInfo("n1", 0)); st != nil {
+		t.Fatalf("before Reserve: Filter = %v, want the 4 GPUs free", st)
+	}
+	if st := pl.Reserve(context.Background(), nil, claimPod, "n1"); st != nil {
+		t.Fatalf("Reserve = %v", st)
+	}
+	want := unschedulable("node has 2 healthy unallocated GPUs, pod needs 3 (2 of 4 GPUs healthy and matching, 0 requested by pods on the node, 2 held by ResourceClaims)")
+	if diff := cmp.Diff(want, filter(pl, wholePod, nodeInfo("n1", 0))); diff != "" {
+		t.Errorf("after Reserve, Filter (-want +got):\n%s", diff)
+	}
+	pl.Unreserve(context.Background(), nil, claimPod, "n1")
+	if st := filter(pl, wholePod, nodeInfo("n1", 0)); st != nil {
+		t.Errorf("after Unreserve: Filter = %v, want the 4 GPUs free again", st)
+	}
+}

@@ -102,6 +102,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -148,6 +149,11 @@ type TopologyFit struct {
 	// rejected are the pending pods Filter rejected, with their facts,
 	// for the PreQueueingHint.
 	rejected *rejected.Index[*podState]
+	// draTracker and draLister are the framework's claims (with the
+	// allocations DynamicResources made this cycle) and the informer's,
+	// for Reserve and Unreserve (dra.go); nil until NewFactory.
+	draTracker claimTracker
+	draLister  resourcelisters.ResourceClaimLister
 }
 
 type podFactsResult struct {
@@ -172,6 +178,7 @@ var (
 	_ fwk.ScorePlugin       = &TopologyFit{}
 	_ fwk.ScoreExtensions   = &TopologyFit{}
 	_ fwk.EnqueueExtensions = &TopologyFit{}
+	_ fwk.ReservePlugin     = &TopologyFit{}
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
@@ -197,6 +204,10 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudge
 				return domains.Snapshot(cache.Now(), args.TelemetryMaxAge).PowerableGPUs(node, free)
 			}
 		}
+		if m := h.SharedDRAManager(); m != nil {
+			pl.draTracker = m.ResourceClaims()
+		}
+		pl.draLister = h.SharedInformerFactory().Resource().V1().ResourceClaims().Lister()
 		if lister := h.SnapshotSharedLister(); lister != nil {
 			pl.nodeInfos = lister.NodeInfos()
 		}
