@@ -281,3 +281,32 @@ func TestScorePrefersLinkedGPUs(t *testing.T) {
 		t.Errorf("scores (-want +got):\n%s", diff)
 	}
 }
+
+// TestGPUReserveKeptForWholeGPUsOnly: the CPUs a GPU node keeps for its
+// free GPUs (gpuCPUReserveMilli per GPU) are for pods of whole GPUs. A GPU
+// in MIG mode runs no such pod, and its MIG devices are what the GPU
+// resource counts there (56 on 8 GPUs of the single strategy), so it
+// keeps none: a 100-CPU pod takes an all-MIG node of 128 CPUs as it takes
+// a CPU node, and loses its score on a node of 8 free whole GPUs, which
+// keeps 8 x 4 = 32 of its 128 (128 - 100 < 32). A half-MIG node's 2 whole
+// GPUs keep 8: 128 - 100 covers them, and so does their NUMA node's 64
+// less its half of the 100. Counting the GPUs in MIG mode, the all-MIG
+// and half-MIG nodes kept 32 and lost the pod's score as whole did.
+func TestGPUReserveKeptForWholeGPUsOnly(t *testing.T) {
+	t.Parallel()
+	nodes := []scoreNode{
+		{name: "whole", tel: telNode("whole", 2, a100x80s(8, 4)), allocGPUs: 8},
+		{name: "mig", tel: telNode("mig", 2, a100x80s(8, 4), allMIG), allocGPUs: 56},
+		{name: "half", tel: telNode("half", 2, a100x80s(8, 4), migMode(0, 1, 2, 3, 4, 5)), allocGPUs: 2},
+		{name: "cpu", tel: telNode("cpu", 2, nil)},
+	}
+	pl := scorePlugin(50, 4000, nodes)
+	got, st := scoreAll(t, pl, makePod("p", 0, "100", "1Gi"), nodes)
+	if !st.IsSuccess() {
+		t.Fatalf("PreScore: %v", st)
+	}
+	want := map[string]int64{"whole": 50, "mig": 100, "half": 100, "cpu": 100}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want +got):\n%s", diff)
+	}
+}
