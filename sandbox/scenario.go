@@ -45,6 +45,7 @@ type podSpec struct {
 	cpu, memory string
 	gpus        int64
 	mig         map[string]int // MIG devices per profile (gpu_phase.go)
+	claimGPUs   int64          // GPUs of a DRA ResourceClaim (dra.go)
 	singleNUMA  bool
 	nodeName    string // pinned through the hostname label
 }
