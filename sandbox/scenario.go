@@ -147,18 +147,17 @@ func (s *sandbox) createNamespace(ctx context.Context, name string) error {
 	return err
 }
 
-// baseline schedules the whole workload with the default profile, records
+// baseline schedules the whole workload (the unit phase's pods included)
+// with the default profile, records
 // where it went, and deletes it. These pods do not run on the simulated
 // nodes: they only show what the default profile would have chosen.
 func (s *sandbox) baseline(ctx context.Context) error {
 	if err := s.createNamespace(ctx, baselineNamespace); err != nil {
 		return err
 	}
-	var all []podSpec
-	w := workload()
-	for _, ph := range phases {
-		all = append(all, w[ph]...)
-	}
+	// The unit phase's pods too, so that the GPU pods' watts compare like
+	// with like.
+	all := allPods(s.opts.Fleet)
 	if err := s.createPods(ctx, baselineNamespace, "default-scheduler", all, 0); err != nil {
 		return err
 	}
