@@ -99,6 +99,9 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 	if p.nodeName != "" {
 		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": p.nodeName}
 	}
+	if p.claimGPUs > 0 {
+		withClaim(pod, p)
+	}
 	return pod
 }
 
@@ -122,6 +125,11 @@ func (s *sandbox) createPods(ctx context.Context, namespace, scheduler string, s
 		if i > 0 && gap > 0 {
 			if err := sleep(ctx, gap); err != nil {
 				return err
+			}
+		}
+		if p.claimGPUs > 0 {
+			if _, err := s.kube.ResourceV1().ResourceClaims(namespace).Create(ctx, claimOf(p, namespace), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating ResourceClaim %s/%s: %w", namespace, p.name, err)
 			}
 		}
 		if _, err := s.kube.CoreV1().Pods(namespace).Create(ctx, p.pod(namespace, scheduler), metav1.CreateOptions{}); err != nil {
@@ -167,6 +175,11 @@ func (s *sandbox) baseline(ctx context.Context) error {
 	s.printf("      %d pods placed: %s\n", len(all), distribution(s.res.Baseline, ""))
 	zero := int64(0)
 	if err := s.kube.CoreV1().Pods(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	// Its claims too: an allocated claim holds its GPUs (no controller
+	// here deallocates it).
+	if err := s.kube.ResourceV1().ResourceClaims(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
 	}
 	if err := s.watch.waitFor(ctx, "the baseline's pods to be deleted", func(v *view) bool {
