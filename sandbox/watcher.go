@@ -264,6 +264,7 @@ func (w *watcher) onPod(obj any) {
 				u, busy := n.Utilization(), n.BusyShare()
 				req := simRequest(pod)
 				req.UUIDs = uuids
+				p.PodClaimGPUs = int64(len(uuids))
 				alloc := n.AddPodDevices(pod.UID, cpu, req)
 				p.GPUs, p.Slices, p.Linked = alloc.GPUs, alloc.Slices, n.Spec.Linked(alloc.GPUs)
 				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, u, busy, cpu, allocShare(n.Spec, alloc)), true
@@ -382,7 +383,7 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
-	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}, reserved)
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices, ClaimGPUs: p.PodClaimGPUs}, reserved)
 	if len(p.Slices) > 0 && had.node != nil {
 		p.SliceLearnedWatts = estimate.PodGPUWatts(had.node, estimate.Demand{GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}) / float64(len(p.Slices))
 		p.HasSliceLearned = true
