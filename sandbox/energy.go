@@ -20,23 +20,21 @@ func (s *sandbox) fleetWatts(ps []Placement, cpuOnly bool) float64 {
 
 // nodesWatts is fleetWatts over the nodes named (nil: every node).
 func (s *sandbox) nodesWatts(ps []Placement, cpuOnly bool, only []string) float64 {
-	w := workload()
 	spec := map[string]podSpec{}
-	for _, ph := range phases {
-		for _, p := range w[ph] {
-			spec[p.name] = p
-		}
+	for _, p := range allPods(s.opts.Fleet) {
+		spec[p.name] = p
 	}
 	cpu := map[string]float64{}
-	gpus := map[string]int{}
+	busy := map[string]float64{}
 	for _, p := range ps {
 		ps, ok := spec[p.Pod]
-		if !ok || (cpuOnly && ps.gpus > 0) {
+		n := s.nodes[p.Node]
+		if !ok || n == nil || (cpuOnly && ps.gpuPod()) {
 			continue // the probe, or a GPU pod
 		}
 		q := resource.MustParse(ps.cpu)
 		cpu[p.Node] += float64(q.MilliValue())
-		gpus[p.Node] += int(ps.gpus)
+		busy[p.Node] += podBusy(n.Spec, ps)
 	}
 	var total float64
 	for name, n := range s.nodes {
@@ -44,7 +42,7 @@ func (s *sandbox) nodesWatts(ps []Placement, cpuOnly bool, only []string) float6
 			continue
 		}
 		u := n.Spec.BaseUtilization + cpu[name]/float64(n.Spec.Host.CPUs*1000)
-		total += n.Spec.EstimatedWatts(u, gpus[name])
+		total += n.Spec.EstimatedWattsShare(u, busy[name])
 	}
 	return total
 }
@@ -69,7 +67,7 @@ func (s *sandbox) account() {
 	res.Energy.Oracle = s.oracleReport(placed, oracle.Options{Closed: closed})
 	res.Energy.OracleOffGPU = s.oracleReport(placed, oracle.Options{CPUPodsOffGPUNodes: true, Closed: closed})
 	if len(res.Refused) > 0 {
-		whole := oracle.Solve(oracleFleet(s.opts.Fleet), oraclePods(workloadPods()), oracle.Options{Closed: closed})
+		whole := oracle.Solve(oracleFleet(s.opts.Fleet), oraclePods(allPods(s.opts.Fleet)), oracle.Options{Closed: closed})
 		res.Energy.WorkloadInfeasible = whole.Infeasible
 	}
 	res.Energy.Marginal = marginalErrors(res.Placements)

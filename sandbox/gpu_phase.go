@@ -17,8 +17,9 @@ import (
 )
 
 // phaseUnits places pods of GPU units other than whole GPUs: MIG devices
-// under both of the device plugin's strategies, and a 2-GPU pod on a node
-// of NVLink pairs. It runs on fleets that have such nodes.
+// under both of the device plugin's strategies, a 2-GPU pod on a node of
+// NVLink pairs, and a pod of a DRA ResourceClaim for one GPU. It runs on
+// fleets that have such nodes.
 const phaseUnits = "gpu-units"
 
 // unitsSettle is how many sampling intervals the unit phase waits for its
@@ -36,15 +37,17 @@ type UnitsResult struct {
 	Pods, Refused []string
 	// Violations fail the run: a pod refused while units of its kind
 	// were free on a node it may go to, a 2-GPU pod on a node of NVLink
-	// pairs that got no linked pair, a MIG device's estimated watts off
-	// the simulation's by more than sliceWattsTolerance.
+	// pairs that got no linked pair, a claim pod off a DRA node or
+	// holding no simulated GPU, a MIG device's (a claim pod's) estimated
+	// watts off the simulation's by more than sliceWattsTolerance.
 	Violations []string
 }
 
 // unitsWorkload is the unit phase's pods for a fleet: three MIG devices
 // of the single strategy's GPU resource on its first such node, MIG
 // devices of two profiles where the mixed strategy lists them, and a
-// 2-GPU pod on the first node of NVLink pairs.
+// 2-GPU pod on the first node of NVLink pairs, and a pod of a claim for
+// one GPU where a node publishes its GPUs for DRA.
 func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 	first := func(ok func(sim.NodeSpec) bool) string {
 		for _, s := range specs {
@@ -78,6 +81,9 @@ func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 	if n := first(func(s sim.NodeSpec) bool { return s.NVLink == sim.NVLinkPairs && s.WholeGPUs() >= 2 }); n != "" {
 		out = append(out, podSpec{name: "pair-0", phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, nodeName: n})
 	}
+	if first(func(s sim.NodeSpec) bool { return s.DRA && len(s.GPUs) > 0 }) != "" {
+		out = append(out, podSpec{name: "claim-0", phase: phaseUnits, cpu: "2", memory: "8Gi", claimGPUs: 1})
+	}
 	return out
 }
 
@@ -85,10 +91,10 @@ func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 func (s *sandbox) unitsPhase(ctx context.Context) error {
 	pods := unitsWorkload(s.opts.Fleet.Nodes)
 	if len(pods) == 0 {
-		s.res.skip(phaseUnits, "no node with MIG or NVLink pairs")
+		s.res.skip(phaseUnits, "no node with MIG, NVLink pairs or DRA")
 		return nil
 	}
-	s.printf("\n  %s: %d pods of MIG devices (single and mixed strategy) and NVLink pairs\n", phaseUnits, len(pods))
+	s.printf("\n  %s: %d pods of MIG devices (single and mixed strategy), NVLink pairs and DRA claims\n", phaseUnits, len(pods))
 	for _, p := range pods {
 		s.res.Units.Pods = append(s.res.Units.Pods, p.name)
 	}
@@ -128,6 +134,12 @@ func (s *sandbox) unitsPhase(ctx context.Context) error {
 func (s *sandbox) freeFor(p podSpec) []string {
 	var out []string
 	for _, n := range s.sortedNodes() {
+		if p.claimGPUs > 0 {
+			if n.Spec.DRA && n.BusyShare() <= float64(len(n.Spec.GPUs))-float64(p.claimGPUs) {
+				out = append(out, n.Spec.Name)
+			}
+			continue
+		}
 		if (p.nodeName == "" || p.nodeName == n.Spec.Name) && n.Fits(sim.Request{GPUs: int(p.gpus), MIG: p.mig}) {
 			out = append(out, n.Spec.Name)
 		}
@@ -147,7 +159,7 @@ func lastRejection(ms []string) string {
 func (s *sandbox) printUnits(pods []podSpec) {
 	s.read(func(v *view) {
 		tw := newTable(s.opts.Out)
-		fmt.Fprintf(tw, "    POD\tREQUEST\tNODE\tDEVICES\tWATTS PER MIG DEVICE, SCHEDULER / SIMULATION\n")
+		fmt.Fprintf(tw, "    POD\tREQUEST\tNODE\tDEVICES\tWATTS PER MIG DEVICE (CLAIM: THE POD), SCHEDULER / SIMULATION\n")
 		for _, p := range pods {
 			pl, ok := s.res.PlacementOf(p.name)
 			if !ok {
@@ -160,6 +172,13 @@ func (s *sandbox) printUnits(pods []podSpec) {
 				if len(pl.GPUs) == 2 && n.Spec.NVLink == sim.NVLinkPairs && !pl.Linked {
 					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s took GPUs %v on %s, no linked pair", p.name, pl.GPUs, pl.Node))
 				}
+				if p.claimGPUs > 0 && (!n.Spec.DRA || int64(len(pl.GPUs)) != p.claimGPUs) {
+					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s went to %s (DRA: %v) and holds simulated GPUs %v, want %d of a DRA node's",
+						p.name, pl.Node, n.Spec.DRA, pl.GPUs, p.claimGPUs))
+				}
+			}
+			if p.claimGPUs > 0 {
+				watts = s.claimWatts(p, pl)
 			}
 			if len(pl.Slices) > 0 {
 				watts = "no estimate / " + fmt.Sprintf("%.1f W", pl.SliceTrueWatts)
@@ -180,7 +199,7 @@ func (s *sandbox) printUnits(pods []podSpec) {
 	if len(s.res.Units.Refused) > 0 {
 		s.printf(" (%s)", strings.Join(s.res.Units.Refused, ", "))
 	}
-	s.printf("; MIG device watts within %.0f%% of the simulation's; 2-GPU pods on NVLink pairs linked: ", sliceWattsTolerance)
+	s.printf("; MIG device (claim pod) watts within %.0f%% of the simulation's; 2-GPU pods on NVLink pairs linked; claim pods on a DRA node's GPU: ", sliceWattsTolerance)
 	if len(s.res.Units.Violations) == 0 {
 		s.printf("PASS\n")
 		return
@@ -204,6 +223,9 @@ func unitsRequest(p podSpec) string {
 	slices.Sort(profiles)
 	for _, pr := range profiles {
 		parts = append(parts, fmt.Sprintf("%s: %d", migResource(pr), p.mig[pr]))
+	}
+	if p.claimGPUs > 0 {
+		parts = append(parts, fmt.Sprintf("claim: %d x %s", p.claimGPUs, draDriver))
 	}
 	if p.nodeName != "" {
 		parts = append(parts, "pinned")
@@ -229,6 +251,24 @@ func deviceCell(spec sim.NodeSpec, p Placement) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// claimWatts is a claim pod's cell: what the scheduler estimated the pod
+// adds and what it adds by the simulation (its CPUs and its GPU), and it
+// records a violation when they differ by more than sliceWattsTolerance.
+func (s *sandbox) claimWatts(p podSpec, pl Placement) string {
+	if !pl.HasTrue || pl.TrueWatts <= 0 {
+		return "-"
+	}
+	if !pl.HasLearned {
+		return fmt.Sprintf("no estimate / %.1f W (pod)", pl.TrueWatts)
+	}
+	e := 100 * (pl.LearnedWatts - pl.TrueWatts) / pl.TrueWatts
+	if math.Abs(e) > sliceWattsTolerance {
+		s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s: the scheduler estimates the pod adds %.1f W, the simulation %.1f W (%+.0f%%, more than %.0f%%)",
+			p.name, pl.LearnedWatts, pl.TrueWatts, e, sliceWattsTolerance))
+	}
+	return fmt.Sprintf("%.1f / %.1f W (%+.0f%%) (pod)", pl.LearnedWatts, pl.TrueWatts, e)
 }
 
 // unitsVerdict is the run's error when the unit phase's checks failed.

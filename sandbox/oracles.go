@@ -9,13 +9,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/telesched/telesched/sandbox/oracle"
+	"github.com/telesched/telesched/sandbox/sim"
 )
 
 // OracleInput is fleet f and the scenario's workload as the oracle takes
 // them: the nodes and the racks' budgets, every pod of the workload in
 // its phases' order, and the closures the scenario imposes on the fleet.
 func OracleInput(f *Fleet) (oracle.Fleet, []oracle.Pod, []oracle.Closure) {
-	return oracleFleet(f), oraclePods(workloadPods()), scenarioClosures(f)
+	return oracleFleet(f), oraclePods(allPods(f)), scenarioClosures(f)
+}
+
+// allPods are the scenario's pods on fleet f: the workload's, then the
+// unit phase's (gpu_phase.go).
+func allPods(f *Fleet) []podSpec {
+	return append(workloadPods(), unitsWorkload(f.Nodes)...)
 }
 
 // oracleFleet is f as the oracle takes it.
@@ -32,7 +39,8 @@ func oraclePods(pods []podSpec) []oracle.Pod {
 	out := make([]oracle.Pod, 0, len(pods))
 	for _, p := range pods {
 		cpu, mem := resource.MustParse(p.cpu), resource.MustParse(p.memory)
-		out = append(out, oracle.Pod{Name: p.name, Phase: p.phase, CPUMilli: cpu.MilliValue(), MemoryBytes: mem.Value(), GPUs: int(p.gpus), SingleNUMA: p.singleNUMA})
+		out = append(out, oracle.Pod{Name: p.name, Phase: p.phase, CPUMilli: cpu.MilliValue(), MemoryBytes: mem.Value(), GPUs: int(p.gpus),
+			MIG: p.mig, ClaimGPUs: int(p.claimGPUs), Node: p.nodeName, SingleNUMA: p.singleNUMA})
 	}
 	return out
 }
@@ -57,16 +65,64 @@ func workloadPods() []podSpec {
 	return out
 }
 
-// placedPods are the workload's pods that telesched placed: all of them
-// but those the racks' budgets refused.
+// placedPods are the scenario's pods that telesched placed: the
+// workload's but those the racks' budgets refused, and the unit phase's
+// it bound.
 func (s *sandbox) placedPods() []podSpec {
 	var out []podSpec
-	for _, p := range workloadPods() {
+	for _, p := range allPods(s.opts.Fleet) {
+		if p.phase == phaseUnits {
+			if _, ok := s.res.PlacementOf(p.name); !ok {
+				continue
+			}
+		}
 		if !s.res.refused(p.name) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// gpuPod: a pod that asks for GPU units of any kind.
+func (p podSpec) gpuPod() bool { return p.gpus > 0 || len(p.mig) > 0 || p.claimGPUs > 0 }
+
+// podBusy is what pod p keeps busy on a node of spec, in whole GPUs (as
+// sim.Node.BusyShare counts it): on the single MIG strategy the GPU
+// resource's units are MIG devices, each its share of its GPU; elsewhere
+// whole GPUs; the mixed strategy's MIG devices their profile's share; a
+// DRA claim's GPUs whole.
+func podBusy(spec sim.NodeSpec, p podSpec) float64 {
+	busy := float64(p.gpus + p.claimGPUs)
+	if spec.MIGStrategy == sim.MIGSingle && p.gpus > 0 {
+		var share float64
+		var devices int
+		for i, g := range spec.GPUs {
+			for j := range g.MIG {
+				share += spec.SliceShare(sim.Slice{GPU: i, Device: j})
+				devices++
+			}
+		}
+		if devices > 0 {
+			busy = float64(p.claimGPUs) + float64(p.gpus)*share/float64(devices)
+		}
+	}
+	for profile, k := range p.mig {
+		busy += float64(k) * profileShare(spec, profile)
+	}
+	return busy
+}
+
+// profileShare is the share of its GPU a MIG device of profile takes on
+// a node (its first such device's).
+func profileShare(spec sim.NodeSpec, profile string) float64 {
+	for i, g := range spec.GPUs {
+		for j, d := range g.MIG {
+			if d.Profile == profile {
+				return spec.SliceShare(sim.Slice{GPU: i, Device: j})
+			}
+		}
+	}
+	return 0
 }
 
 // oracleReport runs the oracle on pods, the whole workload's watts and

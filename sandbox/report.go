@@ -169,7 +169,13 @@ func (s *sandbox) printEnergy() {
 	fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tSHARE\tORACLE, CPU PODS OFF GPU NODES\tSHARE\n")
 	fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU),
 		wattsCell(o.CPUWatts), s.shareCell(t.CPU, d.CPU, o.CPUWatts), wattsCell(off.CPUWatts), s.shareCell(t.CPU, d.CPU, off.CPUWatts))
-	fmt.Fprintf(tw, "    GPU pods (on top)\t%.0f W\t%.0f W\t%s\t%s\t\t%s\t\n", t.GPU, d.GPU, ratio(t.GPU, d.GPU), wattsCell(o.Work.GPU), wattsCell(off.Work.GPU))
+	gpuDefault, gpuShare, gpuShareOff := math.NaN(), "-", "-"
+	if s.baselineGPUPods() > 0 {
+		gpuDefault = d.GPU
+		gpuShare, gpuShareOff = s.shareCell(t.GPU, d.GPU, o.Work.GPU), s.shareCell(t.GPU, d.GPU, off.Work.GPU)
+	}
+	fmt.Fprintf(tw, "    GPU pods (on top; %d: training and units)\t%.0f W\t%s\t%s\t%s\t%s\t%s\t%s\n", s.gpuPods(), t.GPU, wattsCell(gpuDefault), ratio(t.GPU, gpuDefault),
+		wattsCell(o.Work.GPU), gpuShare, wattsCell(off.Work.GPU), gpuShareOff)
 	fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()),
 		wattsCell(o.Work.Total()), s.shareCell(t.Total(), d.Total(), o.Work.Total()), wattsCell(off.Work.Total()), s.shareCell(t.Total(), d.Total(), off.Work.Total()))
 	_ = tw.Flush()
@@ -264,6 +270,32 @@ func over(w float64, limit int64) string {
 
 // gpuPlacements says where a placement put the GPU pods and whether each
 // got its GPUs on one NUMA node.
+// gpuPods is how many GPU pods telesched placed (training and unit pods).
+func (s *sandbox) gpuPods() int {
+	n := 0
+	for _, p := range s.placedPods() {
+		if p.gpuPod() {
+			n++
+		}
+	}
+	return n
+}
+
+// baselineGPUPods is how many GPU pods the default profile placed.
+func (s *sandbox) baselineGPUPods() int {
+	gpu := map[string]bool{}
+	for _, p := range allPods(s.opts.Fleet) {
+		gpu[p.name] = p.gpuPod()
+	}
+	n := 0
+	for _, p := range s.res.Baseline {
+		if gpu[p.Pod] {
+			n++
+		}
+	}
+	return n
+}
+
 func gpuPlacements(ps []Placement) string {
 	var out []string
 	for _, p := range ps {
@@ -277,9 +309,9 @@ func gpuPlacements(ps []Placement) string {
 	return strings.Join(out, ", ")
 }
 
-// ratio is a / b to two places, "-" when b is not positive.
+// ratio is a / b to two places, "-" when b is not positive (or NaN).
 func ratio(a, b float64) string {
-	if b <= 0 {
+	if b <= 0 || math.IsNaN(b) {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", a/b)

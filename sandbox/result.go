@@ -35,6 +35,9 @@ type Placement struct {
 	// requests (estimate.Demand); Slices the MIG devices it took; Linked
 	// whether its GPUs reach each other over NVLink.
 	PodMIGSlices int64
+	// PodClaimGPUs are the GPUs its DRA claims were allocated, which the
+	// scheduler counts into its demand (estimate.Demand.ClaimGPUs).
+	PodClaimGPUs int64
 	Slices       []sim.Slice
 	Linked       bool
 	// SliceTrueWatts is what one of its MIG devices adds by the

@@ -273,6 +273,11 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 		if err := s.createNode(ctx, spec.Name, labels, res, nil); err != nil {
 			return err
 		}
+		if spec.DRA && len(spec.GPUs) > 0 {
+			if err := s.publishDRA(ctx, spec); err != nil {
+				return err
+			}
+		}
 		rack := ""
 		if spec.Rack != "" {
 			rack = "rack " + spec.Rack + ": "

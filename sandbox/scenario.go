@@ -45,6 +45,7 @@ type podSpec struct {
 	cpu, memory string
 	gpus        int64
 	mig         map[string]int // MIG devices per profile (gpu_phase.go)
+	claimGPUs   int64          // GPUs of a DRA ResourceClaim (dra.go)
 	singleNUMA  bool
 	nodeName    string // pinned through the hostname label
 }
@@ -98,6 +99,9 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 	if p.nodeName != "" {
 		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": p.nodeName}
 	}
+	if p.claimGPUs > 0 {
+		withClaim(pod, p)
+	}
 	return pod
 }
 
@@ -123,6 +127,11 @@ func (s *sandbox) createPods(ctx context.Context, namespace, scheduler string, s
 				return err
 			}
 		}
+		if p.claimGPUs > 0 {
+			if _, err := s.kube.ResourceV1().ResourceClaims(namespace).Create(ctx, claimOf(p, namespace), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating ResourceClaim %s/%s: %w", namespace, p.name, err)
+			}
+		}
 		if _, err := s.kube.CoreV1().Pods(namespace).Create(ctx, p.pod(namespace, scheduler), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pod %s/%s: %w", namespace, p.name, err)
 		}
@@ -146,18 +155,17 @@ func (s *sandbox) createNamespace(ctx context.Context, name string) error {
 	return err
 }
 
-// baseline schedules the whole workload with the default profile, records
+// baseline schedules the whole workload (the unit phase's pods included)
+// with the default profile, records
 // where it went, and deletes it. These pods do not run on the simulated
 // nodes: they only show what the default profile would have chosen.
 func (s *sandbox) baseline(ctx context.Context) error {
 	if err := s.createNamespace(ctx, baselineNamespace); err != nil {
 		return err
 	}
-	var all []podSpec
-	w := workload()
-	for _, ph := range phases {
-		all = append(all, w[ph]...)
-	}
+	// The unit phase's pods too, so that the GPU pods' watts compare like
+	// with like.
+	all := allPods(s.opts.Fleet)
 	if err := s.createPods(ctx, baselineNamespace, "default-scheduler", all, 0); err != nil {
 		return err
 	}
@@ -167,6 +175,11 @@ func (s *sandbox) baseline(ctx context.Context) error {
 	s.printf("      %d pods placed: %s\n", len(all), distribution(s.res.Baseline, ""))
 	zero := int64(0)
 	if err := s.kube.CoreV1().Pods(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	// Its claims too: an allocated claim holds its GPUs (no controller
+	// here deallocates it).
+	if err := s.kube.ResourceV1().ResourceClaims(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
 	}
 	if err := s.watch.waitFor(ctx, "the baseline's pods to be deleted", func(v *view) bool {

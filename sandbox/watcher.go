@@ -229,6 +229,10 @@ func (w *watcher) onPod(obj any) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
+	var uuids []string // the GPUs its claims got, read before the lock
+	if n := w.nodes[pod.Spec.NodeName]; n != nil && pod.Namespace == demoNamespace && len(pod.Spec.ResourceClaims) > 0 {
+		uuids = w.claimUUIDs(pod, n.Spec)
+	}
 	started := false
 	defer func() {
 		if started {
@@ -258,7 +262,10 @@ func (w *watcher) onPod(obj any) {
 				// against the sample the scheduler had, what the scheduler
 				// would estimate from the latest sample.
 				u, busy := n.Utilization(), n.BusyShare()
-				alloc := n.AddPodDevices(pod.UID, cpu, simRequest(pod))
+				req := simRequest(pod)
+				req.UUIDs = uuids
+				p.PodClaimGPUs = int64(len(uuids))
+				alloc := n.AddPodDevices(pod.UID, cpu, req)
 				p.GPUs, p.Slices, p.Linked = alloc.GPUs, alloc.Slices, n.Spec.Linked(alloc.GPUs)
 				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, u, busy, cpu, allocShare(n.Spec, alloc)), true
 				p.SliceTrueWatts = sliceTrueWatts(n.Spec, alloc.Slices)
@@ -376,7 +383,7 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
-	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}, reserved)
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices, ClaimGPUs: p.PodClaimGPUs}, reserved)
 	if len(p.Slices) > 0 && had.node != nil {
 		p.SliceLearnedWatts = estimate.PodGPUWatts(had.node, estimate.Demand{GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}) / float64(len(p.Slices))
 		p.HasSliceLearned = true

@@ -40,7 +40,7 @@ func (o *oracle) lowerBound() bound {
 	var sp spreadPods
 	res := bound{watts: math.Inf(1)}
 	for p := range o.pods {
-		if o.pods[p].gpus > 0 || o.pods[p].singleNUMA {
+		if o.pods[p].big() {
 			big = append(big, p)
 			continue
 		}
@@ -51,7 +51,7 @@ func (o *oracle) lowerBound() bound {
 	}
 	if res.unit > 0 {
 		for p := range o.pods {
-			if o.pods[p].gpus > 0 || o.pods[p].singleNUMA {
+			if o.pods[p].big() {
 				continue
 			}
 			u := int(o.pods[p].cpuMilli / res.unit)
@@ -157,7 +157,7 @@ func (o *oracle) spread(loads []oLoad, sp spreadPods) (float64, []int) {
 			f[c] = inf
 		}
 		for c := 0; c <= units; c++ {
-			if c > 0 && o.opts.CPUPodsOffGPUNodes && o.nodes[n].gpus > 0 {
+			if c > 0 && o.opts.CPUPodsOffGPUNodes && o.nodes[n].hasGPU {
 				break
 			}
 			l := loads[n].clone()

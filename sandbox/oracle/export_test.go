@@ -92,7 +92,7 @@ func Online(fleet Fleet, pods []Pod, opts Options, consolidation int) (added, ba
 					if o.pods[p].cpuPod() {
 						d = o.nodeWatts(n, l.cpuPodMilli, 0) - o.nodeWatts(n, cur.cpuPodMilli, 0)
 					} else {
-						d = o.nodeWatts(n, l.cpuMilli, l.gpus) - o.nodeWatts(n, cur.cpuMilli, cur.gpus)
+						d = o.nodeWatts(n, l.cpuMilli, o.busy(n, &l)) - o.nodeWatts(n, cur.cpuMilli, o.busy(n, &cur))
 					}
 					cost = math.Min(cost, d/float64(j))
 				}

@@ -4,6 +4,7 @@
 package oracle
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -23,30 +24,49 @@ type oracle struct {
 	threshold float64 // LoadAware's CPU threshold, 0..1
 	marginC   float64 // EnergyAware's thermal margin, °C
 	memo      map[wattsKey]float64
+	profiles  map[string]int // MIG profile -> index of oNode.migFree, oLoad.mig
 }
 
-// oNode is a node and its capacities.
+// oNode is a node and its capacities. gpus are the units of the GPU
+// resource (whole GPUs; MIG devices on the single strategy), gpusOn those
+// per NUMA node, unitShare the share of a GPU each takes busy; migFree
+// are MIG devices per profile index (mixed strategy), migShare each's
+// share; pairs the NVLink pairs of a node of pairs; claimable the GPUs a
+// DRA claim may take.
 type oNode struct {
-	spec     sim.NodeSpec // with defaults
-	capMilli int64
-	memBytes int64
-	numa     int
-	gpusOn   []int // GPUs per NUMA node
-	gpus     int
-	budgets  []int
+	spec      sim.NodeSpec // with defaults
+	capMilli  int64
+	memBytes  int64
+	numa      int
+	gpusOn    []int
+	gpus      int
+	unitShare float64
+	migFree   []int
+	migShare  []float64
+	pairs     int
+	lone      int  // whole GPUs in no pair
+	linkPairs bool // a pod of 2 GPUs needs a pair
+	claimable int
+	hasGPU    bool
+	budgets   []int
 }
 
 // oPod is a pod's requests and the nodes closed to it.
 type oPod struct {
 	name               string
 	cpuMilli, memBytes int64
-	gpus               int
+	gpus, claims       int
+	mig                []int  // per profile index; nil for none
+	units              string // mig and claims, to tell pods apart
 	singleNUMA         bool
-	closed             []int // nodes it may not go to (Closure)
+	closed             []int // nodes it may not go to (Closure, Pod.Node)
 }
 
 // cpuPod: a pod without GPUs (the CPU pods of the report).
-func (p *oPod) cpuPod() bool { return p.gpus == 0 }
+func (p *oPod) cpuPod() bool { return p.gpus == 0 && p.mig == nil && p.claims == 0 }
+
+// big: a pod the lower bound places one by one.
+func (p *oPod) big() bool { return !p.cpuPod() || p.singleNUMA }
 
 // oBudget is a rack's limit (budget - reserve) and its nodes.
 type oBudget struct {
@@ -58,11 +78,14 @@ type oBudget struct {
 type oLoad struct {
 	cpuMilli, cpuPodMilli, memBytes int64
 	gpus, pods                      int
+	mig                             []int   // MIG devices per profile index
+	claims, pairPods                int     // DRA claims' GPUs; pods of 2 GPUs
 	pinnedMilli, pinnedMem          []int64 // per NUMA node: its single-NUMA pods'
 	pinnedGPUs                      []int
 }
 
 func (l oLoad) clone() oLoad {
+	l.mig = append([]int(nil), l.mig...)
 	l.pinnedMilli = append([]int64(nil), l.pinnedMilli...)
 	l.pinnedMem = append([]int64(nil), l.pinnedMem...)
 	l.pinnedGPUs = append([]int(nil), l.pinnedGPUs...)
@@ -72,7 +95,7 @@ func (l oLoad) clone() oLoad {
 type wattsKey struct {
 	node     int
 	cpuMilli int64
-	gpus     int
+	busy     float64
 }
 
 func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
@@ -81,19 +104,24 @@ func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
 		threshold: float64(configv1.DefaultLoadAwareArgs().CPUThresholdPercent) / 100,
 		marginC:   float64(configv1.DefaultEnergyAwareArgs().ThermalMarginCelsius),
 		memo:      map[wattsKey]float64{},
+		profiles:  map[string]int{},
 	}
 	specs := append([]sim.NodeSpec(nil), fleet.Nodes...)
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
 	for _, s := range specs {
-		s = s.WithDefaults()
-		n := oNode{spec: s, capMilli: int64(s.Host.CPUs) * 1000, memBytes: s.Host.MemoryKiB << 10, numa: max(s.Host.NUMANodes, 1), gpus: len(s.GPUs)}
-		n.gpusOn = make([]int, n.numa)
 		for _, g := range s.GPUs {
-			if g.NUMANode >= 0 && g.NUMANode < n.numa {
-				n.gpusOn[g.NUMANode]++
+			for _, d := range g.MIG {
+				o.profile(d.Profile)
 			}
 		}
-		o.nodes = append(o.nodes, n)
+	}
+	for _, p := range pods {
+		for _, pr := range sortedKeys(p.MIG) {
+			o.profile(pr)
+		}
+	}
+	for _, s := range specs {
+		o.nodes = append(o.nodes, o.newNode(s.WithDefaults()))
 	}
 	for _, b := range fleet.Budgets {
 		ob := oBudget{limit: float64(b.BudgetWatts - b.ReserveWatts)}
@@ -106,7 +134,21 @@ func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
 		o.budgets = append(o.budgets, ob)
 	}
 	for _, p := range pods {
-		op := oPod{name: p.Name, cpuMilli: p.CPUMilli, memBytes: p.MemoryBytes, gpus: p.GPUs, singleNUMA: p.SingleNUMA}
+		op := oPod{name: p.Name, cpuMilli: p.CPUMilli, memBytes: p.MemoryBytes, gpus: p.GPUs, claims: p.ClaimGPUs, singleNUMA: p.SingleNUMA}
+		for _, pr := range sortedKeys(p.MIG) {
+			if p.MIG[pr] > 0 {
+				if op.mig == nil {
+					op.mig = make([]int, len(o.profiles))
+				}
+				op.mig[o.profiles[pr]] += p.MIG[pr]
+			}
+		}
+		op.units = fmt.Sprint(op.mig, op.claims)
+		for n := range o.nodes {
+			if p.Node != "" && o.nodes[n].spec.Name != p.Node {
+				op.closed = append(op.closed, n)
+			}
+		}
 		for _, c := range opts.Closed {
 			if c.Phase != p.Phase {
 				continue
@@ -136,6 +178,18 @@ func (o *oracle) with(l oLoad, p, k int, sign int64) oLoad {
 	l.cpuMilli += sign * pod.cpuMilli
 	l.memBytes += sign * pod.memBytes
 	l.gpus += int(sign) * pod.gpus
+	l.claims += int(sign) * pod.claims
+	if pod.gpus == 2 {
+		l.pairPods += int(sign)
+	}
+	if pod.mig != nil {
+		if l.mig == nil {
+			l.mig = make([]int, len(o.profiles))
+		}
+		for i, c := range pod.mig {
+			l.mig[i] += int(sign) * c
+		}
+	}
 	l.pods += int(sign)
 	if pod.cpuPod() {
 		l.cpuPodMilli += sign * pod.cpuMilli
@@ -163,7 +217,17 @@ func (o *oracle) fits(n int, l *oLoad, memory bool) bool {
 	if l.pods == 0 {
 		return true
 	}
-	if l.cpuMilli > node.capMilli || l.gpus > node.gpus || (memory && l.memBytes > node.memBytes) {
+	if l.cpuMilli > node.capMilli || l.gpus > node.gpus || l.claims > node.claimable || (memory && l.memBytes > node.memBytes) {
+		return false
+	}
+	for i, c := range l.mig {
+		if c > node.migFree[i] {
+			return false
+		}
+	}
+	// A pod of 2 GPUs on a node of NVLink pairs takes a free linked pair;
+	// the other pods' GPUs fill the GPUs in no pair, then pairs two by two.
+	if node.linkPairs && l.pairPods > 0 && l.pairPods > node.pairs-(max(0, l.gpus-2*l.pairPods-node.lone)+1)/2 {
 		return false
 	}
 	u := o.utilization(n, l.cpuMilli)
@@ -193,19 +257,31 @@ func (o *oracle) fits(n int, l *oLoad, memory bool) bool {
 
 // watts are node n's true watts running l, and the objective's share.
 func (o *oracle) watts(n int, l *oLoad) (all, cost float64) {
-	w := o.nodeWatts(n, l.cpuMilli, l.gpus)
+	w := o.nodeWatts(n, l.cpuMilli, o.busy(n, l))
 	if o.opts.CPUPodsObjective {
 		return w, o.nodeWatts(n, l.cpuPodMilli, 0)
 	}
 	return w, w
 }
 
-func (o *oracle) nodeWatts(n int, cpuMilli int64, gpus int) float64 {
-	k := wattsKey{n, cpuMilli, gpus}
+// busy is node n's busy GPUs running l, in whole GPUs: each unit of the
+// GPU resource its share, each MIG device its profile's, each claimed GPU
+// one (as the simulation's sim.Node.BusyShare).
+func (o *oracle) busy(n int, l *oLoad) float64 {
+	node := &o.nodes[n]
+	b := float64(l.gpus)*node.unitShare + float64(l.claims)
+	for i, c := range l.mig {
+		b += float64(c) * node.migShare[i]
+	}
+	return b
+}
+
+func (o *oracle) nodeWatts(n int, cpuMilli int64, busy float64) float64 {
+	k := wattsKey{n, cpuMilli, busy}
 	if w, ok := o.memo[k]; ok {
 		return w
 	}
-	w := o.nodes[n].spec.EstimatedWatts(o.utilization(n, cpuMilli), gpus)
+	w := o.nodes[n].spec.EstimatedWattsShare(o.utilization(n, cpuMilli), busy)
 	o.memo[k] = w
 	return w
 }
@@ -213,7 +289,7 @@ func (o *oracle) nodeWatts(n int, cpuMilli int64, gpus int) float64 {
 // allowed reports whether pod p may go to node n at all (the variant's
 // rule on CPU pods, and the pod's closures).
 func (o *oracle) allowed(p, n int) bool {
-	return !(o.opts.CPUPodsOffGPUNodes && o.pods[p].cpuPod() && o.nodes[n].gpus > 0) && !slices.Contains(o.pods[p].closed, n)
+	return !(o.opts.CPUPodsOffGPUNodes && o.pods[p].cpuPod() && o.nodes[n].hasGPU) && !slices.Contains(o.pods[p].closed, n)
 }
 
 // numaChoices are the NUMA nodes pod p may be pinned to on node n; -1

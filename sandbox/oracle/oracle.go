@@ -10,7 +10,10 @@ import (
 )
 
 // Fleet is what the oracle places pods on: the simulated nodes, and the
-// racks' power budgets over them.
+// racks' power budgets over them. A node's GPU units are its spec's: its
+// MIG strategy and devices (sim.NodeSpec.MIGStrategy, GPUSpec.MIG), its
+// NVLink (NVLinkPairs: a 2-GPU pod takes a linked pair), and DRA (its
+// GPUs go to claims only).
 type Fleet struct {
 	Nodes   []sim.NodeSpec
 	Budgets []Budget
@@ -29,8 +32,18 @@ type Budget struct {
 type Pod struct {
 	Name, Phase           string
 	CPUMilli, MemoryBytes int64
-	GPUs                  int
-	SingleNUMA            bool
+	// GPUs are units of the GPU resource (nvidia.com/gpu): whole GPUs, or
+	// MIG devices on a node of the single MIG strategy; a pod of 2 on a
+	// node of NVLink pairs takes a linked pair.
+	GPUs int
+	// MIG are MIG devices per profile (the mixed strategy's resources);
+	// ClaimGPUs whole GPUs a DRA claim asks for, which only a DRA node's
+	// GPUs meet.
+	MIG       map[string]int
+	ClaimGPUs int
+	// Node pins the pod to the node of that name ("" none).
+	Node       string
+	SingleNUMA bool
 }
 
 // Options choose the oracle's variant.

@@ -128,7 +128,7 @@ func (o *oracle) orders() [][]int {
 	for i := range base {
 		base[i] = i
 	}
-	big := func(p int) bool { return o.pods[p].gpus > 0 || o.pods[p].singleNUMA }
+	big := func(p int) bool { return o.pods[p].big() }
 	sorted := func(less func(a, b *oPod) bool) []int {
 		out := append([]int(nil), base...)
 		sort.SliceStable(out, func(i, j int) bool {
@@ -244,13 +244,13 @@ func (o *oracle) distinctPairs(st *oState) [][2]int {
 		node, numa, gpus   int
 		cpuMilli, memBytes int64
 		singleNUMA         bool
-		closed             string
+		closed, units      string
 	}
 	var firsts [][2]int // per kind: its first pod, and a second or -1
 	index := map[kind]int{}
 	for p := range o.pods {
 		pod := &o.pods[p]
-		k := kind{st.at[p], st.numa[p], pod.gpus, pod.cpuMilli, pod.memBytes, pod.singleNUMA, fmt.Sprint(pod.closed)}
+		k := kind{st.at[p], st.numa[p], pod.gpus, pod.cpuMilli, pod.memBytes, pod.singleNUMA, fmt.Sprint(pod.closed), pod.units}
 		i, ok := index[k]
 		if !ok {
 			index[k] = len(firsts)
@@ -324,7 +324,7 @@ func (o *oracle) tryPairMove(st *oState, p, q int, eps float64) bool {
 func (o *oracle) trySwap(st *oState, p, q int, eps float64) bool {
 	a, b := st.at[p], st.at[q]
 	pp, qq := &o.pods[p], &o.pods[q]
-	if a == b || (pp.cpuMilli == qq.cpuMilli && pp.memBytes == qq.memBytes && pp.gpus == qq.gpus && pp.singleNUMA == qq.singleNUMA && slices.Equal(pp.closed, qq.closed)) ||
+	if a == b || (pp.cpuMilli == qq.cpuMilli && pp.memBytes == qq.memBytes && pp.gpus == qq.gpus && pp.singleNUMA == qq.singleNUMA && pp.units == qq.units && slices.Equal(pp.closed, qq.closed)) ||
 		!o.allowed(p, b) || !o.allowed(q, a) {
 		return false
 	}
