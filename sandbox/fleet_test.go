@@ -178,3 +178,25 @@ func TestAlignedSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestSlicePodAlignment: a pod of MIG devices is NUMA-aligned when the
+// GPUs its devices sit on share a NUMA node: the report called every
+// training pod on a single-strategy node "NOT on one NUMA node", since it
+// looked at whole GPUs only and such a pod has none.
+func TestSlicePodAlignment(t *testing.T) {
+	spec := sim.NodeSpec{GPUs: []sim.GPUSpec{{NUMANode: 0}, {NUMANode: 0}, {NUMANode: 1}}}
+	for _, tc := range []struct {
+		name   string
+		slices []sim.Slice
+		want   bool
+	}{
+		{name: "4 devices of one GPU", slices: []sim.Slice{{GPU: 0, Device: 0}, {GPU: 0, Device: 1}, {GPU: 0, Device: 2}, {GPU: 0, Device: 3}}, want: true},
+		{name: "devices of two GPUs on one NUMA node", slices: []sim.Slice{{GPU: 0, Device: 6}, {GPU: 1, Device: 0}}, want: true},
+		{name: "devices on both NUMA nodes", slices: []sim.Slice{{GPU: 1, Device: 6}, {GPU: 2, Device: 0}}, want: false},
+		{name: "none", want: false},
+	} {
+		if got := aligned(spec, sliceGPUs(tc.slices)); got != tc.want {
+			t.Errorf("%s: aligned = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

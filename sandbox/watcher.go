@@ -6,6 +6,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,7 +274,7 @@ func (w *watcher) onPod(obj any) {
 					w.learn(v, p, len(w.res.Placements), &h[len(h)-1])
 				}
 				started = true
-				p.GPUsAligned = aligned(n.Spec, p.GPUs)
+				p.GPUsAligned = aligned(n.Spec, append(slices.Clone(p.GPUs), sliceGPUs(p.Slices)...))
 				// Where the node settles with every pod it now runs, by
 				// the simulation's own physics (not the agent's model).
 				p.SteadyCelsius, _ = n.Spec.Steady(n.Utilization(), n.Fault())
@@ -480,6 +481,16 @@ func aligned(spec sim.NodeSpec, gpus []int) bool {
 		}
 	}
 	return true
+}
+
+// sliceGPUs are the GPUs that MIG devices sit on: a pod of MIG devices is
+// NUMA-aligned when their GPUs share a NUMA node.
+func sliceGPUs(devices []sim.Slice) []int {
+	gpus := make([]int, len(devices))
+	for i, d := range devices {
+		gpus[i] = d.GPU
+	}
+	return gpus
 }
 
 // alignedSlots is how many pods of count GPUs each a node can hold with
