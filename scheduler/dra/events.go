@@ -161,6 +161,12 @@ func (x *Index) dropClaim(key string) map[string]bool {
 func (x *Index) claimInfo(c *resourceapi.ResourceClaim) *claimInfo {
 	cfg := x.cfg.Load()
 	info := &claimInfo{extended: c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"}
+	for _, r := range c.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			info.consumer = r.UID
+			break
+		}
+	}
 	if a := c.Status.Allocation; a != nil {
 		for _, r := range a.Devices.Results {
 			if slices.Contains(cfg.Drivers, r.Driver) {

@@ -32,7 +32,9 @@
 //     (gpuDeviceClassNames, default gpu.nvidia.com) in ExactCount mode,
 //     by their count; of firstAvailable subrequests, the least count
 //     (a subrequest of another class counts 0). Requests in All mode count
-//     once allocated. A claim several pods share counts for each.
+//     once allocated. A claim several pods share counts for the first pod
+//     it is reserved for (status.reservedFor), and for no other: they run
+//     on the same GPUs, whose watts that pod's reservation carries.
 package dra
 
 import (
@@ -41,6 +43,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -117,6 +120,9 @@ type claimInfo struct {
 	allocated []deviceID
 	requested int64 // whole GPUs requested, for an unallocated claim
 	extended  bool
+	// consumer is the first pod the claim is reserved for
+	// (status.reservedFor), whose GPUs they are; "" while none.
+	consumer types.UID
 }
 
 // Index is the GPUs of DRA, per node and per claim. Readers take a read

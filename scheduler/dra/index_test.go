@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
@@ -192,6 +193,12 @@ func TestIndexCountsGPUNodes(t *testing.T) {
 	}
 }
 
+// withUID sets the pod's UID.
+func withUID(p *v1.Pod, uid types.UID) *v1.Pod {
+	p.UID = uid
+	return p
+}
+
 func TestPodGPUs(t *testing.T) {
 	withClaims := func(claims ...v1.PodResourceClaim) *v1.Pod {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
@@ -212,6 +219,9 @@ func TestPodGPUs(t *testing.T) {
 	x.UpdateClaim(requesting("all", resourceapi.DeviceRequest{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeAll}}))
 	x.UpdateClaim(requesting("nic", exactly("nic.example.com", 2)))
 	x.UpdateClaim(requesting("p-gpus-x7", exactly("gpu.nvidia.com", 2)))
+	shared := allocated("shared", "n1", "gpu-0")
+	shared.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "first-user", UID: "uid-first"}, {Resource: "pods", Name: "p", UID: "uid-p"}}
+	x.UpdateClaim(shared)
 	x.UpdateClaim(requesting("first", resourceapi.DeviceRequest{Name: "r", FirstAvailable: []resourceapi.DeviceSubRequest{
 		{Name: "big", DeviceClassName: "gpu.nvidia.com", Count: 4}, {Name: "small", DeviceClassName: "gpu.nvidia.com", Count: 2},
 	}}))
@@ -231,6 +241,9 @@ func TestPodGPUs(t *testing.T) {
 		{"template's claim by the pod's status", templated, 2},
 		{"first available: the least", withClaims(direct("first")), 2},
 		{"claim not yet seen", withClaims(direct("missing")), 0},
+		{"shared claim: its GPUs are the first consumer's", withUID(withClaims(direct("shared")), "uid-first"), 1},
+		{"shared claim: another consumer adds no GPU", withUID(withClaims(direct("shared")), "uid-p"), 0},
+		{"shared claim: a pod not yet among its consumers adds none", withUID(withClaims(direct("shared")), "uid-new"), 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,7 +40,7 @@ func (x *Index) PodGPUs(pod *v1.Pod) int64 {
 	var gpus int64
 	for _, name := range names {
 		c := x.claims[pod.Namespace+"/"+name]
-		if c == nil || c.extended {
+		if c == nil || c.extended || (c.consumer != "" && c.consumer != pod.UID) {
 			continue
 		}
 		gpus += x.claimGPUs(c)
