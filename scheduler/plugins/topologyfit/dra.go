@@ -95,9 +95,6 @@ func (pl *TopologyFit) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Po
 	}
 }
 
-// allGPUs is the GPUs the pod asks for, by extended resource and by claim.
-func (s *podState) allGPUs() int64 { return s.gpus + s.claimGPUs }
-
 // claimsOn is what DRA says of a node's GPUs; nil when nothing.
 func (pl *TopologyFit) claimsOn(node string) *dra.Node {
 	return pl.book.Claims().Node(node)
