@@ -258,6 +258,13 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 			return err
 		}
 		s.nodes[spec.Name] = n
+		// The kubelet's pod-resources API, where the agent reads which
+		// devices the node's pods hold.
+		stop, err := n.ServePodResources(app.DefaultPodResourcesSocket)
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, stop)
 		res := corev1.ResourceList{
 			corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.Host.CPUs), resource.DecimalSI),
 			corev1.ResourceMemory: *resource.NewQuantity(spec.Host.MemoryKiB<<10, resource.BinarySI),

@@ -198,8 +198,13 @@ type Node struct {
 
 type podLoad struct {
 	cpuMilli int64
-	gpus     []int
+	gpus     []int // claimed among them
 	slices   []Slice
+	// claimed are the GPUs of gpus a DRA claim named claim got; name is
+	// the pod's (Request.Pod).
+	claimed []int
+	name    types.NamespacedName
+	claim   string
 }
 
 // NewNode writes the node's tree under dir.
