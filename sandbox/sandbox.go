@@ -277,6 +277,9 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 		if spec.Rack != "" {
 			labels[RackLabel] = spec.Rack
 		}
+		if spec.MIGStrategy != "" {
+			labels[migStrategyLabel] = spec.MIGStrategy
+		}
 		if err := s.createNode(ctx, spec.Name, labels, res, nil); err != nil {
 			return err
 		}

@@ -32,6 +32,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -317,6 +318,13 @@ func TakeGPUs(spec NodeSpec, busy []bool, count int) []int {
 		busy[g] = true
 	}
 	return taken
+}
+
+// HeldGPUs marks, per GPU, whether a pod holds it whole.
+func (n *Node) HeldGPUs() []bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.gpuBusy)
 }
 
 // BusyGPUs is how many of the node's GPUs its pods hold whole.
