@@ -303,6 +303,10 @@ const (
 	pairFreePod = "pair-free"
 )
 
+// linkedPairPod reports whether pod is one of the linked-pair step's,
+// deleted before the phase ends (the summary counts no such pod).
+func linkedPairPod(pod string) bool { return strings.HasPrefix(pod, holdPrefix) || pod == pairFreePod }
+
 // migStrategyLabel is the label GPU feature discovery puts on a node of
 // MIG GPUs: the device plugin's MIG strategy.
 const migStrategyLabel = "nvidia.com/mig.strategy"
