@@ -20,7 +20,7 @@ import (
 // draDriver is NVIDIA's DRA driver's name, and the DeviceClass of its
 // whole GPUs (TopologyFitArgs' gpuDriverNames and gpuDeviceClassNames
 // default to it).
-const draDriver = "gpu.nvidia.com"
+const draDriver = sim.DRADriver
 
 // publishDRA publishes a DRA node's GPUs as its DRA driver would: the
 // DeviceClass of the driver's devices (once) and a ResourceSlice of the
@@ -63,7 +63,7 @@ func (s *sandbox) publishDRA(ctx context.Context, spec sim.NodeSpec) error {
 }
 
 // draDevice is GPU i's device name in its node's ResourceSlice.
-func draDevice(i int) string { return fmt.Sprintf("gpu-%d", i) }
+func draDevice(i int) string { return sim.DRADevice(i) }
 
 // claimOf is the ResourceClaim of a pod of claimGPUs: one request of
 // exactly that many devices of DeviceClass draDriver, named as the pod.

@@ -123,8 +123,18 @@ func (s *sandbox) unitsPhase(ctx context.Context) error {
 			return fmt.Errorf("deleting %s: %w", p.name, err)
 		}
 	}
+	step, err := s.linkedPairStep(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range step {
+		s.res.Units.Pods = append(s.res.Units.Pods, p.name)
+	}
 	s.waitJudged(ctx, phaseUnits)
-	s.printUnits(pods)
+	s.printUnits(append(pods, step...))
+	if err := s.releaseUnits(ctx, step); err != nil {
+		return err
+	}
 	s.res.ran(phaseUnits)
 	return nil
 }
@@ -169,7 +179,9 @@ func (s *sandbox) printUnits(pods []podSpec) {
 			devices, watts := "-", "-"
 			if n := s.nodes[pl.Node]; n != nil {
 				devices = deviceCell(n.Spec, pl)
-				if len(pl.GPUs) == 2 && n.Spec.NVLink == sim.NVLinkPairs && !pl.Linked {
+				if p.nodeName == "" && p.gpus == 2 && !pl.Linked {
+					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s (unpinned) took GPUs %v and MIG devices %v on %s, no linked pair, while another node had one free", p.name, pl.GPUs, pl.Slices, pl.Node))
+				} else if len(pl.GPUs) == 2 && n.Spec.NVLink == sim.NVLinkPairs && !pl.Linked {
 					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s took GPUs %v on %s, no linked pair", p.name, pl.GPUs, pl.Node))
 				}
 				if p.claimGPUs > 0 && (!n.Spec.DRA || int64(len(pl.GPUs)) != p.claimGPUs) {
@@ -199,7 +211,7 @@ func (s *sandbox) printUnits(pods []podSpec) {
 	if len(s.res.Units.Refused) > 0 {
 		s.printf(" (%s)", strings.Join(s.res.Units.Refused, ", "))
 	}
-	s.printf("; MIG device (claim pod) watts within %.0f%% of the simulation's; 2-GPU pods on NVLink pairs linked; claim pods on a DRA node's GPU: ", sliceWattsTolerance)
+	s.printf("; MIG device (claim pod) watts within %.0f%% of the simulation's; 2-GPU pods on NVLink pairs linked, and the unpinned one on a linked pair; claim pods on a DRA node's GPU: ", sliceWattsTolerance)
 	if len(s.res.Units.Violations) == 0 {
 		s.printf("PASS\n")
 		return
@@ -277,4 +289,215 @@ func (r *Result) unitsVerdict() error {
 		return nil
 	}
 	return fmt.Errorf("verdict: %d GPU unit checks failed: %s", len(r.Units.Violations), strings.Join(r.Units.Violations, "; "))
+}
+
+// The linked-pair step of the unit phase: pinned 1-GPU pods (holdPrefix)
+// hold every whole GPU the unit pods left free on the node of NVLink pairs
+// that pair-0 went to, then those holding the second GPU of a pair are
+// deleted, so that only GPUs whose NVLink peer is held stay free there.
+// Once that node's NodeTelemetry publishes the allocations (read from the
+// kubelet's pod-resources API), an unpinned 2-GPU pod, pairFreePod, must
+// go to a linked pair, on another node.
+const (
+	holdPrefix  = "hold-"
+	pairFreePod = "pair-free"
+)
+
+// linkedPairPod reports whether pod is one of the linked-pair step's,
+// deleted before the phase ends (the summary counts no such pod).
+func linkedPairPod(pod string) bool { return strings.HasPrefix(pod, holdPrefix) || pod == pairFreePod }
+
+// migStrategyLabel is the label GPU feature discovery puts on a node of
+// MIG GPUs: the device plugin's MIG strategy.
+const migStrategyLabel = "nvidia.com/mig.strategy"
+
+// linkedPairStep runs the linked-pair step and returns its pods still
+// bound, which releaseUnits deletes after the phase's checks; nil when
+// the fleet has no node of NVLink pairs or no other node with a free
+// linked pair.
+func (s *sandbox) linkedPairStep(ctx context.Context) ([]podSpec, error) {
+	var pairs *sim.Node
+	for _, spec := range s.opts.Fleet.Nodes {
+		if spec.NVLink == sim.NVLinkPairs && spec.WholeGPUs() >= 2 {
+			pairs = s.nodes[spec.Name]
+			break
+		}
+	}
+	if pairs == nil {
+		return nil, nil
+	}
+	var other []string
+	for _, n := range s.sortedNodes() {
+		if n != pairs && !n.Spec.DRA && n.Spec.MIGStrategy != sim.MIGSingle && freeLinkedPair(n.Spec, n.HeldGPUs()) {
+			other = append(other, n.Spec.Name)
+		}
+	}
+	if len(other) == 0 {
+		s.printf("    linked pair: skipped, no node but %s has a free NVLink-linked pair\n", pairs.Spec.Name)
+		return nil, nil
+	}
+	var holds []podSpec
+	for i, held := range pairs.HeldGPUs() {
+		if !held && pairs.Spec.GPUs[i].MIG == nil {
+			holds = append(holds, podSpec{name: fmt.Sprintf("%s%d", holdPrefix, len(holds)), phase: phaseUnits, cpu: "1", memory: "1Gi", gpus: 1, nodeName: pairs.Spec.Name})
+		}
+	}
+	s.printf("    linked pair: %d pinned 1-GPU pods hold %s's free GPUs, those on the second GPU of a pair leave; then an unpinned 2-GPU pod\n", len(holds), pairs.Spec.Name)
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, holds, 0); err != nil {
+		return nil, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, unitsSettle*s.opts.Interval)
+	err := s.waitBound(waitCtx, demoNamespace, holds)
+	cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("linked pair: the pods holding %s's GPUs were not all bound: %v", pairs.Spec.Name, err))
+		return holds, nil
+	}
+	var kept, leave []podSpec
+	for _, h := range holds {
+		pl, _ := s.res.PlacementOf(h.name)
+		if len(pl.GPUs) == 1 && pl.GPUs[0]%2 == 1 {
+			leave = append(leave, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	if err := s.deletePods(ctx, leave); err != nil {
+		return nil, err
+	}
+	waitCtx, cancel = context.WithTimeout(ctx, unitsSettle*s.opts.Interval)
+	err = s.waitAllocationsPublished(waitCtx, pairs)
+	cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("linked pair: %s's NodeTelemetry never published the GPUs its pods hold: %v", pairs.Spec.Name, err))
+		return kept, nil
+	}
+	s.printf("      %s publishes GPUs %s allocated, %s free (no linked pair); free linked pairs on %s\n", pairs.Spec.Name,
+		heldList(pairs.HeldGPUs(), true), heldList(pairs.HeldGPUs(), false), strings.Join(other, ", "))
+	pair := podSpec{name: pairFreePod, phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, wholeGPUs: true}
+	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, []podSpec{pair}, 0); err != nil {
+		return nil, err
+	}
+	waitCtx, cancel = context.WithTimeout(ctx, unitsSettle*s.opts.Interval)
+	err = s.waitBound(waitCtx, demoNamespace, []podSpec{pair})
+	cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		s.res.Units.Refused = append(s.res.Units.Refused, pair.name)
+		s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had a free linked pair (the scheduler's last word: %s)",
+			pair.name, strings.Join(other, ", "), lastRejection(s.res.Rejections[pair.name])))
+	}
+	return append(kept, pair), nil
+}
+
+// freeLinkedPair reports whether two free whole GPUs of spec reach each
+// other over NVLink (held marks the GPUs pods hold).
+func freeLinkedPair(spec sim.NodeSpec, held []bool) bool {
+	for i := range spec.GPUs {
+		for j := i + 1; j < len(spec.GPUs); j++ {
+			if !held[i] && !held[j] && spec.GPUs[i].MIG == nil && spec.GPUs[j].MIG == nil && spec.Linked([]int{i, j}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// heldList is the indexes of the GPUs whose held mark is want.
+func heldList(held []bool, want bool) string {
+	var out []int
+	for i, h := range held {
+		if h == want {
+			out = append(out, i)
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+// waitAllocationsPublished waits until n's NodeTelemetry publishes each
+// whole GPU allocated exactly when the simulation has a pod hold it.
+func (s *sandbox) waitAllocationsPublished(ctx context.Context, n *sim.Node) error {
+	return s.watch.waitFor(ctx, n.Spec.Name+"'s telemetry to publish its GPU allocations", func(v *view) bool {
+		tel := v.telemetry[n.Spec.Name]
+		if tel == nil {
+			return false
+		}
+		held := n.HeldGPUs()
+		seen := 0
+		for _, g := range tel.GPUs {
+			i := int(g.Index)
+			if i < 0 || i >= len(held) || n.Spec.GPUs[i].MIG != nil {
+				continue
+			}
+			want := int8(0)
+			if held[i] {
+				want = 1
+			}
+			if g.Allocated != want {
+				return false
+			}
+			seen++
+		}
+		return seen == n.Spec.WholeGPUs()
+	})
+}
+
+// deletePods deletes the demo pods and waits until the watcher has seen
+// them go (and the simulation freed their devices).
+func (s *sandbox) deletePods(ctx context.Context, pods []podSpec) error {
+	zero := int64(0)
+	for _, p := range pods {
+		if err := s.kube.CoreV1().Pods(demoNamespace).Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s: %w", p.name, err)
+		}
+	}
+	return s.watch.waitFor(ctx, fmt.Sprintf("%d pods to be deleted", len(pods)), func(v *view) bool {
+		for _, p := range pods {
+			if _, ok := v.bound[demoNamespace+"/"+p.name]; ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// releaseUnits deletes the linked-pair step's pods, and waits until the
+// nodes' telemetry publishes their GPUs free again, so the GPU phase finds
+// the fleet as the unit pods left it.
+func (s *sandbox) releaseUnits(ctx context.Context, pods []podSpec) error {
+	if len(pods) == 0 {
+		return nil
+	}
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		if pl, ok := s.res.PlacementOf(p.name); ok {
+			nodes[pl.Node] = true
+		}
+	}
+	if err := s.deletePods(ctx, pods); err != nil {
+		return err
+	}
+	for _, n := range s.sortedNodes() {
+		if !nodes[n.Spec.Name] {
+			continue
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, unitsSettle*s.opts.Interval)
+		err := s.waitAllocationsPublished(waitCtx, n)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			s.printf("    (%s's telemetry still shows the released GPUs allocated: %v)\n", n.Spec.Name, err)
+		}
+	}
+	return nil
 }

@@ -73,7 +73,7 @@ func (s *sandbox) printSummary(v *view) {
 	load := func(ps []Placement, node string) string {
 		n, milli := 0, int64(0)
 		for _, p := range ps {
-			if p.Node == node && p.Phase != phaseProbe && p.Phase != phaseAhead {
+			if p.Node == node && p.Phase != phaseProbe && p.Phase != phaseAhead && !linkedPairPod(p.Pod) {
 				n++
 				milli += p.PodCPUMilli
 			}

@@ -258,6 +258,13 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 			return err
 		}
 		s.nodes[spec.Name] = n
+		// The kubelet's pod-resources API, where the agent reads which
+		// devices the node's pods hold.
+		stop, err := n.ServePodResources(app.DefaultPodResourcesSocket)
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, stop)
 		res := corev1.ResourceList{
 			corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.Host.CPUs), resource.DecimalSI),
 			corev1.ResourceMemory: *resource.NewQuantity(spec.Host.MemoryKiB<<10, resource.BinarySI),
@@ -269,6 +276,9 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 		labels := map[string]string{"telesched.io/sandbox": "simulated"}
 		if spec.Rack != "" {
 			labels[RackLabel] = spec.Rack
+		}
+		if spec.MIGStrategy != "" {
+			labels[migStrategyLabel] = spec.MIGStrategy
 		}
 		if err := s.createNode(ctx, spec.Name, labels, res, nil); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/sandbox/sim"
 )
 
 // phaseLabel names the scenario phase a pod belongs to.
@@ -48,6 +49,9 @@ type podSpec struct {
 	claimGPUs   int64          // GPUs of a DRA ResourceClaim (dra.go)
 	singleNUMA  bool
 	nodeName    string // pinned through the hostname label
+	// wholeGPUs keeps the pod off nodes whose GPU resource is MIG
+	// devices (migStrategyLabel single).
+	wholeGPUs bool
 }
 
 // workload is what both profiles schedule, in order, per phase.
@@ -98,6 +102,13 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 	}
 	if p.nodeName != "" {
 		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": p.nodeName}
+	}
+	if p.wholeGPUs {
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: migStrategyLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{sim.MIGSingle},
+			}}}},
+		}}}
 	}
 	if p.claimGPUs > 0 {
 		withClaim(pod, p)

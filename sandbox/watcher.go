@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -265,6 +266,10 @@ func (w *watcher) onPod(obj any) {
 				u, busy := n.Utilization(), n.BusyShare()
 				req := simRequest(pod)
 				req.UUIDs = uuids
+				req.Pod = types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+				if len(uuids) > 0 && len(pod.Spec.ResourceClaims) > 0 && pod.Spec.ResourceClaims[0].ResourceClaimName != nil {
+					req.Claim = *pod.Spec.ResourceClaims[0].ResourceClaimName
+				}
 				p.PodClaimGPUs = int64(len(uuids))
 				alloc := n.AddPodDevices(pod.UID, cpu, req)
 				p.GPUs, p.Slices, p.Linked = alloc.GPUs, alloc.Slices, n.Spec.Linked(alloc.GPUs)

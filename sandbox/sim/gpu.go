@@ -38,11 +38,15 @@ type Slice struct{ GPU, Device int }
 // manager sees it: GPUs of the GPU resource (whole GPUs, or on a node of
 // the single MIG strategy MIG devices), MIG devices of each profile (the
 // mixed strategy's resources), and the GPUs a DRA claim was allocated, by
-// UUID.
+// UUID. Pod names the pod, and Claim the ResourceClaim of UUIDs, as the
+// kubelet's pod-resources API reports them (ServePodResources); both may
+// be empty.
 type Request struct {
 	GPUs  int
 	MIG   map[string]int
 	UUIDs []string
+	Pod   types.NamespacedName
+	Claim string
 }
 
 // Alloc is what a pod took: whole GPUs and MIG devices.
@@ -75,15 +79,17 @@ func (n *Node) AddPodDevices(uid types.UID, cpuMilli int64, req Request) Alloc {
 	for _, p := range profiles {
 		a.Slices = append(a.Slices, n.takeSlices(p, req.MIG[p])...)
 	}
+	var claimed []int
 	for _, uuid := range req.UUIDs {
 		for i, g := range n.Spec.GPUs {
 			if g.UUID == uuid && !n.gpuBusy[i] && g.MIG == nil {
 				n.gpuBusy[i] = true
 				a.GPUs = append(a.GPUs, i)
+				claimed = append(claimed, i)
 			}
 		}
 	}
-	n.pods[uid] = podLoad{cpuMilli: cpuMilli, gpus: a.GPUs, slices: a.Slices}
+	n.pods[uid] = podLoad{cpuMilli: cpuMilli, gpus: a.GPUs, slices: a.Slices, claimed: claimed, name: req.Pod, claim: req.Claim}
 	return a
 }
 

@@ -32,6 +32,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -198,8 +199,13 @@ type Node struct {
 
 type podLoad struct {
 	cpuMilli int64
-	gpus     []int
+	gpus     []int // claimed among them
 	slices   []Slice
+	// claimed are the GPUs of gpus a DRA claim named claim got; name is
+	// the pod's (Request.Pod).
+	claimed []int
+	name    types.NamespacedName
+	claim   string
 }
 
 // NewNode writes the node's tree under dir.
@@ -312,6 +318,13 @@ func TakeGPUs(spec NodeSpec, busy []bool, count int) []int {
 		busy[g] = true
 	}
 	return taken
+}
+
+// HeldGPUs marks, per GPU, whether a pod holds it whole.
+func (n *Node) HeldGPUs() []bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.gpuBusy)
 }
 
 // BusyGPUs is how many of the node's GPUs its pods hold whole.
