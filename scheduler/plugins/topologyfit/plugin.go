@@ -71,8 +71,9 @@
 //
 //   - Together (Score, a request of k >= 2 units): a node where one NVLink
 //     group (nvlink.group: GPUs that reach each other over NVLink, through
-//     NVSwitch or not) has k free matching units ranks above one where
-//     only a PCIe root (pcieRoot) has them, and that above one where only
+//     NVSwitch or not; for MIG devices, also one GPU: its devices share
+//     it) has k free matching units ranks above one where only a PCIe
+//     root (pcieRoot) has them, and that above one where only
 //     a NUMA node does (see formula.go). Units held by pods placed since
 //     the sample or not published count as held in every group. The
 //     kubelet's device plugin picks the node's devices, not the scheduler:
@@ -80,7 +81,8 @@
 //     its device plugin for it (the NVIDIA plugin prefers linked GPUs).
 //
 //   - The GPU-node penalty and reserve for pods that request no GPU
-//     (takesGPUReserve) count a node's healthy GPUs, MIG mode or not.
+//     (takesGPUReserve) count a node's healthy whole GPUs: a GPU in MIG
+//     mode keeps no CPUs, and is no powerable whole GPU for PowerBudget.
 //
 //   - Dynamic Resource Allocation: a pod's ResourceClaims count as GPUs
 //     (TopologyFitArgs.GPUDeviceClassNames, GPUDriverNames); GPUs that

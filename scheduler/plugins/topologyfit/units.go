@@ -229,10 +229,15 @@ func (h *holding) noun() string {
 // whose units are not published, are assumed to sit in each group: the
 // kubelet's device plugin, not the scheduler, picks a node's devices, so
 // this chooses nodes only, and counts a group free only where it is so
-// whatever the plugin picked before.
+// whatever the plugin picked before. MIG devices of one GPU are together
+// at the link level whether or not the GPU has NVLink: they share the
+// GPU itself, so a GPU with k free devices counts as a link group.
 func (h *holding) together(n *telemetry.Node, m *gpuMatcher, k int64) (link, root bool) {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
+		if h.kind != wholeGPUs && !link && g.MIG && h.unfree(h.free(g, m)) >= k {
+			link = true
+		}
 		if g.LinkGroup >= 0 && !link && firstOfGroup(n, i) {
 			var free int64
 			for j := i; j < len(n.GPUs); j++ {

@@ -310,3 +310,34 @@ func TestGPUReserveKeptForWholeGPUsOnly(t *testing.T) {
 		t.Errorf("scores (-want +got):\n%s", diff)
 	}
 }
+
+// TestScoreMIGDevicesOfOneGPUAreTogether: a pod of 4 MIG devices that one
+// GPU's free devices can hold sits together as tightly as 4 NVLinked GPUs:
+// it shares the GPU itself. Ranked by NVLink groups alone, an all-MIG node
+// without NVLink fell four bands below a whole-GPU node with an NVSwitch
+// (37 against 94), and TopologyFit's score outweighed the watts that
+// EnergyAware saves by putting the pod on the devices.
+func TestScoreMIGDevicesOfOneGPUAreTogether(t *testing.T) {
+	t.Parallel()
+	roots := pcieRoots("pci0000:00", "pci0000:00", "pci0000:00", "pci0000:00", "pci0000:80", "pci0000:80", "pci0000:80", "pci0000:80")
+	nvswitch := func(st *telemetryv1alpha1.NodeTelemetryStatus) {
+		for i := range st.GPUs {
+			st.GPUs[i].NVLink = &telemetryv1alpha1.GPUNVLink{ActiveLinks: 12, NVSwitch: true, Group: 0}
+		}
+	}
+	nodes := []scoreNode{
+		{name: "slices", tel: telNode("slices", 2, a100x80s(8, 4), allMIG, roots), allocGPUs: 56},
+		{name: "linked", tel: telNode("linked", 2, a100x80s(8, 4), nvswitch, roots), allocGPUs: 8},
+	}
+	got, st := scoreAll(t, scorePlugin(0, 0, nodes), makePod("p", 4, "1", "1Gi"), nodes)
+	if !st.IsSuccess() {
+		t.Fatalf("PreScore: %v", st)
+	}
+	// Both in band 0b111 [88, 100]; pack: 4 of 56 free devices on slices
+	// (100*4/56 = 7: 88 + 7*12/100 = 88), 4 of 8 free GPUs on linked (50:
+	// 88 + 50*12/100 = 94).
+	want := map[string]int64{"slices": 88, "linked": 94}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want +got):\n%s", diff)
+	}
+}
