@@ -204,6 +204,16 @@ func gpuWatts(n *telemetry.Node) float64 {
 	return max(0, float64(n.GPUWatts)/float64(len(n.GPUs)))
 }
 
+// BusyGPUWatts is what one whole GPU of node n adds busy: a busy GPU's
+// power less an idle one's, in MIG mode or not (GPUWatts of one unit is a
+// MIG device's share on a node of the single strategy).
+func BusyGPUWatts(n *telemetry.Node) float64 {
+	if len(n.GPUs) == 0 {
+		return 0
+	}
+	return gpuWatts(n)
+}
+
 // singleStrategySlices is, on a node whose GPUs are all in MIG mode with
 // a published layout, the compute slices of one MIG device (its first
 // GPU's first profile: the single strategy cuts every GPU alike) and of

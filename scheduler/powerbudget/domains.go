@@ -750,7 +750,7 @@ func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *tel
 				continue
 			}
 			if f := free(m, ms.View); f > 0 {
-				all = append(all, gpus{node: m, watts: estimate.GPUWatts(ms.View, 1), free: f})
+				all = append(all, gpus{node: m, watts: estimate.BusyGPUWatts(ms.View), free: f})
 			}
 		}
 		sort.Slice(all, func(a, b int) bool {

@@ -116,9 +116,10 @@ type TopologyFitArgs struct {
 	// +optional
 	NonGPUPodPenaltyPercent *int32 `json:"nonGPUPodPenaltyPercent,omitempty"`
 	// gpuCPUReserveMilli is the CPU, in millicores, that a node with GPUs
-	// keeps per unallocated whole GPU (not in MIG mode: its MIG devices'
-	// pods keep none) for the GPU pods to come, on each NUMA node for the
-	// GPUs on it. A pod that requests no GPU is penalized
+	// keeps per unallocated GPU for the GPU pods to come (a GPU cut into
+	// MIG devices as much, less the compute slices of its devices that
+	// pods hold), on each NUMA node for the GPUs on it. A pod that
+	// requests no GPU is penalized
 	// (nonGPUPodPenaltyPercent) only on a node where, with it placed, the
 	// unrequested CPU would fall below that reserve; the rest of a GPU node's
 	// CPUs take CPU pods like any node's. Default 4000 (4 CPUs a GPU); a

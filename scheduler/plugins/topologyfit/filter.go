@@ -154,13 +154,13 @@ func (m *gpuMatcher) ok(g *telemetry.GPU, memory int64) bool {
 	return m.lastOK
 }
 
-// count returns the node's matching whole GPUs (not in MIG mode: the
-// GPU node's CPU reserve and PowerBudget's powerable GPUs are for pods of
-// whole GPUs), and how many of them are on no known NUMA node.
+// count returns the node's matching GPUs, in MIG mode or not (the CPU
+// reserve and PowerBudget's powerable GPUs count GPUs; heldGPUs counts
+// what pods hold of them), and how many of them are on no known NUMA node.
 func (m *gpuMatcher) count(n *telemetry.Node) (matching, unknownNUMA int64) {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if !g.MIG && m.ok(g, g.MemoryTotalBytes) {
+		if m.ok(g, g.MemoryTotalBytes) {
 			matching++
 			if gpuNUMA(n, g) < 0 {
 				unknownNUMA++
@@ -170,12 +170,12 @@ func (m *gpuMatcher) count(n *telemetry.Node) (matching, unknownNUMA int64) {
 	return matching, unknownNUMA
 }
 
-// countOn returns the node's matching whole GPUs on NUMA node id.
+// countOn returns the node's matching GPUs on NUMA node id.
 func (m *gpuMatcher) countOn(n *telemetry.Node, id int32) int64 {
 	var c int64
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if !g.MIG && gpuNUMA(n, g) == id && m.ok(g, g.MemoryTotalBytes) {
+		if gpuNUMA(n, g) == id && m.ok(g, g.MemoryTotalBytes) {
 			c++
 		}
 	}

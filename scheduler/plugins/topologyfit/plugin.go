@@ -81,8 +81,10 @@
 //     its device plugin for it (the NVIDIA plugin prefers linked GPUs).
 //
 //   - The GPU-node penalty and reserve for pods that request no GPU
-//     (takesGPUReserve) count a node's healthy whole GPUs: a GPU in MIG
-//     mode keeps no CPUs, and is no powerable whole GPU for PowerBudget.
+//     (takesGPUReserve) count a node's healthy GPUs, in MIG mode or not,
+//     less what its pods request of them in whole GPUs (heldGPUs: MIG
+//     devices by their compute slices, rounded up); PowerBudget's
+//     powerable GPUs likewise, each at a whole busy GPU's watts.
 //
 //   - Dynamic Resource Allocation: a pod's ResourceClaims count as GPUs
 //     (TopologyFitArgs.GPUDeviceClassNames, GPUDriverNames); GPUs that

@@ -154,7 +154,7 @@ func (pl *TopologyFit) takesGPUReserve(podMilli int64, nodeInfo fwk.NodeInfo, te
 	var unknown int64
 	if withTelemetry {
 		gpus, unknown = m.count(tel)
-		held += heldNoUUID(m.claims)
+		held = pl.heldGPUs(tel, nodeInfo) + heldNoUUID(m.claims)
 	} else {
 		gpus, held = pl.withDRA(nodeInfo.Node().Name, gpus, held) // dra.go
 	}
@@ -222,7 +222,9 @@ func (pl *TopologyFit) freeGPUs(name string, view *telemetry.Node) int64 {
 		return gpus
 	}
 	held := ni.GetRequested().GetScalarResources()[pl.gpuResource]
-	if !view.HasGPUSource {
+	if view.HasGPUSource {
+		held = pl.heldGPUs(view, ni)
+	} else {
 		gpus, held = pl.withDRA(name, ni.GetAllocatable().GetScalarResources()[pl.gpuResource], held) // dra.go
 	}
 	return max(0, gpus-held)

@@ -111,6 +111,45 @@ func (pl *TopologyFit) kindOn(tel *telemetry.Node, nodeInfo fwk.NodeInfo, r *uni
 	return singleSlices
 }
 
+// heldGPUs is what the pods on the node request of its GPUs, in whole
+// GPUs: the GPU resource's units where they are GPUs, and MIG devices
+// (the GPU resource's on a node of the single strategy, and the MIG
+// resources') by their compute slices over their GPU's, rounded up: 7
+// 1g devices of an A100 are one GPU. The CPU reserve and PowerBudget's
+// powerable GPUs count GPUs, MIG mode or not, against it.
+func (pl *TopologyFit) heldGPUs(tel *telemetry.Node, nodeInfo fwk.NodeInfo) int64 {
+	scalars := nodeInfo.GetRequested().GetScalarResources()
+	var whole, slices int64
+	total := int64(0)
+	perDevice := int64(0) // the single strategy's device, in slices
+	for i := range tel.GPUs {
+		if g := &tel.GPUs[i]; g.MIG && g.ComputeSlices > 0 {
+			total = int64(g.ComputeSlices)
+			if len(g.MIGProfiles) > 0 {
+				perDevice = int64(g.MIGProfiles[0].Slices)
+			}
+			break
+		}
+	}
+	r := unitRequest{resource: pl.gpuResource}
+	if pl.kindOn(tel, nodeInfo, &r) == singleSlices && total > 0 {
+		slices += scalars[pl.gpuResource] * max(perDevice, 1)
+	} else {
+		whole += scalars[pl.gpuResource]
+	}
+	if total > 0 {
+		for name, n := range scalars {
+			if profile, ok := strings.CutPrefix(string(name), pl.args.MIGResourcePrefix); ok && n > 0 {
+				slices += n * max(int64(telemetry.ProfileSlices(profile)), 1)
+			}
+		}
+	}
+	if slices > 0 {
+		whole += (slices + total - 1) / total
+	}
+	return whole
+}
+
 // holdings computes what each of the pod's requests finds on the node,
 // into hs: the one place that says which units the node's pods hold.
 // nodeInfo nil: no pod holds any (the hints' upper bound).

@@ -282,30 +282,32 @@ func TestScorePrefersLinkedGPUs(t *testing.T) {
 	}
 }
 
-// TestGPUReserveKeptForWholeGPUsOnly: the CPUs a GPU node keeps for its
-// free GPUs (gpuCPUReserveMilli per GPU) are for pods of whole GPUs. A GPU
-// in MIG mode runs no such pod, and its MIG devices are what the GPU
-// resource counts there (56 on 8 GPUs of the single strategy), so it
-// keeps none: a 100-CPU pod takes an all-MIG node of 128 CPUs as it takes
-// a CPU node, and loses its score on a node of 8 free whole GPUs, which
-// keeps 8 x 4 = 32 of its 128 (128 - 100 < 32). A half-MIG node's 2 whole
-// GPUs keep 8: 128 - 100 covers them, and so does their NUMA node's 64
-// less its half of the 100. Counting the GPUs in MIG mode, the all-MIG
-// and half-MIG nodes kept 32 and lost the pod's score as whole did.
-func TestGPUReserveKeptForWholeGPUsOnly(t *testing.T) {
+// TestGPUReserveCountsMIGDevicesAsTheirGPUs: a GPU keeps its CPUs
+// (gpuCPUReserveMilli, 4 a GPU) for GPU pods whether it runs one pod or
+// is cut into MIG devices, and what pods hold of it counts by compute
+// slices: 7 1g devices are one GPU. A pod asking for 105 of 128 CPUs
+// loses its score on a free node of 8 GPUs, whole or all MIG (32 kept >
+// 23 left), and on an all-MIG node whose 2 pods hold 8 devices (2 GPUs
+// held, 6 free: 24 kept > 21 left); it keeps it on an all-MIG node whose
+// pods hold 49 of its 56 devices (one GPU free: 4 kept). Counting MIG
+// devices as GPUs, the reserve was gone once 8 devices (of 56) were held;
+// counting only whole GPUs, an all-MIG node kept no CPUs at all, and CPU
+// pods crowded out the devices' pods.
+func TestGPUReserveCountsMIGDevicesAsTheirGPUs(t *testing.T) {
 	t.Parallel()
 	nodes := []scoreNode{
 		{name: "whole", tel: telNode("whole", 2, a100x80s(8, 4)), allocGPUs: 8},
-		{name: "mig", tel: telNode("mig", 2, a100x80s(8, 4), allMIG), allocGPUs: 56},
-		{name: "half", tel: telNode("half", 2, a100x80s(8, 4), migMode(0, 1, 2, 3, 4, 5)), allocGPUs: 2},
+		{name: "mig-free", tel: telNode("mig-free", 2, a100x80s(8, 4), allMIG), allocGPUs: 56},
+		{name: "mig-8-held", tel: telNode("mig-8-held", 2, a100x80s(8, 4), allMIG), allocGPUs: 56, held: []int64{4, 4}},
+		{name: "mig-49-held", tel: telNode("mig-49-held", 2, a100x80s(8, 4), allMIG), allocGPUs: 56, held: []int64{7, 7, 7, 7, 7, 7, 7}},
 		{name: "cpu", tel: telNode("cpu", 2, nil)},
 	}
 	pl := scorePlugin(50, 4000, nodes)
-	got, st := scoreAll(t, pl, makePod("p", 0, "100", "1Gi"), nodes)
+	got, st := scoreAll(t, pl, makePod("p", 0, "105", "1Gi"), nodes)
 	if !st.IsSuccess() {
 		t.Fatalf("PreScore: %v", st)
 	}
-	want := map[string]int64{"whole": 50, "mig": 100, "half": 100, "cpu": 100}
+	want := map[string]int64{"whole": 50, "mig-free": 50, "mig-8-held": 50, "mig-49-held": 100, "cpu": 100}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scores (-want +got):\n%s", diff)
 	}
