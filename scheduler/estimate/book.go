@@ -236,6 +236,10 @@ func (b *Book) Demand(pod *v1.Pod) Demand { return b.counter.Load().Of(pod) }
 // default requests (Counter.Requested).
 func (b *Book) Requested(pod *v1.Pod) Demand { return b.counter.Load().Requested(pod) }
 
+// MIGRequests are the pod's MIG resources as the book counts them
+// (Counter.MIGRequests).
+func (b *Book) MIGRequests(pod *v1.Pod) []MIGRequest { return b.counter.Load().MIGRequests(pod) }
+
 // ShareDefaultRequests sets the CPU and memory counted for a container
 // that requests none, as the plugin who (a profile's plugin, for messages)
 // has them; an error when another plugin set other values first. Call it

@@ -13,6 +13,7 @@ package estimate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -115,41 +116,57 @@ func (c Counter) Requested(pod *v1.Pod) Demand {
 
 func (c Counter) count(pod *v1.Pod, defaults v1.ResourceList) Demand {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{NonMissingContainerRequests: defaults})
-	gpus := req[c.gpu]
-	d := Demand{CPUMilli: req.Cpu().MilliValue(), MemoryBytes: req.Memory().Value(), GPUs: max(0, gpus.Value())}
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
-	if l, ok := limits[c.gpu]; ok {
-		d.GPUs = max(d.GPUs, l.Value())
-	}
-	if c.mig != "" {
-		for name, q := range req {
-			if profile, ok := strings.CutPrefix(string(name), c.mig); ok {
-				n := q.Value()
-				if l, ok := limits[name]; ok {
-					n = max(n, l.Value())
-				}
-				d.MIGSlices += max(0, n) * int64(telemetry.ProfileSlices(profile))
-			}
-		}
-		for name, l := range limits {
-			if profile, ok := strings.CutPrefix(string(name), c.mig); ok {
-				if _, seen := req[name]; !seen {
-					d.MIGSlices += max(0, l.Value()) * int64(telemetry.ProfileSlices(profile))
-				}
-			}
-		}
+	d := Demand{CPUMilli: req.Cpu().MilliValue(), MemoryBytes: req.Memory().Value(), GPUs: higher(req, limits, c.gpu)}
+	for _, r := range c.migRequests(req, limits) {
+		d.MIGSlices += r.Count * int64(telemetry.ProfileSlices(r.Profile))
 	}
 	d.ClaimGPUs = c.claims.PodGPUs(pod)
 	return d
 }
 
-// MIGResource reports whether name is one of the MIG resources, and its
-// profile.
-func (c Counter) MIGResource(name v1.ResourceName) (profile string, ok bool) {
+// higher is the pod's count of an extended resource: the higher of its
+// requests and limits (never below 0), since the API server defaults an
+// extended resource's request to its limit and a pod built elsewhere may
+// lack it.
+func higher(req, limits v1.ResourceList, name v1.ResourceName) int64 {
+	r, l := req[name], limits[name]
+	return max(0, r.Value(), l.Value())
+}
+
+// MIGRequest is a pod's count of one MIG resource (the MIG resource
+// prefix + a profile, e.g. nvidia.com/mig-1g.10gb): the higher of its
+// requests and limits.
+type MIGRequest struct {
+	Resource v1.ResourceName
+	Profile  string
+	Count    int64
+}
+
+// MIGRequests are the pod's MIG resources it asks at least one of, in the
+// order of their names.
+func (c Counter) MIGRequests(pod *v1.Pod) []MIGRequest {
+	return c.migRequests(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{}))
+}
+
+func (c Counter) migRequests(req, limits v1.ResourceList) []MIGRequest {
 	if c.mig == "" {
-		return "", false
+		return nil
 	}
-	return strings.CutPrefix(string(name), c.mig)
+	var out []MIGRequest
+	for _, list := range []v1.ResourceList{req, limits} {
+		for name := range list {
+			profile, ok := strings.CutPrefix(string(name), c.mig)
+			if !ok || slices.ContainsFunc(out, func(r MIGRequest) bool { return r.Resource == name }) {
+				continue
+			}
+			if n := higher(req, limits, name); n > 0 {
+				out = append(out, MIGRequest{Resource: name, Profile: profile, Count: n})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b MIGRequest) int { return strings.Compare(string(a.Resource), string(b.Resource)) })
+	return out
 }
 
 // shared is one Options field that every plugin counting demand must

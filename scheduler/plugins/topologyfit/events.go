@@ -211,5 +211,5 @@ func (pl *TopologyFit) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, ne
 // holdsMIG reports whether the pod requests a MIG resource (one whose
 // profile has no leading compute slices counts no MIG slices).
 func (pl *TopologyFit) holdsMIG(pod *v1.Pod) bool {
-	return len(pl.migRequests(pod, nil)) > 0
+	return len(pl.book.MIGRequests(pod)) > 0
 }

@@ -99,8 +99,6 @@ package topologyfit
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -108,7 +106,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -300,15 +297,22 @@ func (s *podState) topology() bool { return len(s.reqs) > 0 || s.singleNUMA }
 // which no cluster event can fix.
 func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 	s := &podState{singleNUMA: pod.Annotations[config.PodAnnotationNUMAPolicy] == config.NUMAPolicySingleNUMANode}
-	s.gpus, s.cpuMilli, s.memoryBytes = pl.podRequests(pod)
+	// As the book counts them for every plugin (estimate.Counter:
+	// kube-scheduler's sums, GPUs the higher of requests and limits),
+	// without the default requests: a NUMA node's fit is the kubelet's
+	// topology manager's, which counts a container that requests no CPU
+	// as none.
+	d := pl.book.Requested(pod)
+	s.gpus, s.cpuMilli, s.memoryBytes, s.claimGPUs = d.GPUs, d.CPUMilli, d.MemoryBytes, d.ClaimGPUs // claims: dra.go
 	if s.gpus > 0 {
 		s.reqs = append(s.reqs, unitRequest{resource: pl.gpuResource, count: s.gpus})
 	}
-	s.reqs = pl.migRequests(pod, s.reqs)
+	for _, r := range pl.book.MIGRequests(pod) {
+		s.reqs = append(s.reqs, unitRequest{resource: r.Resource, profile: r.Profile, count: r.Count})
+	}
 	if len(s.reqs) > maxUnitRequests {
 		return nil, fmt.Errorf("pod requests %d GPU and MIG resources; %s places at most %d", len(s.reqs), Name, maxUnitRequests)
 	}
-	s.claimGPUs = pl.book.Requested(pod).ClaimGPUs // dra.go
 	if len(s.reqs) == 0 && s.claimGPUs == 0 {
 		return s, nil
 	}
@@ -332,38 +336,6 @@ func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 	}
 	s.gpuConstraints = desc.String()
 	return s, nil
-}
-
-// podRequests returns the GPUs, CPU and memory a pod requests, as the
-// book counts them for every plugin (estimate.Counter: kube-scheduler's
-// sums, GPUs the higher of requests and limits), without the default
-// requests: a NUMA node's fit is the kubelet's topology manager's, which
-// counts a container that requests no CPU as none.
-func (pl *TopologyFit) podRequests(pod *v1.Pod) (gpus, cpuMilli, memoryBytes int64) {
-	d := pl.book.Requested(pod)
-	return d.GPUs, d.CPUMilli, d.MemoryBytes
-}
-
-// migRequests appends the pod's requests of MIG resources (the args'
-// migResourcePrefix + a profile) to reqs, in the order of their names:
-// the higher of requests and limits, as the GPU resource's.
-func (pl *TopologyFit) migRequests(pod *v1.Pod, reqs []unitRequest) []unitRequest {
-	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
-	counts := map[v1.ResourceName]int64{}
-	for _, l := range []v1.ResourceList{requests, limits} {
-		for name, q := range l {
-			if _, ok := strings.CutPrefix(string(name), pl.args.MIGResourcePrefix); ok && q.Value() > 0 {
-				counts[name] = max(counts[name], q.Value())
-			}
-		}
-	}
-	names := slices.Sorted(maps.Keys(counts))
-	for _, name := range names {
-		profile, _ := strings.CutPrefix(string(name), pl.args.MIGResourcePrefix)
-		reqs = append(reqs, unitRequest{resource: name, profile: profile, count: counts[name]})
-	}
-	return reqs
 }
 
 // state returns the pod's state from the cycle, or computes it.
