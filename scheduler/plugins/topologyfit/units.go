@@ -199,18 +199,26 @@ func (pl *TopologyFit) holdings(tel *telemetry.Node, nodeInfo fwk.NodeInfo, s *p
 
 // free is the matching units of GPU g that the sample does not show held.
 func (h *holding) free(g *telemetry.GPU, m *gpuMatcher) int64 {
-	var free int64
+	_, _, free := h.units(g, m)
+	return free
+}
+
+// units is GPU g's units for the request: how many there are, how many
+// match, and how many of those the sample does not show held.
+func (h *holding) units(g *telemetry.GPU, m *gpuMatcher) (total, matching, free int64) {
 	for j, n := 0, unitGroups(g, h.kind); j < n; j++ {
 		count, alloc, memory := unitGroup(g, h.kind, h.req, j)
+		total += count
 		if count == 0 || !m.ok(g, memory) {
 			continue
 		}
+		matching += count
 		if h.known {
 			count -= min(max(alloc, 0), count)
 		}
 		free += count
 	}
-	return free
+	return total, matching, free
 }
 
 // tally is the node's units for the request: how many there are, how many
@@ -219,15 +227,8 @@ func (h *holding) free(g *telemetry.GPU, m *gpuMatcher) int64 {
 func (h *holding) tally(n *telemetry.Node, m *gpuMatcher) (total, matching, free, freeUnknownNUMA int64) {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		for j, k := 0, unitGroups(g, h.kind); j < k; j++ {
-			count, _, memory := unitGroup(g, h.kind, h.req, j)
-			total += count
-			if count > 0 && m.ok(g, memory) {
-				matching += count
-			}
-		}
-		f := h.free(g, m)
-		free += f
+		t, mt, f := h.units(g, m)
+		total, matching, free = total+t, matching+mt, free+f
 		if gpuNUMA(n, g) < 0 {
 			freeUnknownNUMA += f
 		}
