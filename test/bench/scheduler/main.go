@@ -9,6 +9,16 @@
 // rounds; it prints pods/s and scheduler CPU per pod of each, the ratios per
 // round and the medians.
 //
+// The two runs of a round must hold the same flush: kube-scheduler moves
+// pods left unschedulable for 5 minutes back to the queue
+// (podMaxInUnschedulablePodsDuration), which costs a run that holds it. By
+// default each run's backlog is created just before the run and deleted
+// after it, so that no run reaches the 5-minute mark; -flush-in-run instead
+// starts each run at its backlog's first flush. Either way the pods
+// flushed over each backlog's life are read from the scheduler's metrics
+// and printed per run, and a round whose two runs were not alike (see
+// alike) is flagged and left out of the medians.
+//
 // -mode cluster (the default) runs where production lives: NodeTelemetry
 // updates flow during the run at the agents' rate (-writes-per-node-min),
 // every node has a Ready agent pod as the DaemonSet's (-agent-pods), so
@@ -27,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -78,7 +89,7 @@ func main() {
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
 	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created")
 	flag.StringVar(&featureGates, "feature-gates", "SchedulerPreQueueingHints=true", "the scheduler's --feature-gates (the shipped Deployment's by default); \"\" for none")
-	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run at kube-scheduler's first flush of its backlog's pods, left unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration), so that the flush falls inside every profile's run")
+	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run at kube-scheduler's first flush of its backlog's pods, left unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration), so that the flush falls inside every profile's run (each run then lasts over 5 minutes); false: each run's backlog is created just before it, so that no run holds a flush. Either way a round whose two runs did not hold the same flush is flagged and left out of the medians")
 	flag.Parse()
 	if *nodes < 1 || *pods < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "schedbench: -nodes, -pods and -rounds must be at least 1")
@@ -120,16 +131,50 @@ var (
 // (20 s at 50 pods/s) and however long the backlog took to create.
 const flushLead = 15 * time.Second
 
+// flushMark is kube-scheduler's podMaxInUnschedulablePodsDuration: a pod
+// left unschedulable that long is flushed back to the queue.
+const flushMark = 5 * time.Minute
+
+// flushedPods is how many pods the scheduler has flushed at the 5-minute
+// mark so far (scheduler_queue_incoming_pods_total, event
+// UnschedulableTimeout); -1 when /metrics cannot be read.
+func flushedPods() float64 {
+	fams, err := schedulerMetrics()
+	if err != nil {
+		return -1
+	}
+	return metricfam.CounterSum(fams, "scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"})
+}
+
+// alike reports whether the two runs of a round held the same flush, by
+// the pods each flushed over its backlog's life (-1: unknown, never
+// alike): by default the same count, none as a rule; with -flush-in-run,
+// some in each.
+func alike(a, b float64) bool {
+	if a < 0 || b < 0 {
+		return false
+	}
+	if flushInRun {
+		return a > 0 && b > 0
+	}
+	return a == b
+}
+
+// alikeRule says what alike requires.
+func alikeRule() string {
+	if flushInRun {
+		return "with -flush-in-run, each run flushes some pods"
+	}
+	return "each run flushes the same count, none as a rule"
+}
+
 // awaitFlush waits until the scheduler has flushed pods left unschedulable
 // for 5 minutes (scheduler_queue_incoming_pods_total, event
 // UnschedulableTimeout, rose), at most timeout; it says whether it saw it.
 func awaitFlush(timeout time.Duration) bool {
 	flushed := func() (float64, bool) {
-		fams, err := schedulerMetrics()
-		if err != nil {
-			return 0, false
-		}
-		return metricfam.CounterSum(fams, "scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"}), true
+		n := flushedPods()
+		return n, n >= 0
 	}
 	before, known := flushed()
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
@@ -285,7 +330,9 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 	// meets an API server and etcd that hold the first run's deleted pods.
 	results := map[string][]float64{}
 	cpus := map[string][]float64{}
+	flushes := map[string][]float64{}
 	var ratios, cpuRatios, writeRates, cpCores []float64
+	var alikeRounds []bool
 	for round := 1; round <= rounds; round++ {
 		order := []string{"default-scheduler", "telesched"}
 		if round%2 == 0 {
@@ -293,6 +340,11 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 		}
 		for _, profile := range order {
 			var backlogNS string
+			// The pods flushed over this run's backlog's life, from before
+			// it is created until it is deleted: no other backlog is
+			// pending meanwhile.
+			flushed0 := flushedPods()
+			backlogAt := time.Now()
 			if mode == "quiet" {
 				// Every node reports a new sample before each run, as agents
 				// would: it retires the previous run's reservations, so each
@@ -302,7 +354,6 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				}
 			} else if backlogPods > 0 {
 				t0 := time.Now()
-				backlogAt := t0
 				var placed int
 				if backlogNS, placed, err = backlog(ctx, kube, profile, round, backlogPods); err != nil {
 					return fmt.Errorf("%s backlog: %w", profile, err)
@@ -313,7 +364,7 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				}
 				fmt.Println()
 				if flushInRun {
-					wait := time.Until(backlogAt.Add(5*time.Minute - flushLead))
+					wait := time.Until(backlogAt.Add(flushMark - flushLead))
 					fmt.Printf("round %d  %-18s waiting %v for the backlog to near kube-scheduler's 5-minute flush, then for the flush\n", round, profile, wait.Round(time.Second))
 					time.Sleep(wait)
 					if !awaitFlush(2 * time.Minute) {
@@ -354,7 +405,6 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 				d := func(name string, labels map[string]string) float64 {
 					return metricfam.CounterSum(m1, name, labels) - metricfam.CounterSum(m0, name, labels)
 				}
-				extra += fmt.Sprintf(", flushed at 5 min %.0f pods", d("scheduler_queue_incoming_pods_total", map[string]string{"event": "UnschedulableTimeout"}))
 				if n := d("scheduler_batch_attempts_total", map[string]string{"profile": profile, "result": "hint_used"}); n > 0 {
 					extra += fmt.Sprintf(", %.0f batched", n)
 				}
@@ -377,24 +427,67 @@ func run(bin, configPath string, nodes, pods, rounds int) error {
 					return err
 				}
 			}
+			flushed := -1.0
+			if f1 := flushedPods(); f1 >= 0 && flushed0 >= 0 {
+				flushed = f1 - flushed0
+			}
+			flushes[profile] = append(flushes[profile], flushed)
+			extra += fmt.Sprintf(", flushed at 5 min %s pods in the %v from its backlog's creation", count(flushed), time.Since(backlogAt).Round(time.Second))
 			fmt.Printf("round %d  %-18s %d pods on %d nodes: %.1f pods/s, scheduler CPU %.2f ms per pod%s\n", round, profile, pods, nodes, rate, cpuMS, extra)
 		}
 		ratios = append(ratios, results["telesched"][round-1]/results["default-scheduler"][round-1])
 		cpuRatios = append(cpuRatios, cpus["telesched"][round-1]/cpus["default-scheduler"][round-1])
-		fmt.Printf("round %d  ratio telesched/default: throughput %.2f, CPU per pod %.2f\n", round, ratios[round-1], cpuRatios[round-1])
+		fd, ft := flushes["default-scheduler"][round-1], flushes["telesched"][round-1]
+		alikeRounds = append(alikeRounds, alike(fd, ft))
+		fmt.Printf("round %d  default-scheduler %.1f pods/s %.2f ms/pod, telesched %.1f pods/s %.2f ms/pod; ratio telesched/default: throughput %.2f, CPU per pod %.2f; flushed at 5 min: default %s, telesched %s pods\n",
+			round, results["default-scheduler"][round-1], cpus["default-scheduler"][round-1], results["telesched"][round-1], cpus["telesched"][round-1],
+			ratios[round-1], cpuRatios[round-1], count(fd), count(ft))
+		if !alikeRounds[round-1] {
+			fmt.Printf("round %d  NOT ALIKE: its two runs did not hold the same flush (%s); left out of the medians\n", round, alikeRule())
+		}
 		if markdown != "" {
-			if err := writeMarkdown(results, cpus, ratios, cpuRatios, writeRates, cpCores); err != nil {
+			if err := writeMarkdown(results, cpus, flushes, ratios, cpuRatios, writeRates, cpCores, alikeRounds); err != nil {
 				return err
 			}
 		}
 	}
-	fmt.Printf("median of %d rounds (%s mode, %d nodes): default-scheduler %.1f pods/s %.2f ms/pod, telesched %.1f pods/s %.2f ms/pod; throughput ratio %.2f (goal >= 0.95), CPU per pod ratio %.2f (goal <= 1.10)\n",
-		rounds, mode, nodes, median(results["default-scheduler"]), median(cpus["default-scheduler"]), median(results["telesched"]), median(cpus["telesched"]), median(ratios), median(cpuRatios))
+	kept := 0
+	for _, a := range alikeRounds {
+		if a {
+			kept++
+		}
+	}
+	if kept == 0 {
+		return fmt.Errorf("no median: in none of %d rounds did the two runs hold the same flush (%s)", rounds, alikeRule())
+	}
+	fmt.Printf("median of %d alike rounds of %d (%s mode, %d nodes): default-scheduler %.1f pods/s %.2f ms/pod, telesched %.1f pods/s %.2f ms/pod; throughput ratio %.2f (goal >= 0.95), CPU per pod ratio %.2f (goal <= 1.10)\n",
+		kept, rounds, mode, nodes, median(results["default-scheduler"], alikeRounds), median(cpus["default-scheduler"], alikeRounds),
+		median(results["telesched"], alikeRounds), median(cpus["telesched"], alikeRounds), median(ratios, alikeRounds), median(cpuRatios, alikeRounds))
 	return nil
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
+// count prints a count read from the scheduler's metrics; "?" if unknown.
+func count(v float64) string {
+	if v < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// median is the median of the values of v of the rounds keep holds true:
+// v holds len(v)/len(keep) values per round, in order. NaN for none.
+func median(v []float64, keep []bool) float64 {
+	var s []float64
+	if per := len(v) / max(len(keep), 1); per > 0 {
+		for i, x := range v {
+			if i/per < len(keep) && keep[i/per] {
+				s = append(s, x)
+			}
+		}
+	}
+	if len(s) == 0 {
+		return math.NaN()
+	}
 	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
@@ -488,28 +581,34 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 
 // writeMarkdown writes the rounds done so far as a Markdown table; it runs
 // after every round, so a run stopped early keeps its table.
-func writeMarkdown(results, cpus map[string][]float64, ratios, cpuRatios, writeRates, cpCores []float64) error {
+func writeMarkdown(results, cpus, flushes map[string][]float64, ratios, cpuRatios, writeRates, cpCores []float64, alikeRounds []bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| round | default pods/s | telesched pods/s | ratio | default CPU ms/pod | telesched CPU ms/pod | CPU ratio |")
-	b.WriteString(" kube-apiserver + etcd cores (1st / 2nd run) |")
+	b.WriteString(" kube-apiserver + etcd cores (1st / 2nd run) | pods flushed at 5 min (default / telesched) |")
 	if len(writeRates) > 0 {
 		b.WriteString(" telemetry writes/s (1st / 2nd run) |")
 	}
-	b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+	b.WriteString("\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	if len(writeRates) > 0 {
 		b.WriteString(" --- |")
 	}
 	b.WriteString("\n")
 	for r := range len(ratios) {
-		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r], cpCores[2*r], cpCores[2*r+1])
+		flushed := count(flushes["default-scheduler"][r]) + " / " + count(flushes["telesched"][r])
+		if !alikeRounds[r] {
+			flushed += " (not alike: left out of the medians)"
+		}
+		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f | %s |", r+1, results["default-scheduler"][r], results["telesched"][r], ratios[r], cpus["default-scheduler"][r], cpus["telesched"][r], cpuRatios[r], cpCores[2*r], cpCores[2*r+1], flushed)
 		if len(writeRates) > 0 {
 			fmt.Fprintf(&b, " %.0f / %.0f |", writeRates[2*r], writeRates[2*r+1])
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "| median | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f |", median(results["default-scheduler"]), median(results["telesched"]), median(ratios), median(cpus["default-scheduler"]), median(cpus["telesched"]), median(cpuRatios), median(cpCores))
+	k := alikeRounds
+	fmt.Fprintf(&b, "| median of the alike rounds | %.1f | %.1f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f | |", median(results["default-scheduler"], k), median(results["telesched"], k), median(ratios, k),
+		median(cpus["default-scheduler"], k), median(cpus["telesched"], k), median(cpuRatios, k), median(cpCores, k))
 	if len(writeRates) > 0 {
-		fmt.Fprintf(&b, " %.0f |", median(writeRates))
+		fmt.Fprintf(&b, " %.0f |", median(writeRates, k))
 	}
 	b.WriteString("\n")
 	if err := os.WriteFile(markdown, []byte(b.String()), 0o644); err != nil {
