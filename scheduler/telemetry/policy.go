@@ -19,6 +19,12 @@ import (
 // neither rejected nor favoured.
 const NoTelemetry = -1
 
+// RejectsStale reports whether Filter rejects a node whose telemetry is
+// missing or stale (StaleStatus is then never nil): the Reject policy.
+func RejectsStale(args config.TelemetryArgs) bool {
+	return args.StaleTelemetryPolicy == config.StaleTelemetryReject
+}
+
 // StaleStatus is Filter's answer for a node whose telemetry is missing (n is
 // nil) or older than args.TelemetryMaxAge at now: nothing under the Ignore
 // policy, Unschedulable with the age under Reject. The age is the
@@ -26,7 +32,7 @@ const NoTelemetry = -1
 // When the agent's clock is off, the reason says so, since that is the
 // first thing an operator would suspect.
 func StaleStatus(args config.TelemetryArgs, n *Node, now time.Time) *fwk.Status {
-	if args.StaleTelemetryPolicy != config.StaleTelemetryReject {
+	if !RejectsStale(args) {
 		return nil
 	}
 	if n == nil {

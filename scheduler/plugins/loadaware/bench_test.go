@@ -4,8 +4,14 @@
 package loadaware
 
 import (
+	"fmt"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -48,5 +54,55 @@ func BenchmarkHint(b *testing.B) {
 		if h, _ := pl.hint(klog.Background(), p, oldObj, newObj); h != fwk.QueueSkip {
 			b.Fatal(h)
 		}
+	}
+}
+
+// BenchmarkPodDeleteHint measures what one deletion of a reserved pod
+// costs the QueueingHint: the scheduler asks it about every pending pod
+// LoadAware rejected (1000 here, as test/bench/scheduler's backlog), one
+// after another, with the same deleted pod. "elsewhere": the pending pods'
+// nodeSelector excludes the pod's node (the benchmark's backlog selects
+// the busy nodes); "busy": they may go there, but do not fit before or
+// after.
+//
+//	go test -run '^$' -bench BenchmarkPodDeleteHint -benchmem ./scheduler/plugins/loadaware/
+func BenchmarkPodDeleteHint(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		cpu      int32
+		selector map[string]string
+	}{
+		{name: "elsewhere", cpu: 40, selector: map[string]string{"pool": "busy"}},
+		{name: "busy", cpu: 90},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cache := newCache()
+			observe(cache, "n", status(tc.cpu, 50, 0))
+			pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+			indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+			if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "normal"}}}); err != nil {
+				b.Fatal(err)
+			}
+			pl.nodes = corelisters.NewNodeLister(indexer)
+			pending := make([]*v1.Pod, 1000)
+			for i := range pending {
+				p := pod("100m")
+				p.Name, p.UID, p.Spec.NodeSelector = fmt.Sprintf("b-%05d", i), types.UID(fmt.Sprintf("b-%05d", i)), tc.selector
+				pending[i] = p
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				gone := pod("100m")
+				i++
+				gone.Name, gone.UID, gone.Spec.NodeName = fmt.Sprintf("gone-%d", i), types.UID(fmt.Sprintf("gone-%d", i)), "n"
+				pl.book.ReserveDemand("n", gone.UID, estimate.Demand{CPUMilli: 100, MemoryBytes: 128 << 20})
+				for _, p := range pending {
+					if h, _ := pl.podDeleteHint(klog.Background(), p, gone, nil); h != fwk.QueueSkip {
+						b.Fatal(h)
+					}
+				}
+			}
+		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -68,6 +69,9 @@ type LoadAware struct {
 	// rejected are the pending pods Filter rejected, with their scaled
 	// requests, for the PreQueueingHint.
 	rejected *rejected.Index[[2]int64]
+	// lastDeletion is what podDeleteHint read of the last deleted pod it
+	// was asked about.
+	lastDeletion atomic.Pointer[deletion]
 }
 
 var (
@@ -234,33 +238,72 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-// fits is Filter's predicate, which the QueueingHints use too: nil when
-// the pod fits a node with telemetry tel (nil: none) and reserved placed
-// that its sample does not show, else why not. node gives the thresholds'
-// annotations; nil means none.
+// fits is Filter's predicate, which the QueueingHints use too (through
+// admits): nil when the pod fits a node with telemetry tel (nil: none) and
+// reserved placed that its sample does not show, else why not. node gives
+// the thresholds' annotations; nil means none.
 func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reserved estimate.Demand, s *podState) *fwk.Status {
-	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+	m := pl.misfit(node, tel, reserved, s)
+	switch m.over {
+	case overStale:
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
+	case overCPU:
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
+			percentBP(m.est), m.limit, tel.CPUPercent, percentBP(m.est-int64(tel.CPUPercent)*100)))
+	case overMemory:
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
+			percentBP(m.est), m.limit, tel.MemoryPercent, percentBP(m.est-int64(tel.MemoryPercent)*100)))
+	}
+	return nil
+}
+
+// admits is fits without the reason: the hints ask it about every pending
+// pod Filter rejected, on each event, and need only the answer.
+func (pl *LoadAware) admits(node *v1.Node, tel *telemetry.Node, reserved estimate.Demand, s *podState) bool {
+	return pl.misfit(node, tel, reserved, s).over == overNone
+}
+
+// over names the rule a pod breaks on a node.
+type over uint8
+
+const (
+	overNone   over = iota // it fits
+	overStale              // telemetry missing or stale, rejected by policy
+	overCPU                // CPU estimate over its threshold
+	overMemory             // memory estimate over its threshold
+)
+
+// misfit is the rule the pod breaks on the node, with the estimate (basis
+// points) and threshold (percent) it broke.
+type misfit struct {
+	over  over
+	est   int64
+	limit int32
+}
+
+// misfit is the predicate itself, fits and admits its two readings.
+func (pl *LoadAware) misfit(node *v1.Node, tel *telemetry.Node, reserved estimate.Demand, s *podState) misfit {
+	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+		if telemetry.RejectsStale(pl.args.TelemetryArgs) {
+			return misfit{over: overStale}
+		}
+		return misfit{}
 	}
 	r := pl.scale(reserved)
 	reservedCPU, reservedMem := r[0], r[1]
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
-		est := estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
-		if est > int64(limit)*100 {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
-				percentBP(est), limit, tel.CPUPercent, percentBP(est-int64(tel.CPUPercent)*100)))
+		if est := estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000); est > int64(limit)*100 {
+			return misfit{over: overCPU, est: est, limit: limit}
 		}
 	}
 	if tel.HasMemory {
 		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
-		est := estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes)
-		if est > int64(limit)*100 {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
-				percentBP(est), limit, tel.MemoryPercent, percentBP(est-int64(tel.MemoryPercent)*100)))
+		if est := estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes); est > int64(limit)*100 {
+			return misfit{over: overMemory, est: est, limit: limit}
 		}
 	}
-	return nil
+	return misfit{}
 }
 
 // PreScore makes sure the pod's requests are in the cycle state: PreFilter
@@ -418,7 +461,7 @@ func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueing
 // when known, with those until this sample (a pod that fitted already was
 // rejected by something else).
 func (pl *LoadAware) letsIn(node *v1.Node, prev, cur *telemetry.Node, c change, s *podState) bool {
-	return pl.fits(node, cur, c.reserved, s) == nil && (!c.prevKnown || pl.fits(node, prev, c.before, s) != nil)
+	return pl.admits(node, cur, c.reserved, s) && (!c.prevKnown || !pl.admits(node, prev, c.before, s))
 }
 
 // noLighter reports whether cur estimates no pod's load lower than prev:
@@ -433,6 +476,11 @@ func noLighter(prev, cur *telemetry.Node) bool {
 // reservation with it and that lets the pod fit the node, by Filter's
 // predicate. It undoes the reservation itself: the plugin's own Pod
 // handler may not have seen the deletion yet.
+//
+// The scheduler asks it about every pending pod this plugin rejected, one
+// after another, with the same deleted object: what the deletion freed and
+// the node's view and reservations are read on the first call (deletion)
+// and kept for the calls with the same object.
 func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	if d, ok := oldObj.(toolscache.DeletedFinalStateUnknown); ok {
 		oldObj = d.Obj
@@ -441,25 +489,53 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 	if !ok || gone.Spec.NodeName == "" {
 		return fwk.QueueSkip, nil
 	}
-	freed, ok := pl.book.Unreserve(gone.Spec.NodeName, gone.UID)
-	if !ok {
-		return fwk.QueueSkip, nil // measured by a sample already, or never reserved
+	d := pl.lastDeletion.Load()
+	if d == nil || d.gone != gone {
+		d = pl.deletion(gone)
+		pl.lastDeletion.Store(d)
 	}
-	tel, ok := pl.cache.Get(gone.Spec.NodeName)
-	if !ok {
+	if !d.freedRoom {
 		return fwk.QueueSkip, nil
 	}
-	node := pl.node(gone.Spec.NodeName)
-	if !pl.affinity.Allows(pod, node) {
+	if !pl.affinity.Allows(pod, d.node) {
 		return fwk.QueueSkip, nil
 	}
-	s := pl.hintState(pod)
-	reserved := pl.book.Get(gone.Spec.NodeName)
-	if pl.fits(node, tel, reserved, s) != nil || pl.fits(node, tel, reserved.Plus(freed), s) == nil {
+	req := pl.requests.Get(pod, pl.scaledRequests)
+	s := &podState{cpuMilli: req[0], memoryBytes: req[1], now: d.now}
+	if !pl.admits(d.node, d.tel, d.reserved, s) || pl.admits(d.node, d.tel, d.reserved.Plus(d.freed), s) {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(4).Info("a deleted pod's reservation makes room for the pod", "pod", klog.KObj(pod), "deleted", klog.KObj(gone), "node", gone.Spec.NodeName, "plugin", Name)
 	return fwk.Queue, nil
+}
+
+// deletion is what the deletion of a pod bound to a node means for the
+// pods rejected there, before any pod is looked at (podDeleteHint).
+type deletion struct {
+	gone *v1.Pod // the deleted object the scheduler hands every call
+	// freedRoom: the pod's reservation was undone (now or before) and the
+	// node has a view; when false, no pending pod fits now that did not.
+	freedRoom bool
+	freed     estimate.Demand
+	node      *v1.Node
+	tel       *telemetry.Node
+	reserved  estimate.Demand
+	now       time.Time
+}
+
+func (pl *LoadAware) deletion(gone *v1.Pod) *deletion {
+	d := &deletion{gone: gone}
+	freed, ok := pl.book.Unreserve(gone.Spec.NodeName, gone.UID)
+	if !ok {
+		return d // measured by a sample already, or never reserved
+	}
+	tel, ok := pl.cache.Get(gone.Spec.NodeName)
+	if !ok {
+		return d
+	}
+	d.freedRoom, d.freed, d.tel = true, freed, tel
+	d.node, d.reserved, d.now = pl.node(gone.Spec.NodeName), pl.book.Get(gone.Spec.NodeName), pl.cache.Now()
+	return d
 }
 
 // fitsReleased is Filter's predicate on a node whose reservations the book
@@ -472,7 +548,7 @@ func (pl *LoadAware) fitsReleased(name string) func([2]int64) bool {
 	}
 	node, reserved, now := pl.node(name), pl.book.Get(name), pl.cache.Now()
 	return func(req [2]int64) bool {
-		return pl.fits(node, tel, reserved, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}) == nil
+		return pl.admits(node, tel, reserved, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now})
 	}
 }
 

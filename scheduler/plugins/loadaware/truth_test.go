@@ -222,3 +222,48 @@ func TestHintSkipsNodesThePodCannotUse(t *testing.T) {
 		}
 	}
 }
+
+// One deletion is asked about every pending pod: each gets the answer of
+// Filter's predicate before and after the freed reservation, although
+// the deletion is read once; the next deletion is read afresh.
+func TestPodDeleteHintAnswersEachPendingPod(t *testing.T) {
+	cache := newCache()
+	observe(cache, "n", status(60, 50, 0))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+	placed := func(uid string, cpuMilli int64) *v1.Pod {
+		p := pod("1")
+		p.Name, p.UID, p.Spec.NodeName = uid, types.UID(uid), "n"
+		pl.book.ReserveDemand("n", p.UID, estimate.Demand{CPUMilli: cpuMilli})
+		return p
+	}
+	big := placed("big", 3000)
+	other := placed("other", 1000)
+	// reserved 4000m: 60% + (4000 + pod)/16000 > 80 for any pod over 0m;
+	// without big (1000m reserved): 60% + (1000 + pod)/16000 <= 80 for a
+	// pod up to 2200m.
+	tests := []struct {
+		name string
+		cpu  string
+		want fwk.QueueingHint
+	}{
+		{name: "fits once big is gone", cpu: "2", want: fwk.Queue},           // 60 + 3000/16000 = 78.75
+		{name: "too big either way", cpu: "3", want: fwk.QueueSkip},          // 60 + 4000/16000 = 85
+		{name: "the second pod that fits", cpu: "1500m", want: fwk.Queue},    // 60 + 2500/16000 = 75.6
+		{name: "at the threshold after", cpu: "2200m", want: fwk.Queue},      // 60 + 3200/16000 = 80
+		{name: "just over the threshold", cpu: "2216m", want: fwk.QueueSkip}, // 60 + 3216/16000 = 80.1
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := pl.podDeleteHint(klog.Background(), pod(tc.cpu), big, nil)
+			if err != nil || got != tc.want {
+				t.Errorf("deleting big, pending pod of %s: %v, %v; want %v", tc.cpu, got, err, tc.want)
+			}
+		})
+	}
+	// other's deletion, read afresh: big's reservation is undone already,
+	// so 1000m more room: a 3-CPU pod fits after (60 + 3000/16000) and did
+	// not before (60 + 4000/16000 = 85).
+	if got, err := pl.podDeleteHint(klog.Background(), pod("3"), other, nil); err != nil || got != fwk.Queue {
+		t.Errorf("deleting other, pending pod of 3 CPUs: %v, %v; want Queue", got, err)
+	}
+}
