@@ -179,7 +179,7 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 	s := pl.readState(cs, pod)
 	st := pl.fits(tel, pl.reservedOn(nodeInfo.Node().Name), s)
 	if st != nil {
-		pl.rejected.Add(pod, s.Demand)
+		pl.rejected.AddOn(pod, nodeInfo.Node().Name, s.Demand)
 	}
 	return st
 }

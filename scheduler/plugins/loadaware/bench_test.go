@@ -4,6 +4,7 @@
 package loadaware
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/estimate"
@@ -104,5 +106,48 @@ func BenchmarkPodDeleteHint(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPreHint measures the PreQueueingHint on a NodeTelemetry update
+// that lowers an idle node's load, with 1000 pending pods that Filter
+// rejected on 100 busy nodes (test/bench/scheduler's backlog): the common
+// update of a fleet with a backlog.
+//
+//	go test -run '^$' -bench BenchmarkPreHint -benchmem ./scheduler/plugins/loadaware/
+func BenchmarkPreHint(b *testing.B) {
+	cache := newCache()
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "idle", Labels: map[string]string{"pool": "normal"}}}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 100 {
+		name := fmt.Sprintf("busy-%d", i)
+		if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "busy"}}}); err != nil {
+			b.Fatal(err)
+		}
+		observe(cache, name, status(95, 50, 0))
+	}
+	pl.nodes = corelisters.NewNodeLister(indexer)
+	for i := range 1000 {
+		p := pod("100m")
+		p.Name, p.UID, p.Spec.NodeSelector = fmt.Sprintf("b-%05d", i), types.UID(fmt.Sprintf("b-%05d", i)), map[string]string{"pool": "busy"}
+		cs := framework.NewCycleState()
+		if _, st := pl.PreFilter(context.Background(), cs, p, nil); !st.IsSuccess() && !st.IsSkip() {
+			b.Fatal(st)
+		}
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("busy-%d", i%100)}})
+		if st := pl.Filter(context.Background(), cs, p, ni); st.IsSuccess() {
+			b.Fatal("a pod fit a busy node")
+		}
+	}
+	oldObj, newObj := plugintest.HintObjects(b, cache, clock, "idle", status(45, 50, 0), status(40, 50, 0))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pl.preHint(klog.Background(), oldObj, newObj); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -229,7 +229,7 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		tel = nil
 	}
 	if st := pl.fits(node, tel, pl.book.Get(node.Name), s); st != nil {
-		pl.rejected.Add(pod, [2]int64{s.cpuMilli, s.memoryBytes})
+		pl.rejected.AddOn(pod, node.Name, [2]int64{s.cpuMilli, s.memoryBytes})
 		return st
 	}
 	if s.verbose {

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -84,6 +88,52 @@ func TestPreHintNamesWhatTheHintQueues(t *testing.T) {
 				}
 			}
 			t.Logf("named %d of %d rejected pods: %v", len(got.Pods), len(sizes), got.Pods)
+		})
+	}
+}
+
+// An update on a node where Filter rejected no pending pod names none,
+// however much its load fell: the pods were kept out elsewhere, or there by
+// another filter, whose own events requeue them. On the node Filter
+// rejected them on, the same update names them.
+func TestPreHintOnlyOnNodesFilterRejectedOn(t *testing.T) {
+	tests := []struct {
+		name      string
+		node      string
+		wantNamed int
+	}{
+		{name: "the node Filter rejected them on", node: "busy", wantNamed: 2},
+		{name: "a node Filter rejected none on", node: "idle", wantNamed: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { clock.Set(now) })
+			cache := newCache()
+			pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+			indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+			for _, name := range []string{"busy", "idle"} {
+				if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pl.nodes = corelisters.NewNodeLister(indexer)
+			observe(cache, "busy", status(95, 50, 0))
+			for i := range 2 {
+				p := pod("1")
+				p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprint(i))
+				if st := filterOK(t, pl, p, "busy"); st.IsSuccess() {
+					t.Fatal("a 1-CPU pod fit a node at 95%")
+				}
+			}
+			// 95% -> 50%: 50 + 1000/16000 = 56.25 <= 80, and 95 > 80 before
+			oldObj, newObj := plugintest.HintObjects(t, cache, clock, tc.node, status(95, 50, 0), status(50, 50, 0))
+			got, err := pl.preHint(klog.Background(), oldObj, newObj)
+			if err != nil || got.AllPods {
+				t.Fatalf("preHint = %+v, %v; want a list", got, err)
+			}
+			if len(got.Pods) != tc.wantNamed {
+				t.Errorf("load fell on %s: preHint named %v, want %d pods", tc.node, got.Pods, tc.wantNamed)
+			}
 		})
 	}
 }

@@ -33,6 +33,11 @@ import (
 type Index[N any] struct {
 	mu   sync.RWMutex
 	pods map[types.NamespacedName]entry[N]
+	// on are the nodes Filter rejected a recorded pod on (AddOn), since
+	// the index was last empty; anyNode: some pod was recorded without
+	// its node (Add), so any node may be one.
+	on      map[string]struct{}
+	anyNode bool
 }
 
 type entry[N any] struct {
@@ -47,24 +52,41 @@ type entry[N any] struct {
 
 // New returns an empty index.
 func New[N any]() *Index[N] {
-	return &Index[N]{pods: map[types.NamespacedName]entry[N]{}}
+	return &Index[N]{pods: map[types.NamespacedName]entry[N]{}, on: map[string]struct{}{}}
 }
 
-// Add records that the plugin rejected pod, which needs need. Filter calls
-// it for each node it rejects, so the common case, the same version of a
-// pod already recorded, takes a read lock only.
-func (ix *Index[N]) Add(pod *v1.Pod, need N) {
+// Add records that the plugin rejected pod, which needs need, on some
+// node. Filter calls it for each node it rejects, so the common case, the
+// same version of a pod already recorded, takes a read lock only.
+func (ix *Index[N]) Add(pod *v1.Pod, need N) { ix.add(pod, "", need) }
+
+// AddOn records that the plugin rejected pod, which needs need, on node:
+// for a plugin whose Filter judges a node by that node's state alone, so
+// that an event on a node it rejected no recorded pod on helps none of
+// them (Select).
+func (ix *Index[N]) AddOn(pod *v1.Pod, node string, need N) { ix.add(pod, node, need) }
+
+func (ix *Index[N]) add(pod *v1.Pod, node string, need N) {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	ix.mu.RLock()
 	e, ok := ix.pods[key]
+	_, known := ix.on[node]
+	known = known || (node == "" && ix.anyNode)
 	ix.mu.RUnlock()
+	if ok && known && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if node == "" {
+		ix.anyNode = true
+	} else {
+		ix.on[node] = struct{}{}
+	}
 	if ok && e.uid == pod.UID && e.resourceVersion == pod.ResourceVersion {
 		return
 	}
-	e = entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need, affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
-	ix.mu.Lock()
-	ix.pods[key] = e
-	ix.mu.Unlock()
+	ix.pods[key] = entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need, affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
 }
 
 // Forget removes pod, whatever its version.
@@ -72,6 +94,10 @@ func (ix *Index[N]) Forget(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	ix.mu.Lock()
 	delete(ix.pods, key)
+	if len(ix.pods) == 0 {
+		clear(ix.on)
+		ix.anyNode = false
+	}
 	ix.mu.Unlock()
 }
 
@@ -115,10 +141,18 @@ func (ix *Index[N]) Views(c *telemetry.Cache, plugin string, oldObj, newObj any)
 // their required node affinity (node nil: any node) and whose need may is
 // true for: the pods the event may help. It costs an affinity match and a
 // call of may per recorded pod, once per event, against a QueueingHint
-// call per pending pod.
+// call per pending pod; nothing when every pod was recorded with AddOn
+// and none on node: the plugin rejected none there, so no change there
+// lets one in that the plugin kept out (a pod another filter rejected
+// there waits for that filter's events).
 func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) fwk.PreQueueingHintResult {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	if node != nil && !ix.anyNode {
+		if _, ok := ix.on[node.Name]; !ok {
+			return None()
+		}
+	}
 	var pods []types.NamespacedName
 	for key, e := range ix.pods {
 		if node != nil {

@@ -74,6 +74,57 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+// Pods recorded with the node Filter rejected them on are named only for
+// events on such a node: no change elsewhere lets in a pod the plugin kept
+// out. A pod recorded without its node makes every node one, until the
+// index is empty again.
+func TestSelectOnlyOnNodesThePluginRejectedOn(t *testing.T) {
+	node := func(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	on := func(ix *Index[int], n *v1.Node) []string {
+		var out []string
+		for _, nn := range ix.Select(n, func(int) bool { return true }).Pods {
+			out = append(out, nn.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	ix := New[int]()
+	ix.AddOn(pending("a", "1"), "busy-1", 1)
+	ix.AddOn(pending("a", "1"), "busy-2", 1) // the same pod, another node
+	ix.AddOn(pending("b", "1"), "busy-2", 1)
+	tests := []struct {
+		name string
+		node *v1.Node
+		want []string
+	}{
+		{name: "a node some pod was rejected on", node: node("busy-1"), want: []string{"a", "b"}},
+		{name: "another such node", node: node("busy-2"), want: []string{"a", "b"}},
+		{name: "a node no pod was rejected on", node: node("idle"), want: nil},
+		{name: "any node (unknown)", node: nil, want: []string{"a", "b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := on(ix, tc.node); !slices.Equal(got, tc.want) {
+				t.Errorf("Select(%v) = %v, want %v", tc.node, got, tc.want)
+			}
+		})
+	}
+	ix.Add(pending("c", "1"), 1) // its node unknown
+	if got := on(ix, node("idle")); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("after a pod recorded without its node, on idle: %v, want [a b c]", got)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		ix.Forget("ns", name)
+	}
+	ix.AddOn(pending("d", "1"), "busy-1", 1)
+	if got := on(ix, node("idle")); got != nil {
+		t.Errorf("emptied, then d rejected on busy-1; on idle: %v, want none", got)
+	}
+	if got := on(ix, node("busy-2")); got != nil {
+		t.Errorf("emptied, then d rejected on busy-1; on busy-2 (a node of before): %v, want none", got)
+	}
+}
+
 // Watch forgets a pod once it is bound or deleted; a pending pod's update
 // keeps it.
 func TestWatchForgets(t *testing.T) {
