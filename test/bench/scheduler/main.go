@@ -87,7 +87,7 @@ func main() {
 	flag.StringVar(&markdown, "markdown", "", "if set, write the rounds as a Markdown table to this file")
 	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
-	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created")
+	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created; the run's pods are deleted meanwhile, and the next run waits for it")
 	flag.StringVar(&featureGates, "feature-gates", "SchedulerPreQueueingHints=true", "the scheduler's --feature-gates (the shipped Deployment's by default); \"\" for none")
 	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run at kube-scheduler's first flush of its backlog's pods, left unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration), so that the flush falls inside every profile's run (each run then lasts over 5 minutes); false: each run's backlog is created just before it, so that no run holds a flush. Either way a round whose two runs did not hold the same flush is flagged and left out of the medians")
 	flag.Parse()
@@ -556,9 +556,6 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 		return 0, fmt.Errorf("%d of %d pods bound after 10 minutes", bound.Load(), n)
 	}
 	rate := float64(n) / time.Since(start).Seconds()
-	if err := <-profiled; err != nil {
-		return 0, fmt.Errorf("cpu profile: %w", err)
-	}
 	zero := int64(0)
 	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		return 0, err
@@ -576,6 +573,11 @@ func measure(ctx context.Context, kube kubernetes.Interface, profile string, rou
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(settle)
+	// The profile samples from the first pod created on, deletions
+	// included, as the CPU per pod counts them: awaited only now.
+	if err := <-profiled; err != nil {
+		return 0, fmt.Errorf("cpu profile: %w", err)
+	}
 	return rate, nil
 }
 
