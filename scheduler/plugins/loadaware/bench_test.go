@@ -62,24 +62,27 @@ func BenchmarkHint(b *testing.B) {
 // BenchmarkPodDeleteHint measures what one deletion of a reserved pod
 // costs the QueueingHint: the scheduler asks it about every pending pod
 // LoadAware rejected (1000 here, as test/bench/scheduler's backlog), one
-// after another, with the same deleted pod. "elsewhere": the pending pods'
-// nodeSelector excludes the pod's node (the benchmark's backlog selects
-// the busy nodes); "busy": they may go there, but do not fit before or
-// after.
+// after another, with the same deleted pod. "elsewhere": Filter rejected
+// the pending pods on another node, and their nodeSelector excludes the
+// pod's node (the benchmark's backlog selects the busy nodes); "busy":
+// Filter rejected them on the pod's node, and they do not fit there before
+// or after.
 //
 //	go test -run '^$' -bench BenchmarkPodDeleteHint -benchmem ./scheduler/plugins/loadaware/
 func BenchmarkPodDeleteHint(b *testing.B) {
 	for _, tc := range []struct {
-		name     string
-		cpu      int32
-		selector map[string]string
+		name       string
+		cpu        int32
+		selector   map[string]string
+		rejectedOn string
 	}{
-		{name: "elsewhere", cpu: 40, selector: map[string]string{"pool": "busy"}},
-		{name: "busy", cpu: 90},
+		{name: "elsewhere", cpu: 40, selector: map[string]string{"pool": "busy"}, rejectedOn: "busy"},
+		{name: "busy", cpu: 90, rejectedOn: "n"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cache := newCache()
 			observe(cache, "n", status(tc.cpu, 50, 0))
+			observe(cache, "busy", status(95, 50, 0))
 			pl := New(*configv1.DefaultLoadAwareArgs(), cache)
 			indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
 			if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "normal"}}}); err != nil {
@@ -91,6 +94,15 @@ func BenchmarkPodDeleteHint(b *testing.B) {
 				p := pod("100m")
 				p.Name, p.UID, p.Spec.NodeSelector = fmt.Sprintf("b-%05d", i), types.UID(fmt.Sprintf("b-%05d", i)), tc.selector
 				pending[i] = p
+				cs := framework.NewCycleState()
+				if _, st := pl.PreFilter(context.Background(), cs, p, nil); !st.IsSuccess() && !st.IsSkip() {
+					b.Fatal(st)
+				}
+				ni := framework.NewNodeInfo()
+				ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: tc.rejectedOn}})
+				if st := pl.Filter(context.Background(), cs, p, ni); st.IsSuccess() {
+					b.Fatalf("a pending pod fit %s", tc.rejectedOn)
+				}
 			}
 			i := 0
 			b.ReportAllocs()

@@ -513,8 +513,9 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 // pods rejected there, before any pod is looked at (podDeleteHint).
 type deletion struct {
 	gone *v1.Pod // the deleted object the scheduler hands every call
-	// freedRoom: the pod's reservation was undone (now or before) and the
-	// node has a view; when false, no pending pod fits now that did not.
+	// freedRoom: the pod's reservation was undone (now or before), Filter
+	// kept some pending pod out of the node and the node has a view; when
+	// false, no pending pod fits now that did not.
 	freedRoom bool
 	freed     estimate.Demand
 	node      *v1.Node
@@ -528,6 +529,9 @@ func (pl *LoadAware) deletion(gone *v1.Pod) *deletion {
 	freed, ok := pl.book.Unreserve(gone.Spec.NodeName, gone.UID)
 	if !ok {
 		return d // measured by a sample already, or never reserved
+	}
+	if !pl.rejected.MayHelp(gone.Spec.NodeName) {
+		return d // Filter kept no pending pod out of the node (rejected.Index.Select)
 	}
 	tel, ok := pl.cache.Get(gone.Spec.NodeName)
 	if !ok {

@@ -253,6 +253,13 @@ func TestPodDeleteHintAnswersEachPendingPod(t *testing.T) {
 		{name: "just over the threshold", cpu: "2216m", want: fwk.QueueSkip}, // 60 + 3216/16000 = 80.1
 	}
 	for _, tc := range tests {
+		// Filter kept each out of n, beside big and other: 60% + (4000 +
+		// 1500)/16000 = 94.4 > 80 for the smallest
+		if st := filterOK(t, pl, pod(tc.cpu), "n"); st.IsSuccess() {
+			t.Fatalf("a %s pod fit n beside 4 reserved CPUs", tc.cpu)
+		}
+	}
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := pl.podDeleteHint(klog.Background(), pod(tc.cpu), big, nil)
 			if err != nil || got != tc.want {
@@ -265,5 +272,13 @@ func TestPodDeleteHintAnswersEachPendingPod(t *testing.T) {
 	// not before (60 + 4000/16000 = 85).
 	if got, err := pl.podDeleteHint(klog.Background(), pod("3"), other, nil); err != nil || got != fwk.Queue {
 		t.Errorf("deleting other, pending pod of 3 CPUs: %v, %v; want Queue", got, err)
+	}
+	// A deletion on a node Filter kept no pending pod out of helps none.
+	observe(cache, "m", status(60, 50, 0))
+	onM := pod("1")
+	onM.Name, onM.UID, onM.Spec.NodeName = "on-m", "on-m", "m"
+	pl.book.ReserveDemand("m", onM.UID, estimate.Demand{CPUMilli: 3000})
+	if got, err := pl.podDeleteHint(klog.Background(), pod("2"), onM, nil); err != nil || got != fwk.QueueSkip {
+		t.Errorf("deleting a pod on m, where Filter rejected none: %v, %v; want QueueSkip", got, err)
 	}
 }

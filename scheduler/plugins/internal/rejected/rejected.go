@@ -108,6 +108,16 @@ func (ix *Index[N]) Len() int {
 	return len(ix.pods)
 }
 
+// MayHelp reports whether an event on the named node may help a recorded
+// pod: false when every pod was recorded with AddOn and none on node
+// (see Select).
+func (ix *Index[N]) MayHelp(node string) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.on[node]
+	return ok || ix.anyNode
+}
+
 // None is the PreQueueingHintResult of an event that helps no pod the
 // plugin rejected: the queue asks the plugin's QueueingHint about none.
 func None() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{} }
@@ -150,7 +160,7 @@ func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) fwk.PreQueueingHintR
 	defer ix.mu.RUnlock()
 	if node != nil && !ix.anyNode {
 		if _, ok := ix.on[node.Name]; !ok {
-			return None()
+			return None() // MayHelp
 		}
 	}
 	var pods []types.NamespacedName
