@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/kubernetes/pkg/scheduler"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/scheduler/registry"
 	"github.com/telesched/telesched/scheduler/telemetry"
 	"github.com/telesched/telesched/test/bench/internal/parallel"
 	"github.com/telesched/telesched/test/fixtures"
@@ -45,6 +48,14 @@ const (
 	agentDaemonSetName = "telesched-agent"
 )
 
+// busyLabel on a node (value busy) has its telemetry show CPU 88-92 %,
+// over LoadAware's 80 % threshold.
+const busyLabel = "schedperf.telesched.io/load"
+
+// writesParam is a workload's parameter that sets its NodeTelemetry writes
+// per node per minute, in place of -schedperf-writes-per-node-minute.
+const writesParam = "telemetryWritesPerNodeMinute"
+
 // workers bound the concurrent API calls of the fleet's setup and writes.
 const workers = 16
 
@@ -54,6 +65,15 @@ type fleets struct {
 
 	mu sync.Mutex
 	m  map[*scheduler.Scheduler]*fleet
+	// shared is what the telesched plugins of the workload that runs
+	// share; nil with the default profile.
+	shared *registry.Shared
+}
+
+func (fs *fleets) setShared(s *registry.Shared) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.shared = s
 }
 
 func newFleets(writesPerNodeMinute float64) *fleets {
@@ -69,6 +89,7 @@ type fleet struct {
 	nodes []nodeInfo
 	known map[string]bool
 
+	start          time.Time // the first nodes' hook
 	writes, errors atomic.Int64
 	lastErr        atomic.Value
 }
@@ -78,14 +99,20 @@ type nodeInfo struct {
 	cores int32
 	bytes int64
 	gpus  int
+	busy  bool
 }
 
 // nodesCreated is the workloads' node hook (perf.WithNodeUpdateFn), called
 // after each createNodes op with every node: each new node gets its
 // NodeTelemetry, with a first sample, and a Ready agent pod. On the
 // first call it starts the writer, which runs until the workload ends.
-func (fs *fleets) nodesCreated(tCtx ktesting.TContext, s *scheduler.Scheduler, _ *perf.Workload, nodes *corev1.NodeList) error {
+func (fs *fleets) nodesCreated(tCtx ktesting.TContext, s *scheduler.Scheduler, w *perf.Workload, nodes *corev1.NodeList) error {
+	rate := fs.writesPerNodeMinute
+	if v, err := w.GetParam(writesParam); err == nil {
+		rate = float64(v)
+	}
 	fs.mu.Lock()
+	shared := fs.shared
 	f, ok := fs.m[s]
 	if !ok {
 		dyn, err := dynamic.NewForConfig(tCtx.RESTConfig())
@@ -110,7 +137,7 @@ func (fs *fleets) nodesCreated(tCtx ktesting.TContext, s *scheduler.Scheduler, _
 			continue
 		}
 		f.known[n.Name] = true
-		info := nodeInfo{name: n.Name, cores: int32(n.Status.Capacity.Cpu().Value()), bytes: n.Status.Capacity.Memory().Value()}
+		info := nodeInfo{name: n.Name, cores: int32(n.Status.Capacity.Cpu().Value()), bytes: n.Status.Capacity.Memory().Value(), busy: n.Labels[busyLabel] == "busy"}
 		if q, ok := n.Status.Capacity[gpuResource]; ok {
 			info.gpus = int(q.Value())
 		}
@@ -123,15 +150,37 @@ func (fs *fleets) nodesCreated(tCtx ktesting.TContext, s *scheduler.Scheduler, _
 	if err := parallel.Run(len(added), workers, func(i int) error { return f.createNode(tCtx, first+i, added[i]) }); err != nil {
 		return err
 	}
+	// The telesched plugins must see every node's telemetry, and every
+	// node's agent Ready, before pods are measured.
+	if shared != nil {
+		f.mu.Lock()
+		want := len(f.nodes)
+		f.mu.Unlock()
+		if err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return shared.Cache.Len() >= want && shared.Cache.ReadyAgents() >= want, nil
+		}); err != nil {
+			return fmt.Errorf("the telesched plugins' cache holds %d of %d nodes' telemetry, %d with a Ready agent: %w", shared.Cache.Len(), want, shared.Cache.ReadyAgents(), err)
+		}
+	}
 	tCtx.Logf("schedperf: NodeTelemetry and a Ready agent pod for %d nodes in %v", len(added), time.Since(start).Round(time.Millisecond))
-	if !ok && fs.writesPerNodeMinute > 0 {
+	if !ok {
+		f.start = start
 		ctx, cancel := context.WithCancel(tCtx)
 		var wg sync.WaitGroup
-		wg.Go(func() { f.write(ctx, fs.writesPerNodeMinute) })
+		if rate > 0 {
+			wg.Go(func() { f.write(ctx, rate) })
+		}
 		tCtx.Cleanup(func() {
 			cancel()
 			wg.Wait()
-			tCtx.Logf("schedperf: %d NodeTelemetry writes during the workload, %d failed %v", f.writes.Load(), f.errors.Load(), f.lastErr.Load())
+			f.mu.Lock()
+			nodes := len(f.nodes)
+			f.mu.Unlock()
+			// On stderr, which scheduler_perf leaves alone, for the
+			// make target's log: how long the workload took from its
+			// first nodes.
+			fmt.Fprintf(os.Stderr, "schedperf: %s: %v from the first nodes to the end; %d nodes; %d NodeTelemetry writes after the first samples, %d failed %v\n",
+				tCtx.Name(), time.Since(f.start).Round(time.Second), nodes, f.writes.Load(), f.errors.Load(), f.lastErr.Load())
 			fs.mu.Lock()
 			delete(fs.m, s)
 			fs.mu.Unlock()
@@ -231,7 +280,8 @@ func (f *fleet) write(ctx context.Context, perNodePerMinute float64) {
 }
 
 // apply writes node i's n-th sample as its agent would (server-side apply
-// of the status by the agent's field manager): CPU 10-40 % and memory
+// of the status by the agent's field manager): CPU 10-40 % (88-92 % on a
+// busy node) and memory
 // 30-50 %, under LoadAware's 80 and 90 % thresholds; the hottest sensor
 // 45-65 °C of a 100 °C critical limit, far from EnergyAware's margin; a
 // fitted power curve of 100-150 W idle to 300-400 W at full load and a
@@ -241,6 +291,9 @@ func (f *fleet) apply(ctx context.Context, i int, n nodeInfo, round int) error {
 	rng := rand.New(rand.NewPCG(uint64(i), uint64(round)))
 	jitter := func(spread int) int { return rng.IntN(2*spread+1) - spread }
 	cpu := int32(10 + i%31 + jitter(2))
+	if n.busy {
+		cpu = int32(90 + jitter(2))
+	}
 	cpu = max(0, cpu)
 	hottest := int64(45_000 + 100*(i%200) + 100*jitter(5))
 	idle, full := 100+int32(i%50), 300+int32(i%100)
