@@ -50,7 +50,7 @@ type round map[string]map[string]measure
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: compare DIR...\n\n%s", strings.SplitN(doc, "\n\n", 2)[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: compare DIR...\n\n%s\n", doc)
 	}
 	flag.Parse()
 	if flag.NArg() == 0 {
