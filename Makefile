@@ -139,8 +139,9 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-vet
-verify-vet: ## Run go vet.
+verify-vet: ## Run go vet (and on test/bench/schedperf's benchmark, behind its build tag).
 	$(GO) vet ./...
+	$(GO) vet -tags schedperf ./test/bench/schedperf/...
 
 .PHONY: verify-staticcheck
 verify-staticcheck: $(STATICCHECK) ## Run staticcheck (pinned in hack/tools) on every package.
