@@ -16,7 +16,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -169,10 +168,13 @@ func report(w io.Writer, rounds []round) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(workloads) == 0 {
-		return errors.New("no workload has a throughput with both profiles (SchedulingThroughput needs a measured op that runs for a second or more)")
-	}
 	fmt.Fprintln(w)
+	if len(workloads) == 0 {
+		// Not an error: a smoke run of upstream's smallest workloads
+		// schedules its pods in less than a second.
+		fmt.Fprintln(w, "no workload has a throughput with both profiles: SchedulingThroughput needs a measured op that runs for a second or more")
+		return nil
+	}
 	for _, name := range workloads {
 		fmt.Fprintf(w, "%s: ratio %.2f\n", name, median(ratios[name]))
 	}

@@ -67,14 +67,26 @@ func TestReportPrintsMedianRatioOfRounds(t *testing.T) {
 	}
 }
 
-func TestReportFailsWithoutThroughputOfBothProfiles(t *testing.T) {
+func TestReportNotesWorkloadsWithoutThroughputOfBothProfiles(t *testing.T) {
 	dir := t.TempDir()
 	writeRound(t, dir, map[string]float64{"default": 100}, map[string]float64{"default": 10})
 	rounds, err := load([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&bytes.Buffer{}, rounds); err == nil {
-		t.Error("report with the default profile's throughput alone: no error, want one")
+	var out bytes.Buffer
+	if err := report(&out, rounds); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := "no workload has a throughput with both profiles: SchedulingThroughput needs a measured op that runs for a second or more"
+	if diff := cmp.Diff(want, lines[len(lines)-1]); diff != "" {
+		t.Errorf("last line (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadFailsWithoutDataItems(t *testing.T) {
+	if _, err := load([]string{t.TempDir()}); err == nil {
+		t.Error("load of an empty directory: no error, want one")
 	}
 }
