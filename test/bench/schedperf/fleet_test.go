@@ -244,6 +244,10 @@ func (f *fleet) write(ctx context.Context, perNodePerMinute float64) {
 		wg.Go(func() {
 			for k := range jobs {
 				f.mu.Lock()
+				if len(f.nodes) == 0 {
+					f.mu.Unlock()
+					continue
+				}
 				i := k % len(f.nodes)
 				n := f.nodes[i]
 				round := k / len(f.nodes)
@@ -263,7 +267,7 @@ func (f *fleet) write(ctx context.Context, perNodePerMinute float64) {
 	next := time.Now()
 	for k := 0; ; k++ {
 		f.mu.Lock()
-		nodes := len(f.nodes)
+		nodes := max(1, len(f.nodes))
 		f.mu.Unlock()
 		next = next.Add(time.Duration(float64(time.Minute) / (perNodePerMinute * float64(nodes))))
 		select {
