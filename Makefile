@@ -139,8 +139,9 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-vet
-verify-vet: ## Run go vet.
+verify-vet: ## Run go vet (and on test/bench/schedperf's benchmark, behind its build tag).
 	$(GO) vet ./...
+	$(GO) vet -tags schedperf ./test/bench/schedperf/...
 
 .PHONY: verify-staticcheck
 verify-staticcheck: $(STATICCHECK) ## Run staticcheck (pinned in hack/tools) on every package.
@@ -228,6 +229,41 @@ bench-writes: build ## kube-apiserver and etcd CPU per NodeTelemetry status writ
 .PHONY: bench-fleet
 bench-fleet: build ## Many real agents in one process against one API server: writes/s, API server and etcd CPU, etcd size, informer lag (AGENTS=500 DURATION=10m).
 	$(GO) run ./test/bench/fleet -agents $(or $(AGENTS),500) -duration $(or $(DURATION),10m) $(BENCHFLAGS)
+
+# Kubernetes' own scheduler benchmark (test/integration/scheduler_perf of
+# the k8s.io/kubernetes go.mod pins) on upstream's workload files, with the
+# default profile and with telesched's (test/bench/schedperf, build tag
+# schedperf). TOPICS: upstream's topic directories and/or telesched (our
+# workloads); WORKLOADS: <test case>/<workload>, each part a regular
+# expression anchored at both ends; LABELS: scheduler_perf's label filter
+# (empty: every workload WORKLOADS names); PROFILES: default,telesched;
+# ROUNDS: the profiles' order alternates by round. etcd is bin/etcd.
+# scheduler_perf starts kube-apiserver in the test process; only etcd
+# comes from bin/.
+TOPICS    ?= misc
+WORKLOADS ?= SchedulingBasic/500Nodes
+PROFILES  ?= default,telesched
+LABELS    ?=
+SCHEDPERF_OUT ?= $(BIN)/schedperf/$(shell date -u +%Y%m%dT%H%M%SZ)
+
+.PHONY: bench-scheduler-perf
+bench-scheduler-perf: $(BIN)/etcd ## scheduler_perf's workloads, default vs telesched profile: throughput, ratio, p99 attempt latency (TOPICS=misc WORKLOADS=SchedulingBasic/500Nodes LABELS= PROFILES=default,telesched ROUNDS=1; data items in SCHEDPERF_OUT).
+	@out=$(SCHEDPERF_OUT); profiles='$(PROFILES)'; \
+	bench="BenchmarkPerfScheduling/.*/.*/$$(echo '$(WORKLOADS)' | sed 's#[^/][^/]*#^(&)$$#g')"; \
+	for r in $$(seq 1 $(or $(ROUNDS),1)); do \
+		order=$$profiles; [ $$((r % 2)) = 1 ] || order=$$(echo $$profiles | tr , '\n' | tac | paste -sd,); \
+		mkdir -p $$out/r$$r/logs; \
+		echo "--- round $$r ($$order): $$out/r$$r"; \
+		start=$$SECONDS; \
+		PATH=$(BIN):$$PATH ARTIFACTS=$$out/r$$r/logs KUBE_CACHE_MUTATION_DETECTOR=false \
+			$(GO) test -tags schedperf -run '^$$' -bench "$$bench" -benchtime=1x -timeout 6h ./test/bench/schedperf \
+			-args -data-items-dir=$$out/r$$r -schedperf-topics='$(TOPICS)' -schedperf-profiles=$$order \
+			-perf-scheduling-label-filter='$(LABELS)' $(BENCHFLAGS) > $$out/r$$r/bench.log 2>&1 \
+			|| { tail -50 $$out/r$$r/bench.log; exit 1; }; \
+		grep '^schedperf: ' $$out/r$$r/bench.log || true; \
+		echo "round $$r: $$((SECONDS - start))s"; \
+	done; \
+	$(GO) run ./test/bench/schedperf/compare $$out
 
 ##@ Images
 

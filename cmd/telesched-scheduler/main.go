@@ -29,11 +29,8 @@ import (
 	"github.com/telesched/telesched/internal/version"
 	"github.com/telesched/telesched/scheduler/compat"
 	"github.com/telesched/telesched/scheduler/estimate"
-	"github.com/telesched/telesched/scheduler/plugins/energyaware"
-	"github.com/telesched/telesched/scheduler/plugins/loadaware"
-	powerbudgetplugin "github.com/telesched/telesched/scheduler/plugins/powerbudget"
-	"github.com/telesched/telesched/scheduler/plugins/topologyfit"
 	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/registry"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -42,24 +39,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "telesched-scheduler: registering plugin args: %v\n", err)
 		os.Exit(1)
 	}
-	// One telemetry cache for every plugin of every profile.
-	cache := telemetry.NewCache()
-	telemetry.RegisterMetrics()
-	// The one reservation book: the pods bound to each node that its
-	// telemetry does not show yet, which every plugin counts.
-	book := estimate.NewBook(cache, estimate.DefaultOptions())
-	estimate.RegisterMetrics()
-	// The PowerBudgets and their nodes; the status writer starts with the
-	// first PowerBudget plugin, on the options the flags below set.
+	// One telemetry cache, reservation book and set of PowerBudgets for
+	// every plugin of every profile of the scheduler, configured by the
+	// flags below (configure); the status writer starts with the first
+	// PowerBudget plugin, on the options the flags set.
 	status := powerbudget.DefaultStatusOptions()
-	powerbudget.RegisterMetrics()
-	domains := powerbudget.NewDomains(cache, book, &status)
-	cmd := app.NewSchedulerCommand(
-		app.WithPlugin(loadaware.Name, loadaware.NewFactory(cache, book)),
-		app.WithPlugin(topologyfit.Name, topologyfit.NewFactory(cache, book, domains)),
-		app.WithPlugin(energyaware.Name, energyaware.NewFactory(cache, book)),
-		app.WithPlugin(powerbudgetplugin.Name, powerbudgetplugin.NewFactory(cache, domains)),
-	)
+	var configure func(*registry.Shared) error
+	plugins := registry.New(func() (*registry.Shared, error) {
+		s := registry.NewShared(&status)
+		return s, configure(s)
+	})
+	cmd := app.NewSchedulerCommand(plugins.Options()...)
 	cmd.Use = "telesched-scheduler"
 	var skew, powerHold, thermalHold, agentMaxAge, reservationMaxAge time.Duration
 	var agentSelector, agentNamespace string
@@ -126,6 +116,27 @@ func main() {
 	fs.StringVar(&status.LeaseName, "power-budget-lease-name", status.LeaseName,
 		"name of the Lease that elects the one replica writing PowerBudget status")
 	cmd.Flags().AddFlagSet(fs)
+	configure = func(s *registry.Shared) error {
+		if err := s.Cache.SetLimits(limits); err != nil {
+			return err
+		}
+		if err := s.Book.SetMaxAge(reservationMaxAge); err != nil {
+			return fmt.Errorf("--reservation-max-age: %w", err)
+		}
+		if err := s.Cache.SetAgents(agentSelector, agentMaxAge); err != nil {
+			return fmt.Errorf("--telemetry-agent-pod-selector, --telemetry-max-age-ready-agent: %w", err)
+		}
+		if err := s.Cache.SetAgentOwners(agentNamespace, agentDaemonSets); err != nil {
+			return fmt.Errorf("--telemetry-agent-namespace=%s, --telemetry-agent-daemonsets=%s: %w", agentNamespace, strings.Join(agentDaemonSets, ","), err)
+		}
+		s.Cache.SetClockSkewTolerance(skew)
+		s.Cache.SetPowerHold(powerHold)
+		s.Cache.SetThermalHold(thermalHold)
+		if !skipVersionCheck {
+			s.Cache.SetServerCheck(compat.Check)
+		}
+		return nil
+	}
 	help := cmd.HelpFunc()
 	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
 		help(c, args)
@@ -147,29 +158,16 @@ func main() {
 		if err := status.Validate(); err != nil {
 			return err
 		}
-		if err := cache.SetLimits(limits); err != nil {
-			return err
-		}
 		if powerHold < 0 {
 			return fmt.Errorf("--telemetry-power-hold must not be negative, got %v", powerHold)
-		}
-		if err := book.SetMaxAge(reservationMaxAge); err != nil {
-			return fmt.Errorf("--reservation-max-age: %w", err)
 		}
 		if thermalHold < 0 {
 			return fmt.Errorf("--telemetry-thermal-hold must not be negative, got %v", thermalHold)
 		}
-		if err := cache.SetAgents(agentSelector, agentMaxAge); err != nil {
-			return fmt.Errorf("--telemetry-agent-pod-selector, --telemetry-max-age-ready-agent: %w", err)
-		}
-		if err := cache.SetAgentOwners(agentNamespace, agentDaemonSets); err != nil {
-			return fmt.Errorf("--telemetry-agent-namespace=%s, --telemetry-agent-daemonsets=%s: %w", agentNamespace, strings.Join(agentDaemonSets, ","), err)
-		}
-		cache.SetClockSkewTolerance(skew)
-		cache.SetPowerHold(powerHold)
-		cache.SetThermalHold(thermalHold)
-		if !skipVersionCheck {
-			cache.SetServerCheck(compat.Check)
+		// The flags' other checks are the setters': try them on a
+		// Shared of their own, so a bad flag stops the scheduler here.
+		if err := configure(registry.NewShared(&status)); err != nil {
+			return err
 		}
 		return run(c, args)
 	}

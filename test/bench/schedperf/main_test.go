@@ -1,0 +1,154 @@
+//go:build schedperf
+
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package schedperf
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "k8s.io/component-base/logs/json/register"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
+
+	configscheme "github.com/telesched/telesched/apis/config/scheme"
+	"github.com/telesched/telesched/scheduler/registry"
+)
+
+// Profiles are the profiles a run can compare.
+const (
+	profileDefault   = "default"
+	profileTelesched = "telesched"
+)
+
+// ownTopic is the topic of this package's own workloads (./telesched):
+// what upstream's files lack.
+const ownTopic = "telesched"
+
+var (
+	upstreamDir = flag.String("schedperf-upstream", "",
+		"directory of k8s.io/kubernetes' test/integration/scheduler_perf (its topics' performance-config.yaml and templates); empty: the module go.mod pins, from the module cache")
+	topicsFlag = flag.String("schedperf-topics", "misc",
+		"comma-separated topics to run: upstream's directories under -schedperf-upstream (misc, affinity, topology_spreading, default_preemption, ...) and "+ownTopic+" (this package's own workloads)")
+	profilesFlag = flag.String("schedperf-profiles", profileDefault+","+profileTelesched,
+		"comma-separated profiles, run in this order for each topic: "+profileDefault+" (kube-scheduler's) and "+profileTelesched+" (deploy/scheduler/scheduler-config.yaml's telesched profile)")
+	writesPerNodeMinute = flag.Float64("schedperf-writes-per-node-minute", 0.5,
+		"NodeTelemetry status writes per node per minute from the nodes' creation to the workload's end, each a changed sample, as the fleet's agents write; 0: none after the first")
+)
+
+// ownDir is this package's directory, the test's working directory at start.
+var ownDir string
+
+func TestMain(m *testing.M) {
+	if err := setup(); err != nil {
+		fmt.Fprintf(os.Stderr, "schedperf: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func setup() error {
+	if err := configscheme.Register(); err != nil {
+		return err
+	}
+	if err := perf.InitTests(); err != nil {
+		return err
+	}
+	var err error
+	if ownDir, err = os.Getwd(); err != nil {
+		return err
+	}
+	if *writesPerNodeMinute < 0 {
+		return fmt.Errorf("-schedperf-writes-per-node-minute must not be negative, got %v", *writesPerNodeMinute)
+	}
+	for _, p := range split(*profilesFlag) {
+		if p != profileDefault && p != profileTelesched {
+			return fmt.Errorf("-schedperf-profiles: unknown profile %q (want %s or %s)", p, profileDefault, profileTelesched)
+		}
+	}
+	if *upstreamDir == "" {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes").Output()
+		if err != nil {
+			return fmt.Errorf("finding k8s.io/kubernetes in the module cache (set -schedperf-upstream): %w", err)
+		}
+		*upstreamDir = filepath.Join(strings.TrimSpace(string(out)), "test", "integration", "scheduler_perf")
+	}
+	// The workloads run in their topic's directory (their template paths
+	// are relative to it): the data items must go elsewhere, by an
+	// absolute path.
+	if f := flag.Lookup("data-items-dir"); f != nil && f.Value.String() != "" {
+		abs, err := filepath.Abs(f.Value.String())
+		if err != nil {
+			return err
+		}
+		if err := f.Value.Set(abs); err != nil {
+			return err
+		}
+	} else {
+		return fmt.Errorf("-data-items-dir is required: the workloads run in upstream's read-only topic directories")
+	}
+	return nil
+}
+
+func split(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// BenchmarkPerfScheduling runs each topic's workloads with each profile:
+// BenchmarkPerfScheduling/<topic>/<profile>/<test case>/<workload>. Each
+// topic and profile writes its data items to
+// BenchmarkPerfScheduling_<topic>_<profile>_benchmark_<topic>_<profile>_<time>.json
+// under -data-items-dir.
+func BenchmarkPerfScheduling(b *testing.B) {
+	// One registry for every workload: each workload's scheduler gets its
+	// own cache, book and domains (package registry). The scheduler_perf
+	// scheduler has no leader election, so no PowerBudget status writer.
+	fleets := newFleets(*writesPerNodeMinute)
+	plugins := withCRDs(registry.New(func() (*registry.Shared, error) {
+		s := registry.NewShared(nil)
+		fleets.setShared(s)
+		return s, nil
+	}).Framework())
+	opts := []perf.SchedulerPerfOption{perf.WithPrepareFn(installCRDs), perf.WithNodeUpdateFn(fleets.nodesCreated)}
+	for _, topic := range split(*topicsFlag) {
+		dir := filepath.Join(*upstreamDir, topic)
+		if topic == ownTopic {
+			dir = filepath.Join(ownDir, ownTopic)
+		}
+		b.Run(topic, func(b *testing.B) {
+			file := filepath.Join(dir, "performance-config.yaml")
+			if _, err := os.Stat(file); err != nil {
+				b.Fatalf("topic %s: %v", topic, err)
+			}
+			for _, profile := range split(*profilesFlag) {
+				b.Run(profile, func(b *testing.B) {
+					// Upstream's template paths are relative to the
+					// topic's directory.
+					b.Chdir(dir)
+					fleets.setShared(nil)
+					config, reg := file, frameworkruntime.Registry(nil)
+					if profile == profileTelesched {
+						config, reg = teleschedCopy(b, file), plugins
+					}
+					start := time.Now()
+					perf.RunBenchmarkPerfScheduling(b, config, topic+"_"+profile, reg, opts...)
+					fmt.Fprintf(os.Stderr, "schedperf: %s: %v\n", b.Name(), time.Since(start).Round(time.Second))
+				})
+			}
+		})
+	}
+}
