@@ -57,7 +57,7 @@ const (
 // pod resources adds to the NUMA nodes.
 func sources(o *Options, root hostfs.Root) []collector.Collector {
 	list := []collector.Collector{
-		collector.NewCPUCollector(root),
+		collector.NewCPUCollector(root).WithThrottleInterval(o.ThrottleInterval),
 		collector.NewMemoryCollector(root),
 		collector.NewNUMACollector(root),
 		collector.NewThermalCollector(root).WithSensorHold(o.SensorHold),

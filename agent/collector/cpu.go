@@ -7,6 +7,7 @@ import (
 	"context"
 	"math"
 	"path"
+	"time"
 
 	"k8s.io/utils/ptr"
 
@@ -38,7 +39,23 @@ type CPUCollector struct {
 	throttleCPUs   []throttleCPU
 	throttleOnline []int
 	throttleListed bool
+	// throttleEvery is how often the counters are read; 0 reads them
+	// every sample. Between reads a sample carries the last reading.
+	throttleEvery  time.Duration
+	throttleReadAt time.Time
+	lastThrottle   *telemetryv1alpha1.CPUThrottleStatus
 }
+
+// DefaultThrottleInterval is how often the agent reads the CPUs' thermal
+// throttle counters (--throttle-interval). They are one sysfs file per CPU
+// (two per package), most of a sample's cost on a large server, and they
+// count events since boot (Documentation/ABI/testing/sysfs-devices-system-cpu,
+// thermal_throttle), so a read every few seconds still sees every event: a
+// rise between two reads is throttling. It is the default --interval, the
+// longest the publisher holds back a move, so a throttling episode is
+// published at most that long after the agent would have seen it reading
+// every sample; the temperatures that lead to it are read every sample.
+const DefaultThrottleInterval = 5 * time.Second
 
 // throttleCPU is one CPU's thermal_throttle directory and its physical
 // package; hasPkg is false when the package id could not be read.
@@ -51,6 +68,14 @@ type throttleCPU struct {
 // NewCPUCollector returns a CPU collector reading under root.
 func NewCPUCollector(root hostfs.Root) *CPUCollector {
 	return &CPUCollector{root: root}
+}
+
+// WithThrottleInterval sets how often the thermal throttle counters are
+// read; a sample in between carries the last reading, throttling or not.
+// 0 reads them every sample. It returns c.
+func (c *CPUCollector) WithThrottleInterval(d time.Duration) *CPUCollector {
+	c.throttleEvery = max(0, d)
+	return c
 }
 
 // Name implements Collector.
@@ -96,7 +121,8 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	}
 	c.prev = next
 	if first {
-		c.throttle(cur) // the throttle counters' baseline, like the times'
+		// The throttle counters' baseline, like the times'.
+		c.throttleReadAt, c.lastThrottle = s.Time, c.throttle(cur)
 		return ErrWarmingUp
 	}
 	if totalSum == 0 {
@@ -124,7 +150,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 		}
 	}
 	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")
-	st.ThermalThrottle = c.throttle(cur)
+	st.ThermalThrottle = c.throttleDue(cur, s.Time)
 	s.ThrottleEvents.Core, s.ThrottleEvents.Package = c.seenCore, c.seenPkg
 
 	s.CPU = st
@@ -161,6 +187,26 @@ func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.Pressure
 		st.FullAvg10BasisPoints = ptr.To(int32(p.fullAvg10))
 	}
 	return st
+}
+
+// throttleDue reads the throttle counters when --throttle-interval has
+// passed since the last read (or the clock went back), else returns a copy
+// of the last reading.
+func (c *CPUCollector) throttleDue(online []perCPUTimes, now time.Time) *telemetryv1alpha1.CPUThrottleStatus {
+	if c.throttleEvery > 0 && !now.Before(c.throttleReadAt) && now.Sub(c.throttleReadAt) < c.throttleEvery {
+		if c.lastThrottle == nil {
+			return nil
+		}
+		last := *c.lastThrottle
+		return &last
+	}
+	st := c.throttle(online)
+	c.throttleReadAt, c.lastThrottle = now, st
+	if st == nil {
+		return nil
+	}
+	out := *st
+	return &out
 }
 
 // throttle reads the thermal_throttle counters: core counts per CPU,
