@@ -115,7 +115,7 @@ func (c continuous) measure(agentBin, neBin string, host *hosttree.Host, cp *con
 	}
 	begin := time.Now()
 	tick := time.NewTicker(c.scrape)
-	for time.Since(begin)+c.scrape <= c.window {
+	for range int(c.window / c.scrape) {
 		<-tick.C
 		if _, err := scrape(neURL); err != nil {
 			return err
@@ -129,7 +129,7 @@ func (c continuous) measure(agentBin, neBin string, host *hosttree.Host, cp *con
 		}
 	}
 	tick.Stop()
-	time.Sleep(c.window - time.Since(begin))
+	time.Sleep(max(0, c.window-time.Since(begin)))
 	elapsed := time.Since(begin)
 	neCPU1, err := cpuTime(ne.Process.Pid)
 	if err != nil {
