@@ -42,11 +42,12 @@ const (
 	DefaultPodResourcesSocket    = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultStateEvery            = 30 * time.Second
 	// DefaultGCPercent is the Go garbage collector's target (--gc-percent,
-	// GOGC): the agent's live heap is a few MiB and a sample allocates
-	// tens of KiB, so collecting at half the live heap's growth rather
-	// than the runtime's 100 keeps about 1 MiB less resident for a
-	// collection every few seconds more.
-	DefaultGCPercent = 50
+	// GOGC), the runtime's own. The agent's live heap is about a MiB and a
+	// sample allocates about 100 KiB: at 100 it collects every half
+	// minute or so; at 50 it keeps 1 to 2 MiB less resident but collects
+	// every few seconds, which costs more CPU than all of a sample's file
+	// reads (docs/benchmarks.md).
+	DefaultGCPercent = 100
 )
 
 // Options are the agent's flags.
