@@ -39,12 +39,13 @@ func stepHost(b *testing.B) *hosttree.Host {
 	return h
 }
 
-// stepCollectors are the agent's collectors in app.sources' order, the GPU
-// collector over the system's NVML (absent on a node without GPUs) and no
-// pod-resources socket.
-func stepCollectors(root hostfs.Root) []collector.Collector {
+// stepCollectors are the agent's collectors in app.sources' order with
+// its defaults, the GPU collector over the system's NVML (absent on a node
+// without GPUs) and no pod-resources socket; throttleEvery is the CPU
+// collector's --throttle-interval.
+func stepCollectors(root hostfs.Root, throttleEvery time.Duration) []collector.Collector {
 	return []collector.Collector{
-		collector.NewCPUCollector(root),
+		collector.NewCPUCollector(root).WithThrottleInterval(throttleEvery),
 		collector.NewMemoryCollector(root),
 		collector.NewNUMACollector(root),
 		collector.NewThermalCollector(root),
@@ -59,6 +60,8 @@ func stepCollectors(root hostfs.Root) []collector.Collector {
 // the agent runs them, on the sample the ones before it filled), the
 // whole Observe (collectors, models, heat, status build and fit), the
 // metrics update, the settler's deadband check, and the status's JSON.
+// collect/cpu-throttle-every-sample is the CPU collector reading the
+// thermal throttle counters every sample (--throttle-interval=0).
 // The host's counters advance one second per sample, outside the timer.
 func BenchmarkSampleSteps(b *testing.B) {
 	ctx := context.Background()
@@ -74,9 +77,14 @@ func BenchmarkSampleSteps(b *testing.B) {
 		b.StartTimer()
 	}
 
-	list := stepCollectors(root)
-	for i, c := range list {
-		b.Run("collect/"+string(c.Name()), func(b *testing.B) {
+	list := stepCollectors(root, collector.DefaultThrottleInterval)
+	every := stepCollectors(root, 0)[0]
+	for i, c := range append(list, every) {
+		name := "collect/" + string(c.Name())
+		if i == len(list) {
+			name, i = "collect/cpu-throttle-every-sample", 0
+		}
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				advance(b)
@@ -97,7 +105,7 @@ func BenchmarkSampleSteps(b *testing.B) {
 	}
 
 	sampler, err := agent.NewSampler(agent.SamplerConfig{
-		Collectors:   stepCollectors(root),
+		Collectors:   stepCollectors(root, collector.DefaultThrottleInterval),
 		Interval:     time.Second,
 		AgentVersion: "bench",
 		PowerModel:   powermodel.DefaultConfig(),
