@@ -26,6 +26,10 @@ type CPUCollector struct {
 
 	prev    map[int]cpuTimes // per-CPU times of the previous call
 	scratch []perCPUTimes
+	// statBuf holds /proc/stat between reads, grown when it does not fit;
+	// small holds the small files (loadavg, pressure, CPU lists).
+	statBuf []byte
+	small   [256]byte
 	// throttle counters of the previous call, per CPU and per package, for
 	// "throttling now": nil before the first reading.
 	prevCoreThrottle map[string]int64 // by cpuN
@@ -83,7 +87,13 @@ func (c *CPUCollector) Name() telemetryv1alpha1.SourceName { return telemetryv1a
 
 // Collect implements Collector.
 func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
-	data, err := c.root.ReadFile("/proc/stat")
+	if cap(c.statBuf) == 0 {
+		c.statBuf = make([]byte, 16<<10)
+	}
+	data, err := c.root.ReadInto("/proc/stat", c.statBuf[:cap(c.statBuf)])
+	if len(data) >= cap(c.statBuf) {
+		c.statBuf = make([]byte, 2*len(data)) // it did not fit: next time it does
+	}
 	if err != nil {
 		if hostfs.IsAbsent(err) {
 			return Unavailable("NoProcStat", "%s does not exist: is /proc mounted under --host-root?", c.root.Path("/proc/stat"))
@@ -144,24 +154,24 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 		OnlineCores:        online,
 		UtilizationPercent: percent(busy),
 	}
-	if data, err := c.root.ReadFile("/proc/loadavg"); err == nil {
+	if data, err := c.root.ReadInto("/proc/loadavg", c.small[:]); err == nil {
 		if l, err := parseLoadAvg(data); err == nil {
 			st.LoadAverage = &telemetryv1alpha1.LoadAverage{OneMinuteMilli: l.load1, FiveMinuteMilli: l.load5, FifteenMinuteMilli: l.load15}
 		}
 	}
-	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")
+	st.Pressure = readPressure(c.root, "/proc/pressure/cpu", c.small[:])
 	st.ThermalThrottle = c.throttleDue(cur, s.Time)
 	s.ThrottleEvents.Core, s.ThrottleEvents.Package = c.seenCore, c.seenPkg
 
 	s.CPU = st
 	s.CPUBusy = busy
 	s.PerCPUBusy = perCPU
-	s.IOPressure = readPressure(c.root, "/proc/pressure/io")
+	s.IOPressure = readPressure(c.root, "/proc/pressure/io", c.small[:])
 	return nil
 }
 
 func (c *CPUCollector) cpuList(hostPath string) ([]int, error) {
-	data, err := c.root.ReadFile(hostPath)
+	data, err := c.root.ReadInto(hostPath, c.small[:])
 	if err != nil {
 		return nil, err
 	}
@@ -170,8 +180,8 @@ func (c *CPUCollector) cpuList(hostPath string) ([]int, error) {
 
 // readPressure reads a PSI file; nil when the kernel has no PSI (absent
 // file, EOPNOTSUPP with psi=0) or the file does not parse.
-func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.PressureStatus {
-	data, err := root.ReadFile(hostPath)
+func readPressure(root hostfs.Root, hostPath string, buf []byte) *telemetryv1alpha1.PressureStatus {
+	data, err := root.ReadInto(hostPath, buf)
 	if err != nil {
 		return nil
 	}
