@@ -122,13 +122,18 @@ func run(agentBin, neBin string, duration, cycle time.Duration, api bool, apiWin
 		}
 		defer cp.Stop()
 	}
+	// The API measurements first: the control plane's start-up work
+	// (bootstrap controllers, RBAC) is over before the side-by-side
+	// window, where it would load the machine under both programs.
+	if api {
+		if err := measureAPI(agentBin, host, cp, apiWindow); err != nil {
+			return err
+		}
+	}
 	if cont.window > 0 {
 		if err := cont.measure(agentBin, neBin, host, cp); err != nil {
 			return fmt.Errorf("side by side: %w", err)
 		}
-	}
-	if api {
-		return measureAPI(agentBin, host, cp, apiWindow)
 	}
 	return nil
 }
