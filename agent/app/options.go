@@ -41,6 +41,13 @@ const (
 	DefaultOnceWindow            = time.Second
 	DefaultPodResourcesSocket    = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultStateEvery            = 30 * time.Second
+	// DefaultGCPercent is the Go garbage collector's target (--gc-percent,
+	// GOGC), the runtime's own. The agent's live heap is about a MiB and a
+	// sample allocates about 100 KiB: at 100 it collects every half
+	// minute or so; at 50 it keeps 1 to 2 MiB less resident but collects
+	// every few seconds, which costs more CPU than all of a sample's file
+	// reads (docs/benchmarks.md).
+	DefaultGCPercent = 100
 )
 
 // Options are the agent's flags.
@@ -87,7 +94,10 @@ type Options struct {
 	// GPUTopologyInterval is how often the GPUs' PCIe roots and NVLinks
 	// are read again while the GPUs stay the same.
 	GPUTopologyInterval time.Duration
-	PodResources        string
+	// ThrottleInterval is how often the CPUs' thermal throttle counters
+	// are read (see collector.CPUCollector.WithThrottleInterval).
+	ThrottleInterval time.Duration
+	PodResources     string
 	// GPUResources says which kubelet allocations are GPUs.
 	GPUResources collector.GPUResources
 	// NVMLLibrary, when set, is used instead of the system's
@@ -101,6 +111,9 @@ type Options struct {
 	// stands in for it while its reads fail (see
 	// collector.ThermalCollector).
 	SensorHold time.Duration
+	// GCPercent is the garbage collector's target percentage; the GOGC
+	// environment variable, when set, wins (see main).
+	GCPercent int
 	// StateFile keeps the models' state on the node between restarts;
 	// "" keeps none. StateEvery is how often it is written.
 	StateFile    string
@@ -132,6 +145,7 @@ func NewOptions() *Options {
 		NVMLTimeout:            collector.DefaultNVMLTimeout,
 		PodResources:           DefaultPodResourcesSocket,
 		GPUTopologyInterval:    collector.DefaultGPUTopologyInterval,
+		ThrottleInterval:       collector.DefaultThrottleInterval,
 		GPUResources:           collector.DefaultGPUResources(),
 		Publisher: publisher.Config{
 			FieldManager:    publisher.DefaultFieldManager,
@@ -145,6 +159,7 @@ func NewOptions() *Options {
 		},
 		SensorHold:                 collector.DefaultSensorHold,
 		StateEvery:                 DefaultStateEvery,
+		GCPercent:                  DefaultGCPercent,
 		PowerModel:                 powermodel.DefaultConfig(),
 		ThermalModel:               thermalmodel.DefaultConfig(),
 		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
@@ -176,6 +191,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.NVML, "nvml", o.NVML, "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1). Without the library the GPU source reports NVMLNotAvailable once.")
 	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval; left at its default, it is half of that when that is shorter than 10s.")
 	fs.DurationVar(&o.GPUTopologyInterval, "gpu-topology-interval", o.GPUTopologyInterval, "How often the GPUs' PCIe roots (sysfs) and NVLinks (NVML) are read again while the set of GPUs stays the same; they are always read at start and when a GPU comes, goes or changes. Must be positive.")
+	fs.DurationVar(&o.ThrottleInterval, "throttle-interval", o.ThrottleInterval, "How often the CPUs' thermal throttle counters (/sys/devices/system/cpu/cpuN/thermal_throttle, one file per CPU) are read; the samples in between carry the last reading. The counters count events since boot, so none is missed: a rise between two reads is throttling, seen at the later one. Temperatures are read every sample. 0 reads them every sample.")
 	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations and GPU and MIG device allocations. Absent socket: the source is reported unavailable and those fields are left out.")
 	fs.StringSliceVar(&o.GPUResources.Names, "gpu-resource-names", o.GPUResources.Names, "Device-plugin resources whose devices are whole GPUs (or MIG devices, by UUID, under the device plugin's single MIG strategy), for gpus[].allocated.")
 	fs.StringVar(&o.GPUResources.MIGPrefix, "mig-resource-prefix", o.GPUResources.MIGPrefix, "Prefix of the device-plugin resources of MIG devices (the device plugin's mixed MIG strategy: nvidia.com/mig-<profile>), for gpus[].mig.profiles[].allocated. Empty: none.")
@@ -201,6 +217,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
 	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is published as fitted (before then it is published as prior where RAPL gives package power limits).")
 	fs.StringVar(&o.StateFile, "state-file", o.StateFile, "File where the agent keeps its power and thermal models between restarts (the DaemonSet sets /var/lib/telesched-agent/models.json on a volume that outlives the container). Without it a restarted agent resumes from the curve and thermal model in its NodeTelemetry. Empty (the default) keeps no file.")
+	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "The Go garbage collector's target: a collection starts when the heap has grown this many percent over what the last one left live (the runtime's GOGC, whose default is 100). Lower keeps less memory resident for a little more CPU. The GOGC environment variable, when set, takes precedence. At least 10.")
 	fs.DurationVar(&o.StateEvery, "state-every", o.StateEvery, "How often the models' state is written to --state-file (and once when the agent stops).")
 	fs.IntVar(&o.ThermalModel.MinSamples, "thermal-model-min-samples", o.ThermalModel.MinSamples, "Consecutive sample pairs the thermal model needs before it is published.")
 	fs.Float64Var(&o.ThermalModel.MinPowerStdDevWatts, "thermal-model-min-power-stddev-watts", o.ThermalModel.MinPowerStdDevWatts, "How much the node's power must have varied (standard deviation, watts) before the thermal model can tell its °C per watt and time constant.")
@@ -248,6 +265,12 @@ func (o *Options) Validate() error {
 	}
 	if o.GPUTopologyInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--gpu-topology-interval %v: must be positive", o.GPUTopologyInterval))
+	}
+	if o.GCPercent < 10 {
+		errs = append(errs, fmt.Errorf("--gc-percent %d: must be at least 10", o.GCPercent))
+	}
+	if o.ThrottleInterval < 0 {
+		errs = append(errs, fmt.Errorf("--throttle-interval %v: must not be negative (0 reads the counters every sample)", o.ThrottleInterval))
 	}
 	if o.NVMLTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be positive", o.NVMLTimeout))

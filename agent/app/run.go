@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,7 +57,7 @@ const (
 // pod resources adds to the NUMA nodes.
 func sources(o *Options, root hostfs.Root) []collector.Collector {
 	list := []collector.Collector{
-		collector.NewCPUCollector(root),
+		collector.NewCPUCollector(root).WithThrottleInterval(o.ThrottleInterval),
 		collector.NewMemoryCollector(root),
 		collector.NewNUMACollector(root),
 		collector.NewThermalCollector(root).WithSensorHold(o.SensorHold),
@@ -601,9 +600,9 @@ func (e *nodeEvents) record(obs *agent.Observation) []string {
 	var events []kube.Event
 	if obs.Heat.Changed && obs.Heat.Known {
 		if obs.Heat.Hot {
-			events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventNodeOverheating, Message: obs.Heat.Message})
+			events = append(events, kube.Event{Type: kube.EventTypeWarning, Reason: EventNodeOverheating, Message: obs.Heat.Message})
 		} else {
-			events = append(events, kube.Event{Type: corev1.EventTypeNormal, Reason: EventNodeTemperatureNormal, Message: obs.Heat.Message})
+			events = append(events, kube.Event{Type: kube.EventTypeNormal, Reason: EventNodeTemperatureNormal, Message: obs.Heat.Message})
 		}
 	}
 	if gpus := obs.GPUsStartedThrottling; len(gpus) > 0 {
@@ -612,7 +611,7 @@ func (e *nodeEvents) record(obs *agent.Observation) []string {
 			parts = append(parts, fmt.Sprintf("GPU %d (%s, %s) at %s: %v", g.Index, g.Model, g.UUID, status.GPUTemperature(g), g.ThrottleReasons))
 		}
 		msg := fmt.Sprintf("%d GPU(s) started throttling for heat: %s", len(gpus), strings.Join(parts, "; "))
-		events = append(events, kube.Event{Type: corev1.EventTypeWarning, Reason: EventGPUThermalThrottling, Message: text.Truncate(msg, maxEventMessage)})
+		events = append(events, kube.Event{Type: kube.EventTypeWarning, Reason: EventGPUThermalThrottling, Message: text.Truncate(msg, maxEventMessage)})
 	}
 	var reasons []string
 	for _, ev := range events {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"math"
 	"path"
+	"time"
 
 	"k8s.io/utils/ptr"
 
@@ -25,6 +26,10 @@ type CPUCollector struct {
 
 	prev    map[int]cpuTimes // per-CPU times of the previous call
 	scratch []perCPUTimes
+	// statBuf holds /proc/stat between reads, grown when it does not fit;
+	// small holds the small files (loadavg, pressure, CPU lists).
+	statBuf []byte
+	small   [256]byte
 	// throttle counters of the previous call, per CPU and per package, for
 	// "throttling now": nil before the first reading.
 	prevCoreThrottle map[string]int64 // by cpuN
@@ -38,7 +43,23 @@ type CPUCollector struct {
 	throttleCPUs   []throttleCPU
 	throttleOnline []int
 	throttleListed bool
+	// throttleEvery is how often the counters are read; 0 reads them
+	// every sample. Between reads a sample carries the last reading.
+	throttleEvery  time.Duration
+	throttleReadAt time.Time
+	lastThrottle   *telemetryv1alpha1.CPUThrottleStatus
 }
+
+// DefaultThrottleInterval is how often the agent reads the CPUs' thermal
+// throttle counters (--throttle-interval). They are one sysfs file per CPU
+// (two per package), most of a sample's cost on a large server, and they
+// count events since boot (Documentation/ABI/testing/sysfs-devices-system-cpu,
+// thermal_throttle), so a read every few seconds still sees every event: a
+// rise between two reads is throttling. It is the default --interval, the
+// longest the publisher holds back a move, so a throttling episode is
+// published at most that long after the agent would have seen it reading
+// every sample; the temperatures that lead to it are read every sample.
+const DefaultThrottleInterval = 5 * time.Second
 
 // throttleCPU is one CPU's thermal_throttle directory and its physical
 // package; hasPkg is false when the package id could not be read.
@@ -53,12 +74,26 @@ func NewCPUCollector(root hostfs.Root) *CPUCollector {
 	return &CPUCollector{root: root}
 }
 
+// WithThrottleInterval sets how often the thermal throttle counters are
+// read; a sample in between carries the last reading, throttling or not.
+// 0 reads them every sample. It returns c.
+func (c *CPUCollector) WithThrottleInterval(d time.Duration) *CPUCollector {
+	c.throttleEvery = max(0, d)
+	return c
+}
+
 // Name implements Collector.
 func (c *CPUCollector) Name() telemetryv1alpha1.SourceName { return telemetryv1alpha1.SourceCPU }
 
 // Collect implements Collector.
 func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
-	data, err := c.root.ReadFile("/proc/stat")
+	if cap(c.statBuf) == 0 {
+		c.statBuf = make([]byte, 16<<10)
+	}
+	data, err := c.root.ReadInto("/proc/stat", c.statBuf[:cap(c.statBuf)])
+	if len(data) >= cap(c.statBuf) {
+		c.statBuf = make([]byte, 2*len(data)) // it did not fit: next time it does
+	}
 	if err != nil {
 		if hostfs.IsAbsent(err) {
 			return Unavailable("NoProcStat", "%s does not exist: is /proc mounted under --host-root?", c.root.Path("/proc/stat"))
@@ -96,7 +131,8 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	}
 	c.prev = next
 	if first {
-		c.throttle(cur) // the throttle counters' baseline, like the times'
+		// The throttle counters' baseline, like the times'.
+		c.throttleReadAt, c.lastThrottle = s.Time, c.throttle(cur)
 		return ErrWarmingUp
 	}
 	if totalSum == 0 {
@@ -118,24 +154,24 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 		OnlineCores:        online,
 		UtilizationPercent: percent(busy),
 	}
-	if data, err := c.root.ReadFile("/proc/loadavg"); err == nil {
+	if data, err := c.root.ReadInto("/proc/loadavg", c.small[:]); err == nil {
 		if l, err := parseLoadAvg(data); err == nil {
 			st.LoadAverage = &telemetryv1alpha1.LoadAverage{OneMinuteMilli: l.load1, FiveMinuteMilli: l.load5, FifteenMinuteMilli: l.load15}
 		}
 	}
-	st.Pressure = readPressure(c.root, "/proc/pressure/cpu")
-	st.ThermalThrottle = c.throttle(cur)
+	st.Pressure = readPressure(c.root, "/proc/pressure/cpu", c.small[:])
+	st.ThermalThrottle = c.throttleDue(cur, s.Time)
 	s.ThrottleEvents.Core, s.ThrottleEvents.Package = c.seenCore, c.seenPkg
 
 	s.CPU = st
 	s.CPUBusy = busy
 	s.PerCPUBusy = perCPU
-	s.IOPressure = readPressure(c.root, "/proc/pressure/io")
+	s.IOPressure = readPressure(c.root, "/proc/pressure/io", c.small[:])
 	return nil
 }
 
 func (c *CPUCollector) cpuList(hostPath string) ([]int, error) {
-	data, err := c.root.ReadFile(hostPath)
+	data, err := c.root.ReadInto(hostPath, c.small[:])
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +180,8 @@ func (c *CPUCollector) cpuList(hostPath string) ([]int, error) {
 
 // readPressure reads a PSI file; nil when the kernel has no PSI (absent
 // file, EOPNOTSUPP with psi=0) or the file does not parse.
-func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.PressureStatus {
-	data, err := root.ReadFile(hostPath)
+func readPressure(root hostfs.Root, hostPath string, buf []byte) *telemetryv1alpha1.PressureStatus {
+	data, err := root.ReadInto(hostPath, buf)
 	if err != nil {
 		return nil
 	}
@@ -161,6 +197,26 @@ func readPressure(root hostfs.Root, hostPath string) *telemetryv1alpha1.Pressure
 		st.FullAvg10BasisPoints = ptr.To(int32(p.fullAvg10))
 	}
 	return st
+}
+
+// throttleDue reads the throttle counters when --throttle-interval has
+// passed since the last read (or the clock went back), else returns a copy
+// of the last reading.
+func (c *CPUCollector) throttleDue(online []perCPUTimes, now time.Time) *telemetryv1alpha1.CPUThrottleStatus {
+	if c.throttleEvery > 0 && !now.Before(c.throttleReadAt) && now.Sub(c.throttleReadAt) < c.throttleEvery {
+		if c.lastThrottle == nil {
+			return nil
+		}
+		last := *c.lastThrottle
+		return &last
+	}
+	st := c.throttle(online)
+	c.throttleReadAt, c.lastThrottle = now, st
+	if st == nil {
+		return nil
+	}
+	out := *st
+	return &out
 }
 
 // throttle reads the thermal_throttle counters: core counts per CPU,

@@ -336,3 +336,62 @@ func BenchmarkCPUCollect(b *testing.B) {
 		}
 	}
 }
+
+// The throttle counters are read every --throttle-interval, not every
+// sample: a sample in between carries the last reading, and the counters,
+// which count events since boot, show a rise that happened between two
+// reads at the next one. With 0 they are read every sample.
+func TestThrottleReadEveryInterval(t *testing.T) {
+	const counter = "/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count"
+	type step struct {
+		at      time.Duration // after the baseline
+		count   string        // cpu0's core_throttle_count before the sample
+		want    bool          // throttling
+		wantSum int64         // CoreEventsTotal
+	}
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		steps []step
+	}{
+		{"every 5s", 5 * time.Second, []step{
+			{1 * time.Second, "4", false, 1}, // not due: the baseline's reading
+			{5 * time.Second, "4", true, 4},  // due: 1 -> 4 rose
+			{6 * time.Second, "4", true, 4},  // carried
+			{10 * time.Second, "4", false, 4},
+		}},
+		{"every sample", 0, []step{
+			{1 * time.Second, "4", true, 4},
+			{5 * time.Second, "4", false, 4},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeTree(t, map[string]string{
+				"/proc/stat": stat("cpu0 100 0 0 900 0 0 0 0 0 0"),
+				"/sys/devices/system/cpu/cpu0/topology/physical_package_id": "0",
+				counter: "1",
+				"/sys/devices/system/cpu/cpu0/thermal_throttle/package_throttle_count": "0",
+			})
+			c := NewCPUCollector(root).WithThrottleInterval(tc.every)
+			t0 := time.Unix(1_700_000_000, 0)
+			if err := c.Collect(context.Background(), &Sample{Time: t0}); !errors.Is(err, ErrWarmingUp) {
+				t.Fatalf("baseline: %v, want ErrWarmingUp", err)
+			}
+			for i, st := range tc.steps {
+				ticks := 100 + 1000*(i+1)
+				updateTree(t, root, map[string]string{
+					"/proc/stat": stat(fmt.Sprintf("cpu0 %d 0 0 %d 0 0 0 0 0 0", ticks, 9*ticks)),
+					counter:      st.count,
+				})
+				s := &Sample{Time: t0.Add(st.at)}
+				if err := c.Collect(context.Background(), s); err != nil {
+					t.Fatalf("at %v: %v", st.at, err)
+				}
+				got := s.CPU.ThermalThrottle
+				if got == nil || got.Throttling != st.want || got.CoreEventsTotal != st.wantSum {
+					t.Errorf("at %v: %+v, want throttling %v, core events %d", st.at, got, st.want, st.wantSum)
+				}
+			}
+		})
+	}
+}

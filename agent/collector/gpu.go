@@ -70,6 +70,8 @@ type GPUCollector struct {
 	mu          sync.Mutex
 	initialized bool
 	noDriver    *SourceError // set once NVML turned out to be missing
+	// absent is noDriver, read by Collect without waiting for mu.
+	absent atomic.Pointer[SourceError]
 	// xid counts critical XID events since the agent started, by GPU UUID.
 	// Events NVML did not tie to a GPU count against every GPU.
 	xid             map[string]int64
@@ -177,6 +179,10 @@ func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
 		logger.Info("The stuck NVML call returned; reading the GPUs again", "since", call.started, "doing", call.doing())
 		c.call = nil
 	}
+	if absent := c.absent.Load(); absent != nil {
+		// No driver: no call to make, no goroutine and timer to spend.
+		return absent
+	}
 	call := &gpuCall{started: c.clock.Now(), done: make(chan struct{})}
 	call.at("starting")
 	go func() {
@@ -229,6 +235,7 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 		if err := c.lib.Init(); err != nil {
 			if errors.Is(err, nvml.ErrLibraryNotFound) {
 				c.noDriver = Unavailable("NVMLNotAvailable", "no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded or the kernel driver is not loaded (%v)", err)
+				c.absent.Store(c.noDriver)
 				logger.Info("No NVIDIA driver on this node; GPU telemetry is off until the agent restarts", "err", err)
 				return nil, nil, c.noDriver
 			}

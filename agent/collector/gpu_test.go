@@ -612,6 +612,22 @@ func TestGPUCollectorNoDriver(t *testing.T) {
 	}
 }
 
+// A node without the driver pays nothing per sample once NVML is known to
+// be missing: no goroutine, no timer, no allocation.
+func TestGPUCollectorNoDriverAllocatesNothing(t *testing.T) {
+	srv, _ := newA100Server(t)
+	srv.InitFunc = func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }
+	var logs logSink
+	ctx := logs.context()
+	c := NewGPUCollector(nvml.NewWith(srv), gpuTree(t, "dgxa100"))
+	t.Cleanup(c.Close)
+	s := &Sample{}
+	_ = c.Collect(ctx, s) // finds no driver
+	if got := testing.AllocsPerRun(100, func() { _ = c.Collect(ctx, s) }); got != 0 {
+		t.Errorf("allocations per Collect without a driver: %v, want 0", got)
+	}
+}
+
 func TestGPUCollectorInitFailureIsRetried(t *testing.T) {
 	srv, _ := newA100Server(t)
 	ret := gonvml.ERROR_NO_PERMISSION

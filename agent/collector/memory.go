@@ -13,6 +13,8 @@ import (
 // MemoryCollector reads /proc/meminfo and /proc/pressure/memory.
 type MemoryCollector struct {
 	root hostfs.Root
+	// buf holds each file the collector reads while it parses it.
+	buf [4096]byte
 }
 
 // NewMemoryCollector returns a memory collector reading under root.
@@ -27,7 +29,7 @@ func (c *MemoryCollector) Name() telemetryv1alpha1.SourceName {
 
 // Collect implements Collector.
 func (c *MemoryCollector) Collect(_ context.Context, s *Sample) error {
-	data, err := c.root.ReadFile("/proc/meminfo")
+	data, err := c.root.ReadInto("/proc/meminfo", c.buf[:])
 	if err != nil {
 		if hostfs.IsAbsent(err) {
 			return Unavailable("NoMeminfo", "%s does not exist: is /proc mounted under --host-root?", c.root.Path("/proc/meminfo"))
@@ -51,7 +53,7 @@ func (c *MemoryCollector) Collect(_ context.Context, s *Sample) error {
 		TotalBytes:         m.total,
 		AvailableBytes:     available,
 		UtilizationPercent: percent(float64(m.total-available) / float64(m.total)),
-		Pressure:           readPressure(c.root, "/proc/pressure/memory"),
+		Pressure:           readPressure(c.root, "/proc/pressure/memory", c.buf[:]),
 	}
 	return nil
 }

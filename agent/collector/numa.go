@@ -35,6 +35,9 @@ type NUMACollector struct {
 	online string
 	// note says where the topology came from when it is not ghw.
 	note string
+	// buf holds each file the collector reads every cycle while it
+	// parses it.
+	buf [4096]byte
 }
 
 type numaNode struct {
@@ -66,7 +69,7 @@ func (c *NUMACollector) Collect(_ context.Context, s *Sample) error {
 	out := make([]telemetryv1alpha1.NUMANodeStatus, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		file := fmt.Sprintf("%s/node%d/meminfo", sysNodeDir, n.id)
-		data, err := c.root.ReadFile(file)
+		data, err := c.root.ReadInto(file, c.buf[:])
 		if err != nil {
 			if hostfs.IsAbsent(err) {
 				c.nodes = nil // the topology changed; reload next cycle
@@ -99,7 +102,7 @@ func (c *NUMACollector) Note() string { return c.note }
 
 // readOnline returns /sys/devices/system/cpu/online, "" when unreadable.
 func (c *NUMACollector) readOnline() string {
-	b, err := c.root.ReadFile("/sys/devices/system/cpu/online")
+	b, err := c.root.ReadInto("/sys/devices/system/cpu/online", c.buf[:])
 	if err != nil {
 		return ""
 	}

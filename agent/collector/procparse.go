@@ -54,9 +54,10 @@ func parseProcStat(data []byte, dst []perCPUTimes) ([]perCPUTimes, error) {
 		if len(line) < 4 || !bytes.HasPrefix(line, []byte("cpu")) || line[3] < '0' || line[3] > '9' {
 			continue
 		}
-		fields := bytes.Fields(line)
-		id, err := strconv.Atoi(string(fields[0][3:]))
-		if err != nil || id < 0 {
+		var buf [11][]byte // the name and at most ten columns
+		fields := fieldsInto(line, buf[:0])
+		id, ok := parseDecimal(fields[0][3:])
+		if !ok || id > math.MaxInt32 {
 			return dst, fmt.Errorf("/proc/stat: bad cpu id in %q: %w", fields[0], errMalformed)
 		}
 		// Kernels since 2.6.33 have 10 columns; steal arrived in 2.6.11.
@@ -65,13 +66,53 @@ func parseProcStat(data []byte, dst []perCPUTimes) ([]perCPUTimes, error) {
 		}
 		var v [8]uint64
 		for i := range v {
-			if v[i], err = strconv.ParseUint(string(fields[i+1]), 10, 64); err != nil {
+			if v[i], ok = parseDecimal(fields[i+1]); !ok {
 				return dst, fmt.Errorf("/proc/stat: %s column %d: %w", fields[0], i+1, errMalformed)
 			}
 		}
-		dst = append(dst, perCPUTimes{id: id, cpuTimes: cpuTimes{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}})
+		dst = append(dst, perCPUTimes{id: int(id), cpuTimes: cpuTimes{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}})
 	}
 	return dst, nil
+}
+
+// fieldsInto splits line at spaces and tabs into dst, up to its capacity;
+// it does not allocate while dst has room.
+func fieldsInto(line []byte, dst [][]byte) [][]byte {
+	for len(line) > 0 && len(dst) < cap(dst) {
+		i := 0
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		line = line[i:]
+		j := 0
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+			j++
+		}
+		if j > 0 {
+			dst = append(dst, line[:j])
+		}
+		line = line[j:]
+	}
+	return dst
+}
+
+// parseDecimal parses an unsigned decimal that fits in 64 bits.
+func parseDecimal(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
 }
 
 // loadAvg is /proc/loadavg in thousandths.

@@ -4,7 +4,9 @@
 package collector
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,4 +137,26 @@ func FuzzParseCPUList(f *testing.F) {
 			}
 		}
 	})
+}
+
+// parseProcStat runs every sample over one line per CPU: with room in dst
+// it allocates nothing.
+func TestParseProcStatAllocatesNothing(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("cpu  6400 0 0 57600 0 0 0 0 0 0\n")
+	for i := range 64 {
+		fmt.Fprintf(&b, "cpu%d 100 0 0 900 0 0 0 0 0 0\n", i)
+	}
+	b.WriteString("intr 1 2 3\nctxt 4\n")
+	data := []byte(b.String())
+	dst := make([]perCPUTimes, 0, 64)
+	got := testing.AllocsPerRun(50, func() {
+		var err error
+		if dst, err = parseProcStat(data, dst[:0]); err != nil || len(dst) != 64 {
+			t.Fatalf("parseProcStat: %d CPUs, %v; want 64, nil", len(dst), err)
+		}
+	})
+	if got != 0 {
+		t.Errorf("allocations per parse of 64 CPUs: %v, want 0", got)
+	}
 }

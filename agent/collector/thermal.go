@@ -217,10 +217,11 @@ func (c *ThermalCollector) read(now time.Time) (th *Thermal, stale bool, err err
 		}
 		failed = append(failed, ts.name+": "+readError(err)+"; "+note)
 	}
+	var flag [32]byte // a fault or alarm file: "0" or "1"
 	for i := range c.sensors {
 		ts := &c.sensors[i]
 		if ts.fault != "" {
-			if b, err := c.root.ReadFile(ts.fault); err == nil {
+			if b, err := c.root.ReadInto(ts.fault, flag[:]); err == nil {
 				if f, err := parseFlag(b); err == nil && f {
 					if _, readBefore := c.last[ts.name]; readBefore {
 						// It read, and now flags a fault: it
@@ -252,7 +253,7 @@ func (c *ThermalCollector) read(now time.Time) (th *Thermal, stale bool, err err
 			VendorMilliCelsius: ts.vendor,
 		}
 		for _, a := range ts.alarms {
-			b, err := c.root.ReadFile(a)
+			b, err := c.root.ReadInto(a, flag[:])
 			if err != nil {
 				if hostfs.IsAbsent(err) {
 					stale = true
@@ -319,7 +320,8 @@ func readError(err error) string {
 // (EIO, ENODATA, EAGAIN, ENXIO) or report values no sensor can have; both
 // are errors, never 0 °C.
 func readMilliCelsius(r hostfs.Root, hostPath string) (int64, error) {
-	b, err := r.ReadFile(hostPath)
+	var buf [64]byte
+	b, err := r.ReadInto(hostPath, buf[:])
 	if err != nil {
 		return 0, err
 	}

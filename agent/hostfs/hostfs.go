@@ -49,6 +49,14 @@ func (r Root) Dir() string {
 
 // Path maps an absolute host path ("/proc/stat") under the root.
 func (r Root) Path(hostPath string) string {
+	// A clean absolute path under a clean root is the two joined, in one
+	// allocation; filepath.Join would clean it again in three.
+	if len(hostPath) > 1 && hostPath[0] == '/' && filepath.Clean(hostPath) == hostPath {
+		if dir := r.Dir(); dir != "/" {
+			return dir + hostPath
+		}
+		return hostPath
+	}
 	return filepath.Join(r.Dir(), hostPath)
 }
 
@@ -138,6 +146,46 @@ func (r Root) ReadFile(hostPath string) ([]byte, error) {
 	return os.ReadFile(r.Path(hostPath))
 }
 
+// ReadInto reads a host file into buf and returns the part of buf it
+// filled; a file that does not fit is read whole into a new slice, as
+// ReadFile does. It is for the small files read every sample (sysfs
+// attributes, which hold at most a page, Documentation/filesystems/sysfs.rst,
+// and procfs files): open, read to the end and close, without the
+// os.File, the poller registration and the stat that os.ReadFile adds, and
+// without allocating the contents.
+func (r Root) ReadInto(hostPath string, buf []byte) ([]byte, error) {
+	if err, ok := r.fault(hostPath); ok {
+		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
+	}
+	name := r.Path(hostPath)
+	var fd int
+	var err error
+	for {
+		if fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer syscall.Close(fd)
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		case m == 0:
+			return buf[:n], nil
+		}
+		n += m
+	}
+	// buf is full: the file may be longer.
+	return os.ReadFile(name)
+}
+
 // ReadString reads a host file and trims surrounding white space.
 func (r Root) ReadString(hostPath string) (string, error) {
 	b, err := r.ReadFile(hostPath)
@@ -150,7 +198,8 @@ func (r Root) ReadString(hostPath string) (string, error) {
 // ReadInt reads a host file holding one decimal integer, such as a sysfs
 // attribute.
 func (r Root) ReadInt(hostPath string) (int64, error) {
-	b, err := r.ReadFile(hostPath)
+	var buf [64]byte
+	b, err := r.ReadInto(hostPath, buf[:])
 	if err != nil {
 		return 0, err
 	}
@@ -163,7 +212,8 @@ func (r Root) ReadInt(hostPath string) (int64, error) {
 
 // ReadUint reads a host file holding one unsigned decimal integer.
 func (r Root) ReadUint(hostPath string) (uint64, error) {
-	b, err := r.ReadFile(hostPath)
+	var buf [64]byte
+	b, err := r.ReadInto(hostPath, buf[:])
 	if err != nil {
 		return 0, err
 	}

@@ -5,10 +5,14 @@ package hostfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestReadAndFaults(t *testing.T) {
@@ -92,5 +96,77 @@ func TestReadHook(t *testing.T) {
 	}
 	if _, err := New(dir).ReadUint(path); err != nil || len(seen) != 1 {
 		t.Errorf("a root without the hook called it (%v, %v)", seen, err)
+	}
+}
+
+// ReadInto reads what ReadFile reads, into the caller's buffer while the
+// file fits, whole when it does not, and fails as ReadFile fails.
+func TestReadIntoMatchesReadFile(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"/sys/a":      "42\n",
+		"/proc/stat":  strings.Repeat("cpu0 1 2 3 4 5 6 7 8 9 10\n", 20), // 520 bytes
+		"/sys/empty":  "",
+		"/sys/exact8": "1234567\n",
+	}
+	for p, c := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New(dir).WithFaults(map[string]error{"/sys/faulty": syscall.EIO})
+	for _, tc := range []struct {
+		path    string
+		bufLen  int
+		wantErr func(error) bool
+	}{
+		{"/sys/a", 64, nil},
+		{"/sys/empty", 64, nil},
+		{"/sys/exact8", 8, nil},   // fills the buffer: read whole
+		{"/proc/stat", 64, nil},   // longer than the buffer
+		{"/proc/stat", 4096, nil}, // fits
+		{"/sys/missing", 64, IsAbsent},
+		{"/sys/faulty", 64, func(err error) bool { return errors.Is(err, syscall.EIO) }},
+		{"/sys", 64, func(err error) bool { return errors.Is(err, syscall.EISDIR) }},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.path, tc.bufLen), func(t *testing.T) {
+			got, err := r.ReadInto(tc.path, make([]byte, tc.bufLen))
+			if tc.wantErr != nil {
+				if !tc.wantErr(err) {
+					t.Fatalf("ReadInto: %v, want the error ReadFile gives", err)
+				}
+				return
+			}
+			want, werr := r.ReadFile(tc.path)
+			if err != nil || werr != nil {
+				t.Fatalf("ReadInto: %v, ReadFile: %v", err, werr)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("ReadInto (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// ReadInt, which the agent calls for every throttle counter and RAPL
+// energy counter, allocates only the path: not the file, its contents or
+// a stat.
+func TestReadIntAllocations(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "energy_uj"), []byte("123456\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := New(dir)
+	got := testing.AllocsPerRun(100, func() {
+		if v, err := r.ReadInt("/energy_uj"); err != nil || v != 123456 {
+			t.Fatalf("ReadInt = %d, %v; want 123456, nil", v, err)
+		}
+	})
+	if got > 2 {
+		t.Errorf("allocations per ReadInt: %v, want at most 2 (the path and its C string)", got)
 	}
 }

@@ -3,23 +3,37 @@
 
 // Package kube is the agent's narrow API client. The agent makes four
 // kinds of call: it reads its Node, reads its NodeTelemetry once at start
-// (to resume its models), applies its NodeTelemetry and creates Events. A REST client over a core/v1-only scheme does all three; client-
-// go's full clientset would register every API group at start-up and, on
-// every node of the fleet, cost the agent about 15 MiB more resident memory.
+// (to resume its models), applies its NodeTelemetry and creates Events. A
+// REST client that sends and reads JSON bodies does all four, over a scheme
+// that holds only meta/v1's Status (so an API error keeps its reason and
+// causes). client-go's full clientset would register every API group at
+// start-up, and k8s.io/api/core/v1's types alone, linked in for the Node
+// and the Event, make the binary about 4 MiB larger; its pages are part of
+// the agent's resident memory on every node of the fleet.
 package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
+
+// Event types (core/v1 EventTypeNormal and EventTypeWarning).
+const (
+	EventTypeNormal  = "Normal"
+	EventTypeWarning = "Warning"
+)
+
+// coreV1 is the core API group's version.
+var coreV1 = schema.GroupVersion{Version: "v1"}
 
 // Client calls the API server.
 type Client struct {
@@ -29,12 +43,10 @@ type Client struct {
 // New returns a Client for cfg.
 func New(cfg *rest.Config) (*Client, error) {
 	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
+	metav1.AddToGroupVersion(scheme, coreV1)
 	c := rest.CopyConfig(cfg)
 	c.APIPath = "/api"
-	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.GroupVersion = &coreV1
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
@@ -46,11 +58,28 @@ func New(cfg *rest.Config) (*Client, error) {
 	return &Client{rest: rc}, nil
 }
 
-// GetNode reads a Node.
-func (c *Client) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
-	node := &corev1.Node{}
-	err := c.rest.Get().AbsPath("/api/v1/nodes", name).Do(ctx).Into(node)
-	return node, err
+// Node is what the agent reads of its Node.
+type Node struct {
+	Name string
+	UID  types.UID
+}
+
+// GetNode reads a Node's name and UID.
+func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
+	raw, err := c.rest.Get().AbsPath("/api/v1/nodes", name).SetHeader("Accept", "application/json").Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var obj struct {
+		Metadata struct {
+			Name string    `json:"name"`
+			UID  types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("decoding Node %s: %w", name, err)
+	}
+	return &Node{Name: obj.Metadata.Name, UID: obj.Metadata.UID}, nil
 }
 
 // GetRaw reads the object at path (an absolute API path) as JSON.
@@ -72,7 +101,7 @@ func (c *Client) Apply(ctx context.Context, path string, body []byte, fieldManag
 // Event is one Kubernetes Event about a Node.
 type Event struct {
 	Node      string
-	Type      string // corev1.EventTypeNormal or Warning
+	Type      string // EventTypeNormal or EventTypeWarning
 	Reason    string
 	Message   string
 	Component string
@@ -83,21 +112,57 @@ type Event struct {
 // (`kubectl describe node` finds Node events that way).
 func (c *Client) CreateEvent(ctx context.Context, e Event, now time.Time) error {
 	ts := metav1.NewTime(now)
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
+	body, err := json.Marshal(coreEvent{
+		APIVersion: "v1",
+		Kind:       "Event",
+		Metadata: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("%s.%x", e.Node, now.UnixNano()),
 			Namespace: metav1.NamespaceDefault,
 		},
-		InvolvedObject:      corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: e.Node, UID: types.UID(e.Node)},
+		InvolvedObject:      objectReference{Kind: "Node", APIVersion: "v1", Name: e.Node, UID: types.UID(e.Node)},
 		Reason:              e.Reason,
 		Message:             e.Message,
 		Type:                e.Type,
-		Source:              corev1.EventSource{Component: e.Component, Host: e.Node},
+		Source:              eventSource{Component: e.Component, Host: e.Node},
 		FirstTimestamp:      ts,
 		LastTimestamp:       ts,
 		Count:               1,
 		ReportingController: e.Component,
 		ReportingInstance:   e.Node,
+	})
+	if err != nil {
+		return err
 	}
-	return c.rest.Post().AbsPath("/api/v1/namespaces", metav1.NamespaceDefault, "events").Body(ev).Do(ctx).Error()
+	return c.rest.Post().AbsPath("/api/v1/namespaces", metav1.NamespaceDefault, "events").
+		SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
+}
+
+// coreEvent is the part of a core/v1 Event the agent writes, with
+// core/v1's JSON names.
+type coreEvent struct {
+	APIVersion          string            `json:"apiVersion"`
+	Kind                string            `json:"kind"`
+	Metadata            metav1.ObjectMeta `json:"metadata"`
+	InvolvedObject      objectReference   `json:"involvedObject"`
+	Reason              string            `json:"reason"`
+	Message             string            `json:"message"`
+	Type                string            `json:"type"`
+	Source              eventSource       `json:"source"`
+	FirstTimestamp      metav1.Time       `json:"firstTimestamp"`
+	LastTimestamp       metav1.Time       `json:"lastTimestamp"`
+	Count               int32             `json:"count"`
+	ReportingController string            `json:"reportingComponent"`
+	ReportingInstance   string            `json:"reportingInstance"`
+}
+
+type objectReference struct {
+	Kind       string    `json:"kind"`
+	APIVersion string    `json:"apiVersion"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid"`
+}
+
+type eventSource struct {
+	Component string `json:"component"`
+	Host      string `json:"host"`
 }

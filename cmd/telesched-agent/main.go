@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -65,6 +66,9 @@ Flags:
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "telesched-agent: invalid flags:\n%v\n", err)
 		os.Exit(2)
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(opts.GCPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

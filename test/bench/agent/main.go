@@ -4,10 +4,14 @@
 // Command agentbench measures the telesched agent's cost beside
 // node_exporter's on the same simulated host tree, in one run: CPU time per
 // collection cycle (agent) and per scrape (node_exporter) of the equivalent
-// collectors, and resident memory of each. With -api it also starts the
-// local control plane and measures the agent's API writes per minute at
-// idle and under a changing load, and how long a change on the host takes
-// to reach the API server.
+// collectors, and resident memory of each. Then both run side by side at
+// their shipped settings over one window: the agent on its own sampling
+// schedule with the DaemonSet's flags, node_exporter scraped every 15s,
+// both scraped the same; it reports their continuous CPU, resident memory
+// (anonymous and file-backed) and the ratios. With -api it also starts the
+// local control plane (the continuous agent then publishes to it) and
+// measures the agent's API writes per minute at idle and under a changing
+// load, and how long a change on the host takes to reach the API server.
 //
 //	go run ./test/bench/agent -agent bin/telesched-agent -node-exporter bin/node_exporter
 package main
@@ -55,14 +59,18 @@ func main() {
 	cycle := flag.Duration("cycle", 100*time.Millisecond, "agent sampling interval and node_exporter scrape period")
 	api := flag.Bool("api", true, "also measure API writes on the local control plane (needs bin/etcd and bin/kube-apiserver)")
 	apiWindow := flag.Duration("api-window", 2*time.Minute, "window of each API measurement (idle, changing load)")
+	var cont continuous
+	flag.DurationVar(&cont.window, "continuous-window", 90*time.Second, "window of the side-by-side run at shipped settings (0 skips it)")
+	flag.DurationVar(&cont.scrape, "scrape-period", 15*time.Second, "in the side-by-side run, how often node_exporter (and, with -scrape-agent, the agent) is scraped")
+	flag.BoolVar(&cont.scrapeAgent, "scrape-agent", true, "in the side-by-side run, scrape the agent's /metrics every -scrape-period too, as the shipped PodMonitor does")
 	flag.Parse()
-	if err := run(*agentBin, *neBin, *duration, *cycle, *api, *apiWindow); err != nil {
+	if err := run(*agentBin, *neBin, *duration, *cycle, *api, *apiWindow, cont); err != nil {
 		fmt.Fprintln(os.Stderr, "agentbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(agentBin, neBin string, duration, cycle time.Duration, api bool, apiWindow time.Duration) error {
+func run(agentBin, neBin string, duration, cycle time.Duration, api bool, apiWindow time.Duration, cont continuous) error {
 	for _, b := range []string{agentBin, neBin} {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("%s: %w (run `make build node-exporter`)", b, err)
@@ -93,7 +101,8 @@ func run(agentBin, neBin string, duration, cycle time.Duration, api bool, apiWin
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	fmt.Printf("\n%-34s %14s %10s %10s %8s\n", "", "CPU per cycle", "RSS", "peak RSS", "cycles")
+	fmt.Printf("\nper cycle, forced every %v:\n", cycle)
+	fmt.Printf("%-34s %14s %10s %10s %8s\n", "", "CPU per cycle", "RSS", "peak RSS", "cycles")
 	fmt.Printf("%-34s %14s %10s %10s %8d\n", "node_exporter v1.12.1 (scrape)", ne.perCycle.Round(time.Microsecond), mib(ne.rss), mib(ne.hwm), ne.cycles)
 	fmt.Printf("%-34s %14s %10s %10s %8d\n", "telesched-agent (collection cycle)", ag.perCycle.Round(time.Microsecond), mib(ag.rss), mib(ag.hwm), ag.cycles)
 	fmt.Printf("agent/node_exporter CPU ratio: %.2f (goal <= 0.50); agent RSS %s (goal <= 25 MiB)\n",
@@ -105,8 +114,26 @@ func run(agentBin, neBin string, duration, cycle time.Duration, api bool, apiWin
 	}
 	fmt.Printf("published object on this host (no GPUs): %d bytes of JSON\n", size)
 
+	var cp *controlplane.ControlPlane
 	if api {
-		return measureAPI(agentBin, host, apiWindow)
+		fmt.Printf("\nstarting the local control plane\n")
+		if cp, err = controlplane.Start(controlplane.Options{}); err != nil {
+			return err
+		}
+		defer cp.Stop()
+	}
+	// The API measurements first: the control plane's start-up work
+	// (bootstrap controllers, RBAC) is over before the side-by-side
+	// window, where it would load the machine under both programs.
+	if api {
+		if err := measureAPI(agentBin, host, cp, apiWindow); err != nil {
+			return err
+		}
+	}
+	if cont.window > 0 {
+		if err := cont.measure(agentBin, neBin, host, cp); err != nil {
+			return fmt.Errorf("side by side: %w", err)
+		}
 	}
 	return nil
 }
@@ -233,22 +260,13 @@ func objectSize(bin, root string) (int, error) {
 
 // measureAPI runs the agent with its default interval and heartbeat against
 // the local control plane and counts its writes.
-func measureAPI(bin string, host *hosttree.Host, window time.Duration) error {
-	fmt.Printf("\nAPI writes: starting the local control plane\n")
-	cp, err := controlplane.Start(controlplane.Options{})
-	if err != nil {
-		return err
-	}
-	defer cp.Stop()
+func measureAPI(bin string, host *hosttree.Host, cp *controlplane.ControlPlane, window time.Duration) error {
+	fmt.Printf("\nAPI writes (agent defaults):\n")
 	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
 	const node = "bench-node"
-	if _, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(host.Dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+	kubeconfig, err := benchNode(cp, host, node)
+	if err != nil {
 		return err
 	}
 	host.SetUtilization(0.3)
@@ -319,6 +337,20 @@ func measureAPI(bin string, host *hosttree.Host, window time.Duration) error {
 	return nil
 }
 
+// benchNode creates a Node named node and writes a kubeconfig for cp under
+// the host tree.
+func benchNode(cp *controlplane.ControlPlane, host *hosttree.Host, node string) (string, error) {
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	if _, err := kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	kubeconfig := filepath.Join(host.Dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		return "", err
+	}
+	return kubeconfig, nil
+}
+
 // cpuShare formats CPU time used over a window as milliseconds per second,
 // which is also thousandths of one core.
 func cpuShare(cpu, window time.Duration) string {
@@ -382,8 +414,14 @@ func drain(events <-chan watch.Event, d time.Duration) {
 	}
 }
 
-func start(bin string, args ...string) (*exec.Cmd, error) {
+func start(bin string, args ...string) (*exec.Cmd, error) { return startEnv(bin, nil, args...) }
+
+// startEnv starts bin with env added to the bench's environment.
+func startEnv(bin string, env []string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = io.Discard
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -456,6 +494,30 @@ func memory(pid int) (rss, hwm int64, err error) {
 		}
 	}
 	return rss, hwm, sc.Err()
+}
+
+// rollup returns the anonymous and file-backed resident memory of pid from
+// /proc/<pid>/smaps_rollup, in bytes.
+func rollup(pid int) (anon, file int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	var rss int64
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "Rss:":
+			rss = v << 10
+		case "Anonymous:":
+			anon = v << 10
+		}
+	}
+	return anon, rss - anon, nil
 }
 
 func freeAddr() (string, error) {
