@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,7 +96,17 @@ func startScheduler(t *testing.T, configYAML string, extraArgs ...string) (*exec
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		go func() {
+			// A test that waits for the scheduler itself has called
+			// Wait already; this one then returns at once, so wait for
+			// the process to be gone: a scheduler still running would
+			// bind the next test's pods.
+			_ = cmd.Wait()
+			for syscall.Kill(cmd.Process.Pid, 0) == nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			close(done)
+		}()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
