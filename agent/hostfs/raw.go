@@ -10,16 +10,15 @@ import (
 
 // The per-sample reads of procfs and sysfs go to the kernel as raw system
 // calls, which do not tell the Go scheduler they are in the kernel. A
-// system call made through package syscall does (entersyscall), and when
-// the runtime's monitor thread (sysmon) is in its deep sleep, which it
-// is whenever every P is idle, that wakes it and resets its back-off: it
-// then polls every 20 µs for about a millisecond and backs off to 10 ms
-// before sleeping again (runtime/proc.go, sysmon). For an agent that wakes
-// once a second to read a few dozen small files, that was about 60
-// wake-ups a second and a fifth of its CPU time. These files answer from
+// system call made through package syscall does (entersyscall), and while
+// every P is idle that wakes the runtime's monitor thread (sysmon) from its
+// deep sleep and resets its back-off: it then polls every 20 µs for about
+// a millisecond and backs off to 10 ms before sleeping again
+// (runtime/proc.go, sysmon). A process that sleeps between short bursts of
+// system calls pays for that on every burst. These files answer from
 // memory or from a driver that reads a register or a sensor; a slow one
 // holds its P for the read's duration instead of handing it to another
-// thread, which the agent, with one sampling goroutine, can afford.
+// thread, which a single sampling goroutine can afford.
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
 var atFDCWD = func() uintptr { v := -100; return uintptr(v) }()
