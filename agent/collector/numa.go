@@ -4,26 +4,23 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/jaypipes/ghw"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent/hostfs"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	"github.com/telesched/telesched/internal/text"
 )
 
-// NUMACollector reports the NUMA nodes: their CPUs and distances from ghw's
-// topology, or from nodeN/cpulist and nodeN/distance where ghw cannot read
-// the layout (no distance files, a memory-only node); each cycle their
+// NUMACollector reports the NUMA nodes: their CPUs and distances from
+// nodeN/cpulist and nodeN/distance (Documentation/ABI/stable/
+// sysfs-devices-node; a node without a distance file, or a memory-only
+// node with an empty cpulist, is kept); each cycle their
 // memory from nodeN/meminfo and their CPU utilization from the CPU
 // collector's per-CPU figures, so it must run after the CPU collector. The
 // topology is read again when a node disappears or the set of online CPUs
@@ -33,8 +30,6 @@ type NUMACollector struct {
 	nodes []numaNode // nil until loaded
 	// online is the online CPU list the topology was read with.
 	online string
-	// note says where the topology came from when it is not ghw.
-	note string
 	// buf holds each file the collector reads every cycle while it
 	// parses it.
 	buf [4096]byte
@@ -97,9 +92,6 @@ func (c *NUMACollector) Collect(_ context.Context, s *Sample) error {
 	return nil
 }
 
-// Note implements Noter: how the topology was read, when not by ghw.
-func (c *NUMACollector) Note() string { return c.note }
-
 // readOnline returns /sys/devices/system/cpu/online, "" when unreadable.
 func (c *NUMACollector) readOnline() string {
 	b, err := c.root.ReadInto("/sys/devices/system/cpu/online", c.buf[:])
@@ -113,17 +105,12 @@ func (c *NUMACollector) load(online string) error {
 	if !c.root.Exists(sysNodeDir) {
 		return Unavailable("NoNUMATopology", "%s does not exist (kernel without NUMA support, or /sys not mounted under --host-root)", c.root.Path(sysNodeDir))
 	}
-	nodes, why := c.loadGhw()
-	c.note = ""
+	nodes, err := c.loadSysfs()
+	if err != nil {
+		return Failed("TopologyError", err, "reading NUMA topology")
+	}
 	if len(nodes) == 0 {
-		var err error
-		if nodes, err = c.loadSysfs(); err != nil {
-			return Failed("TopologyError", err, "reading NUMA topology (ghw: %s)", why)
-		}
-		if len(nodes) == 0 {
-			return Failed("TopologyError", nil, "no NUMA node found under %s (ghw: %s)", c.root.Path(sysNodeDir), why)
-		}
-		c.note = text.Truncate("topology read from nodeN/cpulist and nodeN/distance; ghw could not: "+why, 256)
+		return Failed("TopologyError", nil, "no NUMA node found under %s", c.root.Path(sysNodeDir))
 	}
 	if ids, err := parseCPUList([]byte(online)); err == nil && online != "" {
 		for i := range nodes {
@@ -136,44 +123,6 @@ func (c *NUMACollector) load(online string) error {
 	slices.SortFunc(nodes, func(a, b numaNode) int { return a.id - b.id })
 	c.nodes, c.online = nodes, online
 	return nil
-}
-
-// loadGhw reads the topology with ghw; no nodes and ghw's reason when it
-// cannot.
-func (c *NUMACollector) loadGhw() ([]numaNode, string) {
-	// ghw reports what it could not read as warnings, not errors: keep
-	// them to say why a topology came back empty.
-	var warnings bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&warnings, &slog.HandlerOptions{
-		Level:       slog.LevelWarn,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return dropTime(a) },
-	}))
-	info, err := ghw.Topology(ghw.WithChroot(c.root.Dir()), ghw.WithLogger(logger))
-	if err != nil {
-		return nil, err.Error()
-	}
-	if len(info.Nodes) == 0 {
-		why := strings.TrimSpace(warnings.String())
-		if why == "" {
-			why = "it gave no reason"
-		}
-		return nil, why
-	}
-	nodes := make([]numaNode, 0, len(info.Nodes))
-	for _, n := range info.Nodes {
-		var cpus []int
-		for _, core := range n.Cores {
-			cpus = append(cpus, core.LogicalProcessors...)
-		}
-		slices.Sort(cpus)
-		cpus = slices.Compact(cpus)
-		dist := make([]int32, len(n.Distances))
-		for i, d := range n.Distances {
-			dist[i] = int32(d)
-		}
-		nodes = append(nodes, numaNode{id: n.ID, cpus: cpus, distances: dist})
-	}
-	return nodes, ""
 }
 
 // loadSysfs reads each /sys/devices/system/node/nodeN: its CPUs from
@@ -212,15 +161,6 @@ func (c *NUMACollector) loadSysfs() ([]numaNode, error) {
 		nodes = append(nodes, n)
 	}
 	return nodes, nil
-}
-
-// dropTime removes the time from ghw's log records, which end up in a
-// message, not a log.
-func dropTime(a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
 }
 
 // meanBusy averages the busy fraction of the given CPUs that have one.

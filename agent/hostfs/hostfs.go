@@ -152,29 +152,22 @@ func (r Root) ReadFile(hostPath string) ([]byte, error) {
 // attributes, which hold at most a page, Documentation/filesystems/sysfs.rst,
 // and procfs files): open, read to the end and close, without the
 // os.File, the poller registration and the stat that os.ReadFile adds, and
-// without allocating the contents.
+// without allocating the contents. The calls are raw system calls (see
+// raw.go): they leave the runtime's monitor thread asleep.
 func (r Root) ReadInto(hostPath string, buf []byte) ([]byte, error) {
 	if err, ok := r.fault(hostPath); ok {
 		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
 	}
 	name := r.Path(hostPath)
-	var fd int
-	var err error
-	for {
-		if fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != syscall.EINTR {
-			break
-		}
-	}
+	fd, err := rawOpen(name)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	defer syscall.Close(fd)
+	defer rawClose(fd)
 	n := 0
 	for n < len(buf) {
-		m, err := syscall.Read(fd, buf[n:])
+		m, err := rawRead(fd, buf[n:])
 		switch {
-		case err == syscall.EINTR:
-			continue
 		case err != nil:
 			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 		case m == 0:
@@ -242,10 +235,10 @@ func (r Root) Glob(hostPattern string) ([]string, error) {
 	return matches, nil
 }
 
-// Exists reports whether a host path exists.
+// Exists reports whether a host path exists. Like ReadInto, it makes a raw
+// system call: the pod-resources collector asks every sample.
 func (r Root) Exists(hostPath string) bool {
-	_, err := os.Stat(r.Path(hostPath))
-	return err == nil
+	return rawExists(r.Path(hostPath))
 }
 
 // ParseInt parses one decimal integer surrounded by optional white space.

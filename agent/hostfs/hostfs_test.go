@@ -170,3 +170,39 @@ func TestReadIntAllocations(t *testing.T) {
 		t.Errorf("allocations per ReadInt: %v, want at most 2 (the path and its C string)", got)
 	}
 }
+
+// Exists answers as stat(2) would: a path that resolves, through symbolic
+// links, exists; a dangling link or a missing path does not.
+func TestExistsFollowsLinks(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"sys/class/hwmon/hwmon0/temp1_input"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("42000\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("hwmon0", filepath.Join(dir, "sys/class/hwmon/hwmon1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("nowhere", filepath.Join(dir, "sys/class/hwmon/hwmon2")); err != nil {
+		t.Fatal(err)
+	}
+	r := New(dir)
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{"/sys/class/hwmon/hwmon0/temp1_input", true},
+		{"/sys/class/hwmon/hwmon0", true},
+		{"/sys/class/hwmon/hwmon1/temp1_input", true},
+		{"/sys/class/hwmon/hwmon2", false},
+		{"/sys/class/hwmon/hwmon0/temp2_input", false},
+		{"/var/lib/kubelet/pod-resources/kubelet.sock", false},
+	} {
+		if got := r.Exists(tc.path); got != tc.want {
+			t.Errorf("Exists(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
