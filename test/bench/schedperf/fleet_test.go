@@ -113,6 +113,9 @@ type fleet struct {
 	setups, deletes, lateSetups, writes      atomic.Int64
 	errors, podStarts, startWrites, hookSeen atomic.Int64
 	lastErr                                  atomic.Value
+	forwarding                               atomic.Bool
+	// ctx ends with the workload's fleet (its Cleanup).
+	ctx context.Context
 }
 
 type nodeJob struct {
@@ -169,6 +172,7 @@ func (fs *fleets) prepare(tCtx ktesting.TContext) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(tCtx)
+	f.ctx = ctx
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() { f.setUp(ctx, tCtx) })
@@ -307,12 +311,19 @@ func (f *fleet) deleteNode(ctx context.Context, tCtx ktesting.TContext, name str
 // up every one and, with the telesched profile, until the plugins' cache
 // holds every node's telemetry with its agent Ready, before pods are
 // measured.
-func (fs *fleets) nodesCreated(tCtx ktesting.TContext, _ *scheduler.Scheduler, _ *perf.Workload, nodes *corev1.NodeList) error {
+func (fs *fleets) nodesCreated(tCtx ktesting.TContext, s *scheduler.Scheduler, _ *perf.Workload, nodes *corev1.NodeList) error {
 	fs.mu.Lock()
 	f := fs.cur
 	fs.mu.Unlock()
 	if f == nil {
 		return fmt.Errorf("no fleet: the prepare hook did not run")
+	}
+	// The first createNodes op comes before any pod: from then on the
+	// scheduler gets the NodeTelemetry events (events_test.go).
+	if f.forwarding.CompareAndSwap(false, true) {
+		if err := forwardTelemetryEvents(f.ctx, tCtx, f, s); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	missing := func() int {
