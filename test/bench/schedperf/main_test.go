@@ -42,6 +42,8 @@ var (
 		"comma-separated profiles, run in this order for each topic: "+profileDefault+" (kube-scheduler's) and "+profileTelesched+" (deploy/scheduler/scheduler-config.yaml's telesched profile)")
 	writesPerNodeMinute = flag.Float64("schedperf-writes-per-node-minute", 0.5,
 		"NodeTelemetry status writes per node per minute from the nodes' creation to the workload's end, each a changed sample, as the fleet's agents write; 0: none after the first")
+	kubeletFlag = flag.Bool("schedperf-kubelet", false,
+		"run a kubelet stand-in, for both profiles alike: each bound pod is set Running and Ready by one status update, and its node's agent writes a sample that shows it 2 s after its reservation's hold; without it no pod runs and LoadAware counts every placed pod at its requests until its reservation's max age (PreemptionBasic and PreemptionAsync need it to finish with the telesched profile)")
 )
 
 // ownDir is this package's directory, the test's working directory at start.
@@ -117,13 +119,13 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	// One registry for every workload: each workload's scheduler gets its
 	// own cache, book and domains (package registry). The scheduler_perf
 	// scheduler has no leader election, so no PowerBudget status writer.
-	fleets := newFleets(*writesPerNodeMinute)
+	fleets := newFleets(*writesPerNodeMinute, *kubeletFlag)
 	plugins := withCRDs(registry.New(func() (*registry.Shared, error) {
 		s := registry.NewShared(nil)
 		fleets.setShared(s)
 		return s, nil
 	}).Framework())
-	opts := []perf.SchedulerPerfOption{perf.WithPrepareFn(installCRDs), perf.WithNodeUpdateFn(fleets.nodesCreated)}
+	opts := []perf.SchedulerPerfOption{perf.WithPreRunFn(fleets.preRun), perf.WithPrepareFn(fleets.prepare), perf.WithNodeUpdateFn(fleets.nodesCreated)}
 	for _, topic := range split(*topicsFlag) {
 		dir := filepath.Join(*upstreamDir, topic)
 		if topic == ownTopic {
