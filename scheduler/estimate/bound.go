@@ -9,13 +9,15 @@ import "github.com/telesched/telesched/scheduler/telemetry"
 // the measured percentage plus added (the pods placed since the sample, and
 // the pod being scheduled) as a share of capacity. With no capacity it is
 // the measurement alone. Basis points keep a small pod's share of a large
-// node from being rounded away.
+// node from being rounded away. added is negative where pods come off the
+// node (the victims of a preemption's dry run); the estimate stays at or
+// above 0.
 func EstimateBP(measuredPercent int32, added, capacity int64) int64 {
 	bp := int64(measuredPercent) * 100
-	if capacity > 0 && added > 0 {
+	if capacity > 0 && added != 0 {
 		bp += added * 10_000 / capacity
 	}
-	return bp
+	return max(bp, 0)
 }
 
 // LoadBound bounds what LoadAware estimates for every node with telemetry,

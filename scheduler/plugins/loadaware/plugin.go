@@ -75,13 +75,14 @@ type LoadAware struct {
 }
 
 var (
-	_ fwk.PreFilterPlugin   = &LoadAware{}
-	_ fwk.FilterPlugin      = &LoadAware{}
-	_ fwk.PreScorePlugin    = &LoadAware{}
-	_ fwk.ScorePlugin       = &LoadAware{}
-	_ fwk.ScoreExtensions   = &LoadAware{}
-	_ fwk.ReservePlugin     = &LoadAware{}
-	_ fwk.EnqueueExtensions = &LoadAware{}
+	_ fwk.PreFilterPlugin     = &LoadAware{}
+	_ fwk.PreFilterExtensions = &LoadAware{}
+	_ fwk.FilterPlugin        = &LoadAware{}
+	_ fwk.PreScorePlugin      = &LoadAware{}
+	_ fwk.ScorePlugin         = &LoadAware{}
+	_ fwk.ScoreExtensions     = &LoadAware{}
+	_ fwk.ReservePlugin       = &LoadAware{}
+	_ fwk.EnqueueExtensions   = &LoadAware{}
 )
 
 // NewFactory returns the plugin factory; every profile's instance shares
@@ -139,6 +140,11 @@ type podState struct {
 	// verbose is whether Filter logs each node that fits (-v=5), decided
 	// once per cycle rather than by a context lookup per node.
 	verbose bool
+	// otherCPUMilli and otherMemoryBytes are what the scheduler added to
+	// the node of this state's cycle and took off it (AddPod, RemovePod),
+	// scaled: nominated pods placed and a preemption's victims removed.
+	// They are set only on the copy of the state made for one node.
+	otherCPUMilli, otherMemoryBytes int64
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -216,8 +222,40 @@ func (pl *LoadAware) mayReject(s *podState) bool {
 		mayExceed(b.MemoryBP, s.memoryBytes, b.MinMemoryBytes, pl.args.MemoryThresholdPercent)
 }
 
-// PreFilterExtensions implements fwk.PreFilterPlugin.
-func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+// PreFilterExtensions implements fwk.PreFilterPlugin: the scheduler adds
+// the nominated pods of at least the pod's priority to a node before it
+// filters the node (AddPod), and preemption's dry run takes its victims off
+// a node (RemovePod) to see whether the pod then fits. Without them a node
+// held over its threshold by the pods placed since its sample refuses every
+// preemptor, whichever pods it would evict.
+func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+// AddPod counts added, a pod the scheduler places on the node for this
+// cycle, at its scaled requests, as a pod placed since the sample.
+func (pl *LoadAware) AddPod(_ context.Context, cs fwk.CycleState, pod *v1.Pod, added fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	pl.adjust(cs, pod, added.GetPod(), 1)
+	return nil
+}
+
+// RemovePod takes removed, a pod on the node, off it for this cycle at its
+// scaled requests: the book's reservation of it, when the node's sample
+// does not show it yet, or else its requests standing for its share of the
+// measured load, which a sample does not break down by pod.
+func (pl *LoadAware) RemovePod(_ context.Context, cs fwk.CycleState, pod *v1.Pod, removed fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	pl.adjust(cs, pod, removed.GetPod(), -1)
+	return nil
+}
+
+// adjust writes a copy of the pod's state with other's scaled requests
+// added (sign 1) or taken off (-1): cs is the framework's copy of the cycle
+// state for one node, and the state other copies share stays as it was.
+func (pl *LoadAware) adjust(cs fwk.CycleState, pod, other *v1.Pod, sign int64) {
+	s := *pl.state(cs, pod)
+	r := pl.scaledRequests(other)
+	s.otherCPUMilli += sign * r[0]
+	s.otherMemoryBytes += sign * r[1]
+	pl.last.Write(cs, stateKey, &s)
+}
 
 // Filter rejects a node whose estimated utilization with the pod exceeds
 // its threshold, with the numbers.
@@ -293,13 +331,13 @@ func (pl *LoadAware) misfit(node *v1.Node, tel *telemetry.Node, reserved estimat
 	reservedCPU, reservedMem := r[0], r[1]
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
-		if est := estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000); est > int64(limit)*100 {
+		if est := estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli+s.otherCPUMilli, int64(tel.LogicalCores)*1000); est > int64(limit)*100 {
 			return misfit{over: overCPU, est: est, limit: limit}
 		}
 	}
 	if tel.HasMemory {
 		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
-		if est := estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes); est > int64(limit)*100 {
+		if est := estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes+s.otherMemoryBytes, tel.MemoryTotalBytes); est > int64(limit)*100 {
 			return misfit{over: overMemory, est: est, limit: limit}
 		}
 	}

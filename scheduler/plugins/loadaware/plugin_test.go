@@ -161,6 +161,62 @@ func TestReserveCountsUntilMeasured(t *testing.T) {
 	}
 }
 
+// TestPreemptionDryRun: the scheduler's preemption takes victims off a
+// node in a copy of the cycle state (RemovePod) and filters the node again;
+// a node that the pods placed since its sample hold over the threshold must
+// admit the preemptor once enough of them are off, and the state other
+// nodes' copies share must stay as it was. Nominated pods put on a node
+// (AddPod) count like placed ones.
+func TestPreemptionDryRun(t *testing.T) {
+	cache := newCache()
+	observe(cache, "n", status(60, 50, 0))
+	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
+	victim := pod("2")
+	victim.Name, victim.UID = "victim", "victim"
+	// 60% + 2000m reserved + 2000m = 60 + 25 = 85 > 80
+	pl.book.Reserve("n", victim)
+	preemptor := pod("2")
+	preemptor.Name, preemptor.UID = "preemptor", "preemptor"
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(context.Background(), cs, preemptor, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	ni := nodeInfo("n", nil)
+	if st := pl.Filter(context.Background(), cs, preemptor, ni); st.Code() != fwk.Unschedulable {
+		t.Fatalf("Filter before preemption = %v, want Unschedulable", st)
+	}
+	ext := pl.PreFilterExtensions()
+	if ext == nil {
+		t.Fatal("PreFilterExtensions() = nil: preemption's dry run cannot take a victim off the node")
+	}
+	dry := cs.Clone()
+	if st := ext.RemovePod(context.Background(), dry, preemptor, mustPodInfo(t, victim), ni); !st.IsSuccess() {
+		t.Fatalf("RemovePod: %v", st)
+	}
+	// 60% + 2000m = 72.5 <= 80
+	if st := pl.Filter(context.Background(), dry, preemptor, ni); !st.IsSuccess() {
+		t.Errorf("Filter with the victim removed = %v, want success", st)
+	}
+	if st := pl.Filter(context.Background(), cs, preemptor, ni); st.Code() != fwk.Unschedulable {
+		t.Errorf("Filter on the original state after the dry run = %v, want Unschedulable still", st)
+	}
+	if st := ext.AddPod(context.Background(), dry, preemptor, mustPodInfo(t, victim), ni); !st.IsSuccess() {
+		t.Fatalf("AddPod: %v", st)
+	}
+	if st := pl.Filter(context.Background(), dry, preemptor, ni); st.Code() != fwk.Unschedulable {
+		t.Errorf("Filter with the victim put back = %v, want Unschedulable", st)
+	}
+}
+
+func mustPodInfo(t *testing.T, p *v1.Pod) fwk.PodInfo {
+	t.Helper()
+	pi, err := framework.NewPodInfo(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pi
+}
+
 func unstructuredOf(t *testing.T, name string, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
 	t.Helper()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{
