@@ -429,8 +429,21 @@ func (f *fleet) write(ctx context.Context, perNodePerMinute float64) {
 	next := time.Now()
 	for k := 0; ; k++ {
 		f.mu.Lock()
-		nodes := max(1, len(f.nodes))
+		nodes := len(f.nodes)
 		f.mu.Unlock()
+		if nodes == 0 {
+			// The writer starts with the prepare hook, before any node:
+			// wait for the first rather than for one node's interval
+			// (2 minutes at 0.5 writes per node per minute, longer than
+			// most workloads' measured op).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			next, k = time.Now(), k-1
+			continue
+		}
 		next = next.Add(time.Duration(float64(time.Minute) / (perNodePerMinute * float64(nodes))))
 		select {
 		case <-ctx.Done():
