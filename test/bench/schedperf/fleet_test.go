@@ -426,34 +426,32 @@ func (f *fleet) write(ctx context.Context, perNodePerMinute float64) {
 		})
 	}
 	defer func() { close(jobs); wg.Wait() }()
-	next := time.Now()
-	for k := 0; ; k++ {
+	// Writes fall due at perNodePerMinute for each node there is now:
+	// the count grows while createNodes runs (and churn ops change it),
+	// so the writer owes writes by the tick rather than sleeping one
+	// interval worked out for the nodes it saw last (two minutes for
+	// the first node at 0.5 a minute, longer than most workloads).
+	const tick = 50 * time.Millisecond
+	last, owed := time.Now(), 0.0
+	for k := 0; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tick):
+		}
+		now := time.Now()
 		f.mu.Lock()
 		nodes := len(f.nodes)
 		f.mu.Unlock()
-		if nodes == 0 {
-			// The writer starts with the prepare hook, before any node:
-			// wait for the first rather than for one node's interval
-			// (2 minutes at 0.5 writes per node per minute, longer than
-			// most workloads' measured op).
+		owed += perNodePerMinute / 60 * float64(nodes) * now.Sub(last).Seconds()
+		last = now
+		for ; owed >= 1; owed-- {
 			select {
+			case jobs <- k:
+				k++
 			case <-ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
 			}
-			next, k = time.Now(), k-1
-			continue
-		}
-		next = next.Add(time.Duration(float64(time.Minute) / (perNodePerMinute * float64(nodes))))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Until(next)):
-		}
-		select {
-		case jobs <- k:
-		case <-ctx.Done():
-			return
 		}
 	}
 }
