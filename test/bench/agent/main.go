@@ -17,7 +17,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -474,50 +473,36 @@ func cpuTime(pid int) (time.Duration, error) {
 
 // memory returns VmRSS and VmHWM of pid, in bytes.
 func memory(pid int) (rss, hwm int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = v << 10
-		case "VmHWM:":
-			hwm = v << 10
-		}
-	}
-	return rss, hwm, sc.Err()
+	kb, err := kibFields(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:", "VmHWM:")
+	return kb[0], kb[1], err
 }
 
 // rollup returns the anonymous and file-backed resident memory of pid from
 // /proc/<pid>/smaps_rollup, in bytes.
 func rollup(pid int) (anon, file int64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	kb, err := kibFields(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Rss:", "Anonymous:")
+	return kb[1], kb[0] - kb[1], err
+}
+
+// kibFields reads the "Key: N kB" lines of a procfs file and returns the
+// values of keys, in bytes, in their order (0 for a key it lacks).
+func kibFields(path string, keys ...string) ([]int64, error) {
+	out := make([]int64, len(keys))
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, err
+		return out, err
 	}
-	var rss int64
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 2 {
 			continue
 		}
-		v, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "Rss:":
-			rss = v << 10
-		case "Anonymous:":
-			anon = v << 10
+		if k := slices.Index(keys, fields[0]); k >= 0 {
+			v, _ := strconv.ParseInt(fields[1], 10, 64)
+			out[k] = v << 10
 		}
 	}
-	return anon, rss - anon, nil
+	return out, nil
 }
 
 func freeAddr() (string, error) {
