@@ -203,19 +203,13 @@ func readPressure(root hostfs.Root, hostPath string, buf []byte) *telemetryv1alp
 // passed since the last read (or the clock went back), else returns a copy
 // of the last reading.
 func (c *CPUCollector) throttleDue(online []perCPUTimes, now time.Time) *telemetryv1alpha1.CPUThrottleStatus {
-	if c.throttleEvery > 0 && !now.Before(c.throttleReadAt) && now.Sub(c.throttleReadAt) < c.throttleEvery {
-		if c.lastThrottle == nil {
-			return nil
-		}
-		last := *c.lastThrottle
-		return &last
+	if c.throttleEvery == 0 || now.Before(c.throttleReadAt) || now.Sub(c.throttleReadAt) >= c.throttleEvery {
+		c.throttleReadAt, c.lastThrottle = now, c.throttle(online)
 	}
-	st := c.throttle(online)
-	c.throttleReadAt, c.lastThrottle = now, st
-	if st == nil {
+	if c.lastThrottle == nil {
 		return nil
 	}
-	out := *st
+	out := *c.lastThrottle
 	return &out
 }
 

@@ -69,9 +69,9 @@ type GPUCollector struct {
 	// throughout, so a stuck one holds it until it returns.
 	mu          sync.Mutex
 	initialized bool
-	noDriver    *SourceError // set once NVML turned out to be missing
-	// absent is noDriver, read by Collect without waiting for mu.
-	absent atomic.Pointer[SourceError]
+	// noDriver is set once NVML turned out to be missing; Collect reads it
+	// without waiting for mu.
+	noDriver atomic.Pointer[SourceError]
 	// xid counts critical XID events since the agent started, by GPU UUID.
 	// Events NVML did not tie to a GPU count against every GPU.
 	xid             map[string]int64
@@ -179,7 +179,7 @@ func (c *GPUCollector) Collect(ctx context.Context, s *Sample) error {
 		logger.Info("The stuck NVML call returned; reading the GPUs again", "since", call.started, "doing", call.doing())
 		c.call = nil
 	}
-	if absent := c.absent.Load(); absent != nil {
+	if absent := c.noDriver.Load(); absent != nil {
 		// No driver: no call to make, no goroutine and timer to spend.
 		return absent
 	}
@@ -227,17 +227,17 @@ func (c *GPUCollector) collect(ctx context.Context, call *gpuCall) ([]telemetryv
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	logger := klog.FromContext(ctx)
-	if c.noDriver != nil {
-		return nil, nil, c.noDriver
+	if absent := c.noDriver.Load(); absent != nil {
+		return nil, nil, absent
 	}
 	if !c.initialized {
 		call.at("initializing NVML")
 		if err := c.lib.Init(); err != nil {
 			if errors.Is(err, nvml.ErrLibraryNotFound) {
-				c.noDriver = Unavailable("NVMLNotAvailable", "no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded or the kernel driver is not loaded (%v)", err)
-				c.absent.Store(c.noDriver)
+				absent := Unavailable("NVMLNotAvailable", "no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded or the kernel driver is not loaded (%v)", err)
+				c.noDriver.Store(absent)
 				logger.Info("No NVIDIA driver on this node; GPU telemetry is off until the agent restarts", "err", err)
-				return nil, nil, c.noDriver
+				return nil, nil, absent
 			}
 			return nil, nil, Failed("NVMLInitFailed", err, "initializing NVML")
 		}
