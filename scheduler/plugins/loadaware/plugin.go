@@ -172,11 +172,12 @@ func (pl *LoadAware) scale(d estimate.Demand) [2]int64 {
 	}
 }
 
-// hintState is podState for a QueueingHint: the requests come from the
-// memo, as the scheduler asks about the same pending pods again and again.
-func (pl *LoadAware) hintState(pod *v1.Pod) *podState {
+// hintState is podState for a QueueingHint, judging freshness at now: the
+// requests come from the memo, as the scheduler asks about the same
+// pending pods again and again.
+func (pl *LoadAware) hintState(pod *v1.Pod, now time.Time) *podState {
 	req := pl.requests.Get(pod, pl.scaledRequests)
-	return &podState{cpuMilli: req[0], memoryBytes: req[1], now: pl.cache.Now()}
+	return &podState{cpuMilli: req[0], memoryBytes: req[1], now: now}
 }
 
 func (pl *LoadAware) state(cs fwk.CycleState, pod *v1.Pod) *podState {
@@ -438,7 +439,7 @@ func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (
 		return fwk.QueueSkip, nil // nothing fits now that did not before
 	}
 	node := pl.node(cur.Name)
-	if !pl.letsIn(node, prev, cur, c, pl.hintState(pod)) {
+	if !pl.letsIn(node, prev, cur, c, pl.hintState(pod, pl.cache.Now())) {
 		return fwk.QueueSkip, nil
 	}
 	if !pl.affinity.Allows(pod, node) {
@@ -538,8 +539,7 @@ func (pl *LoadAware) podDeleteHint(logger klog.Logger, pod *v1.Pod, oldObj, _ an
 	if !pl.affinity.Allows(pod, d.node) {
 		return fwk.QueueSkip, nil
 	}
-	req := pl.requests.Get(pod, pl.scaledRequests)
-	s := &podState{cpuMilli: req[0], memoryBytes: req[1], now: d.now}
+	s := pl.hintState(pod, d.now)
 	if !pl.admits(d.node, d.tel, d.reserved, s) || pl.admits(d.node, d.tel, d.reserved.Plus(d.freed), s) {
 		return fwk.QueueSkip, nil
 	}

@@ -114,6 +114,11 @@ func (ix *Index[N]) Len() int {
 func (ix *Index[N]) MayHelp(node string) bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	return ix.mayHelp(node)
+}
+
+// mayHelp is MayHelp with ix.mu held.
+func (ix *Index[N]) mayHelp(node string) bool {
 	_, ok := ix.on[node]
 	return ok || ix.anyNode
 }
@@ -158,10 +163,8 @@ func (ix *Index[N]) Views(c *telemetry.Cache, plugin string, oldObj, newObj any)
 func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) fwk.PreQueueingHintResult {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if node != nil && !ix.anyNode {
-		if _, ok := ix.on[node.Name]; !ok {
-			return None() // MayHelp
-		}
+	if node != nil && !ix.mayHelp(node.Name) {
+		return None()
 	}
 	var pods []types.NamespacedName
 	for key, e := range ix.pods {
