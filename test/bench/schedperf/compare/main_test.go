@@ -35,12 +35,9 @@ func writeRound(t *testing.T, dir string, throughput map[string]float64, p99 map
 	}
 }
 
-func TestReportPrintsMedianRatioOfRounds(t *testing.T) {
-	dir := t.TempDir()
-	// ratios: 80/100 = 0.80, 90/100 = 0.90, 100/80 = 1.25: median 0.90
-	writeRound(t, filepath.Join(dir, "r1"), map[string]float64{"default": 100, "telesched": 80}, map[string]float64{"default": 10, "telesched": 12})
-	writeRound(t, filepath.Join(dir, "r2"), map[string]float64{"default": 100, "telesched": 90}, map[string]float64{"default": 11, "telesched": 13})
-	writeRound(t, filepath.Join(dir, "r3"), map[string]float64{"default": 80, "telesched": 100}, map[string]float64{"default": 12, "telesched": 14})
+// reportLines loads the rounds under dir and returns report's lines.
+func reportLines(t *testing.T, dir string) []string {
+	t.Helper()
 	rounds, err := load([]string{dir})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +46,16 @@ func TestReportPrintsMedianRatioOfRounds(t *testing.T) {
 	if err := report(&out, rounds); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return strings.Split(strings.TrimSpace(out.String()), "\n")
+}
+
+func TestReportPrintsMedianRatioOfRounds(t *testing.T) {
+	dir := t.TempDir()
+	// ratios: 80/100 = 0.80, 90/100 = 0.90, 100/80 = 1.25: median 0.90
+	writeRound(t, filepath.Join(dir, "r1"), map[string]float64{"default": 100, "telesched": 80}, map[string]float64{"default": 10, "telesched": 12})
+	writeRound(t, filepath.Join(dir, "r2"), map[string]float64{"default": 100, "telesched": 90}, map[string]float64{"default": 11, "telesched": 13})
+	writeRound(t, filepath.Join(dir, "r3"), map[string]float64{"default": 80, "telesched": 100}, map[string]float64{"default": 12, "telesched": 14})
+	lines := reportLines(t, dir)
 	var rows []string
 	for _, l := range lines[1:4] {
 		rows = append(rows, strings.Join(strings.Fields(l), " "))
@@ -70,15 +76,7 @@ func TestReportPrintsMedianRatioOfRounds(t *testing.T) {
 func TestReportNotesWorkloadsWithoutThroughputOfBothProfiles(t *testing.T) {
 	dir := t.TempDir()
 	writeRound(t, dir, map[string]float64{"default": 100}, map[string]float64{"default": 10})
-	rounds, err := load([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := report(&out, rounds); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	lines := reportLines(t, dir)
 	want := "no workload has a throughput with both profiles: SchedulingThroughput needs a measured op that runs for a second or more"
 	if diff := cmp.Diff(want, lines[len(lines)-1]); diff != "" {
 		t.Errorf("last line (-want +got):\n%s", diff)
