@@ -443,6 +443,11 @@ func gpuStatus(unhealthy ...int) telemetryv1alpha1.NodeTelemetryStatus {
 	for i := range st.GPUs {
 		st.GPUs[i].Health = telemetryv1alpha1.GPUHealth{Healthy: true}
 		st.GPUs[i].ThrottleReasons = nil
+		// Whole GPUs, none allocated: the fixture's GPUs are in MIG
+		// mode, whose devices would let a 4-GPU request fit 3 GPUs.
+		st.GPUs[i].MIGEnabled = ptr.To(false)
+		st.GPUs[i].MIG = nil
+		st.GPUs[i].Allocated = ptr.To(false)
 	}
 	for _, i := range unhealthy {
 		st.GPUs[i].Health = telemetryv1alpha1.GPUHealth{Healthy: false, XIDCriticalEvents: 1}
@@ -452,7 +457,8 @@ func gpuStatus(unhealthy ...int) telemetryv1alpha1.NodeTelemetryStatus {
 
 // TestSchedulerGPUSingleNUMA: a 4-GPU single-numa-node pod goes to the node
 // with 4 healthy GPUs on one NUMA node, not to the one whose healthy GPUs
-// are split 3 + 3.
+// are split 3 + 3; held to the split node alone, it is rejected there with
+// each NUMA node's free GPUs.
 func TestSchedulerGPUSingleNUMA(t *testing.T) {
 	needControlPlane(t)
 	ctx := t.Context()
@@ -472,17 +478,30 @@ func TestSchedulerGPUSingleNUMA(t *testing.T) {
 		}
 	}
 	startScheduler(t, schedulerConfig(t, ""))
-	pod := testPod("train-4gpu", "telesched")
-	pod.Annotations = map[string]string{"telesched.io/numa-policy": "single-numa-node"}
-	pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("4")
-	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
-	if _, err := c.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	gpuPod := func(name, node string) {
+		pod := testPod(name, "telesched")
+		pod.Annotations = map[string]string{"telesched.io/numa-policy": "single-numa-node"}
+		pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("4")
+		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
+		if node != "" {
+			pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		}
+		if _, err := c.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			zero := int64(0)
+			_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		})
 	}
-	t.Cleanup(func() {
-		_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
-	})
-	if node := waitScheduled(t, c, pod.Name, 60*time.Second); node != "gpu-aligned" {
+	gpuPod("train-4gpu-split", "gpu-split")
+	msg := waitFailedScheduling(t, c, "train-4gpu-split", 60*time.Second)
+	t.Logf("FailedScheduling: %s", msg)
+	if want := "no NUMA node has 0.5 free CPUs, 512Mi free memory and 4 free GPUs: node 0 has 48 CPUs, 383.0Gi, 3 GPUs; node 1 has 48 CPUs, 383.0Gi, 3 GPUs"; !strings.Contains(msg, want) {
+		t.Errorf("the split node's rejection lacks %q: %s", want, msg)
+	}
+	gpuPod("train-4gpu", "")
+	if node := waitScheduled(t, c, "train-4gpu", 60*time.Second); node != "gpu-aligned" {
 		t.Errorf("4-GPU single-numa-node pod went to %s, want gpu-aligned", node)
 	}
 }
