@@ -205,6 +205,53 @@ test-race: ## Run the unit tests of the packages with concurrency (RACE_PKGS) un
 test-unit: $(PROMTOOL) $(HELM) ## Run unit tests only (no control plane).
 	$(GO) test -short $(GOTESTFLAGS) ./...
 
+##@ Real node
+
+# A one-node cluster on this machine from real parts (test/node/cluster):
+# the control plane above, kube-controller-manager, kube-scheduler, the
+# kubelet, kube-proxy and kubectl from the same k8s.io/kubernetes release
+# (hack/kubenode), containerd 2.x and its runc shim (hack/containerd),
+# with Debian's runc and CNI plugins. Needs root; cluster.Preflight names
+# whatever else the host lacks.
+KUBENODE_MOD := hack/kubenode
+CONTAINERD_MOD := hack/containerd
+KUBENODE_BINARIES := $(addprefix $(BIN)/,kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+CONTAINERD_BINARIES := $(addprefix $(BIN)/,containerd containerd-shim-runc-v2 ctr)
+NODE_DIR ?= _output/node
+NODE_PACKAGES := runc containernetworking-plugins iptables
+
+$(KUBENODE_BINARIES): $(BIN)/%: $(KUBENODE_MOD)/go.mod $(KUBENODE_MOD)/go.sum
+	@echo "building bin/$* from k8s.io/kubernetes (first build takes minutes)"
+	$(GO) build -C $(KUBENODE_MOD) -o $@ k8s.io/kubernetes/cmd/$*
+
+$(CONTAINERD_BINARIES): $(BIN)/%: $(CONTAINERD_MOD)/go.mod $(CONTAINERD_MOD)/go.sum
+	@echo "building bin/$* from github.com/containerd/containerd/v2 (first build takes minutes)"
+	$(GO) build -C $(CONTAINERD_MOD) -o $@ github.com/containerd/containerd/v2/cmd/$*
+
+.PHONY: node-binaries
+node-binaries: $(CONTROL_PLANE) $(KUBENODE_BINARIES) $(CONTAINERD_BINARIES) ## Build the real node's binaries (kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl, containerd, its runc shim, ctr) into bin/.
+
+.PHONY: node-packages
+node-packages: ## Install the Debian packages the real node needs (runc, CNI plugins, iptables) where missing; needs root.
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "apt-get install $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+.PHONY: node-up
+node-up: build node-binaries images-local ## Start the one-node cluster (root), import the images, run until Ctrl-C, then tear it down (NODE_DIR).
+	$(GO) run ./hack/node up -dir $(NODE_DIR) -bin-dir $(BIN) -images $(IMAGES_DIR)
+
+.PHONY: node-down
+node-down: ## Remove what a node-up that did not stop cleanly left behind (processes, containers, mounts, network, NODE_DIR).
+	$(GO) run ./hack/node down -dir $(NODE_DIR) -bin-dir $(BIN)
+
+.PHONY: test-node
+test-node: build node-binaries $(HELM) images-local ## Run the real-node test (root): the chart installed, upgraded from 0.1.0 and removed on a one-node cluster.
+	TELESCHED_BIN_DIR=$(BIN) TELESCHED_IMAGES_DIR=$(abspath $(IMAGES_DIR)) \
+		$(GO) test -tags node -count=1 -timeout 30m -v ./test/node/
+
 ##@ Bench
 
 .PHONY: bench

@@ -1,0 +1,578 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build node
+
+// Package node runs telesched as users do, on a one-node cluster of real
+// parts on this machine (test/node/cluster): the images built here
+// (make images-local) imported into containerd, the chart of the previous
+// release (testdata/telesched-0.1.0.tgz) installed with Helm, upgraded to
+// this checkout's chart by the documented path, removed, and this chart
+// installed fresh. Run by make test-node, as root.
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/telesched/telesched/test/node/cluster"
+)
+
+const (
+	namespace    = "telesched-system"
+	release      = "telesched"
+	chartDir     = "../../deploy/helm/telesched"
+	previousTGZ  = "testdata/telesched-0.1.0.tgz"
+	agentLabel   = "app.kubernetes.io/name=telesched-agent"
+	installWait  = "5m"
+	readyTimeout = 5 * time.Minute
+)
+
+var ntResource = schema.GroupVersionResource{Group: "telemetry.telesched.io", Version: "v1alpha1", Resource: "nodetelemetries"}
+
+// images are the refs make images-local wrote, by role.
+type images struct {
+	agent, scheduler, pause, workload string
+	files                             []string
+}
+
+// env is one run's cluster and clients.
+type env struct {
+	t      *testing.T
+	c      *cluster.Cluster
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface
+	images images
+	helm   string
+}
+
+func TestRealNode(t *testing.T) {
+	binDir, imagesDir := os.Getenv("TELESCHED_BIN_DIR"), os.Getenv("TELESCHED_IMAGES_DIR")
+	if binDir == "" || imagesDir == "" {
+		t.Fatal("TELESCHED_BIN_DIR and TELESCHED_IMAGES_DIR must be set (make test-node sets both)")
+	}
+	imgs, err := readImages(imagesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	e := &env{t: t, images: imgs, helm: filepath.Join(binDir, "helm")}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("telesched-node-%d", os.Getpid()))
+	step(t, "start the cluster", func() {
+		c, err := cluster.Start(ctx, cluster.Options{Dir: dir, BinDir: binDir, SandboxImage: imgs.pause, Progress: logWriter{t}})
+		if err != nil {
+			if c != nil {
+				_ = cluster.Cleanup(dir, binDir, false, logWriter{t})
+			}
+			t.Fatal(err)
+		}
+		e.c = c
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, comp := range cluster.Components {
+				if b, err := os.ReadFile(filepath.Join(dir, "logs", comp+".log")); err == nil {
+					t.Logf("--- the end of %s's log:\n%s", comp, tailLines(string(b), 25))
+				}
+			}
+		}
+		step(t, "stop the cluster", func() {
+			if err := e.c.Stop(); err != nil {
+				t.Errorf("stopping the cluster: %v", err)
+			}
+		})
+	})
+	e.kube = kubernetes.NewForConfigOrDie(e.c.Config)
+	e.dyn = dynamic.NewForConfigOrDie(e.c.Config)
+	step(t, "import the images", func() {
+		for _, f := range imgs.files {
+			if err := e.c.ImportImage(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.kubectlLog(ctx, "--namespace=default", "get", "nodes", "-o", "wide")
+	})
+
+	step(t, "install the previous chart ("+previousTGZ+")", func() {
+		e.helmRun(ctx, append([]string{"install", release, previousTGZ, "--namespace", namespace, "--create-namespace",
+			"--wait", "--timeout", installWait}, e.overrides()...)...)
+		e.waitAgentWrites(ctx, time.Now().Add(-time.Hour))
+	})
+
+	var timeline *timeline
+	step(t, "upgrade to this chart, CRDs adopted by the documented path", func() {
+		timeline = e.watchTelemetry(ctx)
+		for _, crd := range []string{"nodetelemetries.telemetry.telesched.io", "powerbudgets.telemetry.telesched.io"} {
+			e.kubectl(ctx, "label", "crd", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+			e.kubectl(ctx, "annotate", "crd", crd, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+namespace, "--overwrite")
+		}
+		began := time.Now()
+		e.helmRun(ctx, append([]string{"upgrade", release, chartDir, "--namespace", namespace,
+			"--wait", "--timeout", installWait}, e.overrides()...)...)
+		e.waitAgentWrites(ctx, began)
+		timeline.stop()
+		t.Logf("telemetry timeline across helm upgrade:\n%s", timeline)
+		heartbeat := e.chartHeartbeat(chartDir)
+		if gap := timeline.longestGap(); gap > heartbeat {
+			t.Errorf("the node's telemetry went %s without a write across the upgrade, longer than one heartbeat (%s)", gap, heartbeat)
+		} else {
+			t.Logf("longest time without a write across the upgrade: %s (heartbeat %s)", gap, heartbeat)
+		}
+		for _, crd := range []string{"nodetelemetries.telemetry.telesched.io", "powerbudgets.telemetry.telesched.io"} {
+			out := e.kubectl(ctx, "get", "crd", crd, "-o", "jsonpath={.metadata.labels.helm\\.sh/chart}")
+			if !strings.HasPrefix(out, "telesched-") || out == "telesched-0.1.0" {
+				t.Errorf("CRD %s after the upgrade: helm.sh/chart label %q, want this chart's", crd, out)
+			}
+		}
+	})
+
+	step(t, "the agent, the scheduler and a pod with schedulerName telesched run", func() {
+		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
+		e.kubectlLog(ctx, "get", "nt", "-o", "wide")
+		e.checkLeader(ctx)
+		e.runWorkload(ctx, "hello-telesched")
+	})
+
+	step(t, "the API server refuses the agent's own token a write to another node's NodeTelemetry", func() {
+		e.checkNodeBoundWrites(ctx)
+	})
+
+	step(t, "helm uninstall keeps the CRDs and the NodeTelemetry", func() {
+		e.helmRun(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", installWait)
+		e.kubectlLog(ctx, "get", "crd", "-l", "app.kubernetes.io/part-of=telesched", "-o", "custom-columns=NAME:.metadata.name,KEEP:.metadata.annotations.helm\\.sh/resource-policy")
+		for _, crd := range []string{"nodetelemetries.telemetry.telesched.io", "powerbudgets.telemetry.telesched.io"} {
+			e.kubectl(ctx, "get", "crd", crd)
+		}
+		e.kubectlLog(ctx, "get", "nt", "-o", "wide")
+		if _, err := e.dyn.Resource(ntResource).Get(ctx, e.c.NodeName, metav1.GetOptions{}); err != nil {
+			t.Errorf("the node's NodeTelemetry after helm uninstall: %v", err)
+		}
+		waitFor(ctx, t, "the agent's pods to be gone", readyTimeout, func(ctx context.Context) bool {
+			pods, err := e.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+			return err == nil && len(pods.Items) == 0
+		})
+		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
+	})
+
+	step(t, "install this chart as the README says", func() {
+		began := time.Now()
+		e.helmRun(ctx, append([]string{"install", release, chartDir, "--namespace", namespace, "--create-namespace",
+			"--wait", "--timeout", installWait}, e.overrides()...)...)
+		e.waitAgentWrites(ctx, began)
+		e.checkLeader(ctx)
+		e.runWorkload(ctx, "hello-again")
+		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
+	})
+}
+
+// step runs f as a named, timed part of the test.
+func step(t *testing.T, name string, f func()) {
+	t.Helper()
+	began := time.Now()
+	t.Logf("=== %s", name)
+	f()
+	t.Logf("=== %s: done in %s", name, time.Since(began).Round(100*time.Millisecond))
+}
+
+// overrides are the --set flags both charts are installed with: the images
+// built here, which nothing may pull, and the kubelet's pod-resources
+// directory under the cluster's kubelet root.
+func (e *env) overrides() []string {
+	repo := func(ref string) (string, string) {
+		i := strings.LastIndex(ref, ":")
+		return ref[:i], ref[i+1:]
+	}
+	ar, at := repo(e.images.agent)
+	sr, st := repo(e.images.scheduler)
+	return []string{
+		"--set", "image.agent.repository=" + ar, "--set", "image.agent.tag=" + at, "--set", "image.agent.pullPolicy=Never",
+		"--set", "image.scheduler.repository=" + sr, "--set", "image.scheduler.tag=" + st, "--set", "image.scheduler.pullPolicy=Never",
+		"--set", "agent.podResourcesHostPath=" + e.c.KubeletRootDir() + "/pod-resources",
+	}
+}
+
+func (e *env) helmRun(ctx context.Context, args ...string) {
+	e.t.Helper()
+	cmd := exec.CommandContext(ctx, e.helm, append(args, "--kubeconfig", e.c.Kubeconfig)...)
+	out, err := cmd.CombinedOutput()
+	e.t.Logf("$ helm %s\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		e.t.Fatalf("helm %s: %v", args[0], err)
+	}
+}
+
+func (e *env) kubectl(ctx context.Context, args ...string) string {
+	e.t.Helper()
+	out, err := e.c.Kubectl(ctx, args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// kubectlLog runs kubectl and logs the command and its output, for the
+// record of what the node showed.
+func (e *env) kubectlLog(ctx context.Context, args ...string) {
+	e.t.Helper()
+	e.t.Logf("$ kubectl %s\n%s", strings.Join(args, " "), e.kubectl(ctx, args...))
+}
+
+// waitAgentWrites waits for an agent pod on the node to be Ready and for
+// the node's NodeTelemetry to carry a sample taken after since.
+func (e *env) waitAgentWrites(ctx context.Context, since time.Time) {
+	e.t.Helper()
+	waitFor(ctx, e.t, "a Ready agent pod", readyTimeout, func(ctx context.Context) bool {
+		pods, err := e.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		if err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) && p.Spec.NodeName == e.c.NodeName {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(ctx, e.t, "a sample taken after "+since.Format(time.RFC3339), readyTimeout, func(ctx context.Context) bool {
+		st, ok := e.sampleTime(ctx)
+		return ok && st.After(since.Add(-time.Second))
+	})
+}
+
+// sampleTime is the node's NodeTelemetry's status.sampleTime.
+func (e *env) sampleTime(ctx context.Context) (time.Time, bool) {
+	u, err := e.dyn.Resource(ntResource).Get(ctx, e.c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, false
+	}
+	s, ok, _ := unstructured.NestedString(u.Object, "status", "sampleTime")
+	if !ok {
+		return time.Time{}, false
+	}
+	ts, err := time.Parse(time.RFC3339, s)
+	return ts, err == nil
+}
+
+// chartHeartbeat is agent.heartbeat of the chart's values.
+func (e *env) chartHeartbeat(chart string) time.Duration {
+	e.t.Helper()
+	out, err := exec.Command(e.helm, "show", "values", chart).Output()
+	if err != nil {
+		e.t.Fatalf("helm show values %s: %v", chart, err)
+	}
+	in := false
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "agent:") {
+			in = true
+			continue
+		}
+		if in && len(line) > 0 && line[0] != ' ' && line[0] != '#' {
+			break
+		}
+		if f := strings.Fields(line); in && len(f) == 2 && f[0] == "heartbeat:" && strings.HasPrefix(line, "  h") {
+			d, err := time.ParseDuration(f[1])
+			if err != nil {
+				e.t.Fatalf("agent.heartbeat %q: %v", f[1], err)
+			}
+			return d
+		}
+	}
+	e.t.Fatalf("no agent.heartbeat in %s's values", chart)
+	return 0
+}
+
+// checkLeader checks that the telesched scheduler holds its leader
+// election lease.
+func (e *env) checkLeader(ctx context.Context) {
+	e.t.Helper()
+	var holder string
+	waitFor(ctx, e.t, "the telesched scheduler to hold its lease", readyTimeout, func(ctx context.Context) bool {
+		leases, err := e.kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, l := range leases.Items {
+			if strings.Contains(l.Name, "telesched") && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				holder = l.Name + " held by " + *l.Spec.HolderIdentity
+				return true
+			}
+		}
+		return false
+	})
+	e.t.Logf("leader election: lease %s", holder)
+}
+
+// runWorkload creates a pod with schedulerName telesched from the
+// workload image and waits for it to be bound to the node and Running.
+func (e *env) runWorkload(ctx context.Context, name string) {
+	e.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			SchedulerName:                 "telesched",
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			Containers: []corev1.Container{{
+				Name: "hello", Image: e.images.workload, ImagePullPolicy: corev1.PullNever,
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: mustQuantity("50m"), corev1.ResourceMemory: mustQuantity("32Mi"),
+				}},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	if _, err := e.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	var got *corev1.Pod
+	waitFor(ctx, e.t, name+" to run", readyTimeout, func(ctx context.Context) bool {
+		p, err := e.kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		got = p
+		return err == nil && p.Status.Phase == corev1.PodRunning && podReady(p)
+	})
+	if got.Spec.NodeName != e.c.NodeName {
+		e.t.Errorf("%s ran on %q, want %s", name, got.Spec.NodeName, e.c.NodeName)
+	}
+	events, err := e.kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=Scheduled"})
+	if err != nil || len(events.Items) == 0 {
+		e.t.Errorf("no Scheduled event for %s (%v)", name, err)
+	} else if src := events.Items[0].Source.Component + events.Items[0].ReportingController; !strings.Contains(src, "telesched") {
+		e.t.Errorf("%s was scheduled by %q, want telesched", name, src)
+	} else {
+		e.t.Logf("%s: %s (by %s)", name, events.Items[0].Message, src)
+	}
+	e.kubectlLog(ctx, "get", "pod", name, "--namespace=default", "-o", "wide")
+	logs := e.kubectl(ctx, "logs", name, "--namespace=default")
+	e.t.Logf("$ kubectl logs %s\n%s", name, logs)
+}
+
+// checkNodeBoundWrites takes the token the kubelet mounted into the agent's
+// pod (bound to the pod and its node) and checks that the API server lets
+// it write its own node's NodeTelemetry and refuses it another node's.
+func (e *env) checkNodeBoundWrites(ctx context.Context) {
+	e.t.Helper()
+	pods, err := e.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+	if err != nil || len(pods.Items) == 0 {
+		e.t.Fatalf("agent pods: %v (%d)", err, len(pods.Items))
+	}
+	pod := pods.Items[0]
+	tokens, _ := filepath.Glob(filepath.Join(e.c.KubeletRootDir(), "pods", string(pod.UID), "volumes", "kubernetes.io~projected", "*", "token"))
+	if len(tokens) != 1 {
+		e.t.Fatalf("the agent pod's projected token on the host: %d files (%v)", len(tokens), tokens)
+	}
+	token, err := os.ReadFile(tokens[0])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Logf("the agent pod %s's token, as the kubelet mounted it: %s", pod.Name, tokens[0])
+	other := "another-node"
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "telemetry.telesched.io/v1alpha1", "kind": "NodeTelemetry",
+		"metadata": map[string]any{"name": other},
+	}}
+	if _, err := e.dyn.Resource(ntResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(e.c.Config)
+	cfg.BearerToken = string(token)
+	agent := dynamic.NewForConfigOrDie(cfg)
+	patch := []byte(`{"status":{"agentVersion":"written-by-another-node's-agent"}}`)
+	_, err = agent.Resource(ntResource).Patch(ctx, other, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	e.t.Logf("the agent's token writing %s's NodeTelemetry: %v", other, err)
+	if err == nil {
+		e.t.Errorf("the API server let the agent on %s write %s's NodeTelemetry", e.c.NodeName, other)
+	} else if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		e.t.Errorf("want a refusal by the node-bound policy, got: %v", err)
+	}
+	own := []byte(`{"metadata":{"annotations":{"telesched.io/node-test":"written-with-the-agent-token"}}}`)
+	_, err = agent.Resource(ntResource).Patch(ctx, e.c.NodeName, types.MergePatchType, own, metav1.PatchOptions{})
+	e.t.Logf("the agent's token writing its own node %s's NodeTelemetry: %v", e.c.NodeName, err)
+}
+
+// timeline records the node's NodeTelemetry sample times and the agent
+// pods, polled every 500 ms.
+type timeline struct {
+	mu      sync.Mutex
+	entries []timelineEntry
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+type timelineEntry struct {
+	at     time.Time
+	sample time.Time
+	agents string
+}
+
+func (e *env) watchTelemetry(ctx context.Context) *timeline {
+	tl := &timeline{done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(tl.stopped)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			st, _ := e.sampleTime(ctx)
+			var agents []string
+			if pods, err := e.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: agentLabel}); err == nil {
+				for _, p := range pods.Items {
+					state := string(p.Status.Phase)
+					if podReady(&p) {
+						state += ",Ready"
+					}
+					if p.DeletionTimestamp != nil {
+						state += ",Terminating"
+					}
+					agents = append(agents, p.Name+"("+state+")")
+				}
+			}
+			sort.Strings(agents)
+			tl.mu.Lock()
+			tl.entries = append(tl.entries, timelineEntry{at: time.Now(), sample: st, agents: strings.Join(agents, " ")})
+			tl.mu.Unlock()
+			select {
+			case <-tl.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *timeline) stop() {
+	close(tl.done)
+	<-tl.stopped
+}
+
+// longestGap is the longest time between two successive samples seen,
+// counting from the start of the window to the first new sample and from
+// the last sample to the end of the window.
+func (tl *timeline) longestGap() time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if len(tl.entries) == 0 {
+		return 0
+	}
+	var longest time.Duration
+	last := tl.entries[0].sample
+	for _, en := range tl.entries[1:] {
+		if en.sample.After(last) {
+			longest = max(longest, en.sample.Sub(last))
+			last = en.sample
+		}
+	}
+	return max(longest, tl.entries[len(tl.entries)-1].at.Sub(last))
+}
+
+// String prints a line for each change of the sample or of the agent pods.
+func (tl *timeline) String() string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var b strings.Builder
+	var prev timelineEntry
+	for i, en := range tl.entries {
+		if i > 0 && en.sample.Equal(prev.sample) && en.agents == prev.agents {
+			continue
+		}
+		fmt.Fprintf(&b, "%s  sampleTime %s  agents %s\n", en.at.Format("15:04:05.0"), en.sample.Format("15:04:05"), en.agents)
+		prev = en
+	}
+	return b.String()
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, timeout time.Duration, cond func(context.Context) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		return cond(ctx), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
+	}
+}
+
+// readImages reads the manifest make images-local wrote into dir.
+func readImages(dir string) (images, error) {
+	var imgs images
+	b, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	if err != nil {
+		return imgs, fmt.Errorf("%w (make images-local writes it)", err)
+	}
+	var list []struct {
+		Name string `json:"name"`
+		Ref  string `json:"ref"`
+		File string `json:"file"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return imgs, fmt.Errorf("%s: %w", filepath.Join(dir, "images.json"), err)
+	}
+	for _, im := range list {
+		switch im.Name {
+		case "telesched-agent":
+			imgs.agent = im.Ref
+		case "telesched-scheduler":
+			imgs.scheduler = im.Ref
+		case "pause":
+			imgs.pause = im.Ref
+		case "workload":
+			imgs.workload = im.Ref
+		}
+		imgs.files = append(imgs.files, filepath.Join(dir, im.File))
+	}
+	if imgs.agent == "" || imgs.scheduler == "" || imgs.pause == "" || imgs.workload == "" {
+		return imgs, errors.New("images.json lacks one of telesched-agent, telesched-scheduler, pause, workload")
+	}
+	return imgs, nil
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
