@@ -5,18 +5,28 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
 // previousChart is the chart users upgrade from: 0.1.0, `helm package` of
@@ -556,5 +566,139 @@ func TestHelmAffinity(t *testing.T) {
 	d = findObject(t, renderHelm(t, "scheduler.affinity.podAntiAffinity=null"), "Deployment", "telesched-scheduler")
 	if aff, ok, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "template", "spec", "affinity"); ok {
 		t.Errorf("scheduler affinity %v with scheduler.affinity.podAntiAffinity=null, want none", aff)
+	}
+}
+
+// TestHelmUpgradeFromPreviousChart installs the 0.1.0 chart on a control
+// plane of its own (so no other test's objects are in Helm's way), then
+// follows the README: `helm upgrade` to this chart fails on the CRDs
+// 0.1.0 left unowned; the README's adoption step (its kubectl label and
+// annotate commands, done through the API) makes them the release's;
+// `helm upgrade` then succeeds and updates them, the PowerBudget made
+// under 0.1.0 survives; and `helm uninstall` keeps the CRDs and it.
+// There are no nodes or controllers: the workloads are objects here; the
+// real-node test (test/node) runs them.
+func TestHelmUpgradeFromPreviousChart(t *testing.T) {
+	needControlPlane(t)
+	cp, err := controlplane.Start(controlplane.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stopping the control plane: %v", err)
+		}
+	})
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	const release, namespace = "telesched", "telesched-system"
+	helmAt := func(args ...string) ([]byte, error) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(t.Context(), helm(t), append(args, "--kubeconfig", kubeconfig, "--namespace", namespace)...)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir, "HELM_CONFIG_HOME="+dir, "HELM_DATA_HOME="+dir)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, withoutLinkNotes(stderr.String()))
+		}
+		return stdout.Bytes(), nil
+	}
+	ctx := t.Context()
+	dyn := dynamic.NewForConfigOrDie(cp.Config)
+	crdRes := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	pbRes := dyn.Resource(schema.GroupVersionResource{Group: "telemetry.telesched.io", Version: "v1alpha1", Resource: "powerbudgets"})
+	deployRes := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(namespace)
+	crdNames := []string{"nodetelemetries.telemetry.telesched.io", "powerbudgets.telemetry.telesched.io"}
+
+	if _, err := helmAt("install", release, previousChart, "--create-namespace"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the PowerBudget kind to be served", 30*time.Second, func() bool {
+		_, err := pbRes.List(ctx, metav1.ListOptions{})
+		return err == nil
+	})
+	pb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "telemetry.telesched.io/v1alpha1", "kind": "PowerBudget",
+		"metadata": map[string]any{"name": "rack-a"},
+		"spec":     map[string]any{"budgetWatts": int64(5000), "nodeSelector": map[string]any{"matchLabels": map[string]any{"rack": "a"}}},
+	}}
+	if _, err := pbRes.Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating PowerBudget rack-a under 0.1.0: %v", err)
+	}
+
+	// Without the adoption step Helm refuses the CRDs and changes nothing.
+	_, err = helmAt("upgrade", release, chartDir)
+	if err == nil || !strings.Contains(err.Error(), "invalid ownership metadata") {
+		t.Fatalf("helm upgrade before adopting the CRDs: error %v, want one saying \"invalid ownership metadata\"", err)
+	}
+	t.Logf("without the adoption step: %s", strings.SplitN(err.Error(), "\n", 3)[1])
+
+	// The README's adoption commands, as the API calls kubectl makes.
+	readme := readChartReadme(t)
+	readme = strings.NewReplacer("$RELEASE", release, "$NAMESPACE", namespace).Replace(readme)
+	steps := adoption.FindAllStringSubmatch(readme, -1)
+	if len(steps) != 2*len(crdNames) {
+		t.Fatalf("the README has %d adoption commands, want a label and an annotate per CRD (%d)", len(steps), 2*len(crdNames))
+	}
+	for _, s := range steps {
+		kv := map[string]any{}
+		for _, pair := range strings.Fields(s[3]) {
+			k, v, ok := strings.Cut(pair, "=")
+			if !ok {
+				t.Fatalf("adoption command %q: %q is not key=value", s[0], pair)
+			}
+			kv[k] = v
+		}
+		field := map[string]string{"label": "labels", "annotate": "annotations"}[s[1]]
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{field: kv}})
+		if _, err := crdRes.Patch(ctx, s[2], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s: %v", s[0], err)
+		}
+	}
+
+	out, err := helmAt("upgrade", release, chartDir)
+	if err != nil {
+		t.Fatalf("helm upgrade after the adoption step: %v", err)
+	}
+	if !strings.Contains(string(out), "kubectl get nodetelemetry -o wide") {
+		t.Errorf("helm upgrade's notes do not say how to see the telemetry:\n%s", out)
+	}
+	chartLabel := fmt.Sprintf("telesched-%v", chartMeta(t)["version"])
+	for _, name := range crdNames {
+		crd, err := crdRes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if crd.GetLabels()["helm.sh/chart"] != chartLabel || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s after the upgrade: labels %v, annotations %v; want helm.sh/chart=%s and helm.sh/resource-policy=keep",
+				name, crd.GetLabels(), crd.GetAnnotations(), chartLabel)
+		}
+	}
+	d, err := deployRes.Get(ctx, "telesched-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetLabels()["helm.sh/chart"] != chartLabel {
+		t.Errorf("Deployment telesched-scheduler after the upgrade: labels %v, want helm.sh/chart=%s", d.GetLabels(), chartLabel)
+	}
+	if _, err := pbRes.Get(ctx, "rack-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("PowerBudget rack-a after the upgrade: %v", err)
+	}
+
+	if _, err := helmAt("uninstall", release); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deployRes.Get(ctx, "telesched-scheduler", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment telesched-scheduler after helm uninstall: %v, want not found", err)
+	}
+	for _, name := range crdNames {
+		if _, err := crdRes.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("CRD %s after helm uninstall: %v, want kept", name, err)
+		}
+	}
+	if _, err := pbRes.Get(ctx, "rack-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("PowerBudget rack-a after helm uninstall: %v, want kept", err)
 	}
 }
