@@ -29,6 +29,9 @@ import (
 // chartDir is the Helm chart of this checkout.
 var chartDir = filepath.Join(manifestsRoot, "helm", "telesched")
 
+// helmRelease is the release name the chart is rendered with.
+const helmRelease = "telesched"
+
 // helmKubeVersion is the Kubernetes version the chart is rendered for:
 // the one the scheduler is built from.
 const helmKubeVersion = "1.37.2"
@@ -75,7 +78,7 @@ func withoutLinkNotes(s string) string {
 // helmTemplateArgs renders the chart as `helm install telesched
 // deploy/helm/telesched --namespace telesched-system` would, CRDs included.
 func helmTemplateArgs(values ...string) []string {
-	args := []string{"template", "telesched", chartDir, "--namespace", "telesched-system",
+	args := []string{"template", helmRelease, chartDir, "--namespace", "telesched-system",
 		"--include-crds", "--kube-version", helmKubeVersion}
 	for _, v := range values {
 		args = append(args, "--set", v)
@@ -140,7 +143,10 @@ var helmVariants = []struct {
 	{"gpu", []string{"namespace.create=true", "agent.gpu.enabled=true"}, "deploy+gpu"},
 	{"gpu+rapl", []string{"namespace.create=true", "agent.gpu.enabled=true", "agent.rapl.enabled=true"}, "deploy+gpu+rapl"},
 	{"monitoring", []string{"agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
-		"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true"}, "monitoring"},
+		"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
+		"dashboards.enabled=true",
+		// deploy/monitoring's PodMonitor leaves both to Prometheus.
+		"monitoring.podMonitor.interval=", "monitoring.podMonitor.scrapeTimeout="}, "monitoring"},
 }
 
 // TestHelmLint runs `helm lint --strict` on the defaults and every variant.
@@ -165,16 +171,57 @@ func TestHelmLint(t *testing.T) {
 // kustomizeHash is the content hash kustomize's configMapGenerator appends.
 var kustomizeHash = regexp.MustCompile(`^(telesched-scheduler-config)-[a-z0-9]{10}$`)
 
+// chartOnlyLabels are the standard labels the chart sets on every object
+// (TestHelmStandardLabels checks them) and the kustomize tree does not
+// carry everywhere, or carries with other values (its instance is the
+// object's name).
+var chartOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance",
+	"app.kubernetes.io/managed-by", "app.kubernetes.io/version", "app.kubernetes.io/component"}
+
+// chartOnlyPodLabels are those of chartOnlyLabels a pod template carries
+// beside its selector's; the selector's instance is compared.
+var chartOnlyPodLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}
+
+// dropLabels deletes keys from the labels at path, and the labels if
+// none remain.
+func dropLabels(o *unstructured.Unstructured, keys []string, path ...string) {
+	labels, found, _ := unstructured.NestedStringMap(o.Object, path...)
+	if !found {
+		return
+	}
+	for _, k := range keys {
+		delete(labels, k)
+	}
+	if len(labels) == 0 {
+		unstructured.RemoveNestedField(o.Object, path...)
+		return
+	}
+	_ = unstructured.SetNestedStringMap(o.Object, labels, path...)
+}
+
 // normalize makes a kustomize and a Helm rendering comparable: the
 // scheduler's ConfigMap without kustomize's hash suffix, its configuration
-// parsed (the comments differ), and the Deployment without Helm's checksum
-// annotation (which kustomize's suffix stands for).
+// parsed (the comments differ), the Deployment without Helm's checksum
+// annotation (which kustomize's suffix stands for), and every object
+// without the standard labels only the chart sets (chartOnlyLabels) and
+// the CRDs without the chart's labels and resource policy
+// (TestHelmCRDs checks those).
 func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	t.Helper()
 	out := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
 		o = o.DeepCopy()
+		dropLabels(o, chartOnlyLabels, "metadata", "labels")
+		dropLabels(o, chartOnlyPodLabels, "spec", "template", "metadata", "labels")
+		if l, _, _ := unstructured.NestedString(o.Object, "spec", "template", "metadata", "labels", "app.kubernetes.io/instance"); l == helmRelease {
+			// The release's instance, on pods whose selector does not
+			// name one (the scheduler's).
+			dropLabels(o, []string{"app.kubernetes.io/instance"}, "spec", "template", "metadata", "labels")
+		}
 		switch o.GetKind() {
+		case "CustomResourceDefinition":
+			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
+			dropLabels(o, []string{"helm.sh/resource-policy"}, "metadata", "annotations")
 		case "ConfigMap":
 			if m := kustomizeHash.FindStringSubmatch(o.GetName()); m != nil {
 				o.SetName(m[1])
@@ -228,13 +275,32 @@ func TestHelmRendersWhatKustomizeDoes(t *testing.T) {
 				t.Fatalf("no manifest set %s", v.kustomize)
 			}
 			want := normalize(t, sets[i].objs)
-			got := normalize(t, renderHelm(t, v.values...))
+			// The kustomize tree pins its images' tag itself; the chart's
+			// default is its appVersion.
+			tag := kustomizeImageTag(t)
+			got := normalize(t, renderHelm(t, append(slices.Clone(v.values), "image.agent.tag="+tag, "image.scheduler.tag="+tag)...))
 			if v.name == "monitoring" {
-				// helm template --include-crds always renders the CRDs;
-				// deploy/monitoring/ goes on top of deploy/, which has them.
+				// The chart renders the CRDs by default; deploy/monitoring/
+				// goes on top of deploy/, which has them. The chart's
+				// ServiceMonitor scrapes with a token Secret of its own
+				// (TestHelmServiceMonitor), deploy/monitoring's with
+				// Prometheus's; the dashboards are the chart's alone
+				// (TestHelmDashboards).
 				for id, o := range got {
-					if o.GetKind() == "CustomResourceDefinition" {
+					switch {
+					case o.GetKind() == "CustomResourceDefinition",
+						o.GetKind() == "ServiceMonitor",
+						o.GetKind() == "ClusterRoleBinding" && o.GetName() == "telesched-metrics-reader",
+						o.GetName() == "telesched-metrics-scraper",
+						o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "telesched-dashboard-"):
 						delete(got, id)
+					}
+				}
+				for id, o := range want {
+					switch {
+					case o.GetKind() == "ServiceMonitor",
+						o.GetKind() == "ClusterRoleBinding" && o.GetName() == "telesched-metrics-reader":
+						delete(want, id)
 					}
 				}
 			}
@@ -266,6 +332,25 @@ func TestHelmRendersWhatKustomizeDoes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kustomizeImageTag returns the tag deploy/kustomization.yaml gives both
+// images.
+func kustomizeImageTag(t *testing.T) string {
+	t.Helper()
+	k := readYAMLMap(t, filepath.Join(manifestsRoot, "kustomization.yaml"))
+	tags := map[string]bool{}
+	images, _, _ := unstructured.NestedSlice(k, "images")
+	for _, img := range images {
+		tags[fmt.Sprint(img.(map[string]any)["newTag"])] = true
+	}
+	if len(tags) != 1 {
+		t.Fatalf("deploy/kustomization.yaml: images' tags %v, want one", tags)
+	}
+	for tag := range tags {
+		return tag
+	}
+	return ""
 }
 
 // schedulerConfigOf returns the KubeSchedulerConfiguration in the
@@ -364,6 +449,18 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{"shared.telemetryMaxAgeReadyAgent=6", "/shared/telemetryMaxAgeReadyAgent"},
 		{"agent.healthPort=9102", "agent.healthPort (9102) must differ from agent.metricsPort"},
 		{"networkPolicy.metricsFrom=null", "/networkPolicy"},
+		{"crds.enabled=maybe", "/crds/enabled"},
+		{"commonLabels.bad\\ key=x", "at '/commonLabels': additional properties 'bad key' not allowed"},
+		{"agent.podLabels.team=not\\ a\\ label\\ value", "/agent/podLabels/team"},
+		{"scheduler.affinity.nodeAfinity.x=y", "nodeAfinity"},
+		{"agent.serviceAccount.annotations=x", "/agent/serviceAccount/annotations"},
+		{"scheduler.tls.secretName=Not_A_Name", "/scheduler/tls/secretName"},
+		{"monitoring.serviceMonitor.interval=30", "/monitoring/serviceMonitor/interval"},
+		{"monitoring.podMonitor.scrapeTimeout=10sec", "/monitoring/podMonitor/scrapeTimeout"},
+		{"monitoring.serviceMonitor.bearerTokenSecret.name=", "/monitoring/serviceMonitor/bearerTokenSecret/name"},
+		{"monitoring.prometheus.serviceAccount=prometheus-k8s", "prometheus"},
+		{"dashboards.namespace=Grafana", "/dashboards/namespace"},
+		{"dashboards.labels.grafana_dashboard=1", "/dashboards/labels/grafana_dashboard"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, helmTemplateArgs(tc.set)...)

@@ -127,6 +127,9 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 			learned.Thermal != nil && learned.Thermal.Model != nil
 	})
 	stop()
+	// The agent may have published again between the read above and its
+	// stop: what a restart starts from is the last write, read now.
+	learned = get()
 	t.Logf("learned: power model %d samples over %d%%, curve %v ± %v; thermal model %+v",
 		learned.Power.Model.Samples, learned.Power.Model.UtilizationSpreadPercent, learned.Power.Model.CurveWatts, learned.Power.Model.CurveUncertaintyWatts, *learned.Thermal.Model)
 
