@@ -331,6 +331,17 @@ images: ## Build the agent and scheduler images (needs a running Docker engine; 
 		$(DOCKER) build -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .; \
 	fi
 
+# Images without Docker (hack/images, internal/ociimage): the same users,
+# entrypoints and files as the Dockerfiles, on bases made from this Debian
+# host's files, plus the node test's pause and workload images; one
+# docker-archive tarball each and images.json (ref, digest, file) in
+# IMAGES_DIR. Load one with `ctr -n k8s.io images import FILE`.
+IMAGES_DIR ?= _output/images
+
+.PHONY: images-local
+images-local: ## Build the images without Docker or a registry into IMAGES_DIR (default _output/images; IMAGE_REGISTRY, VERSION): docker-archive tarballs for ctr images import.
+	$(GO) run ./hack/images -out $(IMAGES_DIR) -version $(VERSION) -registry $(IMAGE_REGISTRY)
+
 ##@ Demo
 
 # Flags for the sandbox (e.g. make demo DEMOFLAGS=--keep).
