@@ -220,9 +220,17 @@ CONTAINERD_BINARIES := $(addprefix $(BIN)/,containerd containerd-shim-runc-v2 ct
 NODE_DIR ?= _output/node
 NODE_PACKAGES := runc containernetworking-plugins iptables
 
+# The release's version, as Kubernetes' own build stamps it, so the node
+# reports kubeletVersion v1.37.x rather than v0.0.0-master.
+KUBENODE_VERSION = $(shell $(GO) list -C $(KUBENODE_MOD) -m -f '{{.Version}}' k8s.io/kubernetes)
+KUBENODE_LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(KUBENODE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(patsubst v%,%,$(KUBENODE_VERSION)))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBENODE_VERSION))) \
+	-X k8s.io/component-base/version.gitTreeState=clean
+
 $(KUBENODE_BINARIES): $(BIN)/%: $(KUBENODE_MOD)/go.mod $(KUBENODE_MOD)/go.sum
 	@echo "building bin/$* from k8s.io/kubernetes (first build takes minutes)"
-	$(GO) build -C $(KUBENODE_MOD) -o $@ k8s.io/kubernetes/cmd/$*
+	$(GO) build -C $(KUBENODE_MOD) -ldflags "$(KUBENODE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/$*
 
 $(CONTAINERD_BINARIES): $(BIN)/%: $(CONTAINERD_MOD)/go.mod $(CONTAINERD_MOD)/go.sum
 	@echo "building bin/$* from github.com/containerd/containerd/v2 (first build takes minutes)"

@@ -15,11 +15,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/telesched/telesched/test/node/cluster"
@@ -34,7 +36,7 @@ func main() {
 	dir := fs.String("dir", "_output/node", "The cluster's state, certificates, configs and logs.")
 	binDir := fs.String("bin-dir", "bin", "Where the cluster's binaries are (make node-binaries).")
 	images := fs.String("images", "_output/images", "Image tarballs (*.tar) to import into containerd (make images-local).")
-	sandbox := fs.String("sandbox-image", cluster.DefaultSandboxImage, "The pod sandbox (pause) image, which must be among -images.")
+	sandbox := fs.String("sandbox-image", "", "The pod sandbox (pause) image, which must be among -images; empty means the telesched-pause image images.json in -images lists.")
 	_ = fs.Parse(os.Args[2:])
 	bin, err := filepath.Abs(*binDir)
 	if err != nil {
@@ -46,6 +48,11 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "node: %s removed\n", *dir)
 		return
+	}
+	if *sandbox == "" {
+		if *sandbox, err = pauseImage(*images); err != nil {
+			fail(err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,6 +76,27 @@ func main() {
 	if err := c.Stop(); err != nil {
 		fail(err)
 	}
+}
+
+// pauseImage is the ref of the telesched-pause image that images.json in
+// dir lists.
+func pauseImage(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	if err != nil {
+		return "", fmt.Errorf("%w (make images-local writes it; or set -sandbox-image)", err)
+	}
+	var list []struct {
+		Ref string `json:"ref"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(dir, "images.json"), err)
+	}
+	for _, im := range list {
+		if i := strings.LastIndex(im.Ref, ":"); i > 0 && strings.HasSuffix(im.Ref[:i], "/telesched-pause") {
+			return im.Ref, nil
+		}
+	}
+	return "", fmt.Errorf("%s lists no telesched-pause image (set -sandbox-image)", filepath.Join(dir, "images.json"))
 }
 
 func fail(err error) {

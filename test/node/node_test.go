@@ -534,7 +534,6 @@ func readImages(dir string) (images, error) {
 		return imgs, fmt.Errorf("%w (make images-local writes it)", err)
 	}
 	var list []struct {
-		Name string `json:"name"`
 		Ref  string `json:"ref"`
 		File string `json:"file"`
 	}
@@ -542,20 +541,21 @@ func readImages(dir string) (images, error) {
 		return imgs, fmt.Errorf("%s: %w", filepath.Join(dir, "images.json"), err)
 	}
 	for _, im := range list {
-		switch im.Name {
+		repo := im.Ref[:strings.LastIndex(im.Ref, ":")]
+		switch repo[strings.LastIndex(repo, "/")+1:] {
 		case "telesched-agent":
 			imgs.agent = im.Ref
 		case "telesched-scheduler":
 			imgs.scheduler = im.Ref
-		case "pause":
+		case "telesched-pause":
 			imgs.pause = im.Ref
-		case "workload":
+		case "telesched-workload":
 			imgs.workload = im.Ref
 		}
 		imgs.files = append(imgs.files, filepath.Join(dir, im.File))
 	}
 	if imgs.agent == "" || imgs.scheduler == "" || imgs.pause == "" || imgs.workload == "" {
-		return imgs, errors.New("images.json lacks one of telesched-agent, telesched-scheduler, pause, workload")
+		return imgs, errors.New("images.json lacks one of telesched-agent, telesched-scheduler, telesched-pause, telesched-workload")
 	}
 	return imgs, nil
 }

@@ -158,8 +158,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c.stopProcs()
 		}
 	}()
-	c.progress("host: node %s, address %s, cgroup v1 %t, swap %t, runc %s, CNI plugins in %s",
-		c.NodeName, host.NodeIP, host.CgroupV1, host.Swap, host.Runc, host.CNIBinDir)
+	c.progress("host: node %s, address %s, cgroup v1 %t, swap %t, CAP_SYS_RESOURCE %t, runc %s, CNI plugins in %s",
+		c.NodeName, host.NodeIP, host.CgroupV1, host.Swap, !host.NoSysResource, host.Runc, host.CNIBinDir)
 	if err := sysctls(); err != nil {
 		return c, err
 	}

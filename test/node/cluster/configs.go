@@ -12,7 +12,12 @@ import (
 // under Dir, runc as the only runtime with the cgroupfs driver (no
 // systemd runs on the hosts this targets; the kubelet's cgroupDriver
 // matches), the CNI plugins Preflight found and the pause image that Start
-// was given, which must be imported since nothing is pulled.
+// was given, which must be imported since nothing is pulled. Where this
+// process lacks CAP_SYS_RESOURCE (Host.NoSysResource), containerd raises
+// every container's oom_score_adj to at least its own
+// (restrict_oom_score_adj, as rootless containerd does): the kubelet's
+// negative scores for pod sandboxes and Guaranteed pods cannot be set
+// there, and runc would fail to start any pod.
 func (c *Cluster) containerdConfig() string {
 	return fmt.Sprintf(`version = 3
 root = %[1]q
@@ -29,6 +34,7 @@ state = %[2]q
 
 [plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
+  restrict_oom_score_adj = %[9]t
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = [%[5]q]
@@ -45,7 +51,7 @@ state = %[2]q
   Root = %[8]q
   SystemdCgroup = false
 `, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSocket(), c.opts.SandboxImage,
-		c.Host.CNIBinDir, c.path("cni", "net.d"), c.Host.Runc, c.path("runc"))
+		c.Host.CNIBinDir, c.path("cni", "net.d"), c.Host.Runc, c.path("runc"), c.Host.NoSysResource)
 }
 
 // cniConfig is the pod network: a Linux bridge with the node's pod range,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -26,6 +27,11 @@ type Host struct {
 	// CNIBinDir holds the CNI plugins (bridge, host-local, loopback,
 	// portmap).
 	CNIBinDir string
+	// NoSysResource is true when this process lacks CAP_SYS_RESOURCE,
+	// without which no process may lower its oom_score_adj: runc then
+	// fails to give a pod sandbox the kubelet's -998 ("nsexec: failed to
+	// update /proc/self/oom_score_adj: Permission denied").
+	NoSysResource bool
 	// NodeIP is the IPv4 address of the interface the default route
 	// leaves by: the API server advertises it as the kubernetes
 	// Service's endpoint, which pods reach through kube-proxy's rules.
@@ -76,6 +82,7 @@ func Preflight(binDir string) (Host, error) {
 	} else {
 		errs = append(errs, errors.New("no cgroup hierarchy at /sys/fs/cgroup (neither cgroup.controllers for v2 nor memory/ for v1)"))
 	}
+	h.NoSysResource = !effectiveCap(capSysResource)
 	if b, err := os.ReadFile("/proc/swaps"); err == nil {
 		h.Swap = len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
 	}
@@ -111,6 +118,25 @@ func Preflight(binDir string) (Host, error) {
 		errs = append(errs, err)
 	}
 	return h, errors.Join(errs...)
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit (linux/capability.h).
+const capSysResource = 24
+
+// effectiveCap says whether this process's effective capability set
+// (CapEff in /proc/self/status) holds capability bit.
+func effectiveCap(bit uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<bit) != 0
+		}
+	}
+	return false
 }
 
 // filesystem says whether the kernel lists fs in /proc/filesystems.
