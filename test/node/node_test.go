@@ -31,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -312,13 +311,21 @@ func (e *env) checkLeader(ctx context.Context) {
 	e.t.Helper()
 	var holder string
 	waitFor(ctx, e.t, "the telesched scheduler to hold its lease", readyTimeout, func(ctx context.Context) bool {
-		leases, err := e.kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{})
+		leases, err := e.kube.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for _, l := range leases.Items {
-			if strings.Contains(l.Name, "telesched") && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-				holder = l.Name + " held by " + *l.Spec.HolderIdentity
+			if l.Name != "telesched-scheduler" || l.Spec.HolderIdentity == nil {
+				continue
+			}
+			// kube-scheduler's identity is <hostname>_<uuid>; its
+			// host name is its pod's name. The holder must be a
+			// running scheduler pod, not one the upgrade replaced.
+			pod, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_")
+			p, err := e.kube.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+			if err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				holder = l.Namespace + "/" + l.Name + " held by " + *l.Spec.HolderIdentity
 				return true
 			}
 		}
@@ -392,28 +399,49 @@ func (e *env) checkNodeBoundWrites(ctx context.Context) {
 		e.t.Fatal(err)
 	}
 	e.t.Logf("the agent pod %s's token, as the kubelet mounted it: %s", pod.Name, tokens[0])
+	// Another node's NodeTelemetry, made by the administrator, and a
+	// status the schema accepts (this node's own), so that only the
+	// node-bound policy can refuse the write.
+	own, err := e.dyn.Resource(ntResource).Get(ctx, e.c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	other := "another-node"
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "telemetry.telesched.io/v1alpha1", "kind": "NodeTelemetry",
 		"metadata": map[string]any{"name": other},
 	}}
-	if _, err := e.dyn.Resource(ntResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := e.dyn.Resource(ntResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
+	// As the agent writes: server-side apply of the status, which its
+	// RBAC grants (patch on nodetelemetries/status).
+	applied := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "telemetry.telesched.io/v1alpha1", "kind": "NodeTelemetry",
+			"metadata": map[string]any{"name": name}, "status": own.Object["status"],
+		}}
+	}
+	opts := metav1.ApplyOptions{FieldManager: "telesched-node-test", Force: true}
 	cfg := rest.AnonymousClientConfig(e.c.Config)
 	cfg.BearerToken = string(token)
 	agent := dynamic.NewForConfigOrDie(cfg)
-	patch := []byte(`{"status":{"agentVersion":"written-by-another-node's-agent"}}`)
-	_, err = agent.Resource(ntResource).Patch(ctx, other, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	e.t.Logf("the agent's token writing %s's NodeTelemetry: %v", other, err)
-	if err == nil {
+	_, err = agent.Resource(ntResource).ApplyStatus(ctx, other, applied(other), opts)
+	e.t.Logf("the agent's token applying %s's NodeTelemetry status: %v", other, err)
+	want := "telesched-agent on node " + e.c.NodeName + " may only write NodeTelemetry " + e.c.NodeName + ", not " + other
+	switch {
+	case err == nil:
 		e.t.Errorf("the API server let the agent on %s write %s's NodeTelemetry", e.c.NodeName, other)
-	} else if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-		e.t.Errorf("want a refusal by the node-bound policy, got: %v", err)
+	case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err), !strings.Contains(err.Error(), want):
+		e.t.Errorf("want the node-bound policy's refusal (%q), got: %v", want, err)
 	}
-	own := []byte(`{"metadata":{"annotations":{"telesched.io/node-test":"written-with-the-agent-token"}}}`)
-	_, err = agent.Resource(ntResource).Patch(ctx, e.c.NodeName, types.MergePatchType, own, metav1.PatchOptions{})
-	e.t.Logf("the agent's token writing its own node %s's NodeTelemetry: %v", e.c.NodeName, err)
+	// The same token may write its own node's: the refusal above is the
+	// policy's, not a token the API server does not take.
+	_, err = agent.Resource(ntResource).ApplyStatus(ctx, e.c.NodeName, applied(e.c.NodeName), opts)
+	e.t.Logf("the agent's token applying its own node %s's NodeTelemetry status: %v", e.c.NodeName, err)
+	if err != nil {
+		e.t.Errorf("the agent's own token may not write its own node's NodeTelemetry: %v", err)
+	}
 }
 
 // timeline records the node's NodeTelemetry sample times and the agent
