@@ -157,6 +157,8 @@ verify-mod: ## Fail if go.mod/go.sum (root or the tools modules) are not tidy.
 	cd $(TOOLS) && $(GO) mod tidy -diff
 	cd $(PROMTOOL_MOD) && $(GO) mod tidy -diff
 	cd $(HELM_MOD) && $(GO) mod tidy -diff
+	cd $(KUBENODE_MOD) && $(GO) mod tidy -diff
+	cd $(CONTAINERD_MOD) && $(GO) mod tidy -diff
 	for d in hack/compat/v*/; do (cd $$d && $(GO) mod tidy -diff) || exit 1; done
 
 ##@ Test
