@@ -30,6 +30,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -65,7 +66,8 @@ type Options struct {
 	// BinDir holds the Components.
 	BinDir string
 	// NodeName is the node's name; empty means the host name, in lower
-	// case, as the kubelet would take it.
+	// case, as the kubelet would take it, or telesched-node where that
+	// is no valid node name.
 	NodeName string
 	// SandboxImage is the pod sandbox (pause) image containerd runs
 	// every pod's sandbox from; it must be imported, as there is no
@@ -137,7 +139,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
+		// The kubelet's own default; a host name that is no valid
+		// node name (a DNS subdomain) gets a fixed one instead.
 		opts.NodeName = strings.ToLower(h)
+		if len(validation.IsDNS1123Subdomain(opts.NodeName)) > 0 {
+			opts.NodeName = "telesched-node"
+		}
 	}
 	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
 		return nil, err
