@@ -119,7 +119,9 @@ func TestChange(t *testing.T) {
 		// 24 of 250 is 9.6%, 25 of 250 is 10%.
 		{"window watts p90 +24W of 250", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Watts.P90 = 274 }, false},
 		{"window watts p90 +25W of 250", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Watts.P90 = 275 }, true},
-		{"window samples and duration only", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Samples, s.Windows.DurationSeconds = 299, 600 }, false},
+		{"window samples and duration only", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Windows.Samples, s.Windows.DurationSeconds = 299, 600
+		}, false},
 		{"window margin went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.ThermalMarginCelsius = nil }, true},
 		{"windows went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows = nil }, true},
 		{"load and energy only", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
