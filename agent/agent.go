@@ -19,6 +19,7 @@ import (
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/status"
 	"github.com/telesched/telesched/agent/thermalmodel"
+	"github.com/telesched/telesched/agent/window"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
@@ -49,7 +50,10 @@ type Sampler struct {
 	heat         *status.HeatTracker
 	heatCfg      status.HeatConfig
 	gpuThrottle  status.GPUThrottleTracker
-	conditions   []metav1.Condition
+	// window keeps the recent samples status.windows summarizes; nil
+	// when windows are off.
+	window     *window.Window
+	conditions []metav1.Condition
 	// adjusted is what Fit last changed, logged when it changes.
 	adjusted string
 	// hadThermalModel is whether the last sample published a thermal
@@ -65,6 +69,9 @@ type SamplerConfig struct {
 	PowerModel   powermodel.Config
 	ThermalModel thermalmodel.Config
 	Heat         status.HeatConfig
+	// Window is how far back status.windows looks, a ring of
+	// Window/Interval samples; 0 publishes no windows.
+	Window time.Duration
 }
 
 // NewSampler returns a Sampler; the configs must be valid.
@@ -83,7 +90,14 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	var w *window.Window
+	if cfg.Window > 0 {
+		if w, err = window.New(cfg.Window, cfg.Interval); err != nil {
+			return nil, err
+		}
+	}
 	return &Sampler{
+		window:       w,
 		collectors:   cfg.Collectors,
 		interval:     cfg.Interval,
 		agentVersion: cfg.AgentVersion,
@@ -144,6 +158,10 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		PreviousConditions: s.conditions,
 	})
 	s.conditions = st.Conditions
+	if s.window != nil {
+		s.window.Add(now, &st, s.heatCfg.AbsoluteLimitMilliCelsius)
+		st.Windows = s.window.Summary(now)
+	}
 	adjusted := status.Fit(&st)
 	s.logAdjustments(ctx, adjusted)
 	return Observation{

@@ -20,6 +20,7 @@ import (
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	"github.com/telesched/telesched/agent/thermalmodel"
+	"github.com/telesched/telesched/agent/window"
 	"github.com/telesched/telesched/internal/heat"
 )
 
@@ -71,6 +72,9 @@ type Options struct {
 	// SampleInterval is how often the agent reads the host, and the window
 	// its rates cover; Complete caps it at Interval.
 	SampleInterval time.Duration
+	// Window is how far back status.windows looks: a ring of
+	// Window/SampleInterval samples. 0 publishes no windows.
+	Window time.Duration
 
 	Once       bool
 	Output     string
@@ -134,6 +138,7 @@ func NewOptions() *Options {
 		NodeName:               os.Getenv("NODE_NAME"),
 		Interval:               DefaultInterval,
 		SampleInterval:         DefaultSampleInterval,
+		Window:                 window.DefaultDuration,
 		Output:                 "json",
 		OnceWindow:             DefaultOnceWindow,
 		Publish:                true,
@@ -177,6 +182,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this Node and of its NodeTelemetry object. Defaults to $NODE_NAME (set it from the downward API: spec.nodeName).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: the in-cluster config.")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "Publishing interval: a signal that moved past its deadband is published once two samples in a row agree within the deadbands, and at the latest this long after the move was first seen, settled or not.")
+	fs.DurationVar(&o.Window, "window", o.Window, "How far back status.windows looks: p50/p90/max of CPU and memory utilization and node watts, and min/p10/p50 of the thermal margin, over the samples of this window. The agent keeps a ring of --window / --sample-interval samples (at most 3600; 300 by default), so its memory is bounded. At least 2 × --sample-interval, at most 24h (left at its default, it is widened to 2 × a longer --sample-interval); 0 publishes no windows. A series is published once the window holds half its samples.")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", o.SampleInterval, "How often to read the host. Rates (CPU utilization, watts) are measured over this window and status.intervalSeconds reports it; /metrics and Events follow every sample. Capped at --interval.")
 
 	fs.BoolVar(&o.Once, "once", o.Once, "Take one sample, print the NodeTelemetry the agent would publish, and exit. Needs no cluster.")
@@ -253,6 +259,18 @@ func (o *Options) Validate() error {
 	}
 	if o.SampleInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--sample-interval %v: must be at least 100ms", o.SampleInterval))
+	}
+	if o.Window < 0 {
+		errs = append(errs, fmt.Errorf("--window %v: must not be negative (0 publishes no windows)", o.Window))
+	} else if o.Window > 0 && o.SampleInterval > 0 {
+		if o.Window == window.DefaultDuration && o.Window < 2*o.SampleInterval {
+			// Left at its default with a long --sample-interval: two
+			// samples, so the default never contradicts the other flags.
+			o.Window = 2 * o.SampleInterval
+		}
+		if err := window.Validate(o.Window, o.SampleInterval); err != nil {
+			errs = append(errs, fmt.Errorf("--window %v with --sample-interval %v: %w", o.Window, o.SampleInterval, err))
+		}
 	}
 	if fi, err := os.Stat(o.HostRoot); err != nil || !fi.IsDir() {
 		errs = append(errs, fmt.Errorf("--host-root %q: not a directory", o.HostRoot))

@@ -64,6 +64,17 @@ func TestValidateFailClosedFlags(t *testing.T) {
 		{"long NVML timeout without probes", func(o *Options) { o.NVMLTimeout, o.HealthAddress = time.Minute, "" }, ""},
 		{"probes on the metrics address", func(o *Options) { o.HealthAddress = o.MetricsAddress },
 			`--health-probe-bind-address ":9102": the same as --metrics-bind-address`},
+		// 5m / 1s = 300 samples
+		{"default window", func(o *Options) {}, ""},
+		{"no window", func(o *Options) { o.Window = 0 }, ""},
+		{"negative window", func(o *Options) { o.Window = -time.Second }, "--window -1s: must not be negative"},
+		{"window of one sample", func(o *Options) { o.Window = 1500 * time.Millisecond },
+			"--window 1.5s with --sample-interval 1s: window 1.5s: must hold at least two samples of 1s (at least 2s)"},
+		// 2h / 1s = 7200 samples
+		{"window past the ring's bound", func(o *Options) { o.Window = 2 * time.Hour },
+			"--window 2h0m0s with --sample-interval 1s: window 2h0m0s: holds 7200 samples of 1s, more than 3600"},
+		// the default 5m against 1h samples: taken as 2h
+		{"default window with long samples", func(o *Options) { o.Interval, o.SampleInterval = time.Hour, time.Hour }, ""},
 		// the default 10s against a 1.5s window (3 x 500ms): taken as 750ms
 		{"default NVML timeout with a short interval", func(o *Options) { o.Interval = 500 * time.Millisecond; o.SampleInterval = 100 * time.Millisecond }, ""},
 	} {

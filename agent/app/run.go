@@ -161,9 +161,10 @@ func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 	list := sources(o, root)
 	defer closeCollectors(list)
 	// intervalSeconds is the window the sample's rates cover.
-	window := o.SampleInterval
+	window, windows := o.SampleInterval, o.Window
 	if o.Once {
-		window = o.OnceWindow
+		// One sample makes no window.
+		window, windows = o.OnceWindow, 0
 	}
 	sampler, err := agent.NewSampler(agent.SamplerConfig{
 		Collectors:   list,
@@ -172,6 +173,7 @@ func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 		PowerModel:   o.PowerModel,
 		ThermalModel: o.ThermalModel,
 		Heat:         o.Heat,
+		Window:       windows,
 	})
 	if err != nil {
 		return err

@@ -58,7 +58,7 @@ func (d Deadbands) Validate() error {
 // counts, whatever its size.
 func Change(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
 	for _, c := range []func(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string{
-		changedSources, changedConditions, changedCPU, changedMemory, changedThermal, changedPower, changedNUMA, changedGPUs,
+		changedSources, changedConditions, changedCPU, changedMemory, changedThermal, changedPower, changedNUMA, changedGPUs, changedWindows,
 	} {
 		if why := c(prev, cur, d); why != "" {
 			return why
@@ -300,6 +300,47 @@ func changedGPUs(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) 
 		}
 	}
 	return ""
+}
+
+// changedWindows applies to the window summary the deadbands of the values
+// it summarizes: utilization points to cpu and memory percentiles, the
+// temperature deadband to the thermal margin's, the power deadband to
+// watts'. The sample count and duration are not news.
+func changedWindows(prev, cur *telemetryv1alpha1.NodeTelemetryStatus, d Deadbands) string {
+	p, c := prev.Windows, cur.Windows
+	if (p == nil) != (c == nil) {
+		return "windows appeared or went away"
+	}
+	if c == nil {
+		return ""
+	}
+	switch {
+	case usageWindowMoved(p.CPUPercent, c.CPUPercent, func(a, b int32) bool { return moved(a, b, d.UtilizationPoints) }):
+		return "cpu window moved"
+	case usageWindowMoved(p.MemoryPercent, c.MemoryPercent, func(a, b int32) bool { return moved(a, b, d.UtilizationPoints) }):
+		return "memory window moved"
+	case usageWindowMoved(p.Watts, c.Watts, func(a, b int32) bool { return wattsMoved(a, b, d) }):
+		return "watts window moved"
+	case (p.ThermalMarginCelsius == nil) != (c.ThermalMarginCelsius == nil):
+		return "thermal margin window appeared or went away"
+	}
+	if pm, cm := p.ThermalMarginCelsius, c.ThermalMarginCelsius; cm != nil {
+		for _, v := range [][2]int32{{pm.Min, cm.Min}, {pm.P10, cm.P10}, {pm.P50, cm.P50}} {
+			if moved(int64(v[0])*1000, int64(v[1])*1000, d.TemperatureMilliCelsius) {
+				return fmt.Sprintf("thermal margin window moved (min %d -> %d °C)", pm.Min, cm.Min)
+			}
+		}
+	}
+	return ""
+}
+
+// usageWindowMoved reports a window that appeared, went away, or one of
+// whose figures moved by its deadband.
+func usageWindowMoved(prev, cur *telemetryv1alpha1.UsageWindow, moved func(prev, cur int32) bool) bool {
+	if (prev == nil) != (cur == nil) {
+		return true
+	}
+	return cur != nil && (moved(prev.P50, cur.P50) || moved(prev.P90, cur.P90) || moved(prev.Max, cur.Max))
 }
 
 // shareMoved reports whether used moved by at least points percent of total.

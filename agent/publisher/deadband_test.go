@@ -31,6 +31,11 @@ func baseStatus() *telemetryv1alpha1.NodeTelemetryStatus {
 			PCIeRoot:  "pci0000:00",
 			NVLink:    &telemetryv1alpha1.GPUNVLink{ActiveLinks: 4, Peers: []int32{1}, Group: 0},
 		}},
+		Windows: &telemetryv1alpha1.WindowsStatus{DurationSeconds: 300, Samples: 300,
+			CPUPercent:           &telemetryv1alpha1.UsageWindow{P50: 40, P90: 60, Max: 80},
+			MemoryPercent:        &telemetryv1alpha1.UsageWindow{P50: 50, P90: 52, Max: 55},
+			ThermalMarginCelsius: &telemetryv1alpha1.MarginWindow{Min: 30, P10: 35, P50: 40},
+			Watts:                &telemetryv1alpha1.UsageWindow{P50: 200, P90: 250, Max: 300}},
 		Conditions: []metav1.Condition{{Type: telemetryv1alpha1.ConditionOverheating, Status: metav1.ConditionFalse, Reason: "WithinLimits"}},
 	}
 }
@@ -103,6 +108,22 @@ func TestChange(t *testing.T) {
 		{"GPU memory +40 of 1000 (4%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 140 }, false},
 		{"GPU memory +50 of 1000 (5%)", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].MemoryUsedBytes = 150 }, true},
 		{"GPU removed", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs = nil }, true},
+		// Windows: the same deadbands as the instant values they summarize.
+		{"window cpu p90 +4 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.CPUPercent.P90 = 64 }, false},
+		{"window cpu p90 +5 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.CPUPercent.P90 = 65 }, true},
+		{"window cpu max -5 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.CPUPercent.Max = 75 }, true},
+		{"window memory p50 +5 points", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.MemoryPercent.P50 = 55 }, true},
+		{"window margin min -1°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.ThermalMarginCelsius.Min = 29 }, false},
+		{"window margin min -2°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.ThermalMarginCelsius.Min = 28 }, true},
+		{"window margin p10 +2°C", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.ThermalMarginCelsius.P10 = 37 }, true},
+		// 24 of 250 is 9.6%, 25 of 250 is 10%.
+		{"window watts p90 +24W of 250", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Watts.P90 = 274 }, false},
+		{"window watts p90 +25W of 250", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Watts.P90 = 275 }, true},
+		{"window samples and duration only", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
+			s.Windows.Samples, s.Windows.DurationSeconds = 299, 600
+		}, false},
+		{"window margin went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.ThermalMarginCelsius = nil }, true},
+		{"windows went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows = nil }, true},
 		{"load and energy only", func(s *telemetryv1alpha1.NodeTelemetryStatus) {
 			s.CPU.LoadAverage = &telemetryv1alpha1.LoadAverage{OneMinuteMilli: 9000}
 			s.Power.EnergyJoules = 123456
@@ -170,6 +191,8 @@ func TestStateChange(t *testing.T) {
 		{"power went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Power = nil }, true},
 		{"GPU utilization went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].UtilizationPercent = nil }, true},
 		{"GPU unhealthy", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.GPUs[0].Health.Healthy = false }, true},
+		{"window cpu p90 60% -> 100%", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.CPUPercent.P90 = 100 }, false},
+		{"window watts went away", func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Watts = nil }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Byte totals of a real host.

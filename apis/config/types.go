@@ -44,6 +44,21 @@ const (
 	ScoringStrategyPack ScoringStrategyType = "Pack"
 )
 
+// UsageType is which of a node's utilization figures LoadAware filters and
+// scores on.
+type UsageType string
+
+const (
+	// UsageInstant is the last sample (status.cpu, status.memory).
+	UsageInstant UsageType = "Instant"
+	// UsageP50 is the median over the agent's window (status.windows).
+	UsageP50 UsageType = "P50"
+	// UsageP90 is the 90th percentile over the agent's window.
+	UsageP90 UsageType = "P90"
+	// UsageMax is the largest sample over the agent's window.
+	UsageMax UsageType = "Max"
+)
+
 // LoadAwareArgs are the arguments of the LoadAware plugin, which filters and
 // scores nodes by their measured CPU and memory utilization plus the
 // requests of pods placed on them since their last sample.
@@ -63,6 +78,10 @@ type LoadAwareArgs struct {
 	MemoryThresholdPercent int32
 	// ScoringStrategy is Spread or Pack.
 	ScoringStrategy ScoringStrategyType
+	// Usage is the utilization figure filtered and scored on: Instant, or
+	// P50, P90 or Max over the node's window, the instant sample standing
+	// in where the node publishes no window.
+	Usage UsageType
 	// PackTargetPercent is the utilization the Pack strategy aims for.
 	// 1 to 100.
 	PackTargetPercent int32

@@ -73,6 +73,9 @@ type Node struct {
 	HeadroomSensorMilli int64
 	UnlimitedSensor     string
 	NUMA                []NUMANode
+	// Windows is the node's window summary; nil when its agent published
+	// none (status.windows absent, or nothing plausible in it).
+	Windows *Windows
 	// Models are the node's learned power and thermal models; nil when
 	// its agent published none, or only implausible ones.
 	Models *Models
@@ -122,7 +125,7 @@ type Node struct {
 	// fields hold no write of the agent's to the status: someone else
 	// wrote it.
 	unwritten bool
-	_         [38]byte // to a multiple of a cache line (TestNodeLayout)
+	_         [30]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.
@@ -408,6 +411,7 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 		}
 	}
 	n.Models = modelsFrom(st)
+	n.Windows = windowsFrom(st)
 	for _, s := range st.Sources {
 		if s.Name == telemetryv1alpha1.SourceGPU && s.State == telemetryv1alpha1.SourceAvailable {
 			n.HasGPUSource = true

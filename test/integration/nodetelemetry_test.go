@@ -354,6 +354,16 @@ func TestNodeTelemetryValidation(t *testing.T) {
 			wantErr: []string{"status.power.model.fullLoadWatts", "fullLoadWatts must not be below idleWatts"},
 		},
 		{
+			name:    "negative window watts",
+			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.Watts.P90 = -1 },
+			wantErr: []string{"status.windows.watts.p90", "should be greater than or equal to 0"},
+		},
+		{
+			name:    "window thermal margin past 2000°C",
+			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.Windows.ThermalMarginCelsius.Min = -2001 },
+			wantErr: []string{"status.windows.thermalMarginCelsius.min", "should be greater than or equal to -2000"},
+		},
+		{
 			name:    "interval of 0 seconds",
 			mutate:  func(s *telemetryv1alpha1.NodeTelemetryStatus) { s.IntervalSeconds = 0 },
 			wantErr: []string{"status.intervalSeconds", "should be greater than or equal to 1"},

@@ -138,6 +138,7 @@ func TestLoadConfig(t *testing.T) {
 				CPUThresholdPercent:     70,
 				MemoryThresholdPercent:  90,
 				ScoringStrategy:         config.ScoringStrategyPack,
+				Usage:                   config.UsageInstant,
 				PackTargetPercent:       70,
 				PodCPUScalingPercent:    100,
 				PodMemoryScalingPercent: 100,

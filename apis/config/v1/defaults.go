@@ -23,6 +23,7 @@ const (
 	DefaultCPUThresholdPercent     int32 = 80
 	DefaultMemoryThresholdPercent  int32 = 90
 	DefaultScoringStrategy               = ScoringStrategySpread
+	DefaultUsage                         = UsageInstant
 	DefaultPackTargetPercent       int32 = 70
 	DefaultPodCPUScalingPercent    int32 = 100
 	DefaultPodMemoryScalingPercent int32 = 100
@@ -92,6 +93,7 @@ func SetDefaults_LoadAwareArgs(obj *LoadAwareArgs) {
 	setDefault(&obj.CPUThresholdPercent, DefaultCPUThresholdPercent)
 	setDefault(&obj.MemoryThresholdPercent, DefaultMemoryThresholdPercent)
 	setDefault(&obj.ScoringStrategy, DefaultScoringStrategy)
+	setDefault(&obj.Usage, DefaultUsage)
 	setDefault(&obj.PackTargetPercent, DefaultPackTargetPercent)
 	setDefault(&obj.PodCPUScalingPercent, DefaultPodCPUScalingPercent)
 	setDefault(&obj.PodMemoryScalingPercent, DefaultPodMemoryScalingPercent)

@@ -33,6 +33,21 @@ type TelemetryArgs struct {
 	StaleTelemetryPolicy *StaleTelemetryPolicy `json:"staleTelemetryPolicy,omitempty"`
 }
 
+// UsageType is which of a node's utilization figures LoadAware filters and
+// scores on.
+type UsageType string
+
+const (
+	// UsageInstant is the last sample (status.cpu, status.memory).
+	UsageInstant UsageType = "Instant"
+	// UsageP50 is the median over the agent's window (status.windows).
+	UsageP50 UsageType = "P50"
+	// UsageP90 is the 90th percentile over the agent's window.
+	UsageP90 UsageType = "P90"
+	// UsageMax is the largest sample over the agent's window.
+	UsageMax UsageType = "Max"
+)
+
 // ScoringStrategyType is how LoadAware scores a node from its estimated
 // utilization.
 type ScoringStrategyType string
@@ -70,6 +85,14 @@ type LoadAwareArgs struct {
 	// nodes, or Pack, favouring nodes closest to packTargetPercent.
 	// +optional
 	ScoringStrategy *ScoringStrategyType `json:"scoringStrategy,omitempty"`
+	// usage is the utilization figure the thresholds and the score apply
+	// to: Instant (the default), the node's last sample; or P50, P90 or
+	// Max, that percentile of the samples over the node agent's --window
+	// (status.windows), so a short spike does not refuse a node and
+	// sustained load does. A node that publishes no window for CPU or
+	// memory is judged on its last sample, and the rejection says so.
+	// +optional
+	Usage *UsageType `json:"usage,omitempty"`
 	// packTargetPercent is the utilization the Pack strategy aims for.
 	// 1 to 100, default 70.
 	// +optional

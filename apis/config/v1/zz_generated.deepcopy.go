@@ -97,6 +97,11 @@ func (in *LoadAwareArgs) DeepCopyInto(out *LoadAwareArgs) {
 		*out = new(ScoringStrategyType)
 		**out = **in
 	}
+	if in.Usage != nil {
+		in, out := &in.Usage, &out.Usage
+		*out = new(UsageType)
+		**out = **in
+	}
 	if in.PackTargetPercent != nil {
 		in, out := &in.PackTargetPercent, &out.PackTargetPercent
 		*out = new(int32)

@@ -49,6 +49,7 @@ const (
 var (
 	supportedStaleTelemetryPolicies = []config.StaleTelemetryPolicy{config.StaleTelemetryIgnore, config.StaleTelemetryReject}
 	supportedScoringStrategies      = []config.ScoringStrategyType{config.ScoringStrategySpread, config.ScoringStrategyPack}
+	supportedUsages                 = []config.UsageType{config.UsageInstant, config.UsageP50, config.UsageP90, config.UsageMax}
 )
 
 // ValidateLoadAwareArgs validates LoadAwareArgs.
@@ -57,6 +58,7 @@ func ValidateLoadAwareArgs(path *field.Path, args *config.LoadAwareArgs) error {
 	allErrs = append(allErrs, validateRange(path.Child("cpuThresholdPercent"), args.CPUThresholdPercent, MinThresholdPercent, MaxThresholdPercent)...)
 	allErrs = append(allErrs, validateRange(path.Child("memoryThresholdPercent"), args.MemoryThresholdPercent, MinThresholdPercent, MaxThresholdPercent)...)
 	allErrs = append(allErrs, validateEnum(path.Child("scoringStrategy"), args.ScoringStrategy, supportedScoringStrategies)...)
+	allErrs = append(allErrs, validateEnum(path.Child("usage"), args.Usage, supportedUsages)...)
 	allErrs = append(allErrs, validateRange(path.Child("packTargetPercent"), args.PackTargetPercent, MinThresholdPercent, MaxThresholdPercent)...)
 	allErrs = append(allErrs, validateRange(path.Child("podCPUScalingPercent"), args.PodCPUScalingPercent, MinPodScalingPercent, MaxPodScalingPercent)...)
 	allErrs = append(allErrs, validateRange(path.Child("podMemoryScalingPercent"), args.PodMemoryScalingPercent, MinPodScalingPercent, MaxPodScalingPercent)...)

@@ -127,6 +127,18 @@ func TestValidateLoadAwareArgs(t *testing.T) {
 			set:     func(a *config.LoadAwareArgs) { a.ScoringStrategy = "MostAllocated" },
 			wantErr: `scoringStrategy: Unsupported value: "MostAllocated": supported values: "Spread", "Pack"`,
 		},
+		{name: "usage P90", set: func(a *config.LoadAwareArgs) { a.Usage = config.UsageP90 }},
+		{name: "usage Max", set: func(a *config.LoadAwareArgs) { a.Usage = config.UsageMax }},
+		{
+			name:    "usage unknown",
+			set:     func(a *config.LoadAwareArgs) { a.Usage = "p95" },
+			wantErr: `usage: Unsupported value: "p95": supported values: "Instant", "P50", "P90", "Max"`,
+		},
+		{
+			name:    "usage empty",
+			set:     func(a *config.LoadAwareArgs) { a.Usage = "" },
+			wantErr: `usage: Unsupported value: "": supported values: "Instant", "P50", "P90", "Max"`,
+		},
 		{
 			name:    "packTargetPercent 0",
 			set:     func(a *config.LoadAwareArgs) { a.PackTargetPercent = 0 },

@@ -129,6 +129,13 @@ type NodeTelemetryStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	GPUs []GPUStatus `json:"gpus,omitempty"`
 
+	// windows summarizes the node's recent samples (the agent's --window,
+	// 5m by default): percentiles of utilization, thermal margin and
+	// watts, for consumers that judge sustained load rather than one
+	// sample. Absent until the agent holds enough samples.
+	// +optional
+	Windows *WindowsStatus `json:"windows,omitempty"`
+
 	// conditions are the node's telemetry conditions: Ready (the last sample
 	// was taken and published) and Overheating (the node is at or near a
 	// thermal limit).
@@ -144,6 +151,80 @@ type NodeTelemetryStatus struct {
 	// absent until the scheduler has measured a pod start here.
 	// +optional
 	Calibration *PowerCalibration `json:"calibration,omitempty"`
+}
+
+// WindowsStatus summarizes the samples the agent took over its last
+// window, one sample per sampling interval. A series is absent when its
+// source was missing from too many of the window's samples (fewer than half
+// the samples a full window holds carried it), never zero.
+type WindowsStatus struct {
+	// durationSeconds is the window the series cover: the agent's --window.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	DurationSeconds int32 `json:"durationSeconds"`
+	// samples is how many samples the window holds now.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	Samples int32 `json:"samples"`
+	// cpuPercent is CPU utilization (cpu.utilizationPercent) over the window.
+	// +optional
+	CPUPercent *UsageWindow `json:"cpuPercent,omitempty"`
+	// memoryPercent is memory utilization (memory.utilizationPercent) over
+	// the window.
+	// +optional
+	MemoryPercent *UsageWindow `json:"memoryPercent,omitempty"`
+	// thermalMarginCelsius is the node's effective thermal headroom (the
+	// sensor closest to its effective limit, as the Overheating condition
+	// judges it) over the window, in whole degrees Celsius rounded down.
+	// Its low tail is what matters: min and p10 are the closest the node
+	// came to its limit.
+	// +optional
+	ThermalMarginCelsius *MarginWindow `json:"thermalMarginCelsius,omitempty"`
+	// watts is the measured node power (power.watts) over the window.
+	// +optional
+	Watts *UsageWindow `json:"watts,omitempty"`
+}
+
+// UsageWindow is the distribution of a signal whose high tail matters.
+// Percentiles are nearest-rank over the window's samples.
+type UsageWindow struct {
+	// p50 is the median.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	P50 int32 `json:"p50"`
+	// p90 is the 90th percentile.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	P90 int32 `json:"p90"`
+	// max is the largest sample.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	Max int32 `json:"max"`
+}
+
+// MarginWindow is the distribution of a margin whose low tail matters.
+// Percentiles are nearest-rank over the window's samples.
+type MarginWindow struct {
+	// min is the smallest sample.
+	// +required
+	// +kubebuilder:validation:Minimum=-2000
+	// +kubebuilder:validation:Maximum=2000
+	Min int32 `json:"min"`
+	// p10 is the 10th percentile.
+	// +required
+	// +kubebuilder:validation:Minimum=-2000
+	// +kubebuilder:validation:Maximum=2000
+	P10 int32 `json:"p10"`
+	// p50 is the median.
+	// +required
+	// +kubebuilder:validation:Minimum=-2000
+	// +kubebuilder:validation:Maximum=2000
+	P50 int32 `json:"p50"`
 }
 
 // PowerCalibration compares, on one node, the jump in measured watts when

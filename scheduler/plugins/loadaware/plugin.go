@@ -4,7 +4,8 @@
 // Package loadaware is the LoadAware plugin: it filters out nodes whose
 // estimated CPU or memory utilization would exceed a threshold and scores
 // nodes by it, spreading load (Spread) or consolidating it (Pack).
-// Estimated = measured by the node's agent + the requests of the pods placed
+// Estimated = measured by the node's agent (its last sample, or with the
+// usage arg a percentile of its window, status.windows) + the requests of the pods placed
 // on the node that its sample does not show yet (the scheduler's one
 // estimate.Book) + this pod, so a burst of pods does not pile onto the node
 // that looked idle. Both are scaled by podCPUScalingPercent and
@@ -208,12 +209,13 @@ func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 // It could not when stale telemetry is not rejected, no node's annotation
 // lowers a threshold, and even the most loaded node's estimate (the
 // cache's LoadBound) with the pod on the smallest node stays within the
-// thresholds: the common case of a fleet with headroom, where skipping the
+// thresholds, and the args judge last samples (the bound knows no window):
+// the common case of a fleet with headroom, where skipping the
 // filter saves a telemetry lookup per node per pod.
 func (pl *LoadAware) mayReject(s *podState) bool {
-	if pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject || pl.lowered == nil ||
+	if pl.args.StaleTelemetryPolicy == config.StaleTelemetryReject || pl.lowered == nil || pl.windowed() ||
 		pl.args.PodCPUScalingPercent > 100 || pl.args.PodMemoryScalingPercent > 100 {
-		return true // (the bound counts reservations unscaled)
+		return true // (the bound counts reservations unscaled, and the last samples only)
 	}
 	if n, ok := pl.lowered.Len(); !ok || n > 0 {
 		return true
@@ -287,11 +289,13 @@ func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reserved estimate.
 	case overStale:
 		return telemetry.StaleStatus(pl.args.TelemetryArgs, tel, s.now)
 	case overCPU:
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
-			percentBP(m.est), m.limit, tel.CPUPercent, percentBP(m.est-int64(tel.CPUPercent)*100)))
+		cpu, _ := pl.usage(tel)
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node cpu %s percent > threshold %d percent (%s, +%s placed since the sample and this pod)",
+			percentBP(m.est), m.limit, pl.measured(tel, "cpu", cpu), percentBP(m.est-int64(cpu)*100)))
 	case overMemory:
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (measured %d, +%s placed since the sample and this pod)",
-			percentBP(m.est), m.limit, tel.MemoryPercent, percentBP(m.est-int64(tel.MemoryPercent)*100)))
+		_, mem := pl.usage(tel)
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node memory %s percent > threshold %d percent (%s, +%s placed since the sample and this pod)",
+			percentBP(m.est), m.limit, pl.measured(tel, "memory", mem), percentBP(m.est-int64(mem)*100)))
 	}
 	return nil
 }
@@ -330,15 +334,16 @@ func (pl *LoadAware) misfit(node *v1.Node, tel *telemetry.Node, reserved estimat
 	}
 	r := pl.scale(reserved)
 	reservedCPU, reservedMem := r[0], r[1]
+	cpu, mem := pl.usage(tel)
 	if tel.HasCPU {
 		limit := threshold(node, config.NodeAnnotationCPUThresholdPercent, pl.args.CPUThresholdPercent)
-		if est := estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli+s.otherCPUMilli, int64(tel.LogicalCores)*1000); est > int64(limit)*100 {
+		if est := estimate.EstimateBP(cpu, reservedCPU+s.cpuMilli+s.otherCPUMilli, int64(tel.LogicalCores)*1000); est > int64(limit)*100 {
 			return misfit{over: overCPU, est: est, limit: limit}
 		}
 	}
 	if tel.HasMemory {
 		limit := threshold(node, config.NodeAnnotationMemoryThresholdPercent, pl.args.MemoryThresholdPercent)
-		if est := estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes+s.otherMemoryBytes, tel.MemoryTotalBytes); est > int64(limit)*100 {
+		if est := estimate.EstimateBP(mem, reservedMem+s.memoryBytes+s.otherMemoryBytes, tel.MemoryTotalBytes); est > int64(limit)*100 {
 			return misfit{over: overMemory, est: est, limit: limit}
 		}
 	}
@@ -365,12 +370,13 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	}
 	r := pl.scale(pl.book.Get(name))
 	reservedCPU, reservedMem := r[0], r[1]
+	cpu, mem := pl.usage(tel)
 	var est int64
 	if tel.HasCPU {
-		est = estimate.EstimateBP(tel.CPUPercent, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
+		est = estimate.EstimateBP(cpu, reservedCPU+s.cpuMilli, int64(tel.LogicalCores)*1000)
 	}
 	if tel.HasMemory {
-		est = max(est, estimate.EstimateBP(tel.MemoryPercent, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
+		est = max(est, estimate.EstimateBP(mem, reservedMem+s.memoryBytes, tel.MemoryTotalBytes))
 	}
 	if pl.args.ScoringStrategy == config.ScoringStrategyPack {
 		return packScore(est, pl.args.PackTargetPercent), nil
@@ -470,7 +476,7 @@ func (pl *LoadAware) change(prev, cur *telemetry.Node, now time.Time) change {
 		before:    pl.book.Before(cur.Name, cur),
 		reserved:  pl.book.Get(cur.Name),
 	}
-	c.lighter = !c.prevKnown || c.reserved.CPUMilli < c.before.CPUMilli || c.reserved.MemoryBytes < c.before.MemoryBytes || !noLighter(prev, cur)
+	c.lighter = !c.prevKnown || c.reserved.CPUMilli < c.before.CPUMilli || c.reserved.MemoryBytes < c.before.MemoryBytes || !pl.noLighter(prev, cur)
 	return c
 }
 
@@ -504,11 +510,14 @@ func (pl *LoadAware) letsIn(node *v1.Node, prev, cur *telemetry.Node, c change, 
 }
 
 // noLighter reports whether cur estimates no pod's load lower than prev:
-// the same sections and capacities, and CPU and memory no lower.
-func noLighter(prev, cur *telemetry.Node) bool {
+// the same sections and capacities, and CPU and memory, as the args' usage
+// reads them, no lower.
+func (pl *LoadAware) noLighter(prev, cur *telemetry.Node) bool {
+	prevCPU, prevMem := pl.usage(prev)
+	curCPU, curMem := pl.usage(cur)
 	return prev.HasCPU == cur.HasCPU && prev.HasMemory == cur.HasMemory &&
 		prev.LogicalCores == cur.LogicalCores && prev.MemoryTotalBytes == cur.MemoryTotalBytes &&
-		cur.CPUPercent >= prev.CPUPercent && cur.MemoryPercent >= prev.MemoryPercent
+		curCPU >= prevCPU && curMem >= prevMem
 }
 
 // podDeleteHint queues a pod when a pod deleted from a node takes its
