@@ -39,10 +39,10 @@ func TestTaintSetAtMarginClearedAfterHold(t *testing.T) {
 			{at: 0, headroom: 20_000, want: false, reason: ReasonWithinLimits},
 			{at: 10 * time.Second, headroom: 6_000, want: false, reason: ReasonWithinLimits}, // above the 5°C margin
 			{at: 20 * time.Second, headroom: 5_000, want: true, changed: true, reason: ReasonNearThermalLimit},
-			{at: 30 * time.Second, headroom: 9_000, want: true, reason: ReasonCooledDown},       // cool: the hold starts at 30s
-			{at: 50 * time.Second, headroom: 7_000, want: true, reason: ReasonNearThermalLimit}, // a dip into the band: the hold starts again
-			{at: 60 * time.Second, headroom: 9_000, want: true, reason: ReasonCooledDown},       // cool again: the hold starts at 60s
-			{at: 110 * time.Second, headroom: 12_000, want: true, reason: ReasonCooledDown},     // 50s < 60s
+			{at: 30 * time.Second, headroom: 9_000, want: true, reason: ReasonCooledDown},                  // cool: the hold starts at 30s
+			{at: 50 * time.Second, headroom: 7_000, want: true, reason: ReasonNearThermalLimit},            // a dip into the band: the hold starts again
+			{at: 60 * time.Second, headroom: 9_000, want: true, reason: ReasonCooledDown},                  // cool again: the hold starts at 60s
+			{at: 110 * time.Second, headroom: 12_000, want: true, reason: ReasonCooledDown},                // 50s < 60s
 			{at: 120 * time.Second, headroom: 8_000, want: false, changed: true, reason: ReasonCooledDown}, // 60s at >= 8°C
 			{at: 130 * time.Second, headroom: 7_000, want: false, reason: ReasonWithinLimits},              // in the band, never hot again
 		},
