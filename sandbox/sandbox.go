@@ -367,6 +367,11 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 		o := app.NewOptions()
 		o.NodeName, o.HostRoot, o.Kubeconfig, o.Interval = name, root, kubeconfig, s.opts.Interval
 		o.MetricsAddress, o.HealthAddress = "", ""
+		// The scenario's heat phase shows EnergyAware refusing the heater
+		// and requeueing its pinned pod as the node cools; the overheating
+		// taint would refuse it first and hold it for --overheating-taint-hold
+		// after. test/integration's TestOverheatingTaint* cover the taint.
+		o.OverheatingTaint = false
 		// Publish on every meaningful change, at most twice a second.
 		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
 		o.Publisher.BackoffMax = 5 * time.Second

@@ -28,7 +28,7 @@ func TestAgentEventReasons(t *testing.T) {
 	for _, q := range regexp.MustCompile(`'([^']*)'`).FindAllSubmatch(m[1], -1) {
 		policy = append(policy, string(q[1]))
 	}
-	agent := []string{EventNodeOverheating, EventNodeTemperatureNormal, EventGPUThermalThrottling}
+	agent := []string{EventNodeOverheating, EventNodeTemperatureNormal, EventGPUThermalThrottling, EventOverheatingTaintAdded, EventOverheatingTaintRemoved}
 	slices.Sort(policy)
 	slices.Sort(agent)
 	if !slices.Equal(policy, agent) {

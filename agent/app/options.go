@@ -118,6 +118,11 @@ type Options struct {
 	// GCPercent is the garbage collector's target percentage; the GOGC
 	// environment variable, when set, wins (see main).
 	GCPercent int
+	// OverheatingTaint sets the taint OverheatingTaintKey on the Node
+	// while it is Overheating, and removes it once the node has stayed
+	// cool for OverheatingTaintHold (status.TaintTracker).
+	OverheatingTaint     bool
+	OverheatingTaintHold time.Duration
 	// StateFile keeps the models' state on the node between restarts;
 	// "" keeps none. StateEvery is how often it is written.
 	StateFile    string
@@ -163,6 +168,8 @@ func NewOptions() *Options {
 			Deadbands:       publisher.DefaultDeadbands(),
 		},
 		SensorHold:                 collector.DefaultSensorHold,
+		OverheatingTaint:           true,
+		OverheatingTaintHold:       status.DefaultTaintHold,
 		StateEvery:                 DefaultStateEvery,
 		GCPercent:                  DefaultGCPercent,
 		PowerModel:                 powermodel.DefaultConfig(),
@@ -216,6 +223,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.hotHeadroomCelsius, "overheat-headroom-celsius", o.hotHeadroomCelsius, "The node is Overheating (condition, NodeOverheating event) when a sensor is this close to its effective limit, or when its CPUs throttle. Keep it equal to EnergyAware's thermalMarginCelsius.")
 	fs.Float64Var(&o.absoluteLimitCelsius, "absolute-limit-celsius", o.absoluteLimitCelsius, "Limit of a sensor that reports none (no crit, no max, no known vendor limit), e.g. AMD k10temp Tctl on an unlisted part. Keep it equal to EnergyAware's absoluteLimitCelsius.")
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
+	fs.BoolVar(&o.OverheatingTaint, "overheating-taint", o.OverheatingTaint, "While the node is Overheating (--overheat-headroom-celsius), taint its Node telesched.io/overheating:NoSchedule, which every scheduler honours, with the Node condition TeleschedOverheating and an Event saying why; remove the taint once every sensor has stayed at least --cool-headroom-celsius below its limit, without throttling, for --overheating-taint-hold. Needs patch on nodes and nodes/status (deploy/agent/node-taint-rbac.yaml), held to this taint and condition of the agent's own Node by deploy/policy/node-taint.yaml.")
+	fs.DurationVar(&o.OverheatingTaintHold, "overheating-taint-hold", o.OverheatingTaintHold, "How long the node must stay cool (headroom at or above --cool-headroom-celsius, no throttling, in every sample) before its overheating taint is removed; a sample between the two headrooms starts the hold again. 0 removes it at the first cool sample.")
 	fs.DurationVar(&o.gpuThrottleQuiet, "gpu-throttle-event-quiet-period", o.gpuThrottleQuiet, "A GPU that starts thermal throttling records a GPUThermalThrottling Event on its Node only when it has not throttled for this long: one hovering at its slowdown temperature flips from sample to sample, and would record an Event each time. 0 records every start.")
 	fs.DurationVar(&o.gpuThrottleMinInterval, "gpu-throttle-event-min-interval", o.gpuThrottleMinInterval, "Least time between two GPUThermalThrottling Events of the node: the GPUs that start throttling in between are named together in the next one. 0 records each sample's at once.")
 	fs.DurationVar(&o.SensorHold, "sensor-hold-duration", o.SensorHold, "How long, from when it was read, a temperature sensor's last good reading stands in for it while its reads fail (EIO, ENODATA, a value no sensor can have): it still counts toward the hottest sensor and the headroom, so a node last seen hot does not read cool. Then the sensor is left out. Either way the thermal source is Degraded, naming the sensor and its error, while its reads fail. 0 holds none.")
@@ -277,6 +286,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Heat.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius/--gpu-throttle-event-*: %w", err))
+	}
+	if o.OverheatingTaintHold < 0 {
+		errs = append(errs, fmt.Errorf("--overheating-taint-hold %v: must not be negative (0 removes the taint at the first cool sample)", o.OverheatingTaintHold))
 	}
 	if o.SensorHold < 0 {
 		errs = append(errs, fmt.Errorf("--sensor-hold-duration %v: must not be negative", o.SensorHold))

@@ -51,6 +51,7 @@ func TestValidateFailClosedFlags(t *testing.T) {
 		{"defaults", func(o *Options) {}, ""},
 		{"no hold", func(o *Options) { o.SensorHold = 0 }, ""},
 		{"negative hold", func(o *Options) { o.SensorHold = -time.Second }, "--sensor-hold-duration -1s: must not be negative"},
+		{"negative taint hold", func(o *Options) { o.OverheatingTaintHold = -time.Minute }, "--overheating-taint-hold -1m0s: must not be negative"},
 		{"throttle counters every sample", func(o *Options) { o.ThrottleInterval = 0 }, ""},
 		{"negative throttle interval", func(o *Options) { o.ThrottleInterval = -time.Second }, "--throttle-interval -1s: must not be negative"},
 		{"GC target too low", func(o *Options) { o.GCPercent = 5 }, "--gc-percent 5: must be at least 10"},

@@ -242,6 +242,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 
 	var pub *publishing
 	var events *nodeEvents
+	var taint *NodeTaint
 	if o.Publish {
 		client, err := newClient(o.Kubeconfig, o.WrapTransport)
 		if err != nil {
@@ -252,6 +253,16 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		}
 		events = newNodeEvents(ctx, client, o.NodeName)
 		defer events.shutdown()
+		if o.OverheatingTaint {
+			taint = NewNodeTaint(ctx, client, o.NodeName, o.Heat, o.OverheatingTaintHold, o.Publisher.BackoffInitial, clock.RealClock{},
+				func(ev kube.Event) {
+					if events.queueEvent(ev) {
+						m.Event(ev.Reason)
+					}
+				})
+			// Before events.shutdown: its last Event is still sent.
+			defer taint.Shutdown()
+		}
 		resumeModels(ctx, o, client, sampler)
 	} else {
 		resumeModels(ctx, o, nil, sampler)
@@ -362,6 +373,9 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 				for _, reason := range events.record(&obs) {
 					m.Event(reason)
 				}
+			}
+			if taint != nil {
+				taint.Update(now, obs.Heat)
 			}
 			if pub != nil {
 				offerLatest(latest, &obs.Status)
@@ -617,15 +631,24 @@ func (e *nodeEvents) record(obs *agent.Observation) []string {
 	}
 	var reasons []string
 	for _, ev := range events {
-		ev.Node, ev.Component = e.node, "telesched-agent"
-		select {
-		case e.queue <- ev:
+		if e.queueEvent(ev) {
 			reasons = append(reasons, ev.Reason)
-		default:
-			klog.Background().Info("event queue full; dropping event", "reason", ev.Reason)
 		}
 	}
 	return reasons
+}
+
+// queueEvent queues an Event about the Node; false when the queue is full
+// and the Event dropped. Safe for concurrent use.
+func (e *nodeEvents) queueEvent(ev kube.Event) bool {
+	ev.Node, ev.Component = e.node, "telesched-agent"
+	select {
+	case e.queue <- ev:
+		return true
+	default:
+		klog.Background().Info("event queue full; dropping event", "reason", ev.Reason)
+		return false
+	}
 }
 
 // shutdown sends the queued events and stops.

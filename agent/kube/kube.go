@@ -1,10 +1,11 @@
 // Copyright The telesched Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package kube is the agent's narrow API client. The agent makes four
-// kinds of call: it reads its Node, reads its NodeTelemetry once at start
-// (to resume its models), applies its NodeTelemetry and creates Events. A
-// REST client that sends and reads JSON bodies does all four, over a scheme
+// Package kube is the agent's narrow API client. The agent reads its Node,
+// reads its NodeTelemetry once at start (to resume its models), applies its
+// NodeTelemetry, creates Events, and patches its Node's overheating taint
+// and condition. A REST client that sends and reads JSON bodies does all of
+// it, over a scheme
 // that holds only meta/v1's Status (so an API error keeps its reason and
 // causes). client-go's full clientset would register every API group at
 // start-up, and k8s.io/api/core/v1's types alone, linked in for the Node
@@ -60,11 +61,18 @@ func New(cfg *rest.Config) (*Client, error) {
 
 // Node is what the agent reads of its Node.
 type Node struct {
-	Name string
-	UID  types.UID
+	Name            string
+	UID             types.UID
+	ResourceVersion string
+	// Taints are the Node's taints as the API server sent them, so that a
+	// patch that changes one sends the others back unchanged, whatever
+	// fields they carry.
+	Taints []json.RawMessage
+	// Conditions are the Node's status conditions.
+	Conditions []NodeCondition
 }
 
-// GetNode reads a Node's name and UID.
+// GetNode reads a Node's name, UID, resourceVersion, taints and conditions.
 func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
 	raw, err := c.rest.Get().AbsPath("/api/v1/nodes", name).SetHeader("Accept", "application/json").Do(ctx).Raw()
 	if err != nil {
@@ -72,14 +80,71 @@ func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
 	}
 	var obj struct {
 		Metadata struct {
-			Name string    `json:"name"`
-			UID  types.UID `json:"uid"`
+			Name            string    `json:"name"`
+			UID             types.UID `json:"uid"`
+			ResourceVersion string    `json:"resourceVersion"`
 		} `json:"metadata"`
+		Spec struct {
+			Taints []json.RawMessage `json:"taints"`
+		} `json:"spec"`
+		Status struct {
+			Conditions []NodeCondition `json:"conditions"`
+		} `json:"status"`
 	}
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("decoding Node %s: %w", name, err)
 	}
-	return &Node{Name: obj.Metadata.Name, UID: obj.Metadata.UID}, nil
+	return &Node{Name: obj.Metadata.Name, UID: obj.Metadata.UID, ResourceVersion: obj.Metadata.ResourceVersion,
+		Taints: obj.Spec.Taints, Conditions: obj.Status.Conditions}, nil
+}
+
+// TaintKey is the key of a taint as the API server sent it; "" when it
+// does not decode.
+func TaintKey(raw json.RawMessage) string {
+	var t struct {
+		Key string `json:"key"`
+	}
+	_ = json.Unmarshal(raw, &t)
+	return t.Key
+}
+
+// SetNodeTaints replaces a Node's taints with a JSON merge patch that
+// carries the resourceVersion the taints were read at, so a write by
+// anyone else in between fails with a Conflict (apierrors.IsConflict)
+// instead of being overwritten: taints are one atomic list.
+func (c *Client) SetNodeTaints(ctx context.Context, name, resourceVersion string, taints []json.RawMessage) error {
+	if taints == nil {
+		taints = []json.RawMessage{}
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"spec":     map[string]any{"taints": taints},
+	})
+	if err != nil {
+		return err
+	}
+	return c.rest.Patch(types.MergePatchType).AbsPath("/api/v1/nodes", name).Body(body).Do(ctx).Error()
+}
+
+// NodeCondition is a core/v1 NodeCondition, with its JSON names.
+type NodeCondition struct {
+	Type               string      `json:"type"`
+	Status             string      `json:"status"`
+	LastHeartbeatTime  metav1.Time `json:"lastHeartbeatTime"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
+	Reason             string      `json:"reason"`
+	Message            string      `json:"message"`
+}
+
+// SetNodeCondition sets one condition of a Node's status with a strategic
+// merge patch, as the kubelet writes its own: conditions merge by type, so
+// the others stay as they are.
+func (c *Client) SetNodeCondition(ctx context.Context, name string, cond NodeCondition) error {
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []NodeCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	return c.rest.Patch(types.StrategicMergePatchType).AbsPath("/api/v1/nodes", name, "status").Body(body).Do(ctx).Error()
 }
 
 // GetRaw reads the object at path (an absolute API path) as JSON.

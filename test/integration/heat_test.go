@@ -136,6 +136,9 @@ func startHeatAgent(t *testing.T, c clients, kubeconfig, name string, extra func
 	opts.Kubeconfig = kubeconfig
 	opts.MetricsAddress, opts.HealthAddress = freeAddress(t), ""
 	opts.NVML = false
+	// The test reads EnergyAware's refusal of the hot node; the overheating
+	// taint would refuse it first (TestOverheatingTaint* cover the taint).
+	opts.OverheatingTaint = false
 	runAgentOn(t, host, name, opts)
 	return "http://" + opts.MetricsAddress + "/metrics"
 }

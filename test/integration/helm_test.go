@@ -25,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/agent/app"
 	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
@@ -111,6 +112,17 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 		}
 		_, found, _ := unstructured.NestedMap(nt.Object, "status", "cpu")
 		return found
+	})
+	// Its overheating condition on its Node (False: the host tree is
+	// cool), written with the chart's node-taint RBAC and policy.
+	waitReady(t, "the agent's "+app.OverheatingConditionType+" condition on its Node", agentOut, 30*time.Second, func() bool {
+		n, err := admin.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == app.OverheatingConditionType && c.Status == corev1.ConditionFalse
+		})
 	})
 
 	// The scheduler: the Deployment's args and the ConfigMap's

@@ -186,7 +186,7 @@ func TestNodeBoundWrites(t *testing.T) {
 		wantPolicyDenial(t, kc.CreateEvent(ctx, event(nodeB, app.EventNodeOverheating), time.Now()),
 			fmt.Sprintf("telesched-agent on node %s may only record Events about Node %s, not Node %s", nodeA, nodeA, nodeB))
 		wantPolicyDenial(t, kc.CreateEvent(ctx, event(nodeA, "Killing"), time.Now()),
-			"telesched-agent records only NodeOverheating, NodeTemperatureNormal, GPUThermalThrottling Events, not Killing")
+			"telesched-agent records only NodeOverheating, NodeTemperatureNormal, GPUThermalThrottling, OverheatingTaintAdded, OverheatingTaintRemoved Events, not Killing")
 		podEvent := &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{GenerateName: "forged-", Namespace: agentNamespace},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: agentNamespace, Name: podB.Name},

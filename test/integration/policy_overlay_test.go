@@ -92,6 +92,12 @@ resources:
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil
 	})
+	// and until the policy binding denies its write of another node's.
+	waitFor(t, "the overlay's node-bound-writes policy to deny a write", 30*time.Second, func() bool {
+		_, err := agent.dyn.Resource(ntResource).Patch(ctx, nodeB, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return isPolicyDenial(err)
+	})
 	kc, err := kube.New(agent.cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,211 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/telesched/telesched/agent/kube"
+	"github.com/telesched/telesched/agent/status"
+	"github.com/telesched/telesched/internal/text"
+)
+
+// The overheating taint, the Node condition that says why, and the Events
+// recorded when the taint is set and removed. deploy/policy/node-taint.yaml
+// lets the agent write this taint and this condition of its own Node and
+// nothing else; TestNodeTaintPolicyNames keeps the names in step.
+const (
+	OverheatingTaintKey          = "telesched.io/overheating"
+	OverheatingTaintEffect       = "NoSchedule"
+	OverheatingConditionType     = "TeleschedOverheating"
+	EventOverheatingTaintAdded   = "OverheatingTaintAdded"
+	EventOverheatingTaintRemoved = "OverheatingTaintRemoved"
+)
+
+// taintConflictRetries is how many times a taint write that lost a race
+// with another writer of the Node's taints (a Conflict) is tried again at
+// once, each after a fresh read.
+const taintConflictRetries = 3
+
+// NodeTaint keeps the overheating taint and condition of the agent's Node
+// in step with the node's heat. Update runs the hysteresis on the sampling
+// loop's goroutine, in sample order; the writes happen on a goroutine of
+// their own, so a slow API server never delays sampling. A write that
+// fails is tried again with the next sample, no sooner than retry after
+// the failure.
+type NodeTaint struct {
+	client  *kube.Client
+	node    string
+	tracker *status.TaintTracker
+	events  func(kube.Event)
+	clock   clock.Clock
+	retry   time.Duration
+
+	queue chan status.TaintState
+	done  chan struct{}
+
+	// Writer goroutine only.
+	written    bool
+	wroteTaint bool
+	failedAt   time.Time
+}
+
+// NewNodeTaint reads whether the Node carries the taint already (an agent
+// restarted on a hot node keeps it and its hold) and starts the writer,
+// which runs until Shutdown. events records an Event (nil: none).
+func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat status.HeatConfig, hold, retry time.Duration,
+	clk clock.Clock, events func(kube.Event)) *NodeTaint {
+	logger := klog.FromContext(ctx)
+	tainted := false
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	n, err := client.GetNode(rctx, node)
+	cancel()
+	if err != nil {
+		// Without the Node's taints the agent starts untainted: a hot node
+		// is tainted by its next sample; a cool one loses a taint it may
+		// still have been holding.
+		logger.Error(err, "reading the Node's overheating taint at start; assuming none", "node", node)
+	} else {
+		tainted = slices.ContainsFunc(n.Taints, isOverheatingTaint)
+	}
+	t := &NodeTaint{
+		client: client, node: node, tracker: status.NewTaintTracker(heat, hold, tainted),
+		events: events, clock: clk, retry: retry,
+		queue: make(chan status.TaintState, 1), done: make(chan struct{}),
+	}
+	go t.run(ctx)
+	return t
+}
+
+func isOverheatingTaint(raw json.RawMessage) bool { return kube.TaintKey(raw) == OverheatingTaintKey }
+
+// Update runs the hysteresis on one sample's heat and hands the outcome
+// to the writer, replacing one it has not taken yet; it returns the
+// outcome.
+func (t *NodeTaint) Update(now time.Time, h status.HeatState) status.TaintState {
+	st := t.tracker.Update(now, h)
+	for {
+		select {
+		case t.queue <- st:
+			return st
+		default:
+			select {
+			case <-t.queue:
+			default:
+			}
+		}
+	}
+}
+
+// Shutdown stops the writer, after the write in progress.
+func (t *NodeTaint) Shutdown() {
+	close(t.queue)
+	<-t.done
+}
+
+func (t *NodeTaint) run(ctx context.Context) {
+	defer close(t.done)
+	logger := klog.FromContext(ctx)
+	for st := range t.queue {
+		if ctx.Err() != nil {
+			continue // drain until Shutdown
+		}
+		if t.written && t.wroteTaint == st.Tainted {
+			continue
+		}
+		if !t.failedAt.IsZero() && t.clock.Since(t.failedAt) < t.retry {
+			continue
+		}
+		if err := t.write(ctx, st); err != nil {
+			t.failedAt = t.clock.Now()
+			logger.Error(err, "writing the Node's overheating taint failed; trying again", "node", t.node, "tainted", st.Tainted)
+			continue
+		}
+		t.failedAt, t.written, t.wroteTaint = time.Time{}, true, st.Tainted
+	}
+}
+
+// write makes the Node carry the taint or not, and its condition say so,
+// and records an Event when it set or removed the taint.
+func (t *NodeTaint) write(ctx context.Context, st status.TaintState) error {
+	logger := klog.FromContext(ctx)
+	var n *kube.Node
+	changed := false
+	for try := 0; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		var err error
+		n, err = t.client.GetNode(rctx, t.node)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading Node %s: %w", t.node, err)
+		}
+		has := slices.ContainsFunc(n.Taints, isOverheatingTaint)
+		if has == st.Tainted {
+			break
+		}
+		taints := slices.DeleteFunc(slices.Clone(n.Taints), isOverheatingTaint)
+		if st.Tainted {
+			raw, err := json.Marshal(map[string]string{"key": OverheatingTaintKey, "effect": OverheatingTaintEffect})
+			if err != nil {
+				return err
+			}
+			taints = append(taints, raw)
+		}
+		rctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		err = t.client.SetNodeTaints(rctx, t.node, n.ResourceVersion, taints)
+		cancel()
+		if err == nil {
+			changed = true
+			break
+		}
+		if !apierrors.IsConflict(err) || try >= taintConflictRetries {
+			return fmt.Errorf("setting the taint %s on Node %s to %v: %w", OverheatingTaintKey, t.node, st.Tainted, err)
+		}
+	}
+	if changed {
+		logger.Info("overheating taint", "node", t.node, "tainted", st.Tainted, "reason", st.Reason, "message", st.Message)
+	}
+
+	want := metav1.ConditionFalse
+	if st.Tainted {
+		want = metav1.ConditionTrue
+	}
+	i := slices.IndexFunc(n.Conditions, func(c kube.NodeCondition) bool { return c.Type == OverheatingConditionType })
+	if changed || i < 0 || n.Conditions[i].Status != string(want) {
+		now := metav1.NewTime(t.clock.Now())
+		cond := kube.NodeCondition{
+			Type: OverheatingConditionType, Status: string(want),
+			LastHeartbeatTime: now, LastTransitionTime: now,
+			Reason: st.Reason, Message: text.Truncate(st.Message, maxEventMessage),
+		}
+		if i >= 0 && n.Conditions[i].Status == string(want) {
+			cond.LastTransitionTime = n.Conditions[i].LastTransitionTime
+		}
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		err := t.client.SetNodeCondition(rctx, t.node, cond)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("setting the condition %s of Node %s: %w", OverheatingConditionType, t.node, err)
+		}
+	}
+	if changed && t.events != nil {
+		ev := kube.Event{Type: kube.EventTypeNormal, Reason: EventOverheatingTaintRemoved}
+		if st.Tainted {
+			ev = kube.Event{Type: kube.EventTypeWarning, Reason: EventOverheatingTaintAdded}
+		}
+		ev.Message = text.Truncate(fmt.Sprintf("%s %s:%s: %s", map[bool]string{true: "tainted", false: "removed the taint"}[st.Tainted],
+			OverheatingTaintKey, OverheatingTaintEffect, st.Message), maxEventMessage)
+		t.events(ev)
+	}
+	return nil
+}
