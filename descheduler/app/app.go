@@ -105,10 +105,10 @@ func (o Options) Validate() error {
 // Descheduler is one running descheduler: its informers, telemetry cache
 // and profile.
 type Descheduler struct {
-	opts      Options
-	factory   informers.SharedInformerFactory
-	evictor   *evictions.PodEvictor
-	profile   interface {
+	opts    Options
+	factory informers.SharedInformerFactory
+	evictor *evictions.PodEvictor
+	profile interface {
 		RunDeschedulePlugins(context.Context, []*v1.Node) *frameworktypes.Status
 	}
 	broadcast events.EventBroadcasterAdapter
