@@ -152,7 +152,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	}, cache, book, la, ea)
 	gate := descheduler.NewGate(recorder, opts.Cooldown, opts.DryRun, time.Now)
 
-	podEvictor, err := evictions.NewPodEvictor(ctx, client, recorder, podInformer, features.DefaultMutableFeatureGate,
+	var evictClient kubernetes.Interface = client
+	if opts.DryRun {
+		evictClient = dryRunClient{client}
+	}
+	podEvictor, err := evictions.NewPodEvictor(ctx, evictClient, recorder, podInformer, features.DefaultMutableFeatureGate,
 		evictions.NewOptions().
 			WithDryRun(opts.DryRun).
 			WithMaxPodsToEvictPerNode(ptr.To(opts.MaxEvictionsPerNode)).
