@@ -23,13 +23,17 @@ func (c dryRunClient) PolicyV1() typedpolicyv1.PolicyV1Interface {
 	return dryRunPolicy{c.Interface.PolicyV1()}
 }
 
-type dryRunPolicy struct{ typedpolicyv1.PolicyV1Interface }
+type dryRunPolicy struct {
+	typedpolicyv1.PolicyV1Interface
+}
 
 func (p dryRunPolicy) Evictions(namespace string) typedpolicyv1.EvictionInterface {
 	return dryRunEvictions{p.PolicyV1Interface.Evictions(namespace)}
 }
 
-type dryRunEvictions struct{ typedpolicyv1.EvictionInterface }
+type dryRunEvictions struct {
+	typedpolicyv1.EvictionInterface
+}
 
 func (e dryRunEvictions) Evict(ctx context.Context, eviction *policyv1.Eviction) error {
 	eviction = eviction.DeepCopy()

@@ -51,3 +51,27 @@ func TestChooseTakesTheFewestThatMeetNeed(t *testing.T) {
 		})
 	}
 }
+
+func TestChooseWhereSkipsPodsWithoutADestination(t *testing.T) {
+	cands := []Candidate{{Key: "big", Frees: 50}, {Key: "mid", Frees: 30}, {Key: "small", Frees: 20}}
+	noDest := map[string]bool{"big": true}
+	var asked []string
+	// big has no destination: 30 + 20 = 50 >= 45 from the others.
+	got, ok := ChooseWhere(cands, 45, func(c Candidate) bool {
+		asked = append(asked, c.Key)
+		return !noDest[c.Key]
+	})
+	var keys []string
+	for _, c := range got {
+		keys = append(keys, c.Key)
+	}
+	if diff := cmp.Diff([]string{"mid", "small"}, keys); diff != "" {
+		t.Errorf("chosen (-want +got):\n%s", diff)
+	}
+	if !ok {
+		t.Errorf("ok = false, want true")
+	}
+	if diff := cmp.Diff([]string{"big", "mid", "small"}, asked); diff != "" {
+		t.Errorf("asked (-want +got):\n%s", diff)
+	}
+}
