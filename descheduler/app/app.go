@@ -152,11 +152,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	}, cache, book, la, ea)
 	gate := descheduler.NewGate(recorder, opts.Cooldown, opts.DryRun, time.Now)
 
-	var evictClient kubernetes.Interface = client
-	if opts.DryRun {
-		evictClient = dryRunClient{client}
-	}
-	podEvictor, err := evictions.NewPodEvictor(ctx, evictClient, recorder, podInformer, features.DefaultMutableFeatureGate,
+	podEvictor, err := evictions.NewPodEvictor(ctx, evictClient{client, opts.DryRun}, recorder, podInformer, features.DefaultMutableFeatureGate,
 		evictions.NewOptions().
 			WithDryRun(opts.DryRun).
 			WithMaxPodsToEvictPerNode(ptr.To(opts.MaxEvictionsPerNode)).
