@@ -5,6 +5,8 @@ package integration
 
 import (
 	"context"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
 	"github.com/telesched/telesched/descheduler/plugins/thermal"
+	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
 // deschedNode creates a Ready, schedulable Node in group (label
@@ -332,5 +335,44 @@ func TestDeschedulerHoldsTheCooldown(t *testing.T) {
 				t.Errorf("would_evict rose by %v over two cycles with --cooldown=%s, want %v", got, tc.cooldown, tc.want)
 			}
 		})
+	}
+}
+
+// TestDeschedulerBinaryServesMetrics runs bin/telesched-descheduler in its
+// default dry-run on a hot node with a pod: the pod stays, its Event says
+// it would go, and /metrics counts it.
+func TestDeschedulerBinaryServesMetrics(t *testing.T) {
+	needControlPlane(t)
+	ctx, c := t.Context(), newClients(t)
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	deschedNode(ctx, t, c, "dsbin-hot", "dsbin", true)
+	deschedNode(ctx, t, c, "dsbin-cool", "dsbin", false)
+	deschedPod(ctx, t, c, "dsbin-pod", "dsbin-hot", "dsbin")
+	addr := freeAddress(t)
+	out := startProcess(t, filepath.Join(binDir, "telesched-descheduler"),
+		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
+	note := podEvent(t, c, "dsbin-pod", descheduler.ReasonWouldEvict)
+	if !strings.Contains(note, "destination dsbin-cool (checked)") {
+		t.Errorf("Event %q names no checked destination dsbin-cool", note)
+	}
+	var fams map[string]*dto.MetricFamily
+	waitReady(t, "telesched_descheduler_evictions_total on /metrics", out, 20*time.Second, func() bool {
+		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
+		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
+	})
+	for _, name := range []string{"telesched_descheduler_cycle_duration_seconds", "telesched_descheduler_hot_nodes"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if evicted(t, c, "dsbin-pod") {
+		t.Errorf("the default dry-run evicted dsbin-pod")
 	}
 }
