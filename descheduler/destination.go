@@ -95,6 +95,12 @@ func NewChecker(nodes corelisters.NodeLister, pods PodsOnNode, cache *telemetry.
 // name, or "" and why no node will take it. planned are pods that this
 // cycle has already sent to a node (by name): they count there.
 func (c *Checker) Destination(ctx context.Context, pod *v1.Pod, planned map[string][]*v1.Pod) (string, string) {
+	return c.DestinationOutside(ctx, pod, planned, nil)
+}
+
+// DestinationOutside is Destination among the nodes exclude does not
+// refuse (nil: none), each refused one counted with reason exclude gives.
+func (c *Checker) DestinationOutside(ctx context.Context, pod *v1.Pod, planned map[string][]*v1.Pod, exclude func(node string) string) (string, string) {
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		return "", fmt.Sprintf("listing nodes: %v", err)
@@ -122,6 +128,12 @@ func (c *Checker) Destination(ctx context.Context, pod *v1.Pod, planned map[stri
 	for _, n := range nodes {
 		if n.Name == pod.Spec.NodeName {
 			continue
+		}
+		if exclude != nil {
+			if reason := exclude(n.Name); reason != "" {
+				why[reason]++
+				continue
+			}
 		}
 		if reason := c.refuses(ctx, cs, p, n, planned[n.Name], active); reason != "" {
 			why[reason]++

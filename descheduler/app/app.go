@@ -30,9 +30,12 @@ import (
 	"sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/telesched/telesched/apis/config"
 	"github.com/telesched/telesched/descheduler"
+	budgetplugin "github.com/telesched/telesched/descheduler/plugins/powerbudget"
 	"github.com/telesched/telesched/descheduler/plugins/thermal"
 	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -69,6 +72,7 @@ type Options struct {
 	MaxEvictionsPerCycle uint
 	Cooldown             time.Duration
 	ThermalSustain       time.Duration
+	BudgetSustain        time.Duration
 	PriorityThreshold    int32
 	// CacheSyncTimeout bounds the wait for the telemetry cache's first
 	// list.
@@ -80,7 +84,7 @@ func DefaultOptions() Options {
 	return Options{
 		Interval: DefaultInterval, DryRun: DefaultDryRun,
 		MaxEvictionsPerNode: DefaultMaxEvictionsPerNode, MaxEvictionsPerCycle: DefaultMaxEvictionsPerCycle,
-		Cooldown: descheduler.DefaultCooldown, ThermalSustain: thermal.DefaultSustain,
+		Cooldown: descheduler.DefaultCooldown, ThermalSustain: thermal.DefaultSustain, BudgetSustain: budgetplugin.DefaultSustain,
 		PriorityThreshold: DefaultPriorityThreshold, CacheSyncTimeout: time.Minute,
 	}
 }
@@ -98,6 +102,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--cooldown must be >= 0, got %s", o.Cooldown)
 	case o.ThermalSustain < 0:
 		return fmt.Errorf("--thermal-sustain must be >= 0, got %s", o.ThermalSustain)
+	case o.BudgetSustain < 0:
+		return fmt.Errorf("--budget-sustain must be >= 0, got %s", o.BudgetSustain)
 	}
 	return nil
 }
@@ -144,7 +150,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	}
 	cache := telemetry.NewCache()
 	book := estimate.NewBook(cache, estimate.DefaultOptions())
-	if err := book.Watch(ctx, factory); err != nil {
+	// The budgets' status is the scheduler's to write (nil: no writer).
+	domains := powerbudget.NewDomains(cache, book, nil)
+	if err := domains.Start(ctx, cfg, factory, config.PowerBudgetArgs{}, nil); err != nil {
 		return nil, err
 	}
 	checker := descheduler.NewChecker(nodeLister, func(node string) ([]*v1.Pod, error) {
@@ -171,6 +179,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	pluginregistry.Register(thermal.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
 		return thermal.New(h, cache, book, checker, gate, thermalOpts), nil
 	}, &thermal.Plugin{}, nil, nil, nil, reg)
+	budgetOpts := budgetplugin.Options{Sustain: opts.BudgetSustain, MaxAge: ea.TelemetryMaxAge}
+	pluginregistry.Register(budgetplugin.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
+		return budgetplugin.New(h, domains, book, checker, gate, budgetOpts, cache.Now), nil
+	}, &budgetplugin.Plugin{}, nil, nil, nil, reg)
 
 	prof, err := profile.NewProfile(ctx, api.DeschedulerProfile{
 		Name: ProfileName,
@@ -179,9 +191,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 				PriorityThreshold: &api.PriorityThreshold{Value: ptr.To(opts.PriorityThreshold)},
 			}},
 			{Name: thermal.Name},
+			{Name: budgetplugin.Name},
 		},
 		Plugins: api.Plugins{
-			Deschedule:        api.PluginSet{Enabled: []string{thermal.Name}},
+			Deschedule:        api.PluginSet{Enabled: []string{thermal.Name, budgetplugin.Name}},
 			Filter:            api.PluginSet{Enabled: []string{defaultevictor.PluginName}},
 			PreEvictionFilter: api.PluginSet{Enabled: []string{defaultevictor.PluginName}},
 		},

@@ -17,12 +17,15 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
+	budgetplugin "github.com/telesched/telesched/descheduler/plugins/powerbudget"
 	"github.com/telesched/telesched/descheduler/plugins/thermal"
 	"github.com/telesched/telesched/sandbox/controlplane"
 )
@@ -127,6 +130,12 @@ func cycle(t *testing.T, d *app.Descheduler) {
 // evictions is telesched_descheduler_evictions_total{plugin=TeleschedThermal, result}.
 func evictions(t *testing.T, result string) float64 {
 	t.Helper()
+	return pluginEvictions(t, thermal.Name, result)
+}
+
+// pluginEvictions is telesched_descheduler_evictions_total{plugin, result}.
+func pluginEvictions(t *testing.T, plugin, result string) float64 {
+	t.Helper()
 	fams, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +145,7 @@ func evictions(t *testing.T, result string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if labelsAre(m, thermal.Name, result) {
+			if labelsAre(m, plugin, result) {
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -374,5 +383,75 @@ func TestDeschedulerBinaryServesMetrics(t *testing.T) {
 	}
 	if evicted(t, c, "dsbin-pod") {
 		t.Errorf("the default dry-run evicted dsbin-pod")
+	}
+}
+
+// TestDeschedulerBringsAnOverBudgetRackUnder: a rack of two nodes drawing
+// 500 W each (16 cores, 100 W idle to 900 W: 50 W a core) under a 960 W
+// budget is 40 W over; its three pods of 500m free 25 W each, so two go
+// (50 W >= 40 W; one, 25 W, is not enough), each to the node outside the
+// rack.
+func TestDeschedulerBringsAnOverBudgetRackUnder(t *testing.T) {
+	needControlPlane(t)
+	ctx, c := t.Context(), newClients(t)
+	deschedNode(ctx, t, c, "dsbudget-0", "dsbudget", false)
+	deschedNode(ctx, t, c, "dsbudget-1", "dsbudget", false)
+	deschedNode(ctx, t, c, "dsbudget-out", "dsbudget", false)
+	deschedPod(ctx, t, c, "dsbudget-a", "dsbudget-0", "dsbudget")
+	deschedPod(ctx, t, c, "dsbudget-b", "dsbudget-0", "dsbudget")
+	deschedPod(ctx, t, c, "dsbudget-c", "dsbudget-1", "dsbudget")
+	for _, n := range []string{"dsbudget-0", "dsbudget-1"} {
+		node, err := c.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Labels["example.com/rack"] = "dsbudget"
+		if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A sample after the pods were bound: they are in its watts.
+		if _, err := c.applyStatus(ctx, n, rackNode(50, 500)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+		"metadata": map[string]any{"name": "dsbudget"},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "dsbudget"}},
+			"budgetWatts":  int64(960),
+		},
+	}}
+	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "dsbudget", metav1.DeleteOptions{})
+	})
+	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
+	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0 })
+	cycle(t, d)
+	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict) - before; got != 2 {
+		t.Errorf("would_evict rose by %v, want 2 (the fewest 25 W pods over 40 W)", got)
+	}
+	var notes []string
+	waitFor(t, "two TeleschedWouldEvict events", 20*time.Second, func() bool {
+		evs, err := c.kube.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		notes = nil
+		for _, e := range evs.Items {
+			if strings.HasPrefix(e.Regarding.Name, "dsbudget-") && e.Reason == descheduler.ReasonWouldEvict {
+				notes = append(notes, e.Note)
+			}
+		}
+		return len(notes) >= 2
+	})
+	for _, n := range notes {
+		t.Logf("event: %s", n)
+		if !strings.Contains(n, "destination dsbudget-out (checked)") || !strings.Contains(n, "PowerBudget dsbudget over") {
+			t.Errorf("Event %q: want the budget and destination dsbudget-out", n)
+		}
 	}
 }
