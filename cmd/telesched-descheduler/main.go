@@ -4,8 +4,9 @@
 // Command telesched-descheduler is the Kubernetes descheduler's framework
 // (sigs.k8s.io/descheduler) with telesched's plugins: every --interval,
 // TeleschedThermal evicts the fewest pods that bring a node that stayed
-// at or past its limit − margin back under, each only to a destination
-// telesched's filters pass now. It starts in --dry-run, which only
+// at or past its limit − margin back under, and TeleschedPowerBudget those
+// that bring a PowerBudget over its limit back under, each only to a
+// destination telesched's filters pass now. It starts in --dry-run, which only
 // reports.
 package main
 
