@@ -3,7 +3,7 @@
 
 // Package descheduler is telesched-descheduler: the Kubernetes
 // descheduler's plugin framework (sigs.k8s.io/descheduler) run with
-// telesched's plugins (TeleschedThermal) and upstream's DefaultEvictor,
+// telesched's plugins (TeleschedThermal, TeleschedPowerBudget) and upstream's DefaultEvictor,
 // which honours PodDisruptionBudgets through the Eviction API, the
 // priority threshold, DaemonSet pods, pods with local storage and
 // mirror/static pods.
