@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -117,7 +118,7 @@ type Descheduler struct {
 	profile interface {
 		RunDeschedulePlugins(context.Context, []*v1.Node) *frameworktypes.Status
 	}
-	broadcast events.EventBroadcasterAdapter
+	broadcast events.EventBroadcaster
 }
 
 // New builds a descheduler against the API server of cfg and starts its
@@ -141,8 +142,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 		return nil, err
 	}
 
-	broadcast := events.NewEventBroadcasterAdapter(client)
-	recorder := broadcast.NewRecorder("telesched-descheduler")
+	// events.k8s.io/v1 Events, which every supported API server serves
+	// (the adapter that falls back to core/v1 is deprecated).
+	broadcast := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	recorder := broadcast.NewRecorder(scheme.Scheme, "telesched-descheduler")
 
 	la, ea, err := descheduler.DefaultPluginArgs()
 	if err != nil {

@@ -27,7 +27,7 @@ func TestBinariesPrintTheirVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := regexp.MustCompile(`^(telesched-[a-z]+) (\S+) \((.*)\)$`)
-	for _, name := range []string{"telesched-agent", "telesched-scheduler", "telesched-sandbox"} {
+	for _, name := range []string{"telesched-agent", "telesched-scheduler", "telesched-sandbox", "telesched-descheduler"} {
 		out, err := exec.Command(filepath.Join(binDir, name), "--version").Output()
 		if err != nil {
 			t.Errorf("%s --version: %v", name, err)
@@ -49,7 +49,7 @@ func TestBinariesPrintTheirVersion(t *testing.T) {
 			t.Errorf("%s --version: %q names no k8s.io/kubernetes", name, m[3])
 		}
 	}
-	for _, name := range []string{"telesched-agent", "telesched-sandbox"} {
+	for _, name := range []string{"telesched-agent", "telesched-sandbox", "telesched-descheduler"} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(filepath.Join(binDir, name), "--no-such-flag")
 		cmd.Stderr = &stderr
