@@ -455,3 +455,53 @@ func TestDeschedulerBringsAnOverBudgetRackUnder(t *testing.T) {
 		}
 	}
 }
+
+// TestDeschedulerHoldsThePerNodeLimit: a rack of one node 40 W over its
+// budget needs two of the node's 25 W pods gone; with
+// --max-evictions-per-node-per-cycle=1 one is evicted (here reported, in
+// dry-run) and the other is held back by the limit, until a later cycle.
+func TestDeschedulerHoldsThePerNodeLimit(t *testing.T) {
+	needControlPlane(t)
+	ctx, c := t.Context(), newClients(t)
+	deschedNode(ctx, t, c, "dspernode-0", "dspernode", false)
+	deschedNode(ctx, t, c, "dspernode-out", "dspernode", false)
+	for _, p := range []string{"dspernode-a", "dspernode-b", "dspernode-c"} {
+		deschedPod(ctx, t, c, p, "dspernode-0", "dspernode")
+	}
+	node, err := c.kube.CoreV1().Nodes().Get(ctx, "dspernode-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels["example.com/rack"] = "dspernode"
+	if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A sample after the pods were bound: they are in its watts.
+	if _, err := c.applyStatus(ctx, "dspernode-0", rackNode(50, 500)); err != nil {
+		t.Fatal(err)
+	}
+	pb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+		"metadata": map[string]any{"name": "dspernode"},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "dspernode"}},
+			"budgetWatts":  int64(460),
+		},
+	}}
+	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "dspernode", metav1.DeleteOptions{})
+	})
+	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
+	limited := pluginEvictions(t, budgetplugin.Name, descheduler.ResultRateLimited)
+	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0; o.MaxEvictionsPerNode = 1 })
+	cycle(t, d)
+	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict) - before; got != 1 {
+		t.Errorf("would_evict rose by %v with --max-evictions-per-node-per-cycle=1 and two pods to move off one node, want 1", got)
+	}
+	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultRateLimited) - limited; got != 1 {
+		t.Errorf("rate_limited rose by %v, want 1", got)
+	}
+}
