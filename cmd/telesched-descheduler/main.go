@@ -1,0 +1,107 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command telesched-descheduler is the Kubernetes descheduler's framework
+// (sigs.k8s.io/descheduler) with telesched's plugins: every --interval,
+// TeleschedThermal evicts the fewest pods that bring a node that stayed
+// at or past its limit − margin back under, each only to a destination
+// telesched's filters pass now. It starts in --dry-run, which only
+// reports.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/telesched/telesched/descheduler/app"
+	"github.com/telesched/telesched/internal/version"
+)
+
+// defaultMetricsAddress serves /metrics and /healthz; "" turns it off.
+const defaultMetricsAddress = ":10262"
+
+func main() {
+	opts := app.DefaultOptions()
+	fs := pflag.NewFlagSet("telesched-descheduler", pflag.ContinueOnError)
+	var kubeconfig, metricsAddress string
+	var showVersion bool
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config")
+	fs.StringVar(&metricsAddress, "metrics-bind-address", defaultMetricsAddress, "address serving /metrics and /healthz; empty turns it off")
+	fs.DurationVar(&opts.Interval, "interval", opts.Interval, "time between descheduling cycles")
+	fs.BoolVar(&opts.DryRun, "dry-run", opts.DryRun, "only report: Events TeleschedWouldEvict and telesched_descheduler_evictions_total{result=\"would_evict\"}; no pod is evicted. --dry-run=false evicts")
+	fs.UintVar(&opts.MaxEvictionsPerNode, "max-evictions-per-node-per-cycle", opts.MaxEvictionsPerNode, "most pods evicted from one node in one cycle (>= 1)")
+	fs.UintVar(&opts.MaxEvictionsPerCycle, "max-evictions-per-cycle", opts.MaxEvictionsPerCycle, "most pods evicted in the cluster in one cycle (>= 1)")
+	fs.DurationVar(&opts.Cooldown, "cooldown", opts.Cooldown, "a pod evicted, reported in dry-run or refused by its PodDisruptionBudget is left alone this long (by UID and by namespace/name)")
+	fs.DurationVar(&opts.ThermalSustain, "thermal-sustain", opts.ThermalSustain, "how long a node must stay at or past its limit - margin (measured or predicted) before TeleschedThermal evicts from it")
+	fs.Int32Var(&opts.PriorityThreshold, "priority-threshold", opts.PriorityThreshold, "pods with at least this priority are never evicted")
+	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "telesched-descheduler: %v\n", err)
+		os.Exit(2)
+	}
+	if showVersion {
+		fmt.Println(version.Line("telesched-descheduler"))
+		return
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-descheduler: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(kubeconfig, metricsAddress, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-descheduler: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, metricsAddress string, opts app.Options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("client config: %w", err)
+	}
+	if metricsAddress != "" {
+		l, err := net.Listen("tcp", metricsAddress)
+		if err != nil {
+			return fmt.Errorf("--metrics-bind-address %q: %w", metricsAddress, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", legacyregistry.Handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		srv := &http.Server{Handler: mux}
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
+	}
+	d, err := app.New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Descheduler started", "version", version.Line("telesched-descheduler"), "dryRun", opts.DryRun, "interval", opts.Interval)
+	d.Run(ctx)
+	return nil
+}

@@ -1,0 +1,248 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package app wires telesched-descheduler: upstream's descheduler profile
+// (sigs.k8s.io/descheduler profile.NewProfile) with upstream's
+// DefaultEvictor and PodEvictor and telesched's plugins, run one cycle per
+// --interval. See package descheduler for why the wiring is ours.
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
+	"sigs.k8s.io/descheduler/pkg/features"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	"sigs.k8s.io/descheduler/pkg/framework/profile"
+	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+
+	"github.com/telesched/telesched/descheduler"
+	"github.com/telesched/telesched/descheduler/plugins/thermal"
+	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/telemetry"
+)
+
+// Defaults of the descheduler's flags.
+const (
+	// DefaultInterval is the time between two cycles: a few of the
+	// agent's samples, and short beside DefaultSustain, so a node is
+	// acted on within a cycle of its window ending.
+	DefaultInterval = time.Minute
+	// DefaultDryRun: a new install only reports (Events
+	// TeleschedWouldEvict, result="would_evict") until an operator turns
+	// eviction on.
+	DefaultDryRun = true
+	// DefaultMaxEvictionsPerNode bounds the pods one node loses per cycle;
+	// with DefaultMaxEvictionsPerCycle it bounds the damage a wrong
+	// reading can do.
+	DefaultMaxEvictionsPerNode uint = 2
+	// DefaultMaxEvictionsPerCycle bounds the pods the cluster loses per
+	// cycle.
+	DefaultMaxEvictionsPerCycle uint = 10
+	// DefaultPriorityThreshold: pods at or above it are never evicted;
+	// upstream's system-critical priority (system-cluster-critical).
+	DefaultPriorityThreshold int32 = 2000000000
+	// ProfileName is the descheduler profile's name, in upstream's
+	// eviction annotations.
+	ProfileName = "telesched"
+)
+
+// Options are the descheduler's settings (its flags).
+type Options struct {
+	Interval             time.Duration
+	DryRun               bool
+	MaxEvictionsPerNode  uint
+	MaxEvictionsPerCycle uint
+	Cooldown             time.Duration
+	ThermalSustain       time.Duration
+	PriorityThreshold    int32
+	// CacheSyncTimeout bounds the wait for the telemetry cache's first
+	// list.
+	CacheSyncTimeout time.Duration
+}
+
+// DefaultOptions are the documented defaults.
+func DefaultOptions() Options {
+	return Options{
+		Interval: DefaultInterval, DryRun: DefaultDryRun,
+		MaxEvictionsPerNode: DefaultMaxEvictionsPerNode, MaxEvictionsPerCycle: DefaultMaxEvictionsPerCycle,
+		Cooldown: descheduler.DefaultCooldown, ThermalSustain: thermal.DefaultSustain,
+		PriorityThreshold: DefaultPriorityThreshold, CacheSyncTimeout: time.Minute,
+	}
+}
+
+// Validate names the flag and value of the first bad setting.
+func (o Options) Validate() error {
+	switch {
+	case o.Interval <= 0:
+		return fmt.Errorf("--interval must be > 0, got %s", o.Interval)
+	case o.MaxEvictionsPerNode == 0:
+		return fmt.Errorf("--max-evictions-per-node-per-cycle must be >= 1, got %d", o.MaxEvictionsPerNode)
+	case o.MaxEvictionsPerCycle == 0:
+		return fmt.Errorf("--max-evictions-per-cycle must be >= 1, got %d", o.MaxEvictionsPerCycle)
+	case o.Cooldown < 0:
+		return fmt.Errorf("--cooldown must be >= 0, got %s", o.Cooldown)
+	case o.ThermalSustain < 0:
+		return fmt.Errorf("--thermal-sustain must be >= 0, got %s", o.ThermalSustain)
+	}
+	return nil
+}
+
+// Descheduler is one running descheduler: its informers, telemetry cache
+// and profile.
+type Descheduler struct {
+	opts    Options
+	factory informers.SharedInformerFactory
+	evictor *evictions.PodEvictor
+	profile interface {
+		RunDeschedulePlugins(context.Context, []*v1.Node) *frameworktypes.Status
+	}
+	broadcast events.EventBroadcasterAdapter
+}
+
+// New builds a descheduler against the API server of cfg and starts its
+// informers and telemetry cache; it runs no cycle.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	descheduler.RegisterMetrics()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer := factory.Core().V1().Pods().Informer()
+	nodeLister := factory.Core().V1().Nodes().Lister()
+	factory.Core().V1().Namespaces().Informer()
+	factory.Policy().V1().PodDisruptionBudgets().Informer()
+	podsOn, err := podutil.BuildGetPodsAssignedToNodeFunc(podInformer)
+	if err != nil {
+		return nil, err
+	}
+
+	broadcast := events.NewEventBroadcasterAdapter(client)
+	recorder := broadcast.NewRecorder("telesched-descheduler")
+
+	la, ea, err := descheduler.DefaultPluginArgs()
+	if err != nil {
+		return nil, err
+	}
+	cache := telemetry.NewCache()
+	book := estimate.NewBook(cache, estimate.DefaultOptions())
+	if err := book.Watch(ctx, factory); err != nil {
+		return nil, err
+	}
+	checker := descheduler.NewChecker(nodeLister, func(node string) ([]*v1.Pod, error) {
+		return podsOn(node, func(*v1.Pod) bool { return true })
+	}, cache, book, la, ea)
+	gate := descheduler.NewGate(recorder, opts.Cooldown, opts.DryRun, time.Now)
+
+	var evictClient kubernetes.Interface = client
+	if opts.DryRun {
+		evictClient = dryRunClient{client}
+	}
+	podEvictor, err := evictions.NewPodEvictor(ctx, evictClient, recorder, podInformer, features.DefaultMutableFeatureGate,
+		evictions.NewOptions().
+			WithDryRun(opts.DryRun).
+			WithMaxPodsToEvictPerNode(ptr.To(opts.MaxEvictionsPerNode)).
+			WithMaxPodsToEvictTotal(ptr.To(opts.MaxEvictionsPerCycle)).
+			WithEvictionFailureEventNotification(ptr.To(false)))
+	if err != nil {
+		return nil, err
+	}
+
+	reg := pluginregistry.NewRegistry()
+	pluginregistry.Register(defaultevictor.PluginName, defaultevictor.New, &defaultevictor.DefaultEvictor{}, &defaultevictor.DefaultEvictorArgs{}, nil, nil, reg)
+	thermalOpts := thermal.Options{
+		MarginMilli: int64(ea.ThermalMarginCelsius) * 1000, AbsoluteMilli: int64(ea.AbsoluteLimitCelsius) * 1000,
+		Sustain: opts.ThermalSustain, MaxAge: ea.TelemetryMaxAge,
+	}
+	pluginregistry.Register(thermal.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
+		return thermal.New(h, cache, book, checker, gate, thermalOpts), nil
+	}, &thermal.Plugin{}, nil, nil, nil, reg)
+
+	prof, err := profile.NewProfile(ctx, api.DeschedulerProfile{
+		Name: ProfileName,
+		PluginConfigs: []api.PluginConfig{
+			{Name: defaultevictor.PluginName, Args: &defaultevictor.DefaultEvictorArgs{
+				PriorityThreshold: &api.PriorityThreshold{Value: ptr.To(opts.PriorityThreshold)},
+			}},
+			{Name: thermal.Name},
+		},
+		Plugins: api.Plugins{
+			Deschedule:        api.PluginSet{Enabled: []string{thermal.Name}},
+			Filter:            api.PluginSet{Enabled: []string{defaultevictor.PluginName}},
+			PreEvictionFilter: api.PluginSet{Enabled: []string{defaultevictor.PluginName}},
+		},
+	}, reg,
+		profile.WithClientSet(client),
+		profile.WithSharedInformerFactory(factory),
+		profile.WithPodEvictor(podEvictor),
+		profile.WithGetPodsAssignedToNodeFnc(podsOn),
+		profile.WithProfileInstanceID("0"),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building descheduler profile %s: %w", ProfileName, err)
+	}
+
+	broadcast.StartRecordingToSink(ctx.Done())
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	if err := cache.Start(ctx, cfg, opts.CacheSyncTimeout); err != nil {
+		return nil, fmt.Errorf("starting the telemetry cache: %w", err)
+	}
+	return &Descheduler{opts: opts, factory: factory, evictor: podEvictor, profile: prof, broadcast: broadcast}, nil
+}
+
+// Cycle runs one descheduling cycle over every node; the per-node and
+// per-cycle limits start again at each.
+func (d *Descheduler) Cycle(ctx context.Context) error {
+	start := time.Now()
+	defer func() { descheduler.ObserveCycle(time.Since(start)) }()
+	d.evictor.ResetCounters()
+	nodes, err := d.factory.Core().V1().Nodes().Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	if st := d.profile.RunDeschedulePlugins(ctx, nodes); st != nil && st.Err != nil {
+		return st.Err
+	}
+	return nil
+}
+
+// Run runs a cycle every interval until ctx ends.
+func (d *Descheduler) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	t := time.NewTicker(d.opts.Interval)
+	defer t.Stop()
+	for {
+		if err := d.Cycle(ctx); err != nil {
+			logger.Error(err, "Descheduling cycle")
+		}
+		select {
+		case <-ctx.Done():
+			d.broadcast.Shutdown()
+			return
+		case <-t.C:
+		}
+	}
+}
