@@ -326,7 +326,7 @@ func valuePaths(prefix string, m map[string]any, out *[]string) {
 var passedWhole = map[string]bool{
 	"agent.nodeSelector": true, "agent.resources": true, "agent.gpu.resources": true,
 	"scheduler.resources": true, "scheduler.affinity": true, "scheduler.featureGates": true,
-	"dashboards.labels": true,
+	"descheduler.resources": true, "dashboards.labels": true,
 }
 
 // TestHelmReadmeListsEveryValue: the README's values table has a row for
