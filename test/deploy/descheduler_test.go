@@ -178,7 +178,7 @@ func TestDeschedulerRBAC(t *testing.T) {
 	a := newManifestApplier(t)
 	for _, o := range slices.Concat(renderKustomization(t, manifestsRoot), renderKustomization(t, filepath.Join(manifestsRoot, "descheduler"))) {
 		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			if err := a.apply(ctx, o, false); err != nil {
 				t.Fatalf("applying %s: %v", objectID(o), err)
 			}
@@ -199,6 +199,10 @@ func TestDeschedulerRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "list", Group: "resource.k8s.io", Resource: "resourceslices"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "telemetry.telesched.io", Resource: "nodetelemetries"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods", Subresource: "eviction", Name: "p"}, true},
+		// The telemetry cache's informer on the agent's DaemonSets, in
+		// the install's namespace alone.
+		{authorizationv1.ResourceAttributes{Namespace: "telesched-system", Verb: "watch", Group: "apps", Resource: "daemonsets"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "list", Group: "apps", Resource: "daemonsets"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: "events.k8s.io", Resource: "events"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "patch", Group: "events.k8s.io", Resource: "events", Name: "e"}, true},
 		// It evicts; it never deletes a pod itself (that would skip PDBs).
