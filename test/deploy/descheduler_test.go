@@ -4,11 +4,13 @@
 package deploy
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
 )
 
@@ -224,5 +227,60 @@ func TestDeschedulerRBAC(t *testing.T) {
 		if sar.Status.Allowed != tc.want {
 			t.Errorf("%s %+v: allowed %v, want %v (%s)", sa, tc.attrs, sar.Status.Allowed, tc.want, sar.Status.Reason)
 		}
+	}
+}
+
+func parseDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestHelmDeschedulerRefusesSharedValuesItCannotFollow: the descheduler
+// judges "too hot" and "stale" by EnergyAware's default args, with no flag
+// for others, so the chart's shared defaults must be those args, and with
+// descheduler.enabled the chart refuses a shared value that differs,
+// naming it, rather than let the descheduler and the scheduler disagree.
+func TestHelmDeschedulerRefusesSharedValuesItCannotFollow(t *testing.T) {
+	_, ea, err := descheduler.DefaultPluginArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := readYAMLMap(t, filepath.Join(chartDir, "values.yaml"))["shared"].(map[string]any)
+	if diff := cmp.Diff(map[string]string{
+		"thermalMarginCelsius": strconv.Itoa(int(ea.ThermalMarginCelsius)),
+		"absoluteLimitCelsius": strconv.Itoa(int(ea.AbsoluteLimitCelsius)),
+		"telemetryMaxAge":      ea.TelemetryMaxAge.String(),
+	}, map[string]string{
+		"thermalMarginCelsius": fmt.Sprint(shared["thermalMarginCelsius"]),
+		"absoluteLimitCelsius": fmt.Sprint(shared["absoluteLimitCelsius"]),
+		"telemetryMaxAge":      parseDuration(t, fmt.Sprint(shared["telemetryMaxAge"])).String(),
+	}); diff != "" {
+		t.Fatalf("the chart's shared defaults are not the descheduler's EnergyAware args (-descheduler +chart):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		set     string
+		wantErr string
+	}{
+		{"shared.thermalMarginCelsius=8", "descheduler.enabled with shared.thermalMarginCelsius 8"},
+		{"shared.absoluteLimitCelsius=85", "descheduler.enabled with shared.absoluteLimitCelsius 85"},
+		{"shared.telemetryMaxAge=2m", "descheduler.enabled with shared.telemetryMaxAge 2m"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			if _, err := runHelm(t, helmTemplateArgs(tc.set)...); err != nil {
+				t.Fatalf("without the descheduler, --set %s renders: %v", tc.set, err)
+			}
+			_, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", tc.set)...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("helm template --set descheduler.enabled=true --set %s: error %v, want one containing %q", tc.set, err, tc.wantErr)
+			}
+		})
+	}
+	// The same value written another way is the same value.
+	if _, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", "shared.telemetryMaxAge=1m")...); err != nil {
+		t.Errorf("shared.telemetryMaxAge=1m is 60s: %v", err)
 	}
 }
