@@ -6,6 +6,7 @@ package deploy
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,20 +41,36 @@ func deschedulerArgs(t *testing.T, dep *appsv1.Deployment) map[string]string {
 	return args
 }
 
+// deschedulerFlags names the flag of each field of app.Options
+// (cmd/telesched-descheduler defines them); "" for a field with no flag.
+var deschedulerFlags = map[string]string{
+	"Interval": "interval", "DryRun": "dry-run", "MaxEvictionsPerNode": "max-evictions-per-node-per-cycle",
+	"MaxEvictionsPerCycle": "max-evictions-per-cycle", "Cooldown": "cooldown", "ThermalSustain": "thermal-sustain",
+	"PriorityThreshold": "priority-threshold", "CacheSyncTimeout": "",
+}
+
 // defaultDeschedulerArgs are the binary's defaults (app.DefaultOptions), as
-// the flags cmd/telesched-descheduler defines for them.
-func defaultDeschedulerArgs() map[string]string {
-	o := app.DefaultOptions()
-	return map[string]string{
-		"dry-run":                          strconv.FormatBool(o.DryRun),
-		"interval":                         o.Interval.String(),
-		"thermal-sustain":                  o.ThermalSustain.String(),
-		"cooldown":                         o.Cooldown.String(),
-		"max-evictions-per-node-per-cycle": strconv.FormatUint(uint64(o.MaxEvictionsPerNode), 10),
-		"max-evictions-per-cycle":          strconv.FormatUint(uint64(o.MaxEvictionsPerCycle), 10),
-		"priority-threshold":               strconv.FormatInt(int64(o.PriorityThreshold), 10),
-		"v":                                "2",
+// the flags cmd/telesched-descheduler defines for them, and -v 2. A field
+// of app.Options that deschedulerFlags does not name fails the test: a new
+// setting of the binary must get its flag in deploy/descheduler and its
+// value in the chart.
+func defaultDeschedulerArgs(t *testing.T) map[string]string {
+	t.Helper()
+	args := map[string]string{"v": "2"}
+	v := reflect.ValueOf(app.DefaultOptions())
+	for i := range v.NumField() {
+		field := v.Type().Field(i).Name
+		flag, ok := deschedulerFlags[field]
+		switch {
+		case !ok:
+			t.Errorf("app.Options.%s is new: give its flag to deploy/descheduler/deployment.yaml and the chart (a descheduler value, its README row), then name it in deschedulerFlags", field)
+			continue
+		case flag == "":
+			continue
+		}
+		args[flag] = fmt.Sprint(v.Field(i).Interface())
 	}
+	return args
 }
 
 // goDuration writes a Go duration as the manifests do (1m, not 1m0s).
@@ -121,7 +138,7 @@ func TestDeschedulerKustomization(t *testing.T) {
 	for k, v := range got {
 		got[k] = goDuration(v)
 	}
-	want := defaultDeschedulerArgs()
+	want := defaultDeschedulerArgs(t)
 	for k, v := range want {
 		want[k] = goDuration(v)
 	}
@@ -154,7 +171,7 @@ func TestHelmDescheduler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dep := decodeObject[appsv1.Deployment](t, findObject(t, renderHelm(t, tc.values...), "Deployment", "telesched-descheduler"))
-			want := defaultDeschedulerArgs()
+			want := defaultDeschedulerArgs(t)
 			for k, v := range want {
 				want[k] = goDuration(v)
 			}
@@ -215,7 +232,8 @@ func TestDeschedulerRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Name: "n"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "get", Resource: "secrets", Name: "s"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "create", Group: "coordination.k8s.io", Resource: "leases"}, false},
-		{authorizationv1.ResourceAttributes{Verb: "list", Group: "telemetry.telesched.io", Resource: "powerbudgets"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "telemetry.telesched.io", Resource: "powerbudgets"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "telemetry.telesched.io", Resource: "powerbudgets", Subresource: "status", Name: "rack"}, false},
 	} {
 		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:telesched-system", "system:authenticated"},
