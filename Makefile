@@ -330,16 +330,18 @@ IMAGE_REGISTRY ?= ghcr.io/telesched
 DOCKER ?= docker
 
 .PHONY: images
-images: ## Build the agent and scheduler images (needs a running Docker engine; IMAGE_REGISTRY, VERSION; PLATFORMS=linux/amd64,linux/arm64 builds both with buildx and pushes).
+images: ## Build the agent, scheduler and descheduler images (needs a running Docker engine; IMAGE_REGISTRY, VERSION; PLATFORMS=linux/amd64,linux/arm64 builds them with buildx and pushes).
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "make images: needs a running Docker engine (none is reachable)" >&2; exit 1; }
 	@if [ -n "$(PLATFORMS)" ]; then \
 		set -x; \
 		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \
-		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .; \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) . && \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.descheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-descheduler:$(VERSION) .; \
 	else \
 		set -x; \
 		$(DOCKER) build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \
-		$(DOCKER) build -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) .; \
+		$(DOCKER) build -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) . && \
+		$(DOCKER) build -f Dockerfile.descheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-descheduler:$(VERSION) .; \
 	fi
 
 # Images without Docker (hack/images, internal/ociimage): the same users,

@@ -22,7 +22,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/legacyregistry"
 	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
@@ -34,6 +36,7 @@ import (
 	"github.com/telesched/telesched/agent/publisher"
 	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -340,6 +343,16 @@ func exportedLabels(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	mfs = append(mfs, schedMFs...)
+	// The descheduler's: its evictions by plugin and result, one pod
+	// reported without a destination.
+	descheduler.RegisterMetrics()
+	gate := descheduler.NewGate(events.NewFakeRecorder(1), time.Minute, true, time.Now)
+	gate.NoDestination(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}, "TeleschedThermal", "too hot", "none")
+	deschedMFs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs = append(mfs, deschedMFs...)
 	// kube-scheduler's own, which telesched-scheduler is: its queues, by
 	// queue, from the scheduler's registry.
 	schedulermetrics.Register()
@@ -387,6 +400,10 @@ var knownValues = map[string]map[string][]string{
 		string(telemetryv1alpha1.GPUThrottleSyncBoost), string(telemetryv1alpha1.GPUThrottleSwThermalSlowdown),
 		string(telemetryv1alpha1.GPUThrottleHwThermalSlowdown), string(telemetryv1alpha1.GPUThrottleHwPowerBrakeSlowdown),
 		string(telemetryv1alpha1.GPUThrottleDisplayClockSetting),
+	}},
+	"telesched_descheduler_evictions_total": {"result": {
+		descheduler.ResultEvicted, descheduler.ResultWouldEvict, descheduler.ResultRefusedPDB,
+		descheduler.ResultNoDestination, descheduler.ResultRateLimited, descheduler.ResultError,
 	}},
 	"telesched_agent_source_info": {
 		"state": {string(telemetryv1alpha1.SourceAvailable), string(telemetryv1alpha1.SourceUnavailable), string(telemetryv1alpha1.SourceFailed)},

@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command images builds the telesched images without a Docker engine or a
-// registry (internal/ociimage): the agent and the scheduler as their
-// Dockerfiles do, and the node test's pause and workload images. Each is
-// one docker-archive tarball, tagged with its reference so that
+// registry (internal/ociimage): the agent, the scheduler and the
+// descheduler as their Dockerfiles do, and the node test's pause and
+// workload images. Each is one docker-archive tarball, tagged with its
+// reference so that
 // `ctr -n k8s.io images import FILE` names it, and images.json lists
 // every image's ref, digest, file and size.
 //

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,12 +143,31 @@ func TestRecipesMatchDockerfiles(t *testing.T) {
 		recipe     Recipe
 		wantDiff   bool
 	}{
-		{name: "agent", dockerfile: agent, recipe: Agent},
-		{name: "scheduler", dockerfile: scheduler, recipe: Scheduler},
 		{name: "a changed USER in the Dockerfile is caught", dockerfile: strings.Replace(agent, "USER 48811:48811", "USER 1000:1000", 1), recipe: Agent, wantDiff: true},
 		{name: "a changed base in the Dockerfile is caught", dockerfile: strings.Replace(scheduler, "static-debian12:nonroot", "base-debian12:nonroot", 1), recipe: Scheduler, wantDiff: true},
 		{name: "cgo on in the scheduler's Dockerfile is caught", dockerfile: strings.Replace(scheduler, "CGO_ENABLED=0", "CGO_ENABLED=1", 1), recipe: Scheduler, wantDiff: true},
 		{name: "an ENV added to the Dockerfile is caught", dockerfile: scheduler + "ENV GODEBUG=x509sha1=1\n", recipe: Scheduler, wantDiff: true},
+	}
+	// Every Dockerfile of the checkout has its recipe in All, by name
+	// (Dockerfile.X builds telesched-X): an image `make images` builds
+	// that `make images-local` does not is caught here.
+	files, err := filepath.Glob(filepath.Join("..", "..", "Dockerfile.*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Dockerfile.* at the top of the checkout (%v)", err)
+	}
+	for _, f := range files {
+		name := "telesched-" + strings.TrimPrefix(filepath.Base(f), "Dockerfile.")
+		i := slices.IndexFunc(All, func(r Recipe) bool { return r.Name == name })
+		if i < 0 {
+			t.Errorf("%s has no recipe named %s in All (internal/ociimage/recipes.go)", filepath.Base(f), name)
+			continue
+		}
+		tests = append(tests, struct {
+			name       string
+			dockerfile string
+			recipe     Recipe
+			wantDiff   bool
+		}{name: filepath.Base(f), dockerfile: read(filepath.Base(f)), recipe: All[i]})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,9 +3,10 @@
 
 package ociimage
 
-// The telesched images. Agent and Scheduler are Dockerfile.agent's and
-// Dockerfile.scheduler's final stages (TestRecipesMatchDockerfiles holds
-// them equal); Pause and Workload are the node test's pod sandbox and
+// The telesched images. Agent, Scheduler and Descheduler are
+// Dockerfile.agent's, Dockerfile.scheduler's and Dockerfile.descheduler's
+// final stages (TestRecipesMatchDockerfiles holds them equal, and every
+// Dockerfile.* to a recipe here); Pause and Workload are the node test's pod sandbox and
 // pod images (test/node/images).
 
 // Agent is Dockerfile.agent: the cgo-linked agent on distroless/base.
@@ -27,6 +28,17 @@ var Scheduler = Recipe{
 	User:       "48812:48812",
 	Entrypoint: []string{"/telesched-scheduler"},
 	Expose:     []string{"10259"},
+}
+
+// Descheduler is Dockerfile.descheduler: the static descheduler on
+// distroless/static, as a user of its own.
+var Descheduler = Recipe{
+	Name:       "telesched-descheduler",
+	Base:       StaticNonroot,
+	Copies:     []Copy{{Package: "./cmd/telesched-descheduler", Dest: "/telesched-descheduler"}},
+	User:       "48813:48813",
+	Entrypoint: []string{"/telesched-descheduler"},
+	Expose:     []string{"10262"},
 }
 
 // Pause is the pod sandbox image: a static program that holds the pod's
@@ -51,4 +63,4 @@ var Workload = Recipe{
 }
 
 // All is every image hack/images builds, in that order.
-var All = []Recipe{Agent, Scheduler, Pause, Workload}
+var All = []Recipe{Agent, Scheduler, Descheduler, Pause, Workload}

@@ -42,7 +42,7 @@ func chartMeta(t *testing.T) map[string]any {
 // allOn are values that render every object the chart can make.
 var allOn = []string{"namespace.create=true", "agent.gpu.enabled=true", "scheduler.serveDefaultScheduler=true",
 	"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
-	"dashboards.enabled=true"}
+	"dashboards.enabled=true", "descheduler.enabled=true"}
 
 // renderRelease renders the chart as release name, with the values set.
 func renderRelease(t *testing.T, chart, name string, values ...string) []*unstructured.Unstructured {
@@ -65,7 +65,8 @@ func renderRelease(t *testing.T, chart, name string, values ...string) []*unstru
 func TestHelmStandardLabels(t *testing.T) {
 	meta := chartMeta(t)
 	objs := renderRelease(t, chartDir, "edge", append(slices.Clone(allOn),
-		"commonLabels.team=platform", "agent.podLabels.tier=node", "scheduler.podLabels.tier=control")...)
+		"commonLabels.team=platform", "agent.podLabels.tier=node", "scheduler.podLabels.tier=control",
+		"descheduler.podLabels.tier=control")...)
 	want := map[string]string{
 		"helm.sh/chart":                fmt.Sprintf("telesched-%v", meta["version"]),
 		"app.kubernetes.io/instance":   "edge",
@@ -326,7 +327,7 @@ func valuePaths(prefix string, m map[string]any, out *[]string) {
 var passedWhole = map[string]bool{
 	"agent.nodeSelector": true, "agent.resources": true, "agent.gpu.resources": true,
 	"scheduler.resources": true, "scheduler.affinity": true, "scheduler.featureGates": true,
-	"dashboards.labels": true,
+	"descheduler.resources": true, "dashboards.labels": true,
 }
 
 // TestHelmReadmeListsEveryValue: the README's values table has a row for

@@ -138,12 +138,16 @@ func manifestSets(t *testing.T) []manifestSet {
 		{"deploy+gpu", renderWithComponents(t, "gpu")},
 		{"deploy+gpu+rapl", renderWithComponents(t, "gpu", "rapl")},
 		{"deploy+single-scheduler", renderWithComponents(t, "single-scheduler")},
+		// deploy/descheduler, which an operator adds to the full install.
+		{"deploy+descheduler", slices.Concat(renderKustomization(t, filepath.Join(manifestsRoot, "crds")), renderKustomization(t, manifestsRoot),
+			renderKustomization(t, filepath.Join(manifestsRoot, "descheduler")))},
 		{"monitoring", renderKustomization(t, filepath.Join(manifestsRoot, "monitoring"))},
 		// The Helm chart (deploy/helm/telesched), with every object of
 		// its defaults and variants.
 		{"helm", renderHelm(t, "namespace.create=true")},
 		{"helm gpu+rapl", renderHelm(t, "agent.gpu.enabled=true", "agent.rapl.enabled=true")},
 		{"helm single-scheduler", renderHelm(t, "scheduler.serveDefaultScheduler=true")},
+		{"helm descheduler", renderHelm(t, "descheduler.enabled=true")},
 		{"helm monitoring", renderHelm(t, "agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
 			"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
 			"dashboards.enabled=true")},

@@ -142,6 +142,7 @@ var helmVariants = []struct {
 	{"rapl", []string{"namespace.create=true", "agent.rapl.enabled=true"}, "deploy+rapl"},
 	{"gpu", []string{"namespace.create=true", "agent.gpu.enabled=true"}, "deploy+gpu"},
 	{"gpu+rapl", []string{"namespace.create=true", "agent.gpu.enabled=true", "agent.rapl.enabled=true"}, "deploy+gpu+rapl"},
+	{"descheduler", []string{"namespace.create=true", "descheduler.enabled=true"}, "deploy+descheduler"},
 	{"monitoring", []string{"agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
 		"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
 		"dashboards.enabled=true",
@@ -278,7 +279,7 @@ func TestHelmRendersWhatKustomizeDoes(t *testing.T) {
 			// The kustomize tree pins its images' tag itself; the chart's
 			// default is its appVersion.
 			tag := kustomizeImageTag(t)
-			got := normalize(t, renderHelm(t, append(slices.Clone(v.values), "image.agent.tag="+tag, "image.scheduler.tag="+tag)...))
+			got := normalize(t, renderHelm(t, append(slices.Clone(v.values), "image.agent.tag="+tag, "image.scheduler.tag="+tag, "image.descheduler.tag="+tag)...))
 			if v.name == "monitoring" {
 				// The chart renders the CRDs by default; deploy/monitoring/
 				// goes on top of deploy/, which has them. The chart's
@@ -335,17 +336,20 @@ func TestHelmRendersWhatKustomizeDoes(t *testing.T) {
 }
 
 // kustomizeImageTag returns the tag deploy/kustomization.yaml gives both
-// images.
+// its images, which deploy/descheduler/kustomization.yaml must give the
+// descheduler's too.
 func kustomizeImageTag(t *testing.T) string {
 	t.Helper()
-	k := readYAMLMap(t, filepath.Join(manifestsRoot, "kustomization.yaml"))
 	tags := map[string]bool{}
-	images, _, _ := unstructured.NestedSlice(k, "images")
-	for _, img := range images {
-		tags[fmt.Sprint(img.(map[string]any)["newTag"])] = true
+	for _, dir := range []string{manifestsRoot, filepath.Join(manifestsRoot, "descheduler")} {
+		k := readYAMLMap(t, filepath.Join(dir, "kustomization.yaml"))
+		images, _, _ := unstructured.NestedSlice(k, "images")
+		for _, img := range images {
+			tags[fmt.Sprint(img.(map[string]any)["newTag"])] = true
+		}
 	}
 	if len(tags) != 1 {
-		t.Fatalf("deploy/kustomization.yaml: images' tags %v, want one", tags)
+		t.Fatalf("deploy/kustomization.yaml and deploy/descheduler/kustomization.yaml: images' tags %v, want one", tags)
 	}
 	for tag := range tags {
 		return tag
@@ -461,6 +465,10 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{"monitoring.prometheus.serviceAccount=prometheus-k8s", "prometheus"},
 		{"dashboards.namespace=Grafana", "/dashboards/namespace"},
 		{"dashboards.labels.grafana_dashboard=1", "/dashboards/labels/grafana_dashboard"},
+		{"descheduler.maxEvictionsPerCycle=0", "/descheduler/maxEvictionsPerCycle"},
+		{"descheduler.interval=60", "/descheduler/interval"},
+		{"descheduler.dryRun=maybe", "/descheduler/dryRun"},
+		{"descheduler.leaderElection.enabled=true", "leaderElection"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, helmTemplateArgs(tc.set)...)

@@ -23,9 +23,12 @@ func TestDockerfiles(t *testing.T) {
 	objs := renderKustomization(t, manifestsRoot)
 	agent := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent")).Spec.Template.Spec.SecurityContext
 	scheduler := decodeObject[appsv1.Deployment](t, findObject(t, objs, "Deployment", "telesched-scheduler")).Spec.Template.Spec.SecurityContext
+	descheduler := decodeObject[appsv1.Deployment](t, findObject(t, renderKustomization(t, filepath.Join(manifestsRoot, "descheduler")),
+		"Deployment", "telesched-descheduler")).Spec.Template.Spec.SecurityContext
 	for file, sc := range map[string][2]int64{
-		"Dockerfile.agent":     {ptr.Deref(agent.RunAsUser, -1), ptr.Deref(agent.RunAsGroup, -1)},
-		"Dockerfile.scheduler": {ptr.Deref(scheduler.RunAsUser, -1), ptr.Deref(scheduler.RunAsGroup, -1)},
+		"Dockerfile.agent":       {ptr.Deref(agent.RunAsUser, -1), ptr.Deref(agent.RunAsGroup, -1)},
+		"Dockerfile.scheduler":   {ptr.Deref(scheduler.RunAsUser, -1), ptr.Deref(scheduler.RunAsGroup, -1)},
+		"Dockerfile.descheduler": {ptr.Deref(descheduler.RunAsUser, -1), ptr.Deref(descheduler.RunAsGroup, -1)},
 	} {
 		data, err := os.ReadFile(filepath.Join(manifestsRoot, "..", file))
 		if err != nil {

@@ -31,6 +31,13 @@ Labels of the scheduler's objects.
 {{- end }}
 
 {{/*
+Labels of the descheduler's objects.
+*/}}
+{{- define "telesched.deschedulerLabels" -}}
+{{ include "telesched.labels" (dict "root" . "name" "telesched-descheduler" "component" "descheduler") }}
+{{- end }}
+
+{{/*
 Labels of a workload's pods: its selector's labels, which are 0.1.0's and
 must stay as they are (a DaemonSet's and a Deployment's spec.selector are
 immutable, so `helm upgrade` from 0.1.0 fails if they change;
