@@ -45,7 +45,7 @@ func deschedulerArgs(t *testing.T, dep *appsv1.Deployment) map[string]string {
 // (cmd/telesched-descheduler defines them); "" for a field with no flag.
 var deschedulerFlags = map[string]string{
 	"Interval": "interval", "DryRun": "dry-run", "MaxEvictionsPerNode": "max-evictions-per-node-per-cycle",
-	"MaxEvictionsPerCycle": "max-evictions-per-cycle", "Cooldown": "cooldown", "ThermalSustain": "thermal-sustain",
+	"MaxEvictionsPerCycle": "max-evictions-per-cycle", "Cooldown": "cooldown", "ThermalSustain": "thermal-sustain", "BudgetSustain": "budget-sustain",
 	"PriorityThreshold": "priority-threshold", "CacheSyncTimeout": "",
 }
 
@@ -163,10 +163,10 @@ func TestHelmDescheduler(t *testing.T) {
 	}{
 		{"enabled", []string{"descheduler.enabled=true"}, nil},
 		{"evicting", []string{"descheduler.enabled=true", "descheduler.dryRun=false"}, map[string]string{"dry-run": "false"}},
-		{"every value", []string{"descheduler.enabled=true", "descheduler.interval=30s", "descheduler.thermalSustain=5m",
+		{"every value", []string{"descheduler.enabled=true", "descheduler.interval=30s", "descheduler.thermalSustain=5m", "descheduler.budgetSustain=3m",
 			"descheduler.cooldown=1h", "descheduler.maxEvictionsPerNodePerCycle=1", "descheduler.maxEvictionsPerCycle=3",
 			"descheduler.priorityThreshold=100000", "descheduler.logVerbosity=4", "descheduler.extraArgs={--kubeconfig=/k}"},
-			map[string]string{"interval": "30s", "thermal-sustain": "5m", "cooldown": "1h", "max-evictions-per-node-per-cycle": "1",
+			map[string]string{"interval": "30s", "thermal-sustain": "5m", "budget-sustain": "3m", "cooldown": "1h", "max-evictions-per-node-per-cycle": "1",
 				"max-evictions-per-cycle": "3", "priority-threshold": "100000", "v": "4", "kubeconfig": "/k"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
