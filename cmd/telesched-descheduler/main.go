@@ -47,6 +47,7 @@ func main() {
 	fs.UintVar(&opts.MaxEvictionsPerCycle, "max-evictions-per-cycle", opts.MaxEvictionsPerCycle, "most pods evicted in the cluster in one cycle (>= 1)")
 	fs.DurationVar(&opts.Cooldown, "cooldown", opts.Cooldown, "a pod evicted, reported in dry-run or refused by its PodDisruptionBudget is left alone this long (by UID and by namespace/name)")
 	fs.DurationVar(&opts.ThermalSustain, "thermal-sustain", opts.ThermalSustain, "how long a node must stay at or past its limit - margin (measured or predicted) before TeleschedThermal evicts from it")
+	fs.StringVar(&opts.AgentNamespace, "telemetry-agent-namespace", opts.AgentNamespace, "namespace of the node agent's DaemonSets and pods (the scheduler's flag of the same name); the descheduler lists and watches daemonsets and pods there")
 	fs.DurationVar(&opts.BudgetSustain, "budget-sustain", opts.BudgetSustain, "how long a PowerBudget must stay over its limit (budgetWatts - reserveWatts) before TeleschedPowerBudget evicts from its nodes")
 	fs.Int32Var(&opts.PriorityThreshold, "priority-threshold", opts.PriorityThreshold, "pods with at least this priority are never evicted")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")

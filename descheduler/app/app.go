@@ -75,6 +75,10 @@ type Options struct {
 	ThermalSustain       time.Duration
 	BudgetSustain        time.Duration
 	PriorityThreshold    int32
+	// AgentNamespace is where the node agent's DaemonSets and pods are:
+	// a node whose agent pod is Ready has fresh telemetry, as for the
+	// scheduler (--telemetry-agent-namespace).
+	AgentNamespace string
 	// CacheSyncTimeout bounds the wait for the telemetry cache's first
 	// list.
 	CacheSyncTimeout time.Duration
@@ -86,7 +90,7 @@ func DefaultOptions() Options {
 		Interval: DefaultInterval, DryRun: DefaultDryRun,
 		MaxEvictionsPerNode: DefaultMaxEvictionsPerNode, MaxEvictionsPerCycle: DefaultMaxEvictionsPerCycle,
 		Cooldown: descheduler.DefaultCooldown, ThermalSustain: thermal.DefaultSustain, BudgetSustain: budgetplugin.DefaultSustain,
-		PriorityThreshold: DefaultPriorityThreshold, CacheSyncTimeout: time.Minute,
+		PriorityThreshold: DefaultPriorityThreshold, AgentNamespace: telemetry.DefaultAgentNamespace, CacheSyncTimeout: time.Minute,
 	}
 }
 
@@ -152,6 +156,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 		return nil, err
 	}
 	cache := telemetry.NewCache()
+	if err := cache.SetAgentOwners(opts.AgentNamespace, telemetry.DefaultAgentDaemonSets); err != nil {
+		return nil, fmt.Errorf("--telemetry-agent-namespace=%s: %w", opts.AgentNamespace, err)
+	}
 	book := estimate.NewBook(cache, estimate.DefaultOptions())
 	// The budgets' status is the scheduler's to write (nil: no writer).
 	domains := powerbudget.NewDomains(cache, book, nil)

@@ -46,7 +46,7 @@ func deschedulerArgs(t *testing.T, dep *appsv1.Deployment) map[string]string {
 var deschedulerFlags = map[string]string{
 	"Interval": "interval", "DryRun": "dry-run", "MaxEvictionsPerNode": "max-evictions-per-node-per-cycle",
 	"MaxEvictionsPerCycle": "max-evictions-per-cycle", "Cooldown": "cooldown", "ThermalSustain": "thermal-sustain", "BudgetSustain": "budget-sustain",
-	"PriorityThreshold": "priority-threshold", "CacheSyncTimeout": "",
+	"PriorityThreshold": "priority-threshold", "AgentNamespace": "telemetry-agent-namespace", "CacheSyncTimeout": "",
 }
 
 // defaultDeschedulerArgs are the binary's defaults (app.DefaultOptions), as
@@ -70,6 +70,9 @@ func defaultDeschedulerArgs(t *testing.T) map[string]string {
 		}
 		args[flag] = fmt.Sprint(v.Field(i).Interface())
 	}
+	// Both installs give the agent's namespace as their own, from the
+	// downward API, as the scheduler's do.
+	args["telemetry-agent-namespace"] = "$(POD_NAMESPACE)"
 	return args
 }
 

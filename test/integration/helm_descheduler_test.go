@@ -61,7 +61,8 @@ func TestHelmDeschedulerRunsWithChartRBAC(t *testing.T) {
 		}
 		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 		for _, a := range cs[0].(map[string]any)["args"].([]any) {
-			args = append(args, a.(string))
+			// As the kubelet expands it from the downward API.
+			args = append(args, strings.ReplaceAll(a.(string), "$(POD_NAMESPACE)", agentNamespace))
 		}
 	}
 	if !strings.Contains(strings.Join(args, " "), "--dry-run=true") {
