@@ -254,8 +254,11 @@ func (d *Descheduler) Run(ctx context.Context) {
 	t := time.NewTicker(d.opts.Interval)
 	defer t.Stop()
 	for {
+		began := time.Now()
 		if err := d.Cycle(ctx); err != nil {
 			logger.Error(err, "Descheduling cycle")
+		} else {
+			logger.V(2).Info("Descheduling cycle done", "duration", time.Since(began).Round(time.Millisecond), "dryRun", d.opts.DryRun)
 		}
 		select {
 		case <-ctx.Done():

@@ -54,7 +54,7 @@ var ntResource = schema.GroupVersionResource{Group: "telemetry.telesched.io", Ve
 
 // images are the refs make images-local wrote, by role.
 type images struct {
-	agent, scheduler, pause, workload string
+	agent, scheduler, descheduler, pause, workload string
 	files                             []string
 }
 
@@ -178,13 +178,27 @@ func TestRealNode(t *testing.T) {
 		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
 	})
 
-	step(t, "install this chart as the README says", func() {
+	step(t, "install this chart as the README says, with the descheduler (dry-run)", func() {
 		began := time.Now()
+		dr, dt := splitRef(e.images.descheduler)
 		e.helmRun(ctx, append([]string{"install", release, chartDir, "--namespace", namespace, "--create-namespace",
-			"--wait", "--timeout", installWait}, e.overrides()...)...)
+			"--wait", "--timeout", installWait, "--set", "descheduler.enabled=true",
+			"--set", "image.descheduler.repository=" + dr, "--set", "image.descheduler.tag=" + dt, "--set", "image.descheduler.pullPolicy=Never"},
+			e.overrides()...)...)
 		e.waitAgentWrites(ctx, began)
 		e.checkLeader(ctx)
 		e.runWorkload(ctx, "hello-again")
+		// helm --wait saw the descheduler's Deployment available; its
+		// first cycle ran under the chart's RBAC if it logs one.
+		waitFor(ctx, t, "the descheduler's first cycle", readyTimeout, func(ctx context.Context) bool {
+			out, err := e.c.Kubectl(ctx, "--namespace="+namespace, "logs", "deploy/telesched-descheduler")
+			return err == nil && strings.Contains(out, "Descheduling cycle done")
+		})
+		logs := e.kubectl(ctx, "--namespace="+namespace, "logs", "deploy/telesched-descheduler")
+		if strings.Contains(logs, "forbidden") {
+			t.Errorf("the descheduler was refused by the API server under the chart's RBAC:\n%s", tailLines(logs, 20))
+		}
+		t.Logf("$ kubectl -n %s logs deploy/telesched-descheduler | tail\n%s", namespace, tailLines(logs, 8))
 		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
 	})
 }
@@ -202,12 +216,8 @@ func step(t *testing.T, name string, f func()) {
 // built here, which nothing may pull, and the kubelet's pod-resources
 // directory under the cluster's kubelet root.
 func (e *env) overrides() []string {
-	repo := func(ref string) (string, string) {
-		i := strings.LastIndex(ref, ":")
-		return ref[:i], ref[i+1:]
-	}
-	ar, at := repo(e.images.agent)
-	sr, st := repo(e.images.scheduler)
+	ar, at := splitRef(e.images.agent)
+	sr, st := splitRef(e.images.scheduler)
 	return []string{
 		"--set", "image.agent.repository=" + ar, "--set", "image.agent.tag=" + at, "--set", "image.agent.pullPolicy=Never",
 		"--set", "image.scheduler.repository=" + sr, "--set", "image.scheduler.tag=" + st, "--set", "image.scheduler.pullPolicy=Never",
@@ -575,6 +585,8 @@ func readImages(dir string) (images, error) {
 			imgs.agent = im.Ref
 		case "telesched-scheduler":
 			imgs.scheduler = im.Ref
+		case "telesched-descheduler":
+			imgs.descheduler = im.Ref
 		case "telesched-pause":
 			imgs.pause = im.Ref
 		case "telesched-workload":
@@ -582,8 +594,8 @@ func readImages(dir string) (images, error) {
 		}
 		imgs.files = append(imgs.files, filepath.Join(dir, im.File))
 	}
-	if imgs.agent == "" || imgs.scheduler == "" || imgs.pause == "" || imgs.workload == "" {
-		return imgs, errors.New("images.json lacks one of telesched-agent, telesched-scheduler, telesched-pause, telesched-workload")
+	if imgs.agent == "" || imgs.scheduler == "" || imgs.descheduler == "" || imgs.pause == "" || imgs.workload == "" {
+		return imgs, errors.New("images.json lacks one of telesched-agent, telesched-scheduler, telesched-descheduler, telesched-pause, telesched-workload")
 	}
 	return imgs, nil
 }
@@ -604,3 +616,9 @@ func tailLines(s string, n int) string {
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// splitRef splits an image reference into its repository and tag.
+func splitRef(ref string) (repo, tag string) {
+	i := strings.LastIndex(ref, ":")
+	return ref[:i], ref[i+1:]
+}
