@@ -190,6 +190,7 @@ type Node struct {
 	sweep     float64 // calibration sweep's utilization, when sweeping
 	sweeping  bool
 	faultHeat float64 // °C added by a fault
+	extra     float64 // utilization added to the base load (SetExtraUtilization)
 	celsius   float64
 	gpuBusy   []bool
 	migBusy   [][]bool  // per GPU, per MIG device
@@ -254,6 +255,25 @@ func (n *Node) SetFaultHeat(celsius float64) {
 	n.mu.Lock()
 	n.faultHeat = celsius
 	n.mu.Unlock()
+}
+
+// SetExtraUtilization adds u (0..1) to the node's base load: work the
+// scheduler does not see rises (or, with 0, falls back).
+func (n *Node) SetExtraUtilization(u float64) {
+	n.mu.Lock()
+	n.extra = u
+	n.mu.Unlock()
+}
+
+// Watts is what the node draws now, CPU and GPUs, by the simulation.
+func (n *Node) Watts() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := n.Spec.cpuWatts(n.utilization(), n.celsius)
+	for i, g := range n.Spec.GPUs {
+		w += gpuWatts(g, n.share(i))
+	}
+	return w
 }
 
 // AddPod runs a pod on the node. It returns the GPUs it took.
@@ -367,7 +387,7 @@ func (n *Node) utilization() float64 {
 	for _, p := range n.pods {
 		milli += p.cpuMilli
 	}
-	u := n.Spec.BaseUtilization + float64(milli)/float64(n.Spec.Host.CPUs*1000)
+	u := n.Spec.BaseUtilization + n.extra + float64(milli)/float64(n.Spec.Host.CPUs*1000)
 	return math.Min(1, math.Max(0, u))
 }
 
