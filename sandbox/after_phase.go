@@ -144,7 +144,7 @@ func (s *sandbox) afterPass(ctx context.Context, owner metav1.ObjectMeta, on boo
 	if rack, nodes, target := s.overloadable(name); rack != nil {
 		r.Rack, r.BudgetWatts = rack.Budget, float64(rack.BudgetWatts)
 		extra := extraFor(nodes, target)
-		s.printf("    rack %s: its nodes' load rises %.0f%% for %v (to about %.0f W, budget %.0f W)\n", rack.Rack, 100*extra, rackHold, target, r.BudgetWatts)
+		s.printf("    rack %s: its nodes' load rises %.0f points (CPUs and GPUs) for %v (to about %.0f W, budget %.0f W)\n", rack.Rack, 100*extra, rackHold, target, r.BudgetWatts)
 		for _, n := range nodes {
 			n.SetExtraUtilization(extra)
 		}
@@ -239,14 +239,11 @@ func (s *sandbox) overloadable(heater string) (*Rack, []*sim.Node, float64) {
 }
 
 // rackWatts is what nodes draw, by the simulation's steady physics, with
-// extra utilization added to each (their GPUs as they draw now).
+// extra added to each one's CPU utilization and GPUs' busy share.
 func rackWatts(nodes []*sim.Node, extra float64) float64 {
 	var w float64
 	for _, n := range nodes {
-		u := n.Utilization()
-		_, cpu := n.Spec.Steady(u, n.Fault())
-		_, more := n.Spec.Steady(min(1, u+extra), n.Fault())
-		w += n.Watts() - cpu + more
+		w += n.SteadyWatts(extra)
 	}
 	return w
 }
@@ -298,7 +295,7 @@ func extraFor(nodes []*sim.Node, watts float64) float64 {
 func (s *sandbox) printAfter() {
 	s.printf("\n  after placement: the heater's fan fails under running pods, a rack's load rises past its budget\n")
 	tw := newTable(s.opts.Out)
-	fmt.Fprintf(tw, "    DESCHEDULER\tHOT NODE\tSECONDS AT/PAST LIMIT−MARGIN\tBACK UNDER AFTER\tRACK\tSECONDS OVER BUDGET\tEVICTED\tFROM HOT NODE\tORACLE MIN\tBEYOND ORACLE\tNO DESTINATION\tEVICTED TWICE\tON CHECKED NODE\n")
+	fmt.Fprintf(tw, "    DESCHEDULER\tHOT NODE\tSECONDS AT/PAST LIMIT−MARGIN\tBACK UNDER AFTER\tRACK\tSECONDS OVER BUDGET\tEVICTED\tFROM HOT NODE\tORACLE MIN\tBEYOND ORACLE\tNO DESTINATION\tEVICTED TWICE\tON CHECKED NODE\tWORKLOAD MOVED TWICE\tEVICTED IN RACK STAGE\n")
 	for _, r := range s.res.After {
 		with, back := "off", "not within the fault"
 		if r.Descheduler {

@@ -45,6 +45,9 @@ that each need one NUMA node, a pod that would overheat a cool node once it
 settled, and a node that overheats and recovers, on racks with power budgets.
 It prints the NodeTelemetry and PowerBudget tables, where every pod went and
 why, each rack's peak watts against its budget, and each profile's watts.
+Then, after placement, the heater's fan fails under running pods and a rack's
+load rises past its budget, without and with bin/telesched-descheduler
+(--descheduler), side by side.
 
 Usage:
   telesched-sandbox [flags]
