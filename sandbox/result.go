@@ -78,6 +78,9 @@ type Result struct {
 	// scenario deleted and went on without; the oracles are then of the
 	// pods telesched placed.
 	Refused []Refusal
+	// After are the after-placement passes, without the descheduler
+	// first (--descheduler).
+	After []AfterResult
 	// Tables are the NodeTelemetry tables printed, as kubectl prints them;
 	// BudgetTables the PowerBudget tables.
 	Tables       []string
@@ -209,4 +212,38 @@ func (r *Result) PlacementOf(pod string) (Placement, bool) {
 		}
 	}
 	return Placement{}, false
+}
+
+// AfterResult is one pass of the after-placement phases (the heater's fan
+// failing under running pods, a rack's load rising past its budget), with
+// or without telesched-descheduler.
+type AfterResult struct {
+	Descheduler bool
+	// HotNode is the heater; LimitCelsius its limit − margin;
+	// HotSeconds how long its package was at or past it (sandbox time,
+	// the simulation's own temperature, read every half interval) during
+	// the fault; BackUnderSeconds how long after first reaching it the
+	// node was back under for good (BackUnder false: not within the fault).
+	HotNode          string
+	LimitCelsius     float64
+	HotSeconds       float64
+	BackUnderSeconds float64
+	Reached          bool
+	BackUnder        bool
+	// OracleMin is the fewest of the heater's evictable pods whose removal
+	// takes it under its limit − margin by the simulation's physics
+	// (oracle.FewestToShed; -1: no subset is enough).
+	OracleMin int
+	// Rack is the rack whose load rises, BudgetWatts its budget and
+	// OverBudgetSeconds how long its nodes' watts (the simulation's) were
+	// over it during the rise.
+	Rack              string
+	BudgetWatts       float64
+	OverBudgetSeconds float64
+	// BoundSeconds is the bound the hot node must be back under within
+	// (afterBound); Evictions are the evictions during the fault,
+	// RackEvictions those while the rack's load is up.
+	BoundSeconds  float64
+	Evictions     EvictionCounts
+	RackEvictions EvictionCounts
 }

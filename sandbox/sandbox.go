@@ -34,7 +34,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultTimeout  = 6 * time.Minute
+	DefaultTimeout  = 10 * time.Minute
 	DefaultInterval = time.Second
 )
 
@@ -62,7 +62,25 @@ type Options struct {
 	// that schedules the workload: DefaultProfile (balanced) or
 	// EnergyProfile.
 	Profile string
+	// Descheduler runs the after-placement phases without
+	// telesched-descheduler (DeschedulerOff), with it (DeschedulerOn), or
+	// both, side by side (DeschedulerBoth, the default); DeschedulerSkip
+	// skips them.
+	Descheduler string
+	// DeschedulerInterval and ThermalSustain are the descheduler's
+	// --interval and --thermal-sustain, fit to the sandbox's time scale.
+	DeschedulerInterval, ThermalSustain time.Duration
 }
+
+// DeschedulerSkip skips the after-placement phases.
+const DeschedulerSkip = "skip"
+
+// Defaults of the descheduler's flags in the sandbox: its nodes settle in
+// seconds (a 6 s thermal time constant), not minutes.
+const (
+	DefaultDeschedulerInterval = 5 * time.Second
+	DefaultThermalSustain      = 10 * time.Second
+)
 
 // The telesched profiles the sandbox can run the workload under.
 const (
@@ -87,6 +105,23 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	if opts.Fleet == nil {
 		opts.Fleet = DefaultFleet()
+	}
+	if opts.Descheduler == "" {
+		opts.Descheduler = DeschedulerBoth
+	}
+	if opts.DeschedulerInterval == 0 {
+		opts.DeschedulerInterval = DefaultDeschedulerInterval
+	}
+	if opts.ThermalSustain == 0 {
+		opts.ThermalSustain = DefaultThermalSustain
+	}
+	switch opts.Descheduler {
+	case DeschedulerOff, DeschedulerOn, DeschedulerBoth, DeschedulerSkip:
+	default:
+		return nil, fmt.Errorf("--descheduler %q: want %s, %s, %s or %s", opts.Descheduler, DeschedulerOn, DeschedulerOff, DeschedulerBoth, DeschedulerSkip)
+	}
+	if opts.DeschedulerInterval < 0 || opts.ThermalSustain < 0 {
+		return nil, fmt.Errorf("--descheduler-interval %v and --thermal-sustain %v: must not be negative", opts.DeschedulerInterval, opts.ThermalSustain)
 	}
 	if opts.Interval < 100*time.Millisecond {
 		return nil, fmt.Errorf("interval %v: must be at least 100ms", opts.Interval)
@@ -118,7 +153,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	s := &sandbox{opts: opts, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heat: HeatResult{Node: heaterOf(opts.Fleet.Nodes)}, Racks: racksOf(opts.Fleet), Skipped: map[string]string{}}}
+	s := &sandbox{opts: opts, binDir: binDir, dir: dir, logs: logs, start: time.Now(), res: &Result{Rejections: map[string][]string{}, PeakCelsius: map[string]float64{}, Heat: HeatResult{Node: heaterOf(opts.Fleet.Nodes)}, Racks: racksOf(opts.Fleet), Skipped: map[string]string{}}}
 	defer s.stop()
 	if err := s.run(runCtx, binDir, schedulerBin); err != nil {
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
@@ -135,12 +170,13 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 }
 
 type sandbox struct {
-	opts  Options
-	dir   string
-	logs  *logFiles
-	start time.Time
-	step  string
-	res   *Result
+	opts   Options
+	binDir string
+	dir    string
+	logs   *logFiles
+	start  time.Time
+	step   string
+	res    *Result
 
 	cp     *controlplane.ControlPlane
 	kube   kubernetes.Interface
@@ -153,7 +189,7 @@ type sandbox struct {
 // progress prints a numbered step and remembers it for error messages.
 func (s *sandbox) progress(n int, format string, args ...any) {
 	s.step = fmt.Sprintf(format, args...)
-	fmt.Fprintf(s.opts.Out, "[%d/7] %-64s (%s)\n", n, s.step, time.Since(s.start).Round(100*time.Millisecond))
+	fmt.Fprintf(s.opts.Out, "[%d/8] %-64s (%s)\n", n, s.step, time.Since(s.start).Round(100*time.Millisecond))
 }
 
 func (s *sandbox) printf(format string, args ...any) { fmt.Fprintf(s.opts.Out, format, args...) }
@@ -244,6 +280,15 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 		}
 	}
 	s.summary()
+	if s.opts.Descheduler != DeschedulerSkip {
+		s.progress(8, "after placement: --descheduler=%s", s.opts.Descheduler)
+		if err := s.afterPhases(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.res.afterVerdict(); err != nil {
+		return err
+	}
 	return s.res.unitsVerdict()
 }
 

@@ -113,6 +113,9 @@ type watcher struct {
 	mu      sync.Mutex
 	v       view
 	changed chan struct{}
+
+	// after runs the after-placement phases' pods (after.go).
+	after afterPods
 }
 
 func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, interval time.Duration, res *Result) (*watcher, error) {
@@ -227,6 +230,10 @@ func (w *watcher) read(f func(v *view)) {
 
 func (w *watcher) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
+	if ok && pod.Namespace == afterNamespace {
+		w.onAfterPod(pod)
+		return
+	}
 	if !ok || pod.Spec.NodeName == "" || (pod.Namespace != demoNamespace && pod.Namespace != baselineNamespace) {
 		return
 	}
@@ -418,6 +425,10 @@ func (w *watcher) onPodDelete(obj any) {
 	if !ok {
 		return
 	}
+	if pod.Namespace == afterNamespace {
+		w.onAfterDelete(pod)
+		return
+	}
 	if n := w.nodes[pod.Spec.NodeName]; n != nil && pod.Namespace == demoNamespace {
 		n.RemovePod(pod.UID)
 	}
@@ -426,6 +437,10 @@ func (w *watcher) onPodDelete(obj any) {
 
 func (w *watcher) onEvent(obj any) {
 	ev, ok := obj.(*corev1.Event)
+	if ok && ev.InvolvedObject.Namespace == afterNamespace {
+		w.onAfterEvent(ev)
+		return
+	}
 	if !ok || ev.Reason != "FailedScheduling" || ev.InvolvedObject.Namespace != demoNamespace {
 		return
 	}

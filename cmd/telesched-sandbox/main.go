@@ -30,6 +30,9 @@ func main() {
 	fs.DurationVar(&opts.Timeout, "timeout", sandbox.DefaultTimeout, "Give up if the run (start and scenario) takes longer.")
 	fs.DurationVar(&opts.Interval, "interval", sandbox.DefaultInterval, "Every agent's sampling interval.")
 	fs.StringVar(&opts.Profile, "profile", sandbox.DefaultProfile, "The telesched profile that schedules the workload: "+sandbox.DefaultProfile+" (balanced) or "+sandbox.EnergyProfile+" (energy first; deploy/scheduler/scheduler-config.yaml). The baseline is always the default profile.")
+	fs.StringVar(&opts.Descheduler, "descheduler", sandbox.DeschedulerBoth, "After the scenario, the after-placement phases (the heater's fan fails under running pods; a rack's load rises past its budget): without bin/telesched-descheduler ("+sandbox.DeschedulerOff+"), with it ("+sandbox.DeschedulerOn+"), both side by side ("+sandbox.DeschedulerBoth+"), or not at all ("+sandbox.DeschedulerSkip+").")
+	fs.DurationVar(&opts.DeschedulerInterval, "descheduler-interval", sandbox.DefaultDeschedulerInterval, "telesched-descheduler's --interval in the after-placement phases.")
+	fs.DurationVar(&opts.ThermalSustain, "thermal-sustain", sandbox.DefaultThermalSustain, "telesched-descheduler's --thermal-sustain in the after-placement phases (the sandbox's nodes settle in seconds).")
 	var fleet string
 	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts, racks and their power budgets); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
 	var showVersion bool
@@ -42,6 +45,9 @@ that each need one NUMA node, a pod that would overheat a cool node once it
 settled, and a node that overheats and recovers, on racks with power budgets.
 It prints the NodeTelemetry and PowerBudget tables, where every pod went and
 why, each rack's peak watts against its budget, and each profile's watts.
+Then, after placement, the heater's fan fails under running pods and a rack's
+load rises past its budget, without and with bin/telesched-descheduler
+(--descheduler), side by side.
 
 Usage:
   telesched-sandbox [flags]
@@ -62,6 +68,16 @@ Flags:
 	}
 	if opts.Profile != sandbox.DefaultProfile && opts.Profile != sandbox.EnergyProfile {
 		fmt.Fprintf(os.Stderr, "telesched-sandbox: --profile %q: want %s or %s\n", opts.Profile, sandbox.DefaultProfile, sandbox.EnergyProfile)
+		os.Exit(2)
+	}
+	switch opts.Descheduler {
+	case sandbox.DeschedulerOn, sandbox.DeschedulerOff, sandbox.DeschedulerBoth, sandbox.DeschedulerSkip:
+	default:
+		fmt.Fprintf(os.Stderr, "telesched-sandbox: --descheduler %q: want %s, %s, %s or %s\n", opts.Descheduler, sandbox.DeschedulerOn, sandbox.DeschedulerOff, sandbox.DeschedulerBoth, sandbox.DeschedulerSkip)
+		os.Exit(2)
+	}
+	if opts.DeschedulerInterval <= 0 || opts.ThermalSustain < 0 {
+		fmt.Fprintf(os.Stderr, "telesched-sandbox: --descheduler-interval %v must be > 0 and --thermal-sustain %v >= 0\n", opts.DeschedulerInterval, opts.ThermalSustain)
 		os.Exit(2)
 	}
 	if fleet != "" {

@@ -94,3 +94,39 @@ func TestLinkedPairs(t *testing.T) {
 		t.Errorf("Linked: [2 3] %v, [1 2] %v; want true, false", n.Spec.Linked(got), n.Spec.Linked([]int{1, 2}))
 	}
 }
+
+// TestExtraUtilizationRaisesCPUsAndIdleGPUs: the after-placement rack
+// stage's extra load adds to the CPUs' utilization and to every GPU's busy
+// share, a GPU capped at whole; SteadyWatts predicts it, and 0 takes it
+// back.
+func TestExtraUtilizationRaisesCPUsAndIdleGPUs(t *testing.T) {
+	n := gpuNode(t, "", "", func(int) []MIGDevice { return nil })
+	n.AddPod("p", 1000, 1) // one GPU held whole
+	u := n.Utilization()
+	before, predicted := n.SteadyWatts(0), n.SteadyWatts(0.5)
+	n.SetExtraUtilization(0.5)
+	if got, want := n.Utilization(), u+0.5; math.Abs(got-want) > 1e-9 {
+		t.Errorf("utilization with extra 0.5: %v, want %v", got, want)
+	}
+	if diff := cmp.Diff(predicted, n.SteadyWatts(0.5)); diff != "" {
+		t.Errorf("SteadyWatts(0.5) while the extra is set (-want +got):\n%s", diff)
+	}
+	// The held GPU stays at whole; the three idle ones gain half their
+	// busy dynamic power.
+	var gpus float64
+	n.mu.Lock()
+	for i, g := range n.Spec.GPUs {
+		gpus += gpuWatts(g, n.loadShare(i))
+	}
+	n.mu.Unlock()
+	if want := 4*50 + 350*GPUBusyUtilization*(1+3*0.5); math.Abs(gpus-want) > 1e-9 {
+		t.Errorf("GPU watts with extra 0.5: %v, want %v", gpus, want)
+	}
+	if predicted <= before {
+		t.Errorf("SteadyWatts(0.5) = %v, want more than SteadyWatts(0) = %v", predicted, before)
+	}
+	n.SetExtraUtilization(0)
+	if got := n.Utilization(); got != u {
+		t.Errorf("utilization after the extra is taken back: %v, want %v", got, u)
+	}
+}

@@ -190,6 +190,7 @@ type Node struct {
 	sweep     float64 // calibration sweep's utilization, when sweeping
 	sweeping  bool
 	faultHeat float64 // °C added by a fault
+	extra     float64 // utilization added to the base load (SetExtraUtilization)
 	celsius   float64
 	gpuBusy   []bool
 	migBusy   [][]bool  // per GPU, per MIG device
@@ -254,6 +255,45 @@ func (n *Node) SetFaultHeat(celsius float64) {
 	n.mu.Lock()
 	n.faultHeat = celsius
 	n.mu.Unlock()
+}
+
+// SetExtraUtilization adds u (0..1) to the node's base CPU load and to
+// each GPU's busy share: work the scheduler does not see rises (or, with
+// 0, falls back).
+func (n *Node) SetExtraUtilization(u float64) {
+	n.mu.Lock()
+	n.extra = u
+	n.mu.Unlock()
+}
+
+// Watts is what the node draws now, CPU and GPUs, by the simulation.
+func (n *Node) Watts() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := n.Spec.cpuWatts(n.utilization(), n.celsius)
+	for i, g := range n.Spec.GPUs {
+		w += gpuWatts(g, n.loadShare(i))
+	}
+	return w
+}
+
+// SteadyWatts is what the node would draw, settled, with extra added to
+// its CPU utilization and to each GPU's busy share (SetExtraUtilization),
+// its fault heat as now.
+func (n *Node) SteadyWatts(extra float64) float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, w := n.Spec.Steady(math.Min(1, n.utilization()-n.extra+extra), n.faultHeat)
+	for i, g := range n.Spec.GPUs {
+		w += gpuWatts(g, math.Min(1, n.share(i)+extra))
+	}
+	return w
+}
+
+// loadShare is GPU i's busy share with the extra load. The caller holds
+// n.mu.
+func (n *Node) loadShare(i int) float64 {
+	return math.Min(1, n.share(i)+n.extra)
 }
 
 // AddPod runs a pod on the node. It returns the GPUs it took.
@@ -367,7 +407,7 @@ func (n *Node) utilization() float64 {
 	for _, p := range n.pods {
 		milli += p.cpuMilli
 	}
-	u := n.Spec.BaseUtilization + float64(milli)/float64(n.Spec.Host.CPUs*1000)
+	u := n.Spec.BaseUtilization + n.extra + float64(milli)/float64(n.Spec.Host.CPUs*1000)
 	return math.Min(1, math.Max(0, u))
 }
 
@@ -466,7 +506,7 @@ func (n *Node) stepTo(now time.Time) error {
 	target := n.Spec.AmbientCelsius + n.Spec.CelsiusPerWatt*watts + n.faultHeat
 	n.celsius += (target - n.celsius) * (1 - math.Exp(-dt.Seconds()/n.Spec.ThermalTimeConstant.Seconds()))
 	for i, g := range n.Spec.GPUs {
-		n.gpuEnergy[i] += gpuWatts(g, n.share(i)) * dt.Seconds() * 1000
+		n.gpuEnergy[i] += gpuWatts(g, n.loadShare(i)) * dt.Seconds() * 1000
 	}
 	celsius := n.celsius
 	n.mu.Unlock()
@@ -496,7 +536,7 @@ type gpu struct {
 func (n *Node) gpu(i int) gpu {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	g, share := n.Spec.GPUs[i], n.share(i)
+	g, share := n.Spec.GPUs[i], n.loadShare(i)
 	u := GPUBusyUtilization * share
 	used := g.MemoryUsedIdle + uint64(float64(g.MemoryUsedLoaded-g.MemoryUsedIdle)*share)
 	return gpu{

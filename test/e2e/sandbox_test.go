@@ -31,7 +31,7 @@ func TestSandboxScenario(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res, err := sandbox.Run(ctx, sandbox.Options{Dir: t.TempDir(), Out: &out})
+	res, err := sandbox.Run(ctx, sandbox.Options{Dir: t.TempDir(), Out: &out, Descheduler: sandbox.DeschedulerSkip})
 	t.Logf("sandbox output:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("sandbox: %v", err)
@@ -225,7 +225,7 @@ func TestSandboxBudgetRefusal(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res, err := sandbox.Run(ctx, sandbox.Options{Dir: t.TempDir(), Out: &out, Fleet: fleet})
+	res, err := sandbox.Run(ctx, sandbox.Options{Dir: t.TempDir(), Out: &out, Fleet: fleet, Descheduler: sandbox.DeschedulerSkip})
 	t.Logf("sandbox output:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("sandbox: %v", err)

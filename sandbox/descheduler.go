@@ -1,0 +1,59 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// startDescheduler runs the telesched-descheduler binary of the bin
+// directory against the sandbox's API server, evicting (not dry-run),
+// every DeschedulerInterval, with ThermalSustain; its log is
+// logs/descheduler.log. stop interrupts it and waits.
+func (s *sandbox) startDescheduler(ctx context.Context) (stop func(), err error) {
+	bin := filepath.Join(s.binDir, "telesched-descheduler")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s: %w (run `make build`, or --descheduler=off)", bin, err)
+	}
+	path := filepath.Join(s.dir, "logs", "descheduler.log")
+	log, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--kubeconfig="+s.res.Kubeconfig, "--dry-run=false", "--metrics-bind-address=",
+		"--interval="+s.opts.DeschedulerInterval.String(), "--thermal-sustain="+s.opts.ThermalSustain.String(), "-v=2")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// It exits at once on a bad flag or config: look for a second.
+	select {
+	case err := <-exited:
+		_ = log.Close()
+		return nil, fmt.Errorf("telesched-descheduler exited (%v); the end of %s:\n%s", err, path, tailFile(path, 15))
+	case <-ctx.Done():
+		return nil, errors.Join(ctx.Err(), cmd.Process.Kill())
+	case <-time.After(time.Second):
+	}
+	s.printf("    telesched-descheduler runs: --interval=%v --thermal-sustain=%v --dry-run=false (log: %s)\n", s.opts.DeschedulerInterval, s.opts.ThermalSustain, path)
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		_ = log.Close()
+	}, nil
+}
