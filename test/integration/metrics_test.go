@@ -167,17 +167,23 @@ func TestMetricNames(t *testing.T) {
 	// some agent series (the power model, events) appear after a few
 	// samples.
 	gpu := gpuMetricNames(t)
+	// The descheduler, in its default dry-run, with a pod on a hot node
+	// to report: its eviction counter has a series once it has one.
+	deschedNames := deschedulerMetricNames(t, c)
 	var agentNames, schedNames map[string]bool
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		agentNames = familyNames(scrape(t, agentURL))
 		schedNames = familyNames(scrape(t, schedURL))
+		for name := range deschedNames {
+			schedNames[name] = true
+		}
 		if len(unknownNames(refs, recorded, agentNames, schedNames, gpu)) == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("agent exports %d metric names, scheduler %d, GPU collector %d; dashboards and rules reference %d",
+	t.Logf("agent exports %d metric names, scheduler and descheduler %d, GPU collector %d; dashboards and rules reference %d",
 		len(agentNames), len(schedNames), len(gpu), len(refs))
 
 	if missing := unknownNames(refs, recorded, agentNames, schedNames, gpu); len(missing) > 0 {
@@ -833,4 +839,36 @@ func startHostTree(t *testing.T) (host *hosttree.Host, stop <-chan struct{}) {
 		}
 	})
 	return host, done
+}
+
+// deschedulerMetricNames runs bin/telesched-descheduler (dry-run, its
+// default) against the test API server with a pod on a hot node and
+// returns the metric names it exports once it has reported that pod.
+func deschedulerMetricNames(t *testing.T, c clients) map[string]bool {
+	t.Helper()
+	ctx := t.Context()
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	deschedNode(ctx, t, c, "metrics-ds-hot", "metrics-ds", true)
+	deschedNode(ctx, t, c, "metrics-ds-cool", "metrics-ds", false)
+	deschedPod(ctx, t, c, "metrics-ds-pod", "metrics-ds-hot", "metrics-ds")
+	addr := freeAddress(t)
+	out := startProcess(t, filepath.Join(binDir, "telesched-descheduler"),
+		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
+	var fams map[string]*dto.MetricFamily
+	waitReady(t, "telesched_descheduler_evictions_total on the descheduler's /metrics", out, 30*time.Second, func() bool {
+		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
+		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
+	})
+	names := map[string]bool{}
+	for name := range fams {
+		names[name] = true
+	}
+	return names
 }

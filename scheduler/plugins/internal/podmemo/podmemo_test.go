@@ -58,8 +58,11 @@ func TestMemoSpreadsABacklog(t *testing.T) {
 		}
 	}
 	t.Logf("%d computations", calls)
-	// Colliding pods evict each other on every pass; allow a few.
-	if calls > 1200 {
+	// Colliding pods evict each other on every pass; allow a few. Where
+	// they collide depends on the array's address (1201 was seen once in
+	// make test), so the bound leaves room: a memo that kept nothing
+	// would compute 10000.
+	if calls > 1500 {
 		t.Errorf("%d computations for 1000 pods asked about 10 times, want about 1000", calls)
 	}
 }
