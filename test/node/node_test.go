@@ -55,7 +55,7 @@ var ntResource = schema.GroupVersionResource{Group: "telemetry.telesched.io", Ve
 // images are the refs make images-local wrote, by role.
 type images struct {
 	agent, scheduler, descheduler, pause, workload string
-	files                             []string
+	files                                          []string
 }
 
 // env is one run's cluster and clients.
