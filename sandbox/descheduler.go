@@ -28,7 +28,8 @@ func (s *sandbox) startDescheduler(ctx context.Context) (stop func(), err error)
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--kubeconfig="+s.res.Kubeconfig, "--dry-run=false", "--metrics-bind-address=",
-		"--interval="+s.opts.DeschedulerInterval.String(), "--thermal-sustain="+s.opts.ThermalSustain.String(), "-v=2")
+		"--interval="+s.opts.DeschedulerInterval.String(), "--thermal-sustain="+s.opts.ThermalSustain.String(),
+		"--budget-sustain="+s.opts.BudgetSustain.String(), "-v=2")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
@@ -45,7 +46,8 @@ func (s *sandbox) startDescheduler(ctx context.Context) (stop func(), err error)
 		return nil, errors.Join(ctx.Err(), cmd.Process.Kill())
 	case <-time.After(time.Second):
 	}
-	s.printf("    telesched-descheduler runs: --interval=%v --thermal-sustain=%v --dry-run=false (log: %s)\n", s.opts.DeschedulerInterval, s.opts.ThermalSustain, path)
+	s.printf("    telesched-descheduler runs: --interval=%v --thermal-sustain=%v --budget-sustain=%v --dry-run=false (log: %s)\n",
+		s.opts.DeschedulerInterval, s.opts.ThermalSustain, s.opts.BudgetSustain, path)
 	return func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {

@@ -70,6 +70,9 @@ type Options struct {
 	// DeschedulerInterval and ThermalSustain are the descheduler's
 	// --interval and --thermal-sustain, fit to the sandbox's time scale.
 	DeschedulerInterval, ThermalSustain time.Duration
+	// BudgetSustain is the descheduler's --budget-sustain, fit to the
+	// rack phase (rackHold).
+	BudgetSustain time.Duration
 }
 
 // DeschedulerSkip skips the after-placement phases.
@@ -80,6 +83,7 @@ const DeschedulerSkip = "skip"
 const (
 	DefaultDeschedulerInterval = 5 * time.Second
 	DefaultThermalSustain      = 10 * time.Second
+	DefaultBudgetSustain       = 10 * time.Second
 )
 
 // The telesched profiles the sandbox can run the workload under.
@@ -115,13 +119,16 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts.ThermalSustain == 0 {
 		opts.ThermalSustain = DefaultThermalSustain
 	}
+	if opts.BudgetSustain == 0 {
+		opts.BudgetSustain = DefaultBudgetSustain
+	}
 	switch opts.Descheduler {
 	case DeschedulerOff, DeschedulerOn, DeschedulerBoth, DeschedulerSkip:
 	default:
 		return nil, fmt.Errorf("--descheduler %q: want %s, %s, %s or %s", opts.Descheduler, DeschedulerOn, DeschedulerOff, DeschedulerBoth, DeschedulerSkip)
 	}
-	if opts.DeschedulerInterval < 0 || opts.ThermalSustain < 0 {
-		return nil, fmt.Errorf("--descheduler-interval %v and --thermal-sustain %v: must not be negative", opts.DeschedulerInterval, opts.ThermalSustain)
+	if opts.DeschedulerInterval < 0 || opts.ThermalSustain < 0 || opts.BudgetSustain < 0 {
+		return nil, fmt.Errorf("--descheduler-interval %v, --thermal-sustain %v and --budget-sustain %v: must not be negative", opts.DeschedulerInterval, opts.ThermalSustain, opts.BudgetSustain)
 	}
 	if opts.Interval < 100*time.Millisecond {
 		return nil, fmt.Errorf("interval %v: must be at least 100ms", opts.Interval)

@@ -32,6 +32,7 @@ func main() {
 	fs.StringVar(&opts.Profile, "profile", sandbox.DefaultProfile, "The telesched profile that schedules the workload: "+sandbox.DefaultProfile+" (balanced) or "+sandbox.EnergyProfile+" (energy first; deploy/scheduler/scheduler-config.yaml). The baseline is always the default profile.")
 	fs.StringVar(&opts.Descheduler, "descheduler", sandbox.DeschedulerBoth, "After the scenario, the after-placement phases (the heater's fan fails under running pods; a rack's load rises past its budget): without bin/telesched-descheduler ("+sandbox.DeschedulerOff+"), with it ("+sandbox.DeschedulerOn+"), both side by side ("+sandbox.DeschedulerBoth+"), or not at all ("+sandbox.DeschedulerSkip+").")
 	fs.DurationVar(&opts.DeschedulerInterval, "descheduler-interval", sandbox.DefaultDeschedulerInterval, "telesched-descheduler's --interval in the after-placement phases.")
+	fs.DurationVar(&opts.BudgetSustain, "budget-sustain", sandbox.DefaultBudgetSustain, "telesched-descheduler's --budget-sustain in the after-placement phases (the rack's load stays past its budget for 30s).")
 	fs.DurationVar(&opts.ThermalSustain, "thermal-sustain", sandbox.DefaultThermalSustain, "telesched-descheduler's --thermal-sustain in the after-placement phases (the sandbox's nodes settle in seconds).")
 	var fleet string
 	fs.StringVar(&fleet, "fleet", "", "YAML file describing the simulated fleet (nodes, CPUs, memory, NUMA, GPUs, power curves, base load, thermal response, fan faults, counts, racks and their power budgets); see sandbox/fleets/example.yaml. Default: the built-in fleet, sandbox/fleets/default.yaml.")
@@ -76,8 +77,8 @@ Flags:
 		fmt.Fprintf(os.Stderr, "telesched-sandbox: --descheduler %q: want %s, %s, %s or %s\n", opts.Descheduler, sandbox.DeschedulerOn, sandbox.DeschedulerOff, sandbox.DeschedulerBoth, sandbox.DeschedulerSkip)
 		os.Exit(2)
 	}
-	if opts.DeschedulerInterval <= 0 || opts.ThermalSustain < 0 {
-		fmt.Fprintf(os.Stderr, "telesched-sandbox: --descheduler-interval %v must be > 0 and --thermal-sustain %v >= 0\n", opts.DeschedulerInterval, opts.ThermalSustain)
+	if opts.DeschedulerInterval <= 0 || opts.ThermalSustain < 0 || opts.BudgetSustain < 0 {
+		fmt.Fprintf(os.Stderr, "telesched-sandbox: --descheduler-interval %v must be > 0, --thermal-sustain %v and --budget-sustain %v >= 0\n", opts.DeschedulerInterval, opts.ThermalSustain, opts.BudgetSustain)
 		os.Exit(2)
 	}
 	if fleet != "" {
