@@ -31,7 +31,11 @@ const (
 	// faultHold is how long the fan stays failed, rackHold how long the
 	// rack's load stays past its budget (rackOver × budget).
 	faultHold = 60 * time.Second
-	rackHold  = 30 * time.Second
+	// The rack's published watts reach it only after the agents' deadband
+	// and the PowerBudget's next computation (about 20 s here), so the
+	// hold leaves the descheduler's --budget-sustain and a cycle or two
+	// after that.
+	rackHold  = 60 * time.Second
 	rackOver  = 1.08
 )
 
@@ -314,5 +318,5 @@ func (s *sandbox) printAfter() {
 			r.RackEvictions.Evicted, r.RackEvictions.NoDestination, r.RackEvictions.Twice)
 	}
 	_ = tw.Flush()
-	s.printf("    (sandbox time is wall time; the racks' budgets: telesched-descheduler has no budget plugin yet, so a rack over budget is not acted on)\n")
+	s.printf("    (sandbox time is wall time; a rack is acted on by telesched-descheduler's TeleschedPowerBudget once its measured watts stay over budget for --budget-sustain, and only for pods with a checked destination outside it)\n")
 }
