@@ -35,8 +35,8 @@ const (
 	// and the PowerBudget's next computation (about 20 s here), so the
 	// hold leaves the descheduler's --budget-sustain and a cycle or two
 	// after that.
-	rackHold  = 60 * time.Second
-	rackOver  = 1.08
+	rackHold = 60 * time.Second
+	rackOver = 1.08
 )
 
 // The --descheduler modes.
