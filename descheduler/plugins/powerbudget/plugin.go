@@ -114,6 +114,11 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 			p.mu.Lock()
 			p.overSince[dom.Name] = now
 			p.mu.Unlock()
+		} else {
+			// Nothing moved: no pod the evictor may evict (bare pods,
+			// DaemonSets, local storage, priority, cool-down) freed
+			// watts with a checked destination outside the budget.
+			logger.Info("Budget over, no pod to evict", "budget", dom.Name, "reason", why)
 		}
 	}
 	return nil
