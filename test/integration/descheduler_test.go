@@ -352,30 +352,12 @@ func TestDeschedulerHoldsTheCooldown(t *testing.T) {
 // it would go, and /metrics counts it.
 func TestDeschedulerBinaryServesMetrics(t *testing.T) {
 	needControlPlane(t)
-	ctx, c := t.Context(), newClients(t)
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	deschedNode(ctx, t, c, "dsbin-hot", "dsbin", true)
-	deschedNode(ctx, t, c, "dsbin-cool", "dsbin", false)
-	deschedPod(ctx, t, c, "dsbin-pod", "dsbin-hot", "dsbin")
-	addr := freeAddress(t)
-	out := startProcess(t, filepath.Join(binDir, "telesched-descheduler"),
-		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
+	c := newClients(t)
+	fams := runDeschedulerBinary(t, c, "dsbin")
 	note := podEvent(t, c, "dsbin-pod", descheduler.ReasonWouldEvict)
 	if !strings.Contains(note, "destination dsbin-cool (checked)") {
 		t.Errorf("Event %q names no checked destination dsbin-cool", note)
 	}
-	var fams map[string]*dto.MetricFamily
-	waitReady(t, "telesched_descheduler_evictions_total on /metrics", out, 20*time.Second, func() bool {
-		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
-		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
-	})
 	for _, name := range []string{"telesched_descheduler_cycle_duration_seconds", "telesched_descheduler_hot_nodes"} {
 		if fams[name] == nil {
 			t.Errorf("/metrics lacks %s", name)
@@ -384,6 +366,35 @@ func TestDeschedulerBinaryServesMetrics(t *testing.T) {
 	if evicted(t, c, "dsbin-pod") {
 		t.Errorf("the default dry-run evicted dsbin-pod")
 	}
+}
+
+// runDeschedulerBinary runs bin/telesched-descheduler with its defaults
+// (dry-run) against the test API server, with group-pod on the hot node
+// group-hot and a destination group-cool, and returns its /metrics once
+// it has reported the pod (telesched_descheduler_evictions_total).
+func runDeschedulerBinary(t *testing.T, c clients, group string) map[string]*dto.MetricFamily {
+	t.Helper()
+	ctx := t.Context()
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	deschedNode(ctx, t, c, group+"-hot", group, true)
+	deschedNode(ctx, t, c, group+"-cool", group, false)
+	deschedPod(ctx, t, c, group+"-pod", group+"-hot", group)
+	addr := freeAddress(t)
+	out := startProcess(t, filepath.Join(binDir, "telesched-descheduler"),
+		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
+	var fams map[string]*dto.MetricFamily
+	waitReady(t, "telesched_descheduler_evictions_total on /metrics", out, 30*time.Second, func() bool {
+		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
+		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
+	})
+	return fams
 }
 
 // TestDeschedulerBringsAnOverBudgetRackUnder: a rack of two nodes drawing
@@ -400,34 +411,7 @@ func TestDeschedulerBringsAnOverBudgetRackUnder(t *testing.T) {
 	deschedPod(ctx, t, c, "dsbudget-a", "dsbudget-0", "dsbudget")
 	deschedPod(ctx, t, c, "dsbudget-b", "dsbudget-0", "dsbudget")
 	deschedPod(ctx, t, c, "dsbudget-c", "dsbudget-1", "dsbudget")
-	for _, n := range []string{"dsbudget-0", "dsbudget-1"} {
-		node, err := c.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.Labels["example.com/rack"] = "dsbudget"
-		if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		// A sample after the pods were bound: they are in its watts.
-		if _, err := c.applyStatus(ctx, n, rackNode(50, 500)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
-		"metadata": map[string]any{"name": "dsbudget"},
-		"spec": map[string]any{
-			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "dsbudget"}},
-			"budgetWatts":  int64(960),
-		},
-	}}
-	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "dsbudget", metav1.DeleteOptions{})
-	})
+	budgetRack(ctx, t, c, "dsbudget", 960, "dsbudget-0", "dsbudget-1")
 	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
 	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0 })
 	cycle(t, d)
@@ -468,32 +452,7 @@ func TestDeschedulerHoldsThePerNodeLimit(t *testing.T) {
 	for _, p := range []string{"dspernode-a", "dspernode-b", "dspernode-c"} {
 		deschedPod(ctx, t, c, p, "dspernode-0", "dspernode")
 	}
-	node, err := c.kube.CoreV1().Nodes().Get(ctx, "dspernode-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Labels["example.com/rack"] = "dspernode"
-	if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// A sample after the pods were bound: they are in its watts.
-	if _, err := c.applyStatus(ctx, "dspernode-0", rackNode(50, 500)); err != nil {
-		t.Fatal(err)
-	}
-	pb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
-		"metadata": map[string]any{"name": "dspernode"},
-		"spec": map[string]any{
-			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "dspernode"}},
-			"budgetWatts":  int64(460),
-		},
-	}}
-	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), "dspernode", metav1.DeleteOptions{})
-	})
+	budgetRack(ctx, t, c, "dspernode", 460, "dspernode-0")
 	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
 	limited := pluginEvictions(t, budgetplugin.Name, descheduler.ResultRateLimited)
 	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0; o.MaxEvictionsPerNode = 1 })
@@ -504,4 +463,38 @@ func TestDeschedulerHoldsThePerNodeLimit(t *testing.T) {
 	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultRateLimited) - limited; got != 1 {
 		t.Errorf("rate_limited rose by %v, want 1", got)
 	}
+}
+
+// budgetRack labels nodes as rack name, publishes a 500 W sample for each
+// (after their pods were bound, so the pods are in its watts) and makes
+// the PowerBudget name of budgetWatts over them.
+func budgetRack(ctx context.Context, t *testing.T, c clients, name string, budgetWatts int64, nodes ...string) {
+	t.Helper()
+	for _, n := range nodes {
+		node, err := c.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Labels["example.com/rack"] = name
+		if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.applyStatus(ctx, n, rackNode(50, 500)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": name}},
+			"budgetWatts":  budgetWatts,
+		},
+	}}
+	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	})
 }

@@ -841,33 +841,12 @@ func startHostTree(t *testing.T) (host *hosttree.Host, stop <-chan struct{}) {
 	return host, done
 }
 
-// deschedulerMetricNames runs bin/telesched-descheduler (dry-run, its
-// default) against the test API server with a pod on a hot node and
-// returns the metric names it exports once it has reported that pod.
+// deschedulerMetricNames is the metric names bin/telesched-descheduler
+// exports once it has reported a pod on a hot node (runDeschedulerBinary).
 func deschedulerMetricNames(t *testing.T, c clients) map[string]bool {
 	t.Helper()
-	ctx := t.Context()
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	deschedNode(ctx, t, c, "metrics-ds-hot", "metrics-ds", true)
-	deschedNode(ctx, t, c, "metrics-ds-cool", "metrics-ds", false)
-	deschedPod(ctx, t, c, "metrics-ds-pod", "metrics-ds-hot", "metrics-ds")
-	addr := freeAddress(t)
-	out := startProcess(t, filepath.Join(binDir, "telesched-descheduler"),
-		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
-	var fams map[string]*dto.MetricFamily
-	waitReady(t, "telesched_descheduler_evictions_total on the descheduler's /metrics", out, 30*time.Second, func() bool {
-		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
-		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
-	})
 	names := map[string]bool{}
-	for name := range fams {
+	for name := range runDeschedulerBinary(t, c, "metrics-ds") {
 		names[name] = true
 	}
 	return names
