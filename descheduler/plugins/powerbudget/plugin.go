@@ -20,7 +20,6 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/telesched/telesched/descheduler"
-	"github.com/telesched/telesched/descheduler/minset"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 )
@@ -128,8 +127,7 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 // bring it under, and returns how many it acted on.
 func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powerbudget.Domain, over map[string]string, why string) int {
 	ev := p.handle.Evictor()
-	byKey := map[string]*v1.Pod{}
-	var cands []minset.Candidate
+	var moves []descheduler.Move
 	for _, m := range dom.Members {
 		ns := snap.Node(m)
 		if ns == nil || !ns.Metered {
@@ -147,51 +145,21 @@ func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powe
 			if !ok {
 				continue
 			}
-			key := pod.Namespace + "/" + pod.Name
-			byKey[key] = pod
-			var prio int32
-			if pod.Spec.Priority != nil {
-				prio = *pod.Spec.Priority
-			}
-			cands = append(cands, minset.Candidate{Key: key, Frees: w.Mean, Priority: prio})
+			moves = append(moves, descheduler.Move{Pod: pod, Frees: w.Mean})
 		}
 	}
 	// Shed 1 mW more than over, so the sum ends under.
 	need := dom.MeasuredWatts - float64(dom.LimitWatts()) + 0.001
-	planned := map[string][]*v1.Pod{}
-	dests := map[string]*v1.Node{}
 	outside := func(node string) string {
 		if b, ok := over[node]; ok {
 			return "node in PowerBudget " + b + ", over"
 		}
 		return ""
 	}
-	chosen, _ := minset.ChooseWhere(cands, need, func(c minset.Candidate) bool {
-		pod := byKey[c.Key]
-		if !ev.PreEvictionFilter(pod) {
-			return false
-		}
-		dest, whyNot := p.checker.DestinationOutside(ctx, pod, planned, outside)
-		if dest == "" {
-			p.gate.NoDestination(pod, Name, why, whyNot)
-			return false
-		}
-		dn, err := p.handle.SharedInformerFactory().Core().V1().Nodes().Lister().Get(dest)
-		if err != nil {
-			return false
-		}
-		planned[dest] = append(planned[dest], pod)
-		dests[c.Key] = dn
-		return true
-	})
-	acted := 0
-	for _, c := range chosen {
-		switch p.gate.Evict(ctx, ev, Name, byKey[c.Key], dests[c.Key], fmt.Sprintf("%s; pod frees ~%.0fW", why, c.Frees)) {
-		case descheduler.ResultEvicted, descheduler.ResultWouldEvict:
-			acted++
-		}
-	}
-	return acted
+	return p.gate.Shed(ctx, ev, p.handle.SharedInformerFactory().Core().V1().Nodes().Lister(), Name, why, moves, need, 0,
+		func(ctx context.Context, pod *v1.Pod, planned map[string][]*v1.Pod) (string, string) {
+			return p.checker.DestinationOutside(ctx, pod, planned, outside)
+		})
 }
 
 // overBudget is whether dom's measured watts are over its limit. The

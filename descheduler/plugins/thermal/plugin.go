@@ -20,7 +20,6 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/telesched/telesched/descheduler"
-	"github.com/telesched/telesched/descheduler/minset"
 	"github.com/telesched/telesched/internal/heat"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -201,8 +200,7 @@ func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j J
 		klog.FromContext(ctx).Error(err, "Listing pods", "node", klog.KObj(node))
 		return 0
 	}
-	byKey := map[string]*v1.Pod{}
-	var cands []minset.Candidate
+	moves := make([]descheduler.Move, 0, len(pods))
 	for _, pod := range pods {
 		d := p.book.Demand(pod)
 		frees := float64(d.CPUMilli) / 1000 // no power curve: rank by CPU
@@ -210,48 +208,12 @@ func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j J
 			// What the node's curve drops by without the pod.
 			frees = w.Mean
 		}
-		key := pod.Namespace + "/" + pod.Name
-		byKey[key] = pod
-		var prio int32
-		if pod.Spec.Priority != nil {
-			prio = *pod.Spec.Priority
-		}
-		cands = append(cands, minset.Candidate{Key: key, Frees: frees, Priority: prio})
+		moves = append(moves, descheduler.Move{Pod: pod, Frees: frees})
 	}
 	need, limit := j.NeedWatts, 0
 	if need <= 0 {
 		// Need unknown: one pod, the one that frees most.
 		need, limit = math.SmallestNonzeroFloat64, 1
 	}
-	planned := map[string][]*v1.Pod{}
-	dests := map[string]*v1.Node{}
-	chosen, _ := minset.ChooseWhere(cands, need, func(c minset.Candidate) bool {
-		pod := byKey[c.Key]
-		if !ev.PreEvictionFilter(pod) {
-			return false
-		}
-		dest, whyNot := p.checker.Destination(ctx, pod, planned)
-		if dest == "" {
-			p.gate.NoDestination(pod, Name, why, whyNot)
-			return false
-		}
-		dn, err := p.handle.SharedInformerFactory().Core().V1().Nodes().Lister().Get(dest)
-		if err != nil {
-			return false
-		}
-		planned[dest] = append(planned[dest], pod)
-		dests[c.Key] = dn
-		return true
-	})
-	if limit > 0 && len(chosen) > limit {
-		chosen = chosen[:limit]
-	}
-	acted := 0
-	for _, c := range chosen {
-		switch p.gate.Evict(ctx, ev, Name, byKey[c.Key], dests[c.Key], fmt.Sprintf("%s; pod frees ~%.0fW", why, c.Frees)) {
-		case descheduler.ResultEvicted, descheduler.ResultWouldEvict:
-			acted++
-		}
-	}
-	return acted
+	return p.gate.Shed(ctx, ev, p.handle.SharedInformerFactory().Core().V1().Nodes().Lister(), Name, why, moves, need, limit, p.checker.Destination)
 }
