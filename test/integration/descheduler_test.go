@@ -35,29 +35,7 @@ import (
 // 5°C) or cool (50°C of 100°C).
 func deschedNode(ctx context.Context, t *testing.T, c clients, name, group string, hot bool) {
 	t.Helper()
-	node, err := c.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "telesched-desched": group},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.WithoutCancel(ctx)
-		_ = c.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = c.dyn.Resource(ntResource).Delete(ctx, name, metav1.DeleteOptions{})
-	})
-	node.Spec.Taints = nil
-	if node, err = c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	node.Status = corev1.NodeStatus{
-		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")},
-		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")},
-		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}},
-	}
-	if node, err = c.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	node := readyNode(ctx, t, c, name, map[string]string{"kubernetes.io/hostname": name, "telesched-desched": group})
 	st := nodeStatus(10, 50, 100)
 	if hot {
 		st = nodeStatus(10, 97, 100)

@@ -180,8 +180,16 @@ func TestSchedulerRefusesProfilesThatCountPodsApart(t *testing.T) {
 // pods, and no taints.
 func schedNode(ctx context.Context, t *testing.T, c clients, name string) *corev1.Node {
 	t.Helper()
+	return readyNode(ctx, t, c, name, map[string]string{"kubernetes.io/hostname": name, "telesched-test": "scheduler"})
+}
+
+// readyNode creates a Node with labels that can take pods: allocatable
+// CPU, memory and pods, Ready, and no taints; it is deleted, with its
+// NodeTelemetry, when the test ends.
+func readyNode(ctx context.Context, t *testing.T, c clients, name string, labels map[string]string) *corev1.Node {
+	t.Helper()
 	node, err := c.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "telesched-test": "scheduler"},
+		Name: name, Labels: labels,
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
