@@ -4,9 +4,6 @@
 package integration
 
 import (
-	"bytes"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,18 +38,7 @@ func TestHelmDeschedulerRunsWithChartRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), "template", "telesched",
-		filepath.Join(deployDir, "helm", "telesched"), "--namespace", agentNamespace, "--include-crds",
-		"--kube-version", "1.37.2", "--set", "namespace.create=true", "--set", "descheduler.enabled=true")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm template: %v (run `make test`, which builds bin/helm)\n%s", err, stderr.String())
-	}
-	rendered := filepath.Join(t.TempDir(), "telesched.yaml")
-	if err := os.WriteFile(rendered, stdout.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rendered := helmTemplate(ctx, t, binDir, "descheduler.enabled=true")
 	applyManifests(ctx, t, c, rendered)
 	var args []string
 	for _, o := range readObjects(t, rendered) {

@@ -49,18 +49,7 @@ func TestHelmInstallRunsAgentAndScheduler(t *testing.T) {
 
 	// helm template, into the namespace the integration suite uses (the
 	// chart's objects are the kustomize tree's, which other tests apply).
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), "template", "telesched",
-		filepath.Join(deployDir, "helm", "telesched"), "--namespace", agentNamespace, "--include-crds",
-		"--kube-version", "1.37.2", "--set", "namespace.create=true")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm template: %v (run `make test`, which builds bin/helm)\n%s", err, stderr.String())
-	}
-	rendered := filepath.Join(t.TempDir(), "telesched.yaml")
-	if err := os.WriteFile(rendered, stdout.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rendered := helmTemplate(ctx, t, binDir)
 	applyManifests(ctx, t, admin, rendered)
 	objs := map[string]*unstructured.Unstructured{}
 	for _, o := range readObjects(t, rendered) {
@@ -210,4 +199,27 @@ func tokenKubeconfig(t *testing.T, token string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// helmTemplate renders the chart with helm template into the namespace the
+// integration suite uses, the CRDs and the namespace included, with sets
+// (name=value) on top, and returns the file it wrote.
+func helmTemplate(ctx context.Context, t *testing.T, binDir string, sets ...string) string {
+	t.Helper()
+	args := []string{"template", "telesched", filepath.Join(deployDir, "helm", "telesched"), "--namespace", agentNamespace,
+		"--include-crds", "--kube-version", "1.37.2", "--set", "namespace.create=true"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm template: %v (run `make test`, which builds bin/helm)\n%s", err, stderr.String())
+	}
+	rendered := filepath.Join(t.TempDir(), "telesched.yaml")
+	if err := os.WriteFile(rendered, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return rendered
 }
