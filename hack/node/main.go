@@ -15,13 +15,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/telesched/telesched/test/node/cluster"
@@ -81,22 +79,15 @@ func main() {
 // pauseImage is the ref of the telesched-pause image that images.json in
 // dir lists.
 func pauseImage(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	refs, _, err := cluster.Images(dir)
 	if err != nil {
-		return "", fmt.Errorf("%w (make images-local writes it; or set -sandbox-image)", err)
+		return "", fmt.Errorf("%w (or set -sandbox-image)", err)
 	}
-	var list []struct {
-		Ref string `json:"ref"`
+	ref, ok := refs["telesched-pause"]
+	if !ok {
+		return "", fmt.Errorf("%s lists no telesched-pause image (set -sandbox-image)", filepath.Join(dir, "images.json"))
 	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Join(dir, "images.json"), err)
-	}
-	for _, im := range list {
-		if i := strings.LastIndex(im.Ref, ":"); i > 0 && strings.HasSuffix(im.Ref[:i], "/telesched-pause") {
-			return im.Ref, nil
-		}
-	}
-	return "", fmt.Errorf("%s lists no telesched-pause image (set -sandbox-image)", filepath.Join(dir, "images.json"))
+	return ref, nil
 }
 
 func fail(err error) {

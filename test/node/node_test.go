@@ -13,7 +13,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -566,34 +565,12 @@ func waitFor(ctx context.Context, t *testing.T, what string, timeout time.Durati
 
 // readImages reads the manifest make images-local wrote into dir.
 func readImages(dir string) (images, error) {
-	var imgs images
-	b, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	refs, tarballs, err := cluster.Images(dir)
 	if err != nil {
-		return imgs, fmt.Errorf("%w (make images-local writes it)", err)
+		return images{}, err
 	}
-	var list []struct {
-		Ref  string `json:"ref"`
-		File string `json:"file"`
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return imgs, fmt.Errorf("%s: %w", filepath.Join(dir, "images.json"), err)
-	}
-	for _, im := range list {
-		repo := im.Ref[:strings.LastIndex(im.Ref, ":")]
-		switch repo[strings.LastIndex(repo, "/")+1:] {
-		case "telesched-agent":
-			imgs.agent = im.Ref
-		case "telesched-scheduler":
-			imgs.scheduler = im.Ref
-		case "telesched-descheduler":
-			imgs.descheduler = im.Ref
-		case "telesched-pause":
-			imgs.pause = im.Ref
-		case "telesched-workload":
-			imgs.workload = im.Ref
-		}
-		imgs.files = append(imgs.files, filepath.Join(dir, im.File))
-	}
+	imgs := images{agent: refs["telesched-agent"], scheduler: refs["telesched-scheduler"], descheduler: refs["telesched-descheduler"],
+		pause: refs["telesched-pause"], workload: refs["telesched-workload"], files: tarballs}
 	if imgs.agent == "" || imgs.scheduler == "" || imgs.descheduler == "" || imgs.pause == "" || imgs.workload == "" {
 		return imgs, errors.New("images.json lacks one of telesched-agent, telesched-scheduler, telesched-descheduler, telesched-pause, telesched-workload")
 	}
