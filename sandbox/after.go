@@ -26,11 +26,14 @@ import (
 const afterNamespace = "after"
 
 // residentSet is the ReplicaSet the after-placement pods belong to;
-// lineageLabel names the replica a pod re-creates (its first pod's name).
+// lineageLabel names the replica a pod re-creates (its first pod's name);
+// idleAnnotation, on a pod placed idle, is the share of its CPU request
+// (percent) it uses until its load rises (the rack stage).
 const (
-	residentSet  = "resident"
-	lineageLabel = "telesched.io/sandbox-lineage"
-	phaseAfter   = "after-placement"
+	residentSet    = "resident"
+	lineageLabel   = "telesched.io/sandbox-lineage"
+	idleAnnotation = "telesched.io/sandbox-idle-percent"
+	phaseAfter     = "after-placement"
 )
 
 // afterPods is what the watcher knows of the after-placement pods: those
@@ -39,12 +42,19 @@ const (
 // called (in its own goroutine) for each pod deleted while it is set.
 type afterPods struct {
 	mu        sync.Mutex
-	running   map[types.UID]string // pod UID → node it runs on
+	running   map[types.UID]placed // pod UID → where it runs
 	bound     map[string]string    // pod name → node
 	lineage   map[string]string    // pod name → lineage
 	evictions []eviction
 	stage     string
 	recreate  func(pod *corev1.Pod)
+}
+
+// placed is a running after-placement pod: its name, node and CPU
+// request (milli-CPUs).
+type placed struct {
+	Pod, Node string
+	Request   int64
 }
 
 // setStage tags the evictions from now on.
@@ -58,18 +68,32 @@ func (a *afterPods) setStage(stage string) {
 func (a *afterPods) reset(recreate func(pod *corev1.Pod)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.running, a.bound, a.lineage, a.evictions, a.stage, a.recreate = map[types.UID]string{}, map[string]string{}, map[string]string{}, nil, stageFault, recreate
+	a.running, a.bound, a.lineage, a.evictions, a.stage, a.recreate = map[types.UID]placed{}, map[string]string{}, map[string]string{}, nil, stageFault, recreate
 }
 
-// counts counts the pass's evictions (countEvictions).
-func (a *afterPods) counts(hotNode, stage string) EvictionCounts {
+// on is the running pods that match.
+func (a *afterPods) on(match func(placed) bool) map[types.UID]placed {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[types.UID]placed{}
+	for uid, p := range a.running {
+		if match(p) {
+			out[uid] = p
+		}
+	}
+	return out
+}
+
+// counts counts the pass's evictions (countEvictions) in stage, from the
+// nodes named.
+func (a *afterPods) counts(stage string, from ...string) EvictionCounts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	next := map[string]string{}
 	for _, e := range a.evictions {
 		next[e.Pod] = a.bound[replicaOf(a.lineage, e.Pod)]
 	}
-	return countEvictions(a.evictions, next, hotNode, stage)
+	return countEvictions(a.evictions, next, stage, from...)
 }
 
 // replicaOf is the pod that re-created pod: the next of its lineage
@@ -103,9 +127,10 @@ func (w *watcher) onAfterPod(pod *corev1.Pod) {
 	}
 	a.lineage[pod.Name] = pod.Labels[lineageLabel]
 	start := false
+	cpu, _ := podRequests(pod)
 	if pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil {
 		if _, ok := a.running[pod.UID]; !ok {
-			a.running[pod.UID] = pod.Spec.NodeName
+			a.running[pod.UID] = placed{Pod: pod.Name, Node: pod.Spec.NodeName, Request: cpu}
 			a.bound[pod.Name] = pod.Spec.NodeName
 			start = true
 		}
@@ -115,8 +140,7 @@ func (w *watcher) onAfterPod(pod *corev1.Pod) {
 		return
 	}
 	if n := w.nodes[pod.Spec.NodeName]; n != nil {
-		cpu, _ := podRequests(pod)
-		n.AddPod(pod.UID, cpu, 0)
+		n.AddPod(pod.UID, idleLoad(pod, cpu), 0)
 	}
 	go w.markRunning(pod)
 	w.update(func(*view) {})
@@ -127,11 +151,11 @@ func (w *watcher) onAfterPod(pod *corev1.Pod) {
 func (w *watcher) onAfterDelete(pod *corev1.Pod) {
 	a := &w.after
 	a.mu.Lock()
-	node, ran := a.running[pod.UID]
+	p, ran := a.running[pod.UID]
 	delete(a.running, pod.UID)
 	recreate := a.recreate
 	a.mu.Unlock()
-	if n := w.nodes[node]; ran && n != nil {
+	if n := w.nodes[p.Node]; ran && n != nil {
 		n.RemovePod(pod.UID)
 	}
 	if recreate != nil {
@@ -157,16 +181,33 @@ func (w *watcher) onAfterEvent(ev *corev1.Event) {
 		From: a.bound[ev.InvolvedObject.Name], Destination: destinationOf(ev.Message)})
 }
 
-// residentPod is one replica of the resident ReplicaSet: bound to node
-// when node is set (placed before the phase), else left to scheduler.
-// Its grace period is 0: no kubelet runs here to finish a graceful
-// deletion, so an evicted pod would stay Terminating.
-func residentPod(name, lineage, node, scheduler string, owner *appsv1.ReplicaSet) *corev1.Pod {
-	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(residentCPU), corev1.ResourceMemory: resource.MustParse("1Gi")}
+// idleLoad is the CPU load (milli-CPUs) a pod of request runs at when it
+// starts: the idleAnnotation's share of it, else all of it.
+func idleLoad(pod *corev1.Pod, request int64) int64 {
+	var pct int64
+	if v, ok := pod.Annotations[idleAnnotation]; ok {
+		if _, err := fmt.Sscan(v, &pct); err == nil && pct >= 0 && pct <= 100 {
+			return request * pct / 100
+		}
+	}
+	return request
+}
+
+// residentPod is one replica of the resident ReplicaSet, requesting cpu:
+// bound to node when node is set (placed before the phase), else left to
+// scheduler; idlePercent > 0 sets idleAnnotation. Its grace period is 0:
+// no kubelet runs here to finish a graceful deletion, so an evicted pod
+// would stay Terminating.
+func residentPod(name, lineage, node, scheduler string, owner *appsv1.ReplicaSet, cpu resource.Quantity, idlePercent int) *corev1.Pod {
+	req := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: resource.MustParse("1Gi")}
 	zero := int64(0)
 	controller := true
+	var annotations map[string]string
+	if idlePercent > 0 {
+		annotations = map[string]string{idleAnnotation: fmt.Sprint(idlePercent)}
+	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: afterNamespace,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: afterNamespace, Annotations: annotations,
 			Labels:          map[string]string{phaseLabel: phaseAfter, lineageLabel: lineage, "app": residentSet},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner.Name, UID: owner.UID, Controller: &controller}},
 		},
@@ -198,7 +239,8 @@ func residentReplicaSet(replicas int32) *appsv1.ReplicaSet {
 }
 
 // recreator re-creates a deleted resident pod under the next name of its
-// lineage, unbound, for the scheduler to place.
+// lineage, with its CPU request, unbound, for the scheduler to place; the
+// replica runs at its request (a workload whose load rose stays risen).
 func (s *sandbox) recreator(ctx context.Context, owner *appsv1.ReplicaSet) func(pod *corev1.Pod) {
 	return func(pod *corev1.Pod) {
 		lineage := pod.Labels[lineageLabel]
@@ -206,7 +248,7 @@ func (s *sandbox) recreator(ctx context.Context, owner *appsv1.ReplicaSet) func(
 		if rest, ok := strings.CutPrefix(pod.Name, lineage+"-"); ok {
 			_, _ = fmt.Sscan(rest, &gen)
 		}
-		next := residentPod(fmt.Sprintf("%s-%d", lineage, gen+1), lineage, "", s.opts.Profile, owner)
+		next := residentPod(fmt.Sprintf("%s-%d", lineage, gen+1), lineage, "", s.opts.Profile, owner, *pod.Spec.Containers[0].Resources.Requests.Cpu(), 0)
 		if _, err := s.kube.CoreV1().Pods(afterNamespace).Create(ctx, next, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "re-creating an evicted replica", "pod", klog.KObj(pod))
 		}

@@ -7,9 +7,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/telesched/telesched/sandbox/oracle"
 	"github.com/telesched/telesched/sandbox/sim"
@@ -28,15 +32,21 @@ const (
 	residentMilli   = 2000
 	residentsToShed = 2
 	faultSlack      = 1.0
-	// faultHold is how long the fan stays failed, rackHold how long the
-	// rack's load stays past its budget (rackOver × budget).
+	// faultHold is how long the fan stays failed.
 	faultHold = 60 * time.Second
-	// The rack's published watts reach it only after the agents' deadband
-	// and the PowerBudget's next computation (about 20 s here), so the
-	// hold leaves the descheduler's --budget-sustain and a cycle or two
-	// after that.
-	rackHold = 60 * time.Second
-	rackOver = 1.08
+	// rackResidents replicas of at most rackPodMilli (a quarter of the
+	// rack's smallest node) are placed on the rack's nodes, using
+	// rackIdlePercent of their requests; then their load rises to their
+	// requests for rackHold, and the nodes' unseen load with it, sized so
+	// that the oracle needs rackToShed of the rack's evictable pods gone
+	// (the rack then settles rackSlackWatts under its limit).
+	rackResidents   = 4
+	rackPodMilli    = 16000
+	rackIdlePercent = 25
+	rackToShed      = 2
+	rackSlackWatts  = 20.0
+	rackHold        = 60 * time.Second
+	rackSet         = "rack"
 )
 
 // The --descheduler modes.
@@ -100,7 +110,7 @@ func (s *sandbox) afterPass(ctx context.Context, owner metav1.ObjectMeta, on boo
 	}
 	s.watch.after.reset(s.recreator(ctx, rs))
 	for i := range residents {
-		p := residentPod(fmt.Sprintf("%s-%d", residentSet, i), fmt.Sprintf("%s-%d", residentSet, i), name, s.opts.Profile, rs)
+		p := residentPod(fmt.Sprintf("%s-%d", residentSet, i), fmt.Sprintf("%s-%d", residentSet, i), name, s.opts.Profile, rs, resource.MustParse(residentCPU), 0)
 		if _, err := s.kube.CoreV1().Pods(afterNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return r, err
 		}
@@ -125,8 +135,8 @@ func (s *sandbox) afterPass(ctx context.Context, owner metav1.ObjectMeta, on boo
 	u := heater.Utilization()
 	perPod := float64(residentMilli) / float64(heater.Spec.Host.CPUs*1000)
 	fault := faultFor(heater.Spec, u-residentsToShed*perPod, r.LimitCelsius-faultSlack)
-	r.OracleMin, _ = oracle.FewestToShed(slices.Repeat([]int64{residentMilli}, residents), func(m int64) bool {
-		c, _ := heater.Spec.Steady(u-float64(m)/float64(heater.Spec.Host.CPUs*1000), fault)
+	r.OracleMin, _ = oracle.FewestToShed(residents, func(removed []int) bool {
+		c, _ := heater.Spec.Steady(u-float64(len(removed)*residentMilli)/float64(heater.Spec.Host.CPUs*1000), fault)
 		return c < r.LimitCelsius
 	})
 	r.BoundSeconds = afterBound(r.OracleMin, s.opts.ThermalSustain, s.opts.DeschedulerInterval, heater.Spec.ThermalTimeConstant).Seconds()
@@ -142,36 +152,14 @@ func (s *sandbox) afterPass(ctx context.Context, owner metav1.ObjectMeta, on boo
 	r.HotSeconds = secondsAtOrPast(temps, r.LimitCelsius, temps[len(temps)-1].At)
 	r.BackUnderSeconds, r.Reached, r.BackUnder = backUnder(temps, r.LimitCelsius)
 
-	// The rack: its nodes' unseen load rises until it draws rackOver ×
-	// its budget, or halfway from its budget to the most it can draw.
+	// The rack: pods placed idle on its nodes; their load rises.
 	s.watch.after.setStage(stageRack)
-	if rack, nodes, target := s.overloadable(name); rack != nil {
-		r.Rack, r.BudgetWatts = rack.Budget, float64(rack.BudgetWatts)
-		extra := extraFor(nodes, target)
-		s.printf("    rack %s: its nodes' load rises %.0f points (CPUs and GPUs) for %v (to about %.0f W, budget %.0f W)\n", rack.Rack, 100*extra, rackHold, target, r.BudgetWatts)
-		for _, n := range nodes {
-			n.SetExtraUtilization(extra)
-		}
-		watts, err := s.readFor(ctx, rackHold, func() float64 {
-			var w float64
-			for _, n := range nodes {
-				w += n.Watts()
-			}
-			return w
-		})
-		for _, n := range nodes {
-			n.SetExtraUtilization(0)
-		}
-		if err != nil {
-			return r, err
-		}
-		r.OverBudgetSeconds = secondsOver(watts, r.BudgetWatts, watts[len(watts)-1].At)
-	} else {
-		s.printf("    no rack's nodes can draw past its budget: the rack phase is skipped\n")
+	if err := s.rackStage(ctx, &r, rs); err != nil {
+		return r, err
 	}
 	// Replicas still being re-created are bound by now, or never will be.
 	_ = sleep(ctx, 3*s.opts.Interval)
-	r.Evictions, r.RackEvictions = s.watch.after.counts(name, stageFault), s.watch.after.counts(name, stageRack)
+	r.Evictions, r.RackEvictions = s.watch.after.counts(stageFault, name), s.watch.after.counts(stageRack, r.RackNodes...)
 	return r, s.endPass(ctx, r.LimitCelsius)
 }
 
@@ -210,11 +198,10 @@ func (s *sandbox) readFor(ctx context.Context, d time.Duration, f func() float64
 }
 
 // overloadable is the rack whose load rises: the heater's when its nodes
-// can draw past its budget, else the one that can go furthest past it;
-// its simulated nodes and the watts to reach (rackOver × its budget, or
-// halfway from it to the most the nodes draw at full load). nil when no
-// rack can pass its budget.
-func (s *sandbox) overloadable(heater string) (*Rack, []*sim.Node, float64) {
+// can draw past its budget at full load, else the one that can go
+// furthest past it; and its simulated nodes, by name. nil when no rack
+// can pass its budget.
+func (s *sandbox) overloadable(heater string) (*Rack, []*sim.Node) {
 	var best *Rack
 	var bestNodes []*sim.Node
 	var bestMost float64
@@ -227,7 +214,10 @@ func (s *sandbox) overloadable(heater string) (*Rack, []*sim.Node, float64) {
 			}
 		}
 		budget := float64(rack.BudgetWatts)
-		most := rackWatts(nodes, 1)
+		var most float64
+		for _, n := range nodes {
+			most += n.SteadyWatts(1, 0)
+		}
 		if len(nodes) == 0 || most <= budget*1.01 {
 			continue
 		}
@@ -235,21 +225,155 @@ func (s *sandbox) overloadable(heater string) (*Rack, []*sim.Node, float64) {
 			best, bestNodes, bestMost = rack, nodes, most
 		}
 	}
-	if best == nil {
-		return nil, nil, 0
-	}
-	budget := float64(best.BudgetWatts)
-	return best, bestNodes, min(rackOver*budget, budget+(bestMost-budget)/2)
+	slices.SortFunc(bestNodes, func(a, b *sim.Node) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
+	return best, bestNodes
 }
 
-// rackWatts is what nodes draw, by the simulation's steady physics, with
-// extra added to each one's CPU utilization and GPUs' busy share.
-func rackWatts(nodes []*sim.Node, extra float64) float64 {
-	var w float64
+// rackStage places rackResidents replicas, idle, on the rack's nodes
+// (round robin), then raises their load to their requests and the nodes'
+// unseen load (rackLoad.extraFor) for rackHold, reading the rack's watts.
+func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.ReplicaSet) error {
+	rack, nodes := s.overloadable(r.HotNode)
+	if rack == nil {
+		s.printf("    no rack's nodes can draw past its budget: the rack stage is skipped\n")
+		return nil
+	}
+	r.Rack, r.RackNodes, r.BudgetWatts, r.RackLimitWatts = rack.Budget, rack.Nodes, float64(rack.BudgetWatts), float64(rack.BudgetWatts-rack.ReserveWatts)
+	milli := int64(rackPodMilli)
 	for _, n := range nodes {
-		w += n.SteadyWatts(extra)
+		milli = min(milli, int64(n.Spec.Host.CPUs)*1000/4)
+	}
+	cpu := *resource.NewMilliQuantity(milli, resource.DecimalSI)
+	names := map[string]bool{}
+	for i := range rackResidents {
+		name := fmt.Sprintf("%s-%d", rackSet, i)
+		names[name] = true
+		p := residentPod(name, name, nodes[i%len(nodes)].Spec.Name, s.opts.Profile, owner, cpu, rackIdlePercent)
+		if _, err := s.kube.CoreV1().Pods(afterNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	isRiser := func(p placed) bool { return names[p.Pod] }
+	if err := s.watch.waitFor(ctx, fmt.Sprintf("%d pods to run idle on rack %s", rackResidents, rack.Rack), func(*view) bool {
+		return len(s.watch.after.on(isRiser)) == rackResidents
+	}); err != nil {
+		return err
+	}
+	onRack := map[string]bool{}
+	for _, n := range nodes {
+		onRack[n.Spec.Name] = true
+	}
+	risers := s.watch.after.on(isRiser)
+	load := newRackLoad(nodes, s.watch.after.on(func(p placed) bool { return onRack[p.Node] }), risers)
+	extra := load.extraFor(r.RackLimitWatts - rackSlackWatts)
+	r.RackOracleMin, _ = oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < r.RackLimitWatts })
+	r.RackBoundSeconds = rackBound(s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
+	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (CPUs and GPUs): the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
+		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, rackResidents, cpu.String(), rackIdlePercent, rackHold, 100*extra, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
+	for uid, p := range risers {
+		s.nodes[p.Node].SetPodCPU(uid, p.Request)
+	}
+	for _, n := range nodes {
+		n.SetExtraUtilization(extra)
+	}
+	watts, err := s.readFor(ctx, rackHold, func() float64 {
+		var w float64
+		for _, n := range nodes {
+			w += n.Watts()
+		}
+		return w
+	})
+	for _, n := range nodes {
+		n.SetExtraUtilization(0)
+	}
+	if err != nil {
+		return err
+	}
+	end := watts[len(watts)-1].At
+	r.OverBudgetSeconds, r.OverLimitSeconds = secondsOver(watts, r.BudgetWatts, end), secondsOver(watts, r.RackLimitWatts, end)
+	r.RackBackUnderSeconds, r.RackReached, r.RackBackUnder = backUnder(watts, r.RackLimitWatts)
+	return nil
+}
+
+// rackLoad is a rack stage's rack: its nodes, the evictable pods on them
+// (the oracle's candidates) and how much each node's pods' load rises.
+type rackLoad struct {
+	nodes []*sim.Node
+	cands []placed
+	rise  map[string]int64 // node → milli-CPUs its pods' load rises by
+}
+
+// newRackLoad is the rackLoad of nodes with the pods on them and the pods
+// whose load rises from idleLoad to their requests.
+func newRackLoad(nodes []*sim.Node, on, risers map[types.UID]placed) rackLoad {
+	l := rackLoad{nodes: nodes, rise: map[string]int64{}}
+	for _, p := range on {
+		l.cands = append(l.cands, p)
+	}
+	slices.SortFunc(l.cands, func(a, b placed) int { return strings.Compare(a.Pod, b.Pod) })
+	for _, p := range risers {
+		l.rise[p.Node] += p.Request - p.Request*rackIdlePercent/100
+	}
+	return l
+}
+
+// watts is what the rack settles at, its pods' load risen, with extra
+// unseen load on each node and without the candidates removed.
+func (l rackLoad) watts(extra float64, removed []int) float64 {
+	less := map[string]int64{}
+	for _, i := range removed {
+		less[l.cands[i].Node] += l.cands[i].Request
+	}
+	var w float64
+	for _, n := range l.nodes {
+		w += n.SteadyWatts(extra, l.rise[n.Spec.Name]-less[n.Spec.Name])
 	}
 	return w
+}
+
+// leastWithout is the least the rack settles at with extra when k of its
+// candidates are gone (the k that free most).
+func (l rackLoad) leastWithout(extra float64, k int) float64 {
+	least := l.watts(extra, nil)
+	oracle.EachSubset(min(len(l.cands), oracle.MaxShedCandidates), k, func(set []int) {
+		least = min(least, l.watts(extra, set))
+	})
+	return least
+}
+
+// extraFor is the unseen load (0..1, bisected) at which the rack, without
+// the rackToShed candidates that free most, settles at watts: 0 when it
+// is past watts even without them (the oracle then needs more), 1 when
+// even full load does not reach it.
+func (l rackLoad) extraFor(watts float64) float64 {
+	lo, hi := 0.0, 1.0
+	k := min(rackToShed, len(l.cands))
+	if l.leastWithout(lo, k) >= watts {
+		return 0
+	}
+	if l.leastWithout(hi, k) < watts {
+		return 1
+	}
+	for range 40 {
+		mid := (lo + hi) / 2
+		if l.leastWithout(mid, k) < watts {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+// rackBound is how soon, from first going over its limit, the rack must
+// be back under it with the descheduler: the agents publish the rise
+// within three sampling intervals (a sample, the next one that measures
+// it, the settler's wait of one interval); the descheduler sees it at its
+// next cycle and evicts once the budget has stayed over for sustain,
+// judged at a cycle; the pods' watts leave with them, and the nodes'
+// leakage follows their temperature in 3 thermal time constants.
+func rackBound(agentInterval, sustain, interval, tau time.Duration) time.Duration {
+	return 3*agentInterval + sustain + 2*interval + 3*tau
 }
 
 // afterBound is how soon, from first reaching its limit − margin, the hot
@@ -277,46 +401,48 @@ func faultFor(spec sim.NodeSpec, u, celsius float64) float64 {
 	return (lo + hi) / 2
 }
 
-// extraFor is the utilization to add to each of nodes so that they draw
-// watts (rackWatts); 1 when even that is not enough.
-func extraFor(nodes []*sim.Node, watts float64) float64 {
-	lo, hi := 0.0, 1.0
-	if rackWatts(nodes, hi) < watts {
-		return 1
-	}
-	for range 40 {
-		mid := (lo + hi) / 2
-		if rackWatts(nodes, mid) < watts {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return hi
-}
-
-// printAfter prints the passes side by side.
+// printAfter prints the passes side by side: the fault, then the rack.
 func (s *sandbox) printAfter() {
-	s.printf("\n  after placement: the heater's fan fails under running pods, a rack's load rises past its budget\n")
+	s.printf("\n  after placement: the heater's fan fails under running pods\n")
 	tw := newTable(s.opts.Out)
-	fmt.Fprintf(tw, "    DESCHEDULER\tHOT NODE\tSECONDS AT/PAST LIMIT−MARGIN\tBACK UNDER AFTER\tRACK\tSECONDS OVER BUDGET\tEVICTED\tFROM HOT NODE\tORACLE MIN\tBEYOND ORACLE\tNO DESTINATION\tEVICTED TWICE\tON CHECKED NODE\tWORKLOAD MOVED TWICE\tEVICTED IN RACK STAGE\n")
+	fmt.Fprintf(tw, "    DESCHEDULER\tHOT NODE\tSECONDS AT/PAST LIMIT−MARGIN\tBACK UNDER AFTER\tEVICTED\tFROM HOT NODE\tORACLE MIN\tBEYOND ORACLE\tNO DESTINATION\tEVICTED TWICE\tON CHECKED NODE\tWORKLOAD MOVED TWICE\n")
 	for _, r := range s.res.After {
-		with, back := "off", "not within the fault"
-		if r.Descheduler {
-			with = "on"
-		}
-		switch {
-		case !r.Reached:
-			back = "never reached"
-		case r.BackUnder:
-			back = fmt.Sprintf("%.1fs", r.BackUnderSeconds)
-		}
 		e := r.Evictions
-		fmt.Fprintf(tw, "    %s\t%s (%.1f°C)\t%.1fs (%.2f min)\t%s (bound %.0fs)\t%s\t%.1fs (%.2f min)\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (no destination %d, twice %d)\n", with, r.HotNode, r.LimitCelsius,
-			r.HotSeconds, r.HotSeconds/60, back, r.BoundSeconds, r.Rack, r.OverBudgetSeconds, r.OverBudgetSeconds/60,
-			e.Evicted, e.FromHot, r.OracleMin, beyondOracle(e.FromHot, r.OracleMin), e.NoDestination, e.Twice, e.AsChecked, e.WorkloadTwice,
-			r.RackEvictions.Evicted, r.RackEvictions.NoDestination, r.RackEvictions.Twice)
+		fmt.Fprintf(tw, "    %s\t%s (%.1f°C)\t%.1fs (%.2f min)\t%s (bound %.0fs)\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", onOff(r.Descheduler), r.HotNode, r.LimitCelsius,
+			r.HotSeconds, r.HotSeconds/60, backText(r.Reached, r.BackUnder, r.BackUnderSeconds, "the fault"), r.BoundSeconds,
+			e.Evicted, e.FromTarget, r.OracleMin, beyondOracle(e.FromTarget, r.OracleMin), e.NoDestination, e.Twice, e.AsChecked, e.WorkloadTwice)
 	}
 	_ = tw.Flush()
-	s.printf("    (sandbox time is wall time; a rack is acted on by telesched-descheduler's TeleschedPowerBudget once its measured watts stay over budget for --budget-sustain, and only for pods with a checked destination outside it)\n")
+	if len(s.res.After) == 0 || s.res.After[0].Rack == "" {
+		return
+	}
+	s.printf("\n  after placement: a rack's load rises past its budget\n")
+	tw = newTable(s.opts.Out)
+	fmt.Fprintf(tw, "    DESCHEDULER\tRACK (BUDGET, LIMIT)\tSECONDS OVER LIMIT\tSECONDS OVER BUDGET\tBACK UNDER LIMIT AFTER\tEVICTED\tFROM RACK\tORACLE MIN\tBEYOND ORACLE\tNO DESTINATION\tEVICTED TWICE\tON CHECKED NODE\tWORKLOAD MOVED TWICE\n")
+	for _, r := range s.res.After {
+		e := r.RackEvictions
+		fmt.Fprintf(tw, "    %s\t%s (%.0f W, %.0f W)\t%.1fs (%.2f min)\t%.1fs (%.2f min)\t%s (bound %.0fs)\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", onOff(r.Descheduler), r.Rack, r.BudgetWatts, r.RackLimitWatts,
+			r.OverLimitSeconds, r.OverLimitSeconds/60, r.OverBudgetSeconds, r.OverBudgetSeconds/60, backText(r.RackReached, r.RackBackUnder, r.RackBackUnderSeconds, "the rise"), r.RackBoundSeconds,
+			e.Evicted, e.FromTarget, r.RackOracleMin, beyondOracle(e.FromTarget, r.RackOracleMin), e.NoDestination, e.Twice, e.AsChecked, e.WorkloadTwice)
+	}
+	_ = tw.Flush()
+	s.printf("    (sandbox time is wall time; the limit is the PowerBudget's budget − reserve, which telesched-descheduler's TeleschedPowerBudget sheds to once the rack's measured watts stay over it for --budget-sustain, only pods with a checked destination outside the rack)\n")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// backText is a report's "back under after" cell.
+func backText(reached, back bool, seconds float64, within string) string {
+	switch {
+	case !reached:
+		return "never reached"
+	case back:
+		return fmt.Sprintf("%.1fs", seconds)
+	}
+	return "not within " + within
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -120,14 +121,15 @@ type EvictionCounts struct {
 	// AsChecked counts replicas bound on the destination the descheduler
 	// checked; the rest went elsewhere (the scheduler chose again).
 	AsChecked int
-	// FromHot counts the evictions from the hot node.
-	FromHot int
+	// FromTarget counts the evictions from the nodes the stage acts on:
+	// the hot node (stageFault), the rack's nodes (stageRack).
+	FromTarget int
 }
 
-// countEvictions counts the evictions of evs in stage: next maps an
-// evicted pod to the node its replica was bound to ("" or absent: not
-// bound).
-func countEvictions(evs []eviction, next map[string]string, hotNode, stage string) EvictionCounts {
+// countEvictions counts the evictions of evs in stage, from is the
+// stage's target nodes: next maps an evicted pod to the node its replica
+// was bound to ("" or absent: not bound).
+func countEvictions(evs []eviction, next map[string]string, stage string, from ...string) EvictionCounts {
 	var c EvictionCounts
 	seen := map[string]bool{}
 	perPod := map[string]int{}
@@ -146,8 +148,8 @@ func countEvictions(evs []eviction, next map[string]string, hotNode, stage strin
 			continue
 		}
 		c.Evicted++
-		if e.From == hotNode {
-			c.FromHot++
+		if slices.Contains(from, e.From) {
+			c.FromTarget++
 		}
 		n := next[e.Pod]
 		switch {
@@ -170,41 +172,54 @@ func countEvictions(evs []eviction, next map[string]string, hotNode, stage strin
 	return c
 }
 
-// beyondOracle is how many evictions from the hot node exceed the
-// oracle's minimum (0 when within it; the oracle's -1, "no subset is
-// enough", counts all of them).
-func beyondOracle(fromHot, oracleMin int) int {
+// beyondOracle is how many evictions from the target exceed the oracle's
+// minimum (0 when within it; the oracle's -1, "no subset is enough",
+// counts all of them).
+func beyondOracle(fromTarget, oracleMin int) int {
 	if oracleMin < 0 {
-		return fromHot
+		return fromTarget
 	}
-	return max(0, fromHot-oracleMin)
+	return max(0, fromTarget-oracleMin)
 }
 
 // afterVerdict fails a run whose pass with the descheduler broke what it
-// promises: an evicted pod with no destination, a workload evicted twice,
-// more than one eviction past the oracle's minimum, or the hot node not
-// back under its limit − margin within the fault.
+// promises: an evicted pod with no destination, a pod evicted twice, more
+// than one eviction past the oracle's minimum, or the hot node (the rack)
+// not back under its limit − margin (its limit) within the fault (the
+// rise) or past its bound.
 func (r *Result) afterVerdict() error {
 	var errs []error
 	for _, a := range r.After {
 		if !a.Descheduler {
 			continue
 		}
-		e := a.Evictions
-		if n := e.NoDestination + a.RackEvictions.NoDestination; n > 0 {
+		e, re := a.Evictions, a.RackEvictions
+		if n := e.NoDestination + re.NoDestination; n > 0 {
 			errs = append(errs, fmt.Errorf("after placement: %d pods evicted with no destination", n))
 		}
-		if n := e.Twice + a.RackEvictions.Twice; n > 0 {
+		if n := e.Twice + re.Twice; n > 0 {
 			errs = append(errs, fmt.Errorf("after placement: %d pods evicted twice", n))
 		}
-		if b := beyondOracle(e.FromHot, a.OracleMin); b > 1 {
-			errs = append(errs, fmt.Errorf("after placement: %d evictions from %s, %d past the oracle's minimum %d", e.FromHot, a.HotNode, b, a.OracleMin))
+		if b := beyondOracle(e.FromTarget, a.OracleMin); b > 1 {
+			errs = append(errs, fmt.Errorf("after placement: %d evictions from %s, %d past the oracle's minimum %d", e.FromTarget, a.HotNode, b, a.OracleMin))
 		}
 		switch {
 		case a.Reached && !a.BackUnder:
 			errs = append(errs, fmt.Errorf("after placement: %s not back under %.1f°C within the fault (%v)", a.HotNode, a.LimitCelsius, faultHold))
 		case a.BackUnder && a.BackUnderSeconds > a.BoundSeconds:
 			errs = append(errs, fmt.Errorf("after placement: %s back under %.1f°C after %.1fs, past the bound %.1fs", a.HotNode, a.LimitCelsius, a.BackUnderSeconds, a.BoundSeconds))
+		}
+		if a.Rack == "" {
+			continue
+		}
+		if b := beyondOracle(re.FromTarget, a.RackOracleMin); b > 1 {
+			errs = append(errs, fmt.Errorf("after placement: %d evictions from %s's nodes, %d past the oracle's minimum %d", re.FromTarget, a.Rack, b, a.RackOracleMin))
+		}
+		switch {
+		case a.RackReached && !a.RackBackUnder:
+			errs = append(errs, fmt.Errorf("after placement: %s not back under its limit %.0fW within the rise (%v)", a.Rack, a.RackLimitWatts, rackHold))
+		case a.RackBackUnder && a.RackBackUnderSeconds > a.RackBoundSeconds:
+			errs = append(errs, fmt.Errorf("after placement: %s back under its limit %.0fW after %.1fs, past the bound %.1fs", a.Rack, a.RackLimitWatts, a.RackBackUnderSeconds, a.RackBoundSeconds))
 		}
 	}
 	return errors.Join(errs...)

@@ -78,52 +78,64 @@ func TestCountEvictions(t *testing.T) {
 		evs  []eviction
 		next map[string]string
 		want EvictionCounts
+		from []string // the target's nodes; "hot" when unset
 	}{
 		{
 			name: "replicas on the checked node",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a"), ev("e2", "r-1", "r-1", "hot", "b")},
 			next: map[string]string{"r-0": "a", "r-1": "b"},
-			want: EvictionCounts{Evicted: 2, AsChecked: 2, FromHot: 2},
+			want: EvictionCounts{Evicted: 2, AsChecked: 2, FromTarget: 2},
 		},
 		{
 			name: "a replica elsewhere still has a destination",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a")},
 			next: map[string]string{"r-0": "b"},
-			want: EvictionCounts{Evicted: 1, FromHot: 1},
+			want: EvictionCounts{Evicted: 1, FromTarget: 1},
 		},
 		{
 			name: "no destination: none named, or the replica never bound",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", ""), ev("e2", "r-1", "r-1", "hot", "a")},
 			next: map[string]string{"r-0": "a"},
-			want: EvictionCounts{Evicted: 2, NoDestination: 2, FromHot: 2},
+			want: EvictionCounts{Evicted: 2, NoDestination: 2, FromTarget: 2},
 		},
 		{
 			name: "a workload moved twice: its replica evicted too",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a"), ev("e2", "r-0-1", "r-0", "a", "b")},
 			next: map[string]string{"r-0": "a", "r-0-1": "b"},
-			want: EvictionCounts{Evicted: 2, WorkloadTwice: 1, AsChecked: 2, FromHot: 1},
+			want: EvictionCounts{Evicted: 2, WorkloadTwice: 1, AsChecked: 2, FromTarget: 1},
 		},
 		{
 			name: "one pod evicted twice (two Events)",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a"), ev("e2", "r-0", "r-0", "hot", "a")},
 			next: map[string]string{"r-0": "a"},
-			want: EvictionCounts{Evicted: 1, Twice: 1, WorkloadTwice: 1, AsChecked: 1, FromHot: 1},
+			want: EvictionCounts{Evicted: 1, Twice: 1, WorkloadTwice: 1, AsChecked: 1, FromTarget: 1},
 		},
 		{
 			name: "one Event seen twice counts once",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a"), ev("e1", "r-0", "r-0", "hot", "a")},
 			next: map[string]string{"r-0": "a"},
-			want: EvictionCounts{Evicted: 1, AsChecked: 1, FromHot: 1},
+			want: EvictionCounts{Evicted: 1, AsChecked: 1, FromTarget: 1},
+		},
+		{
+			name: "from any of the target's nodes (a rack's)",
+			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a"), ev("e2", "r-1", "r-1", "a", "b"), ev("e3", "r-2", "r-2", "elsewhere", "b")},
+			next: map[string]string{"r-0": "a", "r-1": "b", "r-2": "b"},
+			want: EvictionCounts{Evicted: 3, AsChecked: 3, FromTarget: 2},
+			from: []string{"hot", "a"},
 		},
 		{
 			name: "another stage's evictions do not count",
 			evs:  []eviction{ev("e1", "r-0", "r-0", "hot", "a"), {Event: "e2", Pod: "r-1", Lineage: "r-1", From: "hot", Stage: stageRack}},
 			next: map[string]string{"r-0": "a"},
-			want: EvictionCounts{Evicted: 1, AsChecked: 1, FromHot: 1},
+			want: EvictionCounts{Evicted: 1, AsChecked: 1, FromTarget: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, countEvictions(tc.evs, tc.next, "hot", stageFault)); diff != "" {
+			from := tc.from
+			if from == nil {
+				from = []string{"hot"}
+			}
+			if diff := cmp.Diff(tc.want, countEvictions(tc.evs, tc.next, stageFault, from...)); diff != "" {
 				t.Errorf("countEvictions (-want +got):\n%s", diff)
 			}
 		})
@@ -159,7 +171,7 @@ func TestBeyondOracle(t *testing.T) {
 }
 
 func TestAfterVerdictFailsOnlyThePassWithTheDescheduler(t *testing.T) {
-	bad := AfterResult{HotNode: "h", OracleMin: 2, Reached: true, Evictions: EvictionCounts{Evicted: 5, FromHot: 4, NoDestination: 1, Twice: 1}, RackEvictions: EvictionCounts{Evicted: 1, NoDestination: 1}}
+	bad := AfterResult{HotNode: "h", OracleMin: 2, Reached: true, Evictions: EvictionCounts{Evicted: 5, FromTarget: 4, NoDestination: 1, Twice: 1}, RackEvictions: EvictionCounts{Evicted: 1, NoDestination: 1}}
 	if err := (&Result{After: []AfterResult{bad}}).afterVerdict(); err != nil {
 		t.Errorf("without the descheduler: %v, want no error", err)
 	}
@@ -169,13 +181,34 @@ func TestAfterVerdictFailsOnlyThePassWithTheDescheduler(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("afterVerdict = %v, want %q", err, want)
 	}
-	good := AfterResult{Descheduler: true, HotNode: "h", OracleMin: 2, Reached: true, BackUnder: true, BackUnderSeconds: 40, BoundSeconds: 48, Evictions: EvictionCounts{Evicted: 3, FromHot: 3, AsChecked: 3, WorkloadTwice: 1}}
+	good := AfterResult{Descheduler: true, HotNode: "h", OracleMin: 2, Reached: true, BackUnder: true, BackUnderSeconds: 40, BoundSeconds: 48, Evictions: EvictionCounts{Evicted: 3, FromTarget: 3, AsChecked: 3, WorkloadTwice: 1}}
 	if err := (&Result{After: []AfterResult{good}}).afterVerdict(); err != nil {
 		t.Errorf("within 1 of the oracle, back under within the bound: %v", err)
 	}
 	good.BackUnderSeconds = 50
 	err = (&Result{After: []AfterResult{good}}).afterVerdict()
 	if want := "after placement: h back under 0.0°C after 50.0s, past the bound 48.0s"; err == nil || err.Error() != want {
+		t.Errorf("afterVerdict = %v, want %q", err, want)
+	}
+	good.BackUnderSeconds = 40
+
+	// The rack stage is judged the same way, against its own oracle,
+	// limit and bound.
+	rack := good
+	rack.Rack, rack.RackLimitWatts, rack.RackOracleMin, rack.RackReached, rack.RackBackUnder, rack.RackBackUnderSeconds, rack.RackBoundSeconds = "rack-gpu", 4500, 2, true, true, 30, 41
+	rack.RackEvictions = EvictionCounts{Evicted: 3, FromTarget: 3, AsChecked: 3}
+	if err := (&Result{After: []AfterResult{rack}}).afterVerdict(); err != nil {
+		t.Errorf("rack within 1 of its oracle, back under within its bound: %v", err)
+	}
+	rack.RackEvictions = EvictionCounts{Evicted: 4, FromTarget: 4, AsChecked: 3, NoDestination: 1}
+	rack.RackBackUnder = false
+	err = (&Result{After: []AfterResult{rack}}).afterVerdict()
+	if want := "after placement: 1 pods evicted with no destination\nafter placement: 4 evictions from rack-gpu's nodes, 2 past the oracle's minimum 2\nafter placement: rack-gpu not back under its limit 4500W within the rise (1m0s)"; err == nil || err.Error() != want {
+		t.Errorf("afterVerdict = %v, want %q", err, want)
+	}
+	rack.RackEvictions, rack.RackBackUnder, rack.RackBackUnderSeconds = EvictionCounts{Evicted: 2, FromTarget: 2}, true, 45
+	err = (&Result{After: []AfterResult{rack}}).afterVerdict()
+	if want := "after placement: rack-gpu back under its limit 4500W after 45.0s, past the bound 41.0s"; err == nil || err.Error() != want {
 		t.Errorf("afterVerdict = %v, want %q", err, want)
 	}
 }

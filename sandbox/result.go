@@ -234,12 +234,23 @@ type AfterResult struct {
 	// takes it under its limit − margin by the simulation's physics
 	// (oracle.FewestToShed; -1: no subset is enough).
 	OracleMin int
-	// Rack is the rack whose load rises, BudgetWatts its budget and
-	// OverBudgetSeconds how long its nodes' watts (the simulation's) were
-	// over it during the rise.
-	Rack              string
-	BudgetWatts       float64
-	OverBudgetSeconds float64
+	// Rack is the PowerBudget whose rack's load rises (RackNodes its
+	// nodes), BudgetWatts its
+	// budget and RackLimitWatts its limit (budget − reserve, what
+	// telesched-descheduler sheds to); OverBudgetSeconds and
+	// OverLimitSeconds how long the rack's nodes' watts (the
+	// simulation's) were over each during the rise; RackBackUnderSeconds
+	// how long after first passing the limit it was back under for good
+	// (RackBackUnder false: not within the rise), against RackBoundSeconds
+	// (rackBound); RackOracleMin the fewest of the rack's evictable pods
+	// whose removal takes it under its limit.
+	Rack                                   string
+	RackNodes                              []string
+	BudgetWatts, RackLimitWatts            float64
+	OverBudgetSeconds, OverLimitSeconds    float64
+	RackBackUnderSeconds, RackBoundSeconds float64
+	RackReached, RackBackUnder             bool
+	RackOracleMin                          int
 	// BoundSeconds is the bound the hot node must be back under within
 	// (afterBound); Evictions are the evictions during the fault,
 	// RackEvictions those while the rack's load is up.

@@ -26,7 +26,13 @@ func TestFewestToShed(t *testing.T) {
 		{name: "not even all", pods: []int64{1000, 1000}, need: 5000, want: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, set := oracle.FewestToShed(tc.pods, func(m int64) bool { return m >= tc.need })
+			got, set := oracle.FewestToShed(len(tc.pods), func(removed []int) bool {
+				var m int64
+				for _, i := range removed {
+					m += tc.pods[i]
+				}
+				return m >= tc.need
+			})
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("count (-want +got):\n%s", diff)
 			}

@@ -103,12 +103,12 @@ func TestExtraUtilizationRaisesCPUsAndIdleGPUs(t *testing.T) {
 	n := gpuNode(t, "", "", func(int) []MIGDevice { return nil })
 	n.AddPod("p", 1000, 1) // one GPU held whole
 	u := n.Utilization()
-	before, predicted := n.SteadyWatts(0), n.SteadyWatts(0.5)
+	before, predicted := n.SteadyWatts(0, 0), n.SteadyWatts(0.5, 0)
 	n.SetExtraUtilization(0.5)
 	if got, want := n.Utilization(), u+0.5; math.Abs(got-want) > 1e-9 {
 		t.Errorf("utilization with extra 0.5: %v, want %v", got, want)
 	}
-	if diff := cmp.Diff(predicted, n.SteadyWatts(0.5)); diff != "" {
+	if diff := cmp.Diff(predicted, n.SteadyWatts(0.5, 0)); diff != "" {
 		t.Errorf("SteadyWatts(0.5) while the extra is set (-want +got):\n%s", diff)
 	}
 	// The held GPU stays at whole; the three idle ones gain half their
@@ -128,5 +128,29 @@ func TestExtraUtilizationRaisesCPUsAndIdleGPUs(t *testing.T) {
 	n.SetExtraUtilization(0)
 	if got := n.Utilization(); got != u {
 		t.Errorf("utilization after the extra is taken back: %v, want %v", got, u)
+	}
+}
+
+// TestPodLoadRisesAndSteadyWattsWithout: SetPodCPU changes a running pod's
+// load (the after-placement rack stage's pods, placed idle, rise to their
+// requests), and SteadyWatts with a negative podMilli predicts the node
+// without the pod, as it is once the pod is gone.
+func TestPodLoadRisesAndSteadyWattsWithout(t *testing.T) {
+	n := gpuNode(t, "", "", func(int) []MIGDevice { return nil })
+	n.AddPod("p", 1000, 0)
+	u := n.Utilization()
+	if !n.SetPodCPU("p", 3000) {
+		t.Fatal("SetPodCPU of a running pod: false")
+	}
+	if got, want := n.Utilization(), u+2000/float64(n.Spec.Host.CPUs*1000); math.Abs(got-want) > 1e-9 {
+		t.Errorf("utilization after the pod's load rose to 3000m: %v, want %v", got, want)
+	}
+	if n.SetPodCPU("absent", 1000) {
+		t.Error("SetPodCPU of a pod that does not run here: true")
+	}
+	without := n.SteadyWatts(0, -3000)
+	n.RemovePod("p")
+	if got := n.SteadyWatts(0, 0); math.Abs(got-without) > 1e-9 {
+		t.Errorf("SteadyWatts without the pod: predicted %v, %v once it is gone", without, got)
 	}
 }

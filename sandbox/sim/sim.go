@@ -278,12 +278,14 @@ func (n *Node) Watts() float64 {
 }
 
 // SteadyWatts is what the node would draw, settled, with extra added to
-// its CPU utilization and to each GPU's busy share (SetExtraUtilization),
-// its fault heat as now.
-func (n *Node) SteadyWatts(extra float64) float64 {
+// its CPU utilization and to each GPU's busy share (SetExtraUtilization)
+// and its pods' CPU load changed by podMilli (negative: pods gone), its
+// fault heat as now.
+func (n *Node) SteadyWatts(extra float64, podMilli int64) float64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, w := n.Spec.Steady(math.Min(1, n.utilization()-n.extra+extra), n.faultHeat)
+	u := n.utilization() - n.extra + extra + float64(podMilli)/float64(n.Spec.Host.CPUs*1000)
+	_, w := n.Spec.Steady(math.Min(1, math.Max(0, u)), n.faultHeat)
 	for i, g := range n.Spec.GPUs {
 		w += gpuWatts(g, math.Min(1, n.share(i)+extra))
 	}
@@ -299,6 +301,19 @@ func (n *Node) loadShare(i int) float64 {
 // AddPod runs a pod on the node. It returns the GPUs it took.
 func (n *Node) AddPod(uid types.UID, cpuMilli int64, gpus int) []int {
 	return n.AddPodDevices(uid, cpuMilli, Request{GPUs: gpus}).GPUs
+}
+
+// SetPodCPU sets a running pod's CPU load, in milli-CPUs (its load rises
+// or falls); false when the pod does not run here.
+func (n *Node) SetPodCPU(uid types.UID, cpuMilli int64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.pods[uid]
+	if ok {
+		p.cpuMilli = cpuMilli
+		n.pods[uid] = p
+	}
+	return ok
 }
 
 // RemovePod stops a pod.
