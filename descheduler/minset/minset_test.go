@@ -57,7 +57,7 @@ func TestChooseWhereSkipsPodsWithoutADestination(t *testing.T) {
 	noDest := map[string]bool{"big": true}
 	var asked []string
 	// big has no destination: 30 + 20 = 50 >= 45 from the others.
-	got, ok := ChooseWhere(cands, 45, func(c Candidate) bool {
+	got, ok := ChooseWhere(cands, 45, nil, func(c Candidate) bool {
 		asked = append(asked, c.Key)
 		return !noDest[c.Key]
 	})
@@ -73,5 +73,51 @@ func TestChooseWhereSkipsPodsWithoutADestination(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"big", "mid", "small"}, asked); diff != "" {
 		t.Errorf("asked (-want +got):\n%s", diff)
+	}
+}
+
+// TestChooseWhereRefitsTheGroupOfEachChoice: on one node, two pods of
+// 100 W alone free only 150 W together (the curve flattens as the node
+// empties); need 180 takes the 100 W pod of another node second, where
+// adding the marginals alone would have stopped at two pods of one node
+// freeing less than promised.
+func TestChooseWhereRefitsTheGroupOfEachChoice(t *testing.T) {
+	cands := []Candidate{
+		{Key: "a1", Group: "a", Frees: 100}, {Key: "a2", Group: "a", Frees: 100},
+		{Key: "b1", Group: "b", Frees: 90},
+	}
+	refit := func(c Candidate, gone []Candidate) float64 {
+		return c.Frees - 50*float64(len(gone)) // each pod gone before it on its node: 50 W less
+	}
+	var refits int
+	got, ok := ChooseWhere(cands, 180, func(c Candidate, gone []Candidate) float64 {
+		refits++
+		if c.Group != gone[0].Group {
+			t.Errorf("refit %s with %v gone: another group's pods", c.Key, gone)
+		}
+		return refit(c, gone)
+	}, func(Candidate) bool { return true })
+	type choice struct {
+		Key   string
+		Frees float64
+	}
+	var choices []choice
+	for _, c := range got {
+		choices = append(choices, choice{c.Key, c.Frees})
+	}
+	if diff := cmp.Diff([]choice{{"a1", 100}, {"b1", 90}}, choices); diff != "" {
+		t.Errorf("chosen (-want +got):\n%s", diff)
+	}
+	if !ok {
+		t.Error("ok = false: 100 + 90 >= 180")
+	}
+	if refits != 1 {
+		t.Errorf("%d refits, want 1 (a2, after a1 was chosen)", refits)
+	}
+	// Without refitting, a1 and a2 "free" 200 >= 180: two pods that free
+	// 150 W.
+	got, _ = ChooseWhere(cands, 180, nil, func(Candidate) bool { return true })
+	if len(got) != 2 || got[1].Key != "a2" {
+		t.Errorf("without refit: %v, want a1 and a2 (what the refit is for)", got)
 	}
 }

@@ -141,11 +141,19 @@ func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powe
 		}
 		for _, pod := range pods {
 			d := p.book.Demand(pod)
-			w, ok := p.book.PodWatts(ns.View, d, estimate.Demand{CPUMilli: -d.CPUMilli})
+			frees := func(gone []*v1.Pod) (float64, bool) {
+				less := d.CPUMilli
+				for _, g := range gone {
+					less += p.book.Demand(g).CPUMilli
+				}
+				w, ok := p.book.PodWatts(ns.View, d, estimate.Demand{CPUMilli: -less})
+				return w.Mean, ok
+			}
+			w, ok := frees(nil)
 			if !ok {
 				continue
 			}
-			moves = append(moves, descheduler.Move{Pod: pod, Frees: w.Mean})
+			moves = append(moves, descheduler.Move{Pod: pod, Frees: w, Refit: func(gone []*v1.Pod) float64 { w, _ := frees(gone); return w }})
 		}
 	}
 	// Shed 1 mW more than over, so the sum ends under.

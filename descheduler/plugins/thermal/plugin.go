@@ -203,12 +203,19 @@ func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j J
 	moves := make([]descheduler.Move, 0, len(pods))
 	for _, pod := range pods {
 		d := p.book.Demand(pod)
-		frees := float64(d.CPUMilli) / 1000 // no power curve: rank by CPU
-		if w, ok := p.book.PodWatts(n, d, estimate.Demand{CPUMilli: -d.CPUMilli}); ok {
-			// What the node's curve drops by without the pod.
-			frees = w.Mean
+		// What the node's curve drops by without the pod and those
+		// chosen before it; no power curve: rank by CPU.
+		frees := func(gone []*v1.Pod) float64 {
+			less := d.CPUMilli
+			for _, g := range gone {
+				less += p.book.Demand(g).CPUMilli
+			}
+			if w, ok := p.book.PodWatts(n, d, estimate.Demand{CPUMilli: -less}); ok {
+				return w.Mean
+			}
+			return float64(d.CPUMilli) / 1000
 		}
-		moves = append(moves, descheduler.Move{Pod: pod, Frees: frees})
+		moves = append(moves, descheduler.Move{Pod: pod, Frees: frees(nil), Refit: frees})
 	}
 	need, limit := j.NeedWatts, 0
 	if need <= 0 {
