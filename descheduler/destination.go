@@ -12,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -22,9 +21,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 
 	"github.com/telesched/telesched/apis/config"
-	configscheme "github.com/telesched/telesched/apis/config/scheme"
-	configv1 "github.com/telesched/telesched/apis/config/v1"
-	"github.com/telesched/telesched/apis/config/validation"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/energyaware"
 	"github.com/telesched/telesched/scheduler/plugins/loadaware"
@@ -40,7 +36,8 @@ type PodsOnNode func(node string) ([]*v1.Pod, error)
 // its requests fit beside the node's pods (kube-scheduler's NodeResourcesFit
 // predicate, noderesources.Fits) and which telesched's LoadAware and
 // EnergyAware filters pass, read from the same telemetry cache and
-// estimate book as the scheduler's, with their default args. Among the
+// estimate book as the scheduler's, with the scheduler's args
+// (PluginArgsFrom). Among the
 // nodes that pass, it names the one with the most thermal headroom.
 type Checker struct {
 	nodes   corelisters.NodeLister
@@ -53,33 +50,6 @@ type Checker struct {
 type filter interface {
 	fwk.PreFilterPlugin
 	fwk.FilterPlugin
-}
-
-// DefaultPluginArgs are LoadAware's and EnergyAware's args at their
-// defaults, validated, as the descheduler's Checker and plugins read them.
-func DefaultPluginArgs() (config.LoadAwareArgs, config.EnergyAwareArgs, error) {
-	s := runtime.NewScheme()
-	if err := configscheme.AddToScheme(s); err != nil {
-		return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, err
-	}
-	var la config.LoadAwareArgs
-	var ea config.EnergyAwareArgs
-	vla, vea := &configv1.LoadAwareArgs{}, &configv1.EnergyAwareArgs{}
-	s.Default(vla)
-	s.Default(vea)
-	if err := s.Convert(vla, &la, nil); err != nil {
-		return la, ea, err
-	}
-	if err := s.Convert(vea, &ea, nil); err != nil {
-		return la, ea, err
-	}
-	if err := validation.ValidateLoadAwareArgs(nil, &la); err != nil {
-		return la, ea, err
-	}
-	if err := validation.ValidateEnergyAwareArgs(nil, &ea); err != nil {
-		return la, ea, err
-	}
-	return la, ea, nil
 }
 
 // NewChecker returns a Checker over nodes and the pods on them, with

@@ -47,6 +47,11 @@ var (
 		Help:           "Nodes TeleschedThermal found at or past limit - margin (measured or predicted) at its last cycle, sustained or not.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	leader = metrics.NewGauge(&metrics.GaugeOpts{
+		Name:           "telesched_descheduler_leader",
+		Help:           "1 while this replica runs descheduling cycles (holds the leader Lease, or runs with --leader-elect=false), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerOnce sync.Once
 )
 
@@ -54,7 +59,7 @@ var (
 // registry; later calls do nothing.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evictionsTotal, cycleSeconds, hotNodes)
+		legacyregistry.MustRegister(evictionsTotal, cycleSeconds, hotNodes, leader)
 	})
 }
 
@@ -63,3 +68,12 @@ func SetHotNodes(n int) { hotNodes.Set(float64(n)) }
 
 // ObserveCycle records a cycle's duration.
 func ObserveCycle(d time.Duration) { cycleSeconds.Observe(d.Seconds()) }
+
+// SetLeader sets telesched_descheduler_leader.
+func SetLeader(leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	leader.Set(v)
+}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
 	"github.com/telesched/telesched/internal/version"
 )
@@ -50,6 +51,15 @@ func main() {
 	fs.StringVar(&opts.AgentNamespace, "telemetry-agent-namespace", opts.AgentNamespace, "namespace of the node agent's DaemonSets and pods (the scheduler's flag of the same name); the descheduler lists and watches daemonsets and pods there")
 	fs.DurationVar(&opts.BudgetSustain, "budget-sustain", opts.BudgetSustain, "how long a PowerBudget must stay over its limit (budgetWatts - reserveWatts) before TeleschedPowerBudget evicts from its nodes")
 	fs.Int32Var(&opts.PriorityThreshold, "priority-threshold", opts.PriorityThreshold, "pods with at least this priority are never evicted")
+	fs.StringVar(&opts.SchedulerConfig, "scheduler-config", opts.SchedulerConfig, "the scheduler's KubeSchedulerConfiguration file (its --config): LoadAware's and EnergyAware's args of --scheduler-profile say what too hot, stale and too busy mean; empty: their defaults")
+	fs.StringVar(&opts.SchedulerProfile, "scheduler-profile", opts.SchedulerProfile, "the profile (schedulerName) of --scheduler-config whose args the descheduler uses")
+	le := &opts.LeaderElection
+	fs.BoolVar(&le.Enabled, "leader-elect", le.Enabled, "elect a leader among the replicas on a Lease; only the leader runs descheduling cycles, the others stand by with their caches synced")
+	fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration, "how long a standby waits after the leader's last renewal before taking the Lease")
+	fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline, "how long the leader keeps trying to renew before it stops leading (and exits)")
+	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "time between tries to acquire or renew the Lease")
+	fs.StringVar(&le.Namespace, "leader-elect-resource-namespace", le.Namespace, "namespace of the leader Lease")
+	fs.StringVar(&le.Name, "leader-elect-resource-name", le.Name, "name of the leader Lease")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -104,7 +114,12 @@ func run(kubeconfig, metricsAddress string, opts app.Options) error {
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Descheduler started", "version", version.Line("telesched-descheduler"), "dryRun", opts.DryRun, "interval", opts.Interval)
-	d.Run(ctx)
-	return nil
+	klog.FromContext(ctx).Info("Descheduler started", "version", version.Line("telesched-descheduler"), "dryRun", opts.DryRun, "interval", opts.Interval,
+		"leaderElect", opts.LeaderElection.Enabled)
+	if !opts.LeaderElection.Enabled {
+		descheduler.SetLeader(true)
+		d.Run(ctx)
+		return nil
+	}
+	return app.RunElected(ctx, cfg, opts.LeaderElection, d.Run)
 }

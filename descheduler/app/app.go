@@ -82,6 +82,13 @@ type Options struct {
 	// CacheSyncTimeout bounds the wait for the telemetry cache's first
 	// list.
 	CacheSyncTimeout time.Duration
+	// LeaderElection: only the replica holding the Lease runs cycles.
+	LeaderElection LeaderElection
+	// SchedulerConfig is the scheduler's KubeSchedulerConfiguration file,
+	// SchedulerProfile the profile whose LoadAware and EnergyAware args
+	// the descheduler judges nodes by (descheduler.PluginArgsFrom); empty
+	// SchedulerConfig: their defaults.
+	SchedulerConfig, SchedulerProfile string
 }
 
 // DefaultOptions are the documented defaults.
@@ -91,6 +98,7 @@ func DefaultOptions() Options {
 		MaxEvictionsPerNode: DefaultMaxEvictionsPerNode, MaxEvictionsPerCycle: DefaultMaxEvictionsPerCycle,
 		Cooldown: descheduler.DefaultCooldown, ThermalSustain: thermal.DefaultSustain, BudgetSustain: budgetplugin.DefaultSustain,
 		PriorityThreshold: DefaultPriorityThreshold, AgentNamespace: telemetry.DefaultAgentNamespace, CacheSyncTimeout: time.Minute,
+		LeaderElection: DefaultLeaderElection(), SchedulerProfile: descheduler.DefaultSchedulerProfile,
 	}
 }
 
@@ -110,7 +118,7 @@ func (o Options) Validate() error {
 	case o.BudgetSustain < 0:
 		return fmt.Errorf("--budget-sustain must be >= 0, got %s", o.BudgetSustain)
 	}
-	return nil
+	return o.LeaderElection.Validate()
 }
 
 // Descheduler is one running descheduler: its informers, telemetry cache
@@ -151,10 +159,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	broadcast := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	recorder := broadcast.NewRecorder(scheme.Scheme, "telesched-descheduler")
 
-	la, ea, err := descheduler.DefaultPluginArgs()
+	la, ea, err := descheduler.PluginArgsFrom(opts.SchedulerConfig, opts.SchedulerProfile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}
+	from := "the plugins' defaults (no --scheduler-config)"
+	if opts.SchedulerConfig != "" {
+		from = opts.SchedulerConfig + ", profile " + opts.SchedulerProfile
+	}
+	klog.FromContext(ctx).Info("Judging nodes by the scheduler's args", "from", from,
+		"thermalMarginCelsius", ea.ThermalMarginCelsius, "absoluteLimitCelsius", ea.AbsoluteLimitCelsius, "telemetryMaxAge", ea.TelemetryMaxAge,
+		"cpuThresholdPercent", la.CPUThresholdPercent, "memoryThresholdPercent", la.MemoryThresholdPercent, "usage", la.Usage)
 	cache := telemetry.NewCache()
 	if err := cache.SetAgentOwners(opts.AgentNamespace, telemetry.DefaultAgentDaemonSets); err != nil {
 		return nil, fmt.Errorf("--telemetry-agent-namespace=%s: %w", opts.AgentNamespace, err)

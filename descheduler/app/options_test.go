@@ -20,6 +20,13 @@ func TestValidateNamesTheFlagAndValue(t *testing.T) {
 		{name: "per cycle", mutate: func(o *Options) { o.MaxEvictionsPerCycle = 0 }, want: "--max-evictions-per-cycle must be >= 1, got 0"},
 		{name: "cooldown", mutate: func(o *Options) { o.Cooldown = -time.Second }, want: "--cooldown must be >= 0, got -1s"},
 		{name: "sustain", mutate: func(o *Options) { o.ThermalSustain = -time.Second }, want: "--thermal-sustain must be >= 0, got -1s"},
+		{name: "lease shorter than the renew deadline", mutate: func(o *Options) { o.LeaderElection.LeaseDuration = 10 * time.Second },
+			want: "--leader-elect-lease-duration 10s must be longer than --leader-elect-renew-deadline 10s"},
+		{name: "renew deadline within a retry", mutate: func(o *Options) { o.LeaderElection.RetryPeriod = 10 * time.Second },
+			want: "--leader-elect-renew-deadline 10s must be longer than --leader-elect-retry-period 10s"},
+		{name: "no lease name", mutate: func(o *Options) { o.LeaderElection.Name = "" },
+			want: `--leader-elect-resource-namespace "kube-system" and --leader-elect-resource-name "" must not be empty`},
+		{name: "durations are not checked with election off", mutate: func(o *Options) { o.LeaderElection = LeaderElection{} }, want: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

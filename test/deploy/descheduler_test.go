@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -47,6 +48,15 @@ var deschedulerFlags = map[string]string{
 	"Interval": "interval", "DryRun": "dry-run", "MaxEvictionsPerNode": "max-evictions-per-node-per-cycle",
 	"MaxEvictionsPerCycle": "max-evictions-per-cycle", "Cooldown": "cooldown", "ThermalSustain": "thermal-sustain", "BudgetSustain": "budget-sustain",
 	"PriorityThreshold": "priority-threshold", "AgentNamespace": "telemetry-agent-namespace", "CacheSyncTimeout": "",
+	// Their own maps below; the scheduler's configuration only where the
+	// install has it (the chart with its scheduler).
+	"LeaderElection": "", "SchedulerConfig": "", "SchedulerProfile": "",
+}
+
+// leaderElectionFlags names the flag of each field of app.LeaderElection.
+var leaderElectionFlags = map[string]string{
+	"Enabled": "leader-elect", "LeaseDuration": "leader-elect-lease-duration", "RenewDeadline": "leader-elect-renew-deadline",
+	"RetryPeriod": "leader-elect-retry-period", "Namespace": "leader-elect-resource-namespace", "Name": "leader-elect-resource-name", "Identity": "",
 }
 
 // defaultDeschedulerArgs are the binary's defaults (app.DefaultOptions), as
@@ -70,6 +80,19 @@ func defaultDeschedulerArgs(t *testing.T) map[string]string {
 		}
 		args[flag] = fmt.Sprint(v.Field(i).Interface())
 	}
+	le := reflect.ValueOf(app.DefaultLeaderElection())
+	for i := range le.NumField() {
+		field := le.Type().Field(i).Name
+		flag, ok := leaderElectionFlags[field]
+		switch {
+		case !ok:
+			t.Errorf("app.LeaderElection.%s is new: give its flag to deploy/descheduler/deployment.yaml and the chart, then name it in leaderElectionFlags", field)
+			continue
+		case flag == "":
+			continue
+		}
+		args[flag] = fmt.Sprint(le.Field(i).Interface())
+	}
 	// Both installs give the agent's namespace as their own, from the
 	// downward API, as the scheduler's do.
 	args["telemetry-agent-namespace"] = "$(POD_NAMESPACE)"
@@ -89,8 +112,9 @@ func goDuration(s string) string {
 
 // TestDeschedulerKustomization: deploy/ leaves the descheduler out (an
 // operator adds deploy/descheduler on purpose); deploy/descheduler runs it
-// hardened, as a uid of its own, one replica that never overlaps another
-// (no leader election), in dry-run, with the binary's defaults written out.
+// hardened, as a uid of its own, one replica elected leader on its Lease
+// (so a rolling update never has two evicting), in dry-run, with the
+// binary's defaults written out.
 func TestDeschedulerKustomization(t *testing.T) {
 	for _, o := range renderKustomization(t, manifestsRoot) {
 		if strings.Contains(o.GetName(), "descheduler") {
@@ -107,10 +131,10 @@ func TestDeschedulerKustomization(t *testing.T) {
 		t.Errorf("PriorityClass %s: preemptionPolicy %q, want Never (a late descheduler harms nothing; preempting for it does)", pc.GetName(), p)
 	}
 	if got := ptr.Deref(dep.Spec.Replicas, 1); got != 1 {
-		t.Errorf("replicas %d, want 1: the binary has no leader election", got)
+		t.Errorf("replicas %d, want 1 (a second is a warm standby an operator may add)", got)
 	}
-	if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("strategy %q, want Recreate: two descheduler pods at once would double the eviction limits", dep.Spec.Strategy.Type)
+	if ru := dep.Spec.Strategy.RollingUpdate; dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("strategy %+v, want RollingUpdate with maxUnavailable 0: the new pod stands by on the Lease until the old one releases it", dep.Spec.Strategy)
 	}
 
 	full := renderKustomization(t, manifestsRoot)
@@ -171,6 +195,10 @@ func TestHelmDescheduler(t *testing.T) {
 			"descheduler.priorityThreshold=100000", "descheduler.logVerbosity=4", "descheduler.extraArgs={--kubeconfig=/k}"},
 			map[string]string{"interval": "30s", "thermal-sustain": "5m", "budget-sustain": "3m", "cooldown": "1h", "max-evictions-per-node-per-cycle": "1",
 				"max-evictions-per-cycle": "3", "priority-threshold": "100000", "v": "4", "kubeconfig": "/k"}},
+		{"leader election", []string{"descheduler.enabled=true", "descheduler.replicas=2", "descheduler.leaderElection.resourceNamespace=telesched-system",
+			"descheduler.leaderElection.leaseDuration=30s", "descheduler.leaderElection.renewDeadline=20s", "descheduler.leaderElection.retryPeriod=4s"},
+			map[string]string{"leader-elect-resource-namespace": "telesched-system", "leader-elect-lease-duration": "30s", "leader-elect-renew-deadline": "20s",
+				"leader-elect-retry-period": "4s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dep := decodeObject[appsv1.Deployment](t, findObject(t, renderHelm(t, tc.values...), "Deployment", "telesched-descheduler"))
@@ -178,6 +206,9 @@ func TestHelmDescheduler(t *testing.T) {
 			for k, v := range want {
 				want[k] = goDuration(v)
 			}
+			// With the chart's scheduler: its configuration
+			// (TestHelmDeschedulerFollowsTheSchedulersArgs).
+			want["scheduler-config"], want["scheduler-profile"] = "/etc/telesched/scheduler-config.yaml", descheduler.DefaultSchedulerProfile
 			for k, v := range tc.want {
 				want[k] = v
 			}
@@ -191,8 +222,8 @@ func TestHelmDescheduler(t *testing.T) {
 // TestDeschedulerRBAC installs deploy/descheduler's RBAC on the real API
 // server and asks it (SubjectAccessReview) what the descheduler's
 // ServiceAccount may do: read what its informers list, evict, write
-// events.k8s.io Events, and nothing more (no delete of a pod, no write to
-// NodeTelemetry, no Secrets, no Leases). test/integration's
+// events.k8s.io Events, keep its own leader Lease, and nothing more (no
+// delete of a pod, no write to NodeTelemetry, no Secrets, no other Lease). test/integration's
 // TestHelmDeschedulerRunsWithChartRBAC runs the binary under this
 // ServiceAccount's token.
 func TestDeschedulerRBAC(t *testing.T) {
@@ -234,7 +265,12 @@ func TestDeschedulerRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "telemetry.telesched.io", Resource: "nodetelemetries", Subresource: "status", Name: "n"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Name: "n"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "get", Resource: "secrets", Name: "s"}, false},
-		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "create", Group: "coordination.k8s.io", Resource: "leases"}, false},
+		// Its leader Lease, by name; no other.
+		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "create", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "telesched-descheduler"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Name: "telesched-descheduler"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "telesched-scheduler"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Name: "telesched-descheduler"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "telemetry.telesched.io", Resource: "powerbudgets"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "telemetry.telesched.io", Resource: "powerbudgets", Subresource: "status", Name: "rack"}, false},
 	} {
@@ -260,12 +296,13 @@ func parseDuration(t *testing.T, s string) time.Duration {
 	return d
 }
 
-// TestHelmDeschedulerRefusesSharedValuesItCannotFollow: the descheduler
-// judges "too hot" and "stale" by EnergyAware's default args, with no flag
-// for others, so the chart's shared defaults must be those args, and with
-// descheduler.enabled the chart refuses a shared value that differs,
-// naming it, rather than let the descheduler and the scheduler disagree.
-func TestHelmDeschedulerRefusesSharedValuesItCannotFollow(t *testing.T) {
+// TestHelmDeschedulerFollowsTheSchedulersArgs: with the chart's scheduler,
+// the descheduler reads the scheduler's own configuration (the ConfigMap
+// mounted where --scheduler-config points), so a shared value reaches both:
+// parsed as the binary parses it, the rendered file gives the descheduler
+// the changed args. Without the chart's scheduler it has no such file, and
+// the chart refuses a shared value it would not follow, naming it.
+func TestHelmDeschedulerFollowsTheSchedulersArgs(t *testing.T) {
 	_, ea, err := descheduler.DefaultPluginArgs()
 	if err != nil {
 		t.Fatal(err)
@@ -280,28 +317,58 @@ func TestHelmDeschedulerRefusesSharedValuesItCannotFollow(t *testing.T) {
 		"absoluteLimitCelsius": fmt.Sprint(shared["absoluteLimitCelsius"]),
 		"telemetryMaxAge":      parseDuration(t, fmt.Sprint(shared["telemetryMaxAge"])).String(),
 	}); diff != "" {
-		t.Fatalf("the chart's shared defaults are not the descheduler's EnergyAware args (-descheduler +chart):\n%s", diff)
+		t.Fatalf("the chart's shared defaults are not the descheduler's default EnergyAware args (-descheduler +chart):\n%s", diff)
 	}
+
+	objs := renderHelm(t, "descheduler.enabled=true", "shared.thermalMarginCelsius=8", "shared.absoluteLimitCelsius=85", "shared.telemetryMaxAge=2m")
+	dep := decodeObject[appsv1.Deployment](t, findObject(t, objs, "Deployment", "telesched-descheduler"))
+	path := deschedulerArgs(t, dep)["scheduler-config"]
+	spec := dep.Spec.Template.Spec
+	var configMap string
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if rel, ok := strings.CutPrefix(path, m.MountPath+"/"); ok {
+			for _, v := range spec.Volumes {
+				if v.Name == m.Name && v.ConfigMap != nil {
+					configMap = v.ConfigMap.Name
+				}
+			}
+			path = rel
+		}
+	}
+	if configMap == "" {
+		t.Fatalf("--scheduler-config %q is on no ConfigMap volume of the descheduler pod (mounts %+v)", deschedulerArgs(t, dep)["scheduler-config"], spec.Containers[0].VolumeMounts)
+	}
+	data, _, _ := unstructured.NestedString(findObject(t, objs, "ConfigMap", configMap).Object, "data", path)
+	file := filepath.Join(t.TempDir(), path)
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := descheduler.PluginArgsFrom(file, deschedulerArgs(t, dep)["scheduler-profile"])
+	if err != nil {
+		t.Fatalf("the descheduler cannot read the chart's scheduler configuration: %v", err)
+	}
+	if got.ThermalMarginCelsius != 8 || got.AbsoluteLimitCelsius != 85 || got.TelemetryMaxAge != 2*time.Minute {
+		t.Errorf("the descheduler's EnergyAware args from the chart: margin %d, limit %d, max age %v; want the shared values 8, 85, 2m",
+			got.ThermalMarginCelsius, got.AbsoluteLimitCelsius, got.TelemetryMaxAge)
+	}
+
 	for _, tc := range []struct {
 		set     string
 		wantErr string
 	}{
-		{"shared.thermalMarginCelsius=8", "descheduler.enabled with shared.thermalMarginCelsius 8"},
-		{"shared.absoluteLimitCelsius=85", "descheduler.enabled with shared.absoluteLimitCelsius 85"},
-		{"shared.telemetryMaxAge=2m", "descheduler.enabled with shared.telemetryMaxAge 2m"},
+		{"shared.thermalMarginCelsius=8", "descheduler.enabled without scheduler.enabled, with shared.thermalMarginCelsius 8"},
+		{"shared.absoluteLimitCelsius=85", "descheduler.enabled without scheduler.enabled, with shared.absoluteLimitCelsius 85"},
+		{"shared.telemetryMaxAge=2m", "descheduler.enabled without scheduler.enabled, with shared.telemetryMaxAge 2m"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			if _, err := runHelm(t, helmTemplateArgs(tc.set)...); err != nil {
-				t.Fatalf("without the descheduler, --set %s renders: %v", tc.set, err)
-			}
-			_, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", tc.set)...)
+			_, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", "scheduler.enabled=false", tc.set)...)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("helm template --set descheduler.enabled=true --set %s: error %v, want one containing %q", tc.set, err, tc.wantErr)
+				t.Fatalf("helm template --set descheduler.enabled=true,scheduler.enabled=false --set %s: error %v, want one containing %q", tc.set, err, tc.wantErr)
 			}
 		})
 	}
 	// The same value written another way is the same value.
-	if _, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", "shared.telemetryMaxAge=1m")...); err != nil {
+	if _, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", "scheduler.enabled=false", "shared.telemetryMaxAge=1m")...); err != nil {
 		t.Errorf("shared.telemetryMaxAge=1m is 60s: %v", err)
 	}
 }

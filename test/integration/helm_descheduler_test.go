@@ -4,6 +4,7 @@
 package integration
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,14 +42,24 @@ func TestHelmDeschedulerRunsWithChartRBAC(t *testing.T) {
 	rendered := helmTemplate(ctx, t, binDir, "descheduler.enabled=true")
 	applyManifests(ctx, t, c, rendered)
 	var args []string
+	// The scheduler's configuration, which the chart mounts into the pod
+	// at /etc/telesched: here in a directory of the test's.
+	configDir := t.TempDir()
 	for _, o := range readObjects(t, rendered) {
+		if o.GetKind() == "ConfigMap" && o.GetName() == "telesched-scheduler-config" {
+			data, _, _ := unstructured.NestedString(o.Object, "data", "scheduler-config.yaml")
+			if err := os.WriteFile(filepath.Join(configDir, "scheduler-config.yaml"), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if o.GetKind() != "Deployment" || o.GetName() != "telesched-descheduler" {
 			continue
 		}
 		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 		for _, a := range cs[0].(map[string]any)["args"].([]any) {
 			// As the kubelet expands it from the downward API.
-			args = append(args, strings.ReplaceAll(a.(string), "$(POD_NAMESPACE)", agentNamespace))
+			a := strings.ReplaceAll(a.(string), "$(POD_NAMESPACE)", agentNamespace)
+			args = append(args, strings.ReplaceAll(a, "=/etc/telesched/", "="+configDir+"/"))
 		}
 	}
 	if !strings.Contains(strings.Join(args, " "), "--dry-run=true") {
@@ -93,6 +104,9 @@ func TestHelmDeschedulerRunsWithChartRBAC(t *testing.T) {
 	}
 	// A second of cycles more, then nothing the API server refused.
 	time.Sleep(2 * time.Second)
+	if log := out.String(); !strings.Contains(log, `from="`+configDir+`/scheduler-config.yaml, profile telesched"`) {
+		t.Errorf("the descheduler did not say it judges nodes by the chart's scheduler configuration:\n%s", tail(log, 30))
+	}
 	if log := out.String(); strings.Contains(strings.ToLower(log), "forbidden") {
 		t.Errorf("the descheduler was refused something under the chart's RBAC:\n%s", tail(log, 30))
 	}

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,6 +262,14 @@ func freeAddress(t *testing.T) string {
 // startProcess starts a binary and stops it at the end of the test.
 func startProcess(t *testing.T, bin string, args ...string) *syncBuffer {
 	t.Helper()
+	out, _ := startStoppable(t, bin, args...)
+	return out
+}
+
+// startStoppable starts a binary; stop interrupts it and waits (killing it
+// after 10s), and runs at the end of the test if not called before.
+func startStoppable(t *testing.T, bin string, args ...string) (*syncBuffer, func()) {
+	t.Helper()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s: %v (run `make build`)", bin, err)
 	}
@@ -272,16 +281,20 @@ func startProcess(t *testing.T, bin string, args ...string) *syncBuffer {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	return out
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return out, stop
 }
 
 // waitReady polls ready every 100ms until it holds, and fails the test with

@@ -1,0 +1,120 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package descheduler
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/telesched/telesched/apis/config"
+)
+
+// TestPluginArgsFromTheShippedSchedulerConfig: the descheduler reads the
+// very file the scheduler runs with (deploy/scheduler/scheduler-config.yaml)
+// and gets its telesched profile's LoadAware and EnergyAware args.
+func TestPluginArgsFromTheShippedSchedulerConfig(t *testing.T) {
+	la, ea, err := PluginArgsFrom(filepath.Join("..", "deploy", "scheduler", "scheduler-config.yaml"), DefaultSchedulerProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la.CPUThresholdPercent != 80 || la.MemoryThresholdPercent != 90 || la.Usage != config.UsageInstant {
+		t.Errorf("LoadAware args %+v: want the file's cpuThresholdPercent 80, memoryThresholdPercent 90, usage Instant", la)
+	}
+	if ea.ThermalMarginCelsius != 5 || ea.AbsoluteLimitCelsius != 90 || ea.TelemetryMaxAge != time.Minute {
+		t.Errorf("EnergyAware args %+v: want the file's thermalMarginCelsius 5, absoluteLimitCelsius 90, telemetryMaxAge 60s", ea)
+	}
+	dla, dea, err := PluginArgsFrom("", DefaultSchedulerProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(dla, la); diff != "" {
+		t.Errorf("no --scheduler-config vs the shipped file's LoadAware args, which are its defaults written out (-default +file):\n%s", diff)
+	}
+	if diff := cmp.Diff(dea, ea); diff != "" {
+		t.Errorf("no --scheduler-config vs the shipped file's EnergyAware args (-default +file):\n%s", diff)
+	}
+}
+
+func TestPluginArgsFrom(t *testing.T) {
+	const head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+	for _, tc := range []struct {
+		name, file, profile string
+		check               func(config.LoadAwareArgs, config.EnergyAwareArgs) string
+		wantErr             string
+	}{
+		{
+			name: "the profile's args, the rest defaulted",
+			file: head + `- schedulerName: other
+  pluginConfig:
+  - name: EnergyAware
+    args: {thermalMarginCelsius: 20}
+- schedulerName: telesched
+  pluginConfig:
+  - name: LoadAware
+    args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: LoadAwareArgs, cpuThresholdPercent: 70, usage: P90}
+  - name: EnergyAware
+    args: {thermalMarginCelsius: 8, telemetryMaxAge: 2m}
+`,
+			check: func(la config.LoadAwareArgs, ea config.EnergyAwareArgs) string {
+				if la.CPUThresholdPercent != 70 || la.Usage != config.UsageP90 || la.MemoryThresholdPercent != 90 {
+					return "LoadAware: want cpuThresholdPercent 70, usage P90, memoryThresholdPercent defaulted to 90"
+				}
+				if ea.ThermalMarginCelsius != 8 || ea.TelemetryMaxAge != 2*time.Minute || ea.AbsoluteLimitCelsius != 90 {
+					return "EnergyAware: want thermalMarginCelsius 8 (this profile's, not other's 20), telemetryMaxAge 2m, absoluteLimitCelsius defaulted to 90"
+				}
+				return ""
+			},
+		},
+		{name: "another profile", profile: "telesched-energy", file: head + "- schedulerName: telesched-energy\n  pluginConfig:\n  - name: EnergyAware\n    args: {thermalMarginCelsius: 3}\n",
+			check: func(_ config.LoadAwareArgs, ea config.EnergyAwareArgs) string {
+				if ea.ThermalMarginCelsius != 3 {
+					return "want telesched-energy's thermalMarginCelsius 3"
+				}
+				return ""
+			}},
+		{name: "no such profile", file: head + "- schedulerName: default-scheduler\n", wantErr: `no profile with schedulerName "telesched" (profiles: ["default-scheduler"])`},
+		{name: "a misspelt field", file: head + "- schedulerName: telesched\n  pluginConfig:\n  - name: EnergyAware\n    args: {thermalMarginCelcius: 8}\n",
+			wantErr: `profile telesched, EnergyAware args: json: unknown field "thermalMarginCelcius"`},
+		{name: "args of another kind", file: head + "- schedulerName: telesched\n  pluginConfig:\n  - name: LoadAware\n    args: {kind: EnergyAwareArgs}\n",
+			wantErr: `profile telesched, LoadAware args: kind "EnergyAwareArgs", want "LoadAwareArgs"`},
+		{name: "a value the scheduler refuses", file: head + "- schedulerName: telesched\n  pluginConfig:\n  - name: LoadAware\n    args: {cpuThresholdPercent: 101}\n",
+			wantErr: "profile telesched: LoadAware args: cpuThresholdPercent"},
+		{name: "not a scheduler configuration", file: "apiVersion: v1\nkind: ConfigMap\n", wantErr: `kind "ConfigMap", apiVersion "v1": want a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			la, ea, err := PluginArgsFrom(path, cmpOr(tc.profile, DefaultSchedulerProfile))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("error %v, want one naming %s and %q", err, path, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := tc.check(la, ea); msg != "" {
+				t.Errorf("%s; got LoadAware %+v, EnergyAware %+v", msg, la, ea)
+			}
+		})
+	}
+	if _, _, err := PluginArgsFrom(filepath.Join(t.TempDir(), "absent.yaml"), DefaultSchedulerProfile); err == nil {
+		t.Error("a file that is not there: no error")
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
