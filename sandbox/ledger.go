@@ -200,27 +200,29 @@ func (r *Result) afterVerdict() error {
 		if n := e.Twice + re.Twice; n > 0 {
 			errs = append(errs, fmt.Errorf("after placement: %d pods evicted twice", n))
 		}
-		if b := beyondOracle(e.FromTarget, a.OracleMin); b > 1 {
-			errs = append(errs, fmt.Errorf("after placement: %d evictions from %s, %d past the oracle's minimum %d", e.FromTarget, a.HotNode, b, a.OracleMin))
-		}
-		switch {
-		case a.Reached && !a.BackUnder:
-			errs = append(errs, fmt.Errorf("after placement: %s not back under %.1f°C within the fault (%v)", a.HotNode, a.LimitCelsius, faultHold))
-		case a.BackUnder && a.BackUnderSeconds > a.BoundSeconds:
-			errs = append(errs, fmt.Errorf("after placement: %s back under %.1f°C after %.1fs, past the bound %.1fs", a.HotNode, a.LimitCelsius, a.BackUnderSeconds, a.BoundSeconds))
-		}
-		if a.Rack == "" {
-			continue
-		}
-		if b := beyondOracle(re.FromTarget, a.RackOracleMin); b > 1 {
-			errs = append(errs, fmt.Errorf("after placement: %d evictions from %s's nodes, %d past the oracle's minimum %d", re.FromTarget, a.Rack, b, a.RackOracleMin))
-		}
-		switch {
-		case a.RackReached && !a.RackBackUnder:
-			errs = append(errs, fmt.Errorf("after placement: %s not back under its limit %.0fW within the rise (%v)", a.Rack, a.RackLimitWatts, rackHold))
-		case a.RackBackUnder && a.RackBackUnderSeconds > a.RackBoundSeconds:
-			errs = append(errs, fmt.Errorf("after placement: %s back under its limit %.0fW after %.1fs, past the bound %.1fs", a.Rack, a.RackLimitWatts, a.RackBackUnderSeconds, a.RackBoundSeconds))
+		errs = append(errs, stageVerdict(a.HotNode, a.HotNode, fmt.Sprintf("%.1f°C", a.LimitCelsius), fmt.Sprintf("the fault (%v)", faultHold),
+			e.FromTarget, a.OracleMin, a.Reached, a.BackUnder, a.BackUnderSeconds, a.BoundSeconds)...)
+		if a.Rack != "" {
+			errs = append(errs, stageVerdict(a.Rack+"'s nodes", a.Rack, fmt.Sprintf("its limit %.0fW", a.RackLimitWatts), fmt.Sprintf("the rise (%v)", rackHold),
+				re.FromTarget, a.RackOracleMin, a.RackReached, a.RackBackUnder, a.RackBackUnderSeconds, a.RackBoundSeconds)...)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stageVerdict is what afterVerdict finds wrong with one stage: more than
+// one eviction from target past the oracle's minimum, or subject not back
+// under limit within the stage (within) or past its bound.
+func stageVerdict(target, subject, limit, within string, fromTarget, oracleMin int, reached, back bool, seconds, bound float64) []error {
+	var errs []error
+	if b := beyondOracle(fromTarget, oracleMin); b > 1 {
+		errs = append(errs, fmt.Errorf("after placement: %d evictions from %s, %d past the oracle's minimum %d", fromTarget, target, b, oracleMin))
+	}
+	switch {
+	case reached && !back:
+		errs = append(errs, fmt.Errorf("after placement: %s not back under %s within %s", subject, limit, within))
+	case back && seconds > bound:
+		errs = append(errs, fmt.Errorf("after placement: %s back under %s after %.1fs, past the bound %.1fs", subject, limit, seconds, bound))
+	}
+	return errs
 }

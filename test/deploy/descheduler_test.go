@@ -67,36 +67,33 @@ var leaderElectionFlags = map[string]string{
 func defaultDeschedulerArgs(t *testing.T) map[string]string {
 	t.Helper()
 	args := map[string]string{"v": "2"}
-	v := reflect.ValueOf(app.DefaultOptions())
-	for i := range v.NumField() {
-		field := v.Type().Field(i).Name
-		flag, ok := deschedulerFlags[field]
-		switch {
-		case !ok:
-			t.Errorf("app.Options.%s is new: give its flag to deploy/descheduler/deployment.yaml and the chart (a descheduler value, its README row), then name it in deschedulerFlags", field)
-			continue
-		case flag == "":
-			continue
-		}
-		args[flag] = fmt.Sprint(v.Field(i).Interface())
-	}
-	le := reflect.ValueOf(app.DefaultLeaderElection())
-	for i := range le.NumField() {
-		field := le.Type().Field(i).Name
-		flag, ok := leaderElectionFlags[field]
-		switch {
-		case !ok:
-			t.Errorf("app.LeaderElection.%s is new: give its flag to deploy/descheduler/deployment.yaml and the chart, then name it in leaderElectionFlags", field)
-			continue
-		case flag == "":
-			continue
-		}
-		args[flag] = fmt.Sprint(le.Field(i).Interface())
-	}
+	addFlagArgs(t, args, app.DefaultOptions(), deschedulerFlags, "app.Options", "deschedulerFlags")
+	addFlagArgs(t, args, app.DefaultLeaderElection(), leaderElectionFlags, "app.LeaderElection", "leaderElectionFlags")
 	// Both installs give the agent's namespace as their own, from the
 	// downward API, as the scheduler's do.
 	args["telemetry-agent-namespace"] = "$(POD_NAMESPACE)"
 	return args
+}
+
+// addFlagArgs adds to args each field of the struct v under its flag in
+// flags, as fmt.Sprint writes its value; a field flags does not name fails
+// the test (a new setting of the binary must get its flag in
+// deploy/descheduler and its value in the chart).
+func addFlagArgs(t *testing.T, args map[string]string, v any, flags map[string]string, typeName, mapName string) {
+	t.Helper()
+	rv := reflect.ValueOf(v)
+	for i := range rv.NumField() {
+		field := rv.Type().Field(i).Name
+		flag, ok := flags[field]
+		switch {
+		case !ok:
+			t.Errorf("%s.%s is new: give its flag to deploy/descheduler/deployment.yaml and the chart (a descheduler value, its README row), then name it in %s", typeName, field, mapName)
+			continue
+		case flag == "":
+			continue
+		}
+		args[flag] = fmt.Sprint(rv.Field(i).Interface())
+	}
 }
 
 // goDuration writes a Go duration as the manifests do (1m, not 1m0s).

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -93,14 +91,7 @@ func TestReservationBookUnderChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	binDir, kubeconfig := binDirAndKubeconfig(t)
 	schedArgs := []string{"--reservation-max-age=" + churnMaxAge.String(), "--power-budget-status-interval=500ms",
 		"--power-budget-status-deadband-percent=0"}
 	sched := startChurnScheduler(t, binDir, kubeconfig, schedArgs...)

@@ -27,7 +27,6 @@ import (
 	"github.com/telesched/telesched/descheduler/app"
 	budgetplugin "github.com/telesched/telesched/descheduler/plugins/powerbudget"
 	"github.com/telesched/telesched/descheduler/plugins/thermal"
-	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
 // deschedNode creates a Ready, schedulable Node in group (label
@@ -353,14 +352,7 @@ func TestDeschedulerBinaryServesMetrics(t *testing.T) {
 func runDeschedulerBinary(t *testing.T, c clients, group string) map[string]*dto.MetricFamily {
 	t.Helper()
 	ctx := t.Context()
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	binDir, kubeconfig := binDirAndKubeconfig(t)
 	deschedNode(ctx, t, c, group+"-hot", group, true)
 	deschedNode(ctx, t, c, group+"-cool", group, false)
 	deschedPod(ctx, t, c, group+"-pod", group+"-hot", group)
@@ -369,6 +361,7 @@ func runDeschedulerBinary(t *testing.T, c clients, group string) map[string]*dto
 		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
 	var fams map[string]*dto.MetricFamily
 	waitReady(t, "telesched_descheduler_evictions_total on /metrics", out, 30*time.Second, func() bool {
+		var err error
 		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
 		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
 	})

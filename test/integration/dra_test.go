@@ -6,7 +6,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/test/fixtures"
 )
 
@@ -216,14 +214,7 @@ func TestDRA(t *testing.T) {
 	draNode(t, c, "dp-0", "dp", true, false)
 	draNode(t, c, "both-0", "both", true, true)
 
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	binDir, kubeconfig := binDirAndKubeconfig(t)
 	metrics := startMetricsScheduler(t, binDir, kubeconfig)
 
 	// b. The claim pod: only DRA can place it, on dra-0.

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
 // TestDeschedulerLeaderElection: two telesched-descheduler replicas on one
@@ -23,14 +21,7 @@ import (
 func TestDeschedulerLeaderElection(t *testing.T) {
 	needControlPlane(t)
 	ctx, c := t.Context(), newClients(t)
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	binDir, kubeconfig := binDirAndKubeconfig(t)
 	const lease = "dsleader"
 	type replica struct {
 		addr string

@@ -75,14 +75,7 @@ func TestMetricNames(t *testing.T) {
 
 	c := newClients(t)
 	ctx := t.Context()
-	binDir, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	binDir, kubeconfig := binDirAndKubeconfig(t)
 
 	// The agent: a real binary, a simulated 2-socket host, publishing.
 	agentURL, host := startMetricsAgent(t, c, binDir, kubeconfig)
@@ -257,6 +250,22 @@ func freeAddress(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// binDirAndKubeconfig is the directory of the binaries the tests run
+// (TELESCHED_BIN_DIR, else bin/) and a kubeconfig file of the test API
+// server's admin.
+func binDirAndKubeconfig(t *testing.T) (string, string) {
+	t.Helper()
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return binDir, kubeconfig
 }
 
 // startProcess starts a binary and stops it at the end of the test.
