@@ -35,7 +35,8 @@ const (
 	// faultHold is how long the fan stays failed.
 	faultHold = 60 * time.Second
 	// rackResidents replicas of at most rackPodMilli (a quarter of the
-	// rack's smallest node) are placed on the rack's nodes, using
+	// rack's smallest node) are placed on the rack's nodes that have room
+	// for them at their requests (rackFullShare), using
 	// rackIdlePercent of their requests; then their load rises to their
 	// requests for rackHold, and the nodes' unseen load with it, sized so
 	// that the oracle needs rackToShed of the rack's evictable pods gone
@@ -45,6 +46,7 @@ const (
 	rackIdlePercent = 25
 	rackToShed      = 2
 	rackSlackWatts  = 20.0
+	rackFullShare   = 0.85
 	rackHold        = 60 * time.Second
 	rackSet         = "rack"
 )
@@ -244,18 +246,25 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 		milli = min(milli, int64(n.Spec.Host.CPUs)*1000/4)
 	}
 	cpu := *resource.NewMilliQuantity(milli, resource.DecimalSI)
+	on := rackPlacement(nodes, milli, rackResidents)
+	if len(on) < rackToShed {
+		s.printf("    rack %s: its nodes have room for %d pods of %s CPUs (under %.0f%% CPU with them at their requests), fewer than %d: the rack stage is skipped\n",
+			rack.Rack, len(on), cpu.String(), 100*rackFullShare, rackToShed)
+		r.Rack = ""
+		return nil
+	}
 	names := map[string]bool{}
-	for i := range rackResidents {
+	for i, node := range on {
 		name := fmt.Sprintf("%s-%d", rackSet, i)
 		names[name] = true
-		p := residentPod(name, name, nodes[i%len(nodes)].Spec.Name, s.opts.Profile, owner, cpu, rackIdlePercent)
+		p := residentPod(name, name, node, s.opts.Profile, owner, cpu, rackIdlePercent)
 		if _, err := s.kube.CoreV1().Pods(afterNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
 	isRiser := func(p placed) bool { return names[p.Pod] }
-	if err := s.watch.waitFor(ctx, fmt.Sprintf("%d pods to run idle on rack %s", rackResidents, rack.Rack), func(*view) bool {
-		return len(s.watch.after.on(isRiser)) == rackResidents
+	if err := s.watch.waitFor(ctx, fmt.Sprintf("%d pods to run idle on rack %s", len(on), rack.Rack), func(*view) bool {
+		return len(s.watch.after.on(isRiser)) == len(on)
 	}); err != nil {
 		return err
 	}
@@ -269,7 +278,7 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	r.RackOracleMin, _ = oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < r.RackLimitWatts })
 	r.RackBoundSeconds = rackBound(s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
 	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (CPUs and GPUs): the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
-		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, rackResidents, cpu.String(), rackIdlePercent, rackHold, 100*extra, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
+		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
 	for uid, p := range risers {
 		s.nodes[p.Node].SetPodCPU(uid, p.Request)
 	}
@@ -293,6 +302,31 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	r.OverBudgetSeconds, r.OverLimitSeconds = secondsOver(watts, r.BudgetWatts, end), secondsOver(watts, r.RackLimitWatts, end)
 	r.RackBackUnderSeconds, r.RackReached, r.RackBackUnder = backUnder(watts, r.RackLimitWatts)
 	return nil
+}
+
+// rackPlacement is the node of each of up to count pods of milli: round
+// robin over nodes, each taking pods while its utilization, with them at
+// their requests, stays at or under rackFullShare. The pods are bound, not
+// scheduled, so this keeps them to nodes that can run them: on a node past
+// 100 % CPU a pod leaving frees nothing the curve says.
+func rackPlacement(nodes []*sim.Node, milli int64, count int) []string {
+	room := make([]int64, len(nodes))
+	for i, n := range nodes {
+		capacity := int64(n.Spec.Host.CPUs) * 1000
+		room[i] = int64(rackFullShare*float64(capacity)) - int64(n.Utilization()*float64(capacity))
+	}
+	var out []string
+	for placedOne := true; placedOne && len(out) < count; {
+		placedOne = false
+		for i, n := range nodes {
+			if len(out) < count && room[i] >= milli {
+				out = append(out, n.Spec.Name)
+				room[i] -= milli
+				placedOne = true
+			}
+		}
+	}
+	return out
 }
 
 // rackLoad is a rack stage's rack: its nodes, the evictable pods on them
@@ -341,18 +375,27 @@ func (l rackLoad) leastWithout(extra float64, k int) float64 {
 	return least
 }
 
-// extraFor is the unseen load (0..1, bisected) at which the rack, without
-// the rackToShed candidates that free most, settles at watts: 0 when it
-// is past watts even without them (the oracle then needs more), 1 when
-// even full load does not reach it.
+// extraFor is the unseen load (bisected, at most what takes the fullest
+// node to 100 % CPU) at which the rack, without the rackToShed candidates
+// that free most, settles at watts: 0 when it is past watts even without
+// them (the oracle then needs more), the most when even that does not
+// reach it.
 func (l rackLoad) extraFor(watts float64) float64 {
+	// No node past full load: what a pod frees is then what the curve
+	// says, for the oracle and the descheduler alike.
 	lo, hi := 0.0, 1.0
+	for _, n := range l.nodes {
+		hi = min(hi, 1-n.Utilization()-float64(l.rise[n.Spec.Name])/float64(n.Spec.Host.CPUs*1000))
+	}
+	if hi <= 0 {
+		return 0
+	}
 	k := min(rackToShed, len(l.cands))
 	if l.leastWithout(lo, k) >= watts {
 		return 0
 	}
 	if l.leastWithout(hi, k) < watts {
-		return 1
+		return hi
 	}
 	for range 40 {
 		mid := (lo + hi) / 2

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/telesched/telesched/sandbox/oracle"
@@ -37,12 +38,19 @@ func TestRackStageSizing(t *testing.T) {
 		t.Fatalf("%d GPU nodes in the default fleet, want 2", len(nodes))
 	}
 	const limit = 4500.0 // rack-gpu: 4600 W − 100 W reserve
+	byName := map[string]*sim.Node{}
+	for _, n := range nodes {
+		byName[n.Spec.Name] = n
+	}
+	where := rackPlacement(nodes, rackPodMilli, rackResidents)
+	if len(where) != rackResidents {
+		t.Fatalf("rackPlacement: %v, want %d pods", where, rackResidents)
+	}
 	on := map[types.UID]placed{}
-	for i := range rackResidents {
-		n := nodes[i%len(nodes)]
+	for i, node := range where {
 		uid := types.UID(fmt.Sprintf("rack-%d", i))
-		p := placed{Pod: string(uid), Node: n.Spec.Name, Request: rackPodMilli}
-		n.AddPod(uid, p.Request*rackIdlePercent/100, 0)
+		p := placed{Pod: string(uid), Node: node, Request: rackPodMilli}
+		byName[node].AddPod(uid, p.Request*rackIdlePercent/100, 0)
 		on[uid] = p
 	}
 	load := newRackLoad(nodes, on, on)
@@ -74,6 +82,9 @@ func TestRackStageSizing(t *testing.T) {
 	risen := 0.0
 	for _, n := range nodes {
 		risen += n.SteadyWatts(extra, 0)
+		if u := n.Utilization(); u >= 1 {
+			t.Errorf("%s at %.0f%% CPU risen: past full load a pod leaving frees less than the curve says", n.Spec.Name, 100*u)
+		}
 	}
 	if want := wantRisen; math.Abs(risen-want) > 1e-6 || risen <= limit {
 		t.Errorf("risen, the nodes settle at %.2f W; the sizing said %.2f W, over the limit %.0f W", risen, want, limit)
@@ -89,5 +100,35 @@ func TestRackStageSizing(t *testing.T) {
 	}
 	if want := wantAfter; math.Abs(after-want) > 1e-6 || after >= limit {
 		t.Errorf("without the oracle's pods the nodes settle at %.2f W; the sizing said %.2f W, under the limit %.0f W", after, want, limit)
+	}
+}
+
+// TestRackPlacementKeepsToNodesWithRoom: the rack stage's pods are bound
+// without the scheduler, so rackPlacement keeps each node at or under
+// rackFullShare with them at their requests: a node that is busy takes
+// none, the others take them in turn.
+func TestRackPlacementKeepsToNodesWithRoom(t *testing.T) {
+	var nodes []*sim.Node
+	for _, spec := range DefaultFleet().Nodes {
+		if spec.Name == "cpu-numa2" || spec.Name == "gpu-a100x8" || spec.Name == "gpu-h100x8" {
+			n, err := sim.NewNode(t.TempDir(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	// gpu-a100x8: 64 CPUs, 10% base; 44 CPUs more takes it to 78.75%,
+	// with no room for 16 more under 85%.
+	nodes[1].AddPod("busy", 44000, 0)
+	got := rackPlacement(nodes, 16000, 4)
+	if diff := cmp.Diff([]string{"cpu-numa2", "gpu-h100x8", "cpu-numa2", "gpu-h100x8"}, got); diff != "" {
+		t.Errorf("rackPlacement (-want +got):\n%s", diff)
+	}
+	// 64 CPUs at 10% (cpu-numa2 20%): room for two of 24 CPUs on
+	// gpu-h100x8 (10% + 75% = 85%), one on cpu-numa2 (20% + 37.5%; a
+	// second would take it to 95%).
+	if diff := cmp.Diff([]string{"cpu-numa2", "gpu-h100x8", "gpu-h100x8"}, rackPlacement(nodes, 24000, 4)); diff != "" {
+		t.Errorf("rackPlacement of 24 CPUs (-want +got):\n%s", diff)
 	}
 }
