@@ -35,12 +35,14 @@ const (
 	// faultHold is how long the fan stays failed.
 	faultHold = 60 * time.Second
 	// rackResidents replicas of at most rackPodMilli (a quarter of the
-	// rack's smallest node) are placed on the rack's nodes that have room
-	// for them at their requests (rackFullShare), using
+	// rack's smallest node; fewer CPUs, whole ones, until they all fit)
+	// are placed on the rack's nodes that have room for them at their
+	// requests (rackFullShare), using
 	// rackIdlePercent of their requests; then their load rises to their
 	// requests for rackHold, and the nodes' unseen load with it, sized so
-	// that the oracle needs rackToShed of the rack's evictable pods gone
-	// (the rack then settles rackSlackWatts under its limit).
+	// that the oracle needs rackToShed (or more, until the rise passes the
+	// budget itself) of the rack's evictable pods gone (the rack then
+	// settles rackSlackWatts under its limit).
 	rackResidents   = 4
 	rackPodMilli    = 16000
 	rackIdlePercent = 25
@@ -245,8 +247,13 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	for _, n := range nodes {
 		milli = min(milli, int64(n.Spec.Host.CPUs)*1000/4)
 	}
-	cpu := *resource.NewMilliQuantity(milli, resource.DecimalSI)
+	// The largest pods, in whole CPUs, that rackResidents of fit.
 	on := rackPlacement(nodes, milli, rackResidents)
+	for milli > 1000 && len(on) < rackResidents {
+		milli -= 1000
+		on = rackPlacement(nodes, milli, rackResidents)
+	}
+	cpu := *resource.NewMilliQuantity(milli, resource.DecimalSI)
 	if len(on) < rackToShed {
 		s.printf("    rack %s: its nodes have room for %d pods of %s CPUs (under %.0f%% CPU with them at their requests), fewer than %d: the rack stage is skipped\n",
 			rack.Rack, len(on), cpu.String(), 100*rackFullShare, rackToShed)
@@ -274,11 +281,11 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	}
 	risers := s.watch.after.on(isRiser)
 	load := newRackLoad(nodes, s.watch.after.on(func(p placed) bool { return onRack[p.Node] }), risers)
-	extra := load.extraFor(r.RackLimitWatts - rackSlackWatts)
+	extra, k := load.sized(r.RackLimitWatts-rackSlackWatts, r.BudgetWatts)
 	r.RackOracleMin, _ = oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < r.RackLimitWatts })
-	r.RackBoundSeconds = rackBound(s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
-	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (CPUs and GPUs): the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
-		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
+	r.RackBoundSeconds = rackBound(r.RackOracleMin, s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
+	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (CPUs and GPUs), sized for %d to go: the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
+		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, k, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
 	for uid, p := range risers {
 		s.nodes[p.Node].SetPodCPU(uid, p.Request)
 	}
@@ -375,12 +382,25 @@ func (l rackLoad) leastWithout(extra float64, k int) float64 {
 	return least
 }
 
+// sized is the unseen load (extraFor) and the count k of pods it is sized
+// for: the fewest, from rackToShed up, with which the rack, its load risen,
+// passes over budget (the feed's budgetWatts, not only the limit); the
+// largest count short of all the candidates when none does.
+func (l rackLoad) sized(watts, budget float64) (float64, int) {
+	k := min(rackToShed, len(l.cands))
+	extra := l.extraFor(watts, k)
+	for k+1 < len(l.cands) && l.watts(extra, nil) <= budget {
+		k++
+		extra = l.extraFor(watts, k)
+	}
+	return extra, k
+}
+
 // extraFor is the unseen load (bisected, at most what takes the fullest
-// node to 100 % CPU) at which the rack, without the rackToShed candidates
-// that free most, settles at watts: 0 when it is past watts even without
-// them (the oracle then needs more), the most when even that does not
-// reach it.
-func (l rackLoad) extraFor(watts float64) float64 {
+// node to 100 % CPU) at which the rack, without the k candidates that free
+// most, settles at watts: 0 when it is past watts even without them (the
+// oracle then needs more), the most when even that does not reach it.
+func (l rackLoad) extraFor(watts float64, k int) float64 {
 	// No node past full load: what a pod frees is then what the curve
 	// says, for the oracle and the descheduler alike.
 	lo, hi := 0.0, 1.0
@@ -390,7 +410,6 @@ func (l rackLoad) extraFor(watts float64) float64 {
 	if hi <= 0 {
 		return 0
 	}
-	k := min(rackToShed, len(l.cands))
 	if l.leastWithout(lo, k) >= watts {
 		return 0
 	}
@@ -409,14 +428,19 @@ func (l rackLoad) extraFor(watts float64) float64 {
 }
 
 // rackBound is how soon, from first going over its limit, the rack must
-// be back under it with the descheduler: the agents publish the rise
-// within three sampling intervals (a sample, the next one that measures
-// it, the settler's wait of one interval); the descheduler sees it at its
-// next cycle and evicts once the budget has stayed over for sustain,
-// judged at a cycle; the pods' watts leave with them, and the nodes'
-// leakage follows their temperature in 3 thermal time constants.
-func rackBound(agentInterval, sustain, interval, tau time.Duration) time.Duration {
-	return 3*agentInterval + sustain + 2*interval + 3*tau
+// be back under it with the descheduler, which knows the excess and each
+// pod's marginal watts: the agents publish the rise within three sampling
+// intervals (a sample, the next one that measures it, the settler's wait
+// of one interval); the descheduler sees it at its next cycle and evicts
+// once the budget has stayed over for sustain, judged at a cycle, at most
+// deschedulerPerNode pods of a node per cycle, so the oracle's pods, all
+// on one node at worst, take ceil(oracleMin / deschedulerPerNode) windows
+// (the window starts again after pods leave); the pods' watts leave with
+// them, and the nodes' leakage follows their temperature in 3 thermal
+// time constants.
+func rackBound(oracleMin int, agentInterval, sustain, interval, tau time.Duration) time.Duration {
+	rounds := max(1, (oracleMin+deschedulerPerNode-1)/deschedulerPerNode)
+	return 3*agentInterval + time.Duration(rounds)*(sustain+interval) + interval + 3*tau
 }
 
 // afterBound is how soon, from first reaching its limit − margin, the hot

@@ -54,7 +54,7 @@ func TestRackStageSizing(t *testing.T) {
 		on[uid] = p
 	}
 	load := newRackLoad(nodes, on, on)
-	extra := load.extraFor(limit - rackSlackWatts)
+	extra := load.extraFor(limit-rackSlackWatts, rackToShed)
 	if extra <= 0 || extra >= 1 {
 		t.Fatalf("extraFor = %v, want within (0, 1)", extra)
 	}
@@ -130,5 +130,44 @@ func TestRackPlacementKeepsToNodesWithRoom(t *testing.T) {
 	// second would take it to 95%).
 	if diff := cmp.Diff([]string{"cpu-numa2", "gpu-h100x8", "gpu-h100x8"}, rackPlacement(nodes, 24000, 4)); diff != "" {
 		t.Errorf("rackPlacement of 24 CPUs (-want +got):\n%s", diff)
+	}
+}
+
+// TestRackStageSizedPastTheBudget: with small pods, two of them free too
+// little for the rise to pass the budget itself (4600 W) while settling
+// under the limit (4500 W) without them; sized then sizes for more, and the
+// oracle needs that many.
+func TestRackStageSizedPastTheBudget(t *testing.T) {
+	var nodes []*sim.Node
+	for _, spec := range DefaultFleet().Nodes {
+		if strings.HasPrefix(spec.Name, "gpu-") {
+			n, err := sim.NewNode(t.TempDir(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	const limit, budget = 4500.0, 4600.0
+	on := map[types.UID]placed{}
+	for i, node := range rackPlacement(nodes, 8000, rackResidents) {
+		uid := types.UID(fmt.Sprintf("rack-%d", i))
+		on[uid] = placed{Pod: string(uid), Node: node, Request: 8000}
+		for _, n := range nodes {
+			if n.Spec.Name == node {
+				n.AddPod(uid, 2000, 0)
+			}
+		}
+	}
+	load := newRackLoad(nodes, on, on)
+	if two := load.extraFor(limit-rackSlackWatts, rackToShed); load.watts(two, nil) > budget {
+		t.Fatalf("sized for %d pods of 8 CPUs the rack passes %v W (%.0f W): the case this test is for is gone", rackToShed, budget, load.watts(two, nil))
+	}
+	extra, k := load.sized(limit-rackSlackWatts, budget)
+	if k <= rackToShed || load.watts(extra, nil) <= budget {
+		t.Errorf("sized: %d pods, the rack risen at %.0f W; want more than %d and past %.0f W", k, load.watts(extra, nil), rackToShed, budget)
+	}
+	if got, _ := oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < limit }); got != k {
+		t.Errorf("oracle's fewest = %d, want the %d it was sized for", got, k)
 	}
 }

@@ -13,6 +13,10 @@ import (
 	"time"
 )
 
+// deschedulerPerNode is the descheduler's --max-evictions-per-node-per-cycle
+// in the sandbox: its default, written out because rackBound counts on it.
+const deschedulerPerNode = 2
+
 // startDescheduler runs the telesched-descheduler binary of the bin
 // directory against the sandbox's API server, evicting (not dry-run),
 // every DeschedulerInterval, with ThermalSustain; its log is
@@ -29,7 +33,7 @@ func (s *sandbox) startDescheduler(ctx context.Context) (stop func(), err error)
 	}
 	cmd := exec.Command(bin, "--kubeconfig="+s.res.Kubeconfig, "--dry-run=false", "--metrics-bind-address=",
 		"--interval="+s.opts.DeschedulerInterval.String(), "--thermal-sustain="+s.opts.ThermalSustain.String(),
-		"--budget-sustain="+s.opts.BudgetSustain.String(), "-v=2")
+		"--budget-sustain="+s.opts.BudgetSustain.String(), fmt.Sprintf("--max-evictions-per-node-per-cycle=%d", deschedulerPerNode), "-v=2")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
@@ -46,8 +50,8 @@ func (s *sandbox) startDescheduler(ctx context.Context) (stop func(), err error)
 		return nil, errors.Join(ctx.Err(), cmd.Process.Kill())
 	case <-time.After(time.Second):
 	}
-	s.printf("    telesched-descheduler runs: --interval=%v --thermal-sustain=%v --budget-sustain=%v --dry-run=false (log: %s)\n",
-		s.opts.DeschedulerInterval, s.opts.ThermalSustain, s.opts.BudgetSustain, path)
+	s.printf("    telesched-descheduler runs: --interval=%v --thermal-sustain=%v --budget-sustain=%v --max-evictions-per-node-per-cycle=%d --dry-run=false (log: %s)\n",
+		s.opts.DeschedulerInterval, s.opts.ThermalSustain, s.opts.BudgetSustain, deschedulerPerNode, path)
 	return func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {

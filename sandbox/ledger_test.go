@@ -223,3 +223,21 @@ func TestAfterBound(t *testing.T) {
 		}
 	}
 }
+
+// TestRackBound: one sustained window per deschedulerPerNode pods the
+// oracle needs (all on one node at worst), after the agents publish the
+// rise and the descheduler's next cycle sees it; then 3 τ.
+func TestRackBound(t *testing.T) {
+	for _, tc := range []struct {
+		oracleMin int
+		want      time.Duration
+	}{
+		{2, 3*time.Second + 15*time.Second + 5*time.Second + 18*time.Second},
+		{3, 3*time.Second + 30*time.Second + 5*time.Second + 18*time.Second},
+		{0, 41 * time.Second}, {-1, 41 * time.Second},
+	} {
+		if got := rackBound(tc.oracleMin, time.Second, 10*time.Second, 5*time.Second, 6*time.Second); got != tc.want {
+			t.Errorf("rackBound(%d) = %v, want %v", tc.oracleMin, got, tc.want)
+		}
+	}
+}
