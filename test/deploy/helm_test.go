@@ -240,6 +240,7 @@ func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]*unst
 		case "Deployment":
 			ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
 			delete(ann, "checksum/config")
+			delete(ann, "checksum/scheduler-config")
 			if len(ann) == 0 {
 				unstructured.RemoveNestedField(o.Object, "spec", "template", "metadata", "annotations")
 			}
@@ -304,6 +305,16 @@ func TestHelmRendersWhatKustomizeDoes(t *testing.T) {
 						delete(want, id)
 					}
 				}
+			}
+			if v.name == "descheduler" {
+				// The chart gives its descheduler its scheduler's
+				// configuration (TestHelmDeschedulerFollowsTheSchedulersArgs);
+				// deploy/descheduler cannot: kustomize suffixes the
+				// scheduler's ConfigMap with a hash and will not read its
+				// file from outside the kustomization, so it runs on the
+				// plugins' defaults (its deployment.yaml says how an overlay
+				// adds it).
+				dropSchedulerConfig(t, got["Deployment telesched-system/telesched-descheduler"])
 			}
 			var ids []string
 			for id := range want {
@@ -468,7 +479,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{"descheduler.maxEvictionsPerCycle=0", "/descheduler/maxEvictionsPerCycle"},
 		{"descheduler.interval=60", "/descheduler/interval"},
 		{"descheduler.dryRun=maybe", "/descheduler/dryRun"},
-		{"descheduler.leaderElection.enabled=true", "leaderElection"},
+		{"descheduler.leaderElection.leaseDuration=15", "/descheduler/leaderElection/leaseDuration"},
+		{"descheduler.replicas=0", "/descheduler/replicas"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, helmTemplateArgs(tc.set)...)
@@ -523,5 +535,49 @@ func TestHelmNetworkPolicy(t *testing.T) {
 		if o.GetKind() == "NetworkPolicy" {
 			t.Errorf("%s rendered with networkPolicy.enabled=false", objectID(o))
 		}
+	}
+}
+
+// dropSchedulerConfig takes the scheduler's configuration (its volume, its
+// mount and the --scheduler-config and --scheduler-profile flags) out of
+// the chart's descheduler Deployment, failing the test if it is not there.
+func dropSchedulerConfig(t *testing.T, dep *unstructured.Unstructured) {
+	t.Helper()
+	if dep == nil {
+		t.Fatal("the chart rendered no descheduler Deployment")
+	}
+	spec := dep.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	named := func(list any) ([]any, bool) {
+		var out []any
+		found := false
+		for _, e := range list.([]any) {
+			if e.(map[string]any)["name"] == "scheduler-config" {
+				found = true
+				continue
+			}
+			out = append(out, e)
+		}
+		return out, found
+	}
+	vols, vok := named(spec["volumes"])
+	c := spec["containers"].([]any)[0].(map[string]any)
+	mounts, mok := named(c["volumeMounts"])
+	var args []any
+	flags := 0
+	for _, a := range c["args"].([]any) {
+		if strings.HasPrefix(a.(string), "--scheduler-config=") || strings.HasPrefix(a.(string), "--scheduler-profile=") {
+			flags++
+			continue
+		}
+		args = append(args, a)
+	}
+	if !vok || !mok || flags != 2 {
+		t.Fatalf("the chart's descheduler lacks the scheduler's configuration: volume %v, mount %v, %d of its 2 flags", vok, mok, flags)
+	}
+	c["args"] = args
+	spec["volumes"] = vols // as normalize writes them back, nil or not
+	delete(c, "volumeMounts")
+	if mounts != nil {
+		c["volumeMounts"] = mounts
 	}
 }
