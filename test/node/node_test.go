@@ -197,6 +197,13 @@ func TestRealNode(t *testing.T) {
 		if strings.Contains(logs, "forbidden") {
 			t.Errorf("the descheduler was refused by the API server under the chart's RBAC:\n%s", tailLines(logs, 20))
 		}
+		// The kubelet mounted the scheduler's ConfigMap where the chart's
+		// --scheduler-config points, and the descheduler leads on its Lease.
+		for _, want := range []string{`from="/etc/telesched/scheduler-config.yaml, profile telesched"`, `"Leading: descheduling cycles start" lease="kube-system/telesched-descheduler"`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("the descheduler's log lacks %s:\n%s", want, tailLines(logs, 20))
+			}
+		}
 		t.Logf("$ kubectl -n %s logs deploy/telesched-descheduler | tail\n%s", namespace, tailLines(logs, 8))
 		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
 	})
