@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/telesched/telesched/internal/proc"
 )
 
 // deschedulerPerNode is the descheduler's --max-evictions-per-node-per-cycle
@@ -35,31 +37,24 @@ func (s *sandbox) startDescheduler(ctx context.Context) (stop func(), err error)
 		"--interval="+s.opts.DeschedulerInterval.String(), "--thermal-sustain="+s.opts.ThermalSustain.String(),
 		"--budget-sustain="+s.opts.BudgetSustain.String(), fmt.Sprintf("--max-evictions-per-node-per-cycle=%d", deschedulerPerNode), "-v=2")
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(cmd, proc.DefaultGrace)
+	if err != nil {
 		_ = log.Close()
 		return nil, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	// It exits at once on a bad flag or config: look for a second.
 	select {
-	case err := <-exited:
+	case <-p.Exited():
 		_ = log.Close()
-		return nil, fmt.Errorf("telesched-descheduler exited (%v); the end of %s:\n%s", err, path, tailFile(path, 15))
+		return nil, fmt.Errorf("telesched-descheduler exited (%v); the end of %s:\n%s", p.Err(), path, tailFile(path, 15))
 	case <-ctx.Done():
-		return nil, errors.Join(ctx.Err(), cmd.Process.Kill())
+		return nil, errors.Join(ctx.Err(), p.Kill())
 	case <-time.After(time.Second):
 	}
 	s.printf("    telesched-descheduler runs: --interval=%v --thermal-sustain=%v --budget-sustain=%v --max-evictions-per-node-per-cycle=%d --dry-run=false (log: %s)\n",
 		s.opts.DeschedulerInterval, s.opts.ThermalSustain, s.opts.BudgetSustain, deschedulerPerNode, path)
 	return func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		p.Stop()
 		_ = log.Close()
 	}, nil
 }

@@ -28,6 +28,7 @@ import (
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	schedulerconfig "github.com/telesched/telesched/deploy/scheduler"
+	"github.com/telesched/telesched/internal/proc"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 )
 
@@ -52,20 +53,11 @@ func (s *sandbox) startScheduler(ctx context.Context, bin, kubeconfig string) er
 	}
 	cmd := exec.Command(bin, "--config="+path, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "-v=2")
 	cmd.Stdout, cmd.Stderr = s.logs.scheduler, s.logs.scheduler
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(cmd, proc.DefaultGrace)
+	if err != nil {
 		return err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	s.stops = append(s.stops, func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	s.stops = append(s.stops, p.Stop)
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // its self-signed serving certificate
 	}}
@@ -73,8 +65,8 @@ func (s *sandbox) startScheduler(ctx context.Context, bin, kubeconfig string) er
 	deadline := time.Now().Add(schedulerStartTimeout)
 	for {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("telesched-scheduler exited (%v); the end of %s:\n%s", err, s.logs.schedulerPath, tailFile(s.logs.schedulerPath, 15))
+		case <-p.Exited():
+			return fmt.Errorf("telesched-scheduler exited (%v); the end of %s:\n%s", p.Err(), s.logs.schedulerPath, tailFile(s.logs.schedulerPath, 15))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):

@@ -21,7 +21,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +40,7 @@ import (
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/metrics"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
+	"github.com/telesched/telesched/internal/proc"
 	"github.com/telesched/telesched/sandbox/controlplane"
 	"github.com/telesched/telesched/sandbox/hosttree"
 	"github.com/telesched/telesched/test/fixtures"
@@ -276,7 +276,8 @@ func startProcess(t *testing.T, bin string, args ...string) *syncBuffer {
 }
 
 // startStoppable starts a binary; stop interrupts it and waits (killing it
-// after 10s), and runs at the end of the test if not called before.
+// after proc.DefaultGrace), and runs at the end of the test if not called
+// before.
 func startStoppable(t *testing.T, bin string, args ...string) (*syncBuffer, func()) {
 	t.Helper()
 	if _, err := os.Stat(bin); err != nil {
@@ -285,25 +286,12 @@ func startStoppable(t *testing.T, bin string, args ...string) (*syncBuffer, func
 	out := &syncBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(cmd, proc.DefaultGrace)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return out, stop
+	t.Cleanup(p.Stop)
+	return out, p.Stop
 }
 
 // waitReady polls ready every 100ms until it holds, and fails the test with
