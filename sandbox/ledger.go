@@ -23,29 +23,25 @@ type reading struct {
 // past limit: each reading holds until the next (the last one holds until
 // end).
 func secondsAtOrPast(rs []reading, limit float64, end time.Time) float64 {
-	var total time.Duration
-	for i, r := range rs {
-		next := end
-		if i+1 < len(rs) {
-			next = rs[i+1].At
-		}
-		if r.Value >= limit && next.After(r.At) {
-			total += next.Sub(r.At)
-		}
-	}
-	return total.Seconds()
+	return secondsWhere(rs, end, func(v float64) bool { return v >= limit })
 }
 
 // secondsOver is secondsAtOrPast for a value strictly past limit (watts
 // over a budget).
 func secondsOver(rs []reading, limit float64, end time.Time) float64 {
+	return secondsWhere(rs, end, func(v float64) bool { return v > limit })
+}
+
+// secondsWhere is how long, of the readings' span, past held for the
+// value: each reading holds until the next (the last one until end).
+func secondsWhere(rs []reading, end time.Time, past func(float64) bool) float64 {
 	var total time.Duration
 	for i, r := range rs {
 		next := end
 		if i+1 < len(rs) {
 			next = rs[i+1].At
 		}
-		if r.Value > limit && next.After(r.At) {
+		if past(r.Value) && next.After(r.At) {
 			total += next.Sub(r.At)
 		}
 	}
