@@ -18,7 +18,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -271,16 +270,7 @@ func TestDeschedulerRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "telemetry.telesched.io", Resource: "powerbudgets"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "telemetry.telesched.io", Resource: "powerbudgets", Subresource: "status", Name: "rack"}, false},
 	} {
-		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:telesched-system", "system:authenticated"},
-			ResourceAttributes: &tc.attrs,
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sar.Status.Allowed != tc.want {
-			t.Errorf("%s %+v: allowed %v, want %v (%s)", sa, tc.attrs, sar.Status.Allowed, tc.want, sar.Status.Reason)
-		}
+		checkAccess(ctx, t, kube, sa, tc.attrs, tc.want)
 	}
 }
 

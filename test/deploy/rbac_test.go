@@ -4,6 +4,7 @@
 package deploy
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -113,16 +114,7 @@ func TestSchedulerRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "get", Resource: "secrets", Name: "bootstrap-token-abcdef"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "telemetry.telesched.io", Resource: "powerbudgets", Name: "rack"}, false},
 	} {
-		sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:telesched-system", "system:authenticated"},
-			ResourceAttributes: &tc.attrs,
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sar.Status.Allowed != tc.want {
-			t.Errorf("%s %+v: allowed %v, want %v (%s)", sa, tc.attrs, sar.Status.Allowed, tc.want, sar.Status.Reason)
-		}
+		checkAccess(ctx, t, kube, sa, tc.attrs, tc.want)
 	}
 }
 
@@ -153,5 +145,22 @@ func TestDeployNamespaceOverlay(t *testing.T) {
 			}
 			walk("", o.Object)
 		}
+	}
+}
+
+// checkAccess asks the API server (SubjectAccessReview) whether sa, a
+// ServiceAccount of telesched-system, may do attrs, and fails the test
+// unless the answer is want.
+func checkAccess(ctx context.Context, t *testing.T, kube kubernetes.Interface, sa string, attrs authorizationv1.ResourceAttributes, want bool) {
+	t.Helper()
+	sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:telesched-system", "system:authenticated"},
+		ResourceAttributes: &attrs,
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sar.Status.Allowed != want {
+		t.Errorf("%s %+v: allowed %v, want %v (%s)", sa, attrs, sar.Status.Allowed, want, sar.Status.Reason)
 	}
 }

@@ -136,10 +136,7 @@ func TestAgentPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 
 	host := newFakeHost(t)
 	// The host's writer must be gone before t.TempDir's cleanup removes

@@ -5,7 +5,6 @@ package integration
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,10 +38,7 @@ func TestTeleschedProfileBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	url := startMetricsScheduler(t, binDir, kubeconfig)
 	var names []string
 	for i := range pods {

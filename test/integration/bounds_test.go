@@ -56,10 +56,7 @@ func TestSeventeenGPUs(t *testing.T) {
 		return devices[i], gonvml.SUCCESS
 	}
 
-	kubeconfig := t.TempDir() + "/kubeconfig"
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	opts := app.NewOptions()
 	opts.Kubeconfig, opts.MetricsAddress, opts.HealthAddress = kubeconfig, "", ""
 	opts.NVMLLibrary, opts.NVML = nvml.NewWith(srv), true

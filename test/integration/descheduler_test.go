@@ -17,12 +17,10 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
 	budgetplugin "github.com/telesched/telesched/descheduler/plugins/powerbudget"
@@ -454,18 +452,5 @@ func budgetRack(ctx context.Context, t *testing.T, c clients, name string, budge
 			t.Fatal(err)
 		}
 	}
-	pb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": name}},
-			"budgetWatts":  budgetWatts,
-		},
-	}}
-	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-	})
+	rackBudget(ctx, t, c, name, budgetWatts)
 }

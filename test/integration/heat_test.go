@@ -43,10 +43,7 @@ func TestHeatEndToEnd(t *testing.T) {
 	needControlPlane(t)
 	c := newClients(t)
 	ctx := t.Context()
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 
 	amdURL := startHeatAgent(t, c, kubeconfig, "heat-amd", func(h *hosttree.Host) map[string]string {
 		return map[string]string{

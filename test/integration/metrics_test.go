@@ -261,11 +261,18 @@ func binDirAndKubeconfig(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return binDir, adminKubeconfig(t)
+}
+
+// adminKubeconfig writes a kubeconfig file of the test API server's admin
+// and returns its path.
+func adminKubeconfig(t *testing.T) string {
+	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	return binDir, kubeconfig
+	return kubeconfig
 }
 
 // startProcess starts a binary and stops it at the end of the test.

@@ -39,10 +39,7 @@ func TestAgentRestartKeepsModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	// A simulated 32-CPU node on the Dell PowerEdge R740's SPECpower_ssj2008
 	// curve (power_ssj2008-20170829-00780), read through its RAPL counters
 	// and coretemp sensors.

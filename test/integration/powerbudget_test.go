@@ -118,6 +118,26 @@ func rackNode(cpuPercent, watts int32) telemetryv1alpha1.NodeTelemetryStatus {
 	return st
 }
 
+// rackBudget creates the PowerBudget name of budgetWatts over the nodes
+// labelled example.com/rack=<name>, deleted at the end of the test.
+func rackBudget(ctx context.Context, t *testing.T, c clients, name string, budgetWatts int64) {
+	t.Helper()
+	pb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": name}},
+			"budgetWatts":  budgetWatts,
+		},
+	}}
+	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	})
+}
+
 // rack creates nodes labelled example.com/rack=<rack>, each publishing st,
 // and a PowerBudget for them.
 func rack(t *testing.T, c clients, name string, nodes int, st telemetryv1alpha1.NodeTelemetryStatus, budgetWatts int64) []string {
@@ -135,20 +155,7 @@ func rack(t *testing.T, c clients, name string, nodes int, st telemetryv1alpha1.
 		}
 		names = append(names, node.Name)
 	}
-	pb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": name}},
-			"budgetWatts":  budgetWatts,
-		},
-	}}
-	if _, err := c.dyn.Resource(pbResource).Create(ctx, pb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.dyn.Resource(pbResource).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-	})
+	rackBudget(ctx, t, c, name, budgetWatts)
 	return names
 }
 

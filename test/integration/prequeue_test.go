@@ -55,10 +55,7 @@ func TestPreQueueingHintsBothWays(t *testing.T) {
 			if _, err := c.applyStatusCreating(ctx, node, nodeStatus(95, 50, 100)); err != nil {
 				t.Fatal(err)
 			}
-			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-			if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-				t.Fatal(err)
-			}
+			kubeconfig := adminKubeconfig(t)
 			gate := "--feature-gates=SchedulerPreQueueingHints=false"
 			if on {
 				gate = deployedFeatureGates(t)

@@ -79,10 +79,7 @@ func startScheduler(t *testing.T, configYAML string, extraArgs ...string) (*exec
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s: %v (run `make build`)", bin, err)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	config := filepath.Join(t.TempDir(), "scheduler-config.yaml")
 	if err := os.WriteFile(config, []byte(configYAML+"clientConnection:\n  kubeconfig: "+kubeconfig+"\n"), 0o644); err != nil {
 		t.Fatal(err)

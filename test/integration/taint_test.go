@@ -356,10 +356,7 @@ func startKubeScheduler(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("%s: %v (build it: make %s)", bin, err, bin)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	out := &syncBuffer{}
 	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0", "-v=2")
 	cmd.Stdout, cmd.Stderr = out, out

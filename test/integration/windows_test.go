@@ -25,10 +25,7 @@ func TestAgentPublishesWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := t.TempDir() + "/kubeconfig"
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := adminKubeconfig(t)
 	opts := app.NewOptions()
 	opts.Kubeconfig, opts.MetricsAddress, opts.HealthAddress, opts.NVML = kubeconfig, "", "", false
 	// runAgentOn samples every 500ms: 6 samples, published from the 3rd.
