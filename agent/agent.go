@@ -17,6 +17,7 @@ import (
 
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/speed"
 	"github.com/telesched/telesched/agent/status"
 	"github.com/telesched/telesched/agent/thermalmodel"
 	"github.com/telesched/telesched/agent/window"
@@ -59,6 +60,12 @@ type Sampler struct {
 	// hadThermalModel is whether the last sample published a thermal
 	// model; its coming and going are logged.
 	hadThermalModel bool
+	// speed resolves status.speed, for cpuModel; lastSpeed is the last
+	// one, kept while the GPUs' models stay those of speedGPUs.
+	speed     speed.Resolver
+	cpuModel  string
+	lastSpeed *telemetryv1alpha1.SpeedStatus
+	speedGPUs []string
 }
 
 // SamplerConfig configures a Sampler.
@@ -72,6 +79,11 @@ type SamplerConfig struct {
 	// Window is how far back status.windows looks, a ring of
 	// Window/Interval samples; 0 publishes no windows.
 	Window time.Duration
+	// Speed resolves the node's CPU and GPU speeds (status.speed); its
+	// zero value publishes every figure as the reference, unknown.
+	Speed speed.Resolver
+	// CPUModel is /proc/cpuinfo's model name, which Speed looks up.
+	CPUModel string
 }
 
 // NewSampler returns a Sampler; the configs must be valid.
@@ -106,6 +118,8 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		heat:         status.NewHeatTracker(cfg.Heat),
 		heatCfg:      cfg.Heat,
 		gpuThrottle:  status.GPUThrottleTracker{Quiet: cfg.Heat.GPUThrottleQuiet, MinInterval: cfg.Heat.GPUThrottleMinInterval},
+		speed:        cfg.Speed,
+		cpuModel:     cfg.CPUModel,
 	}, nil
 }
 
@@ -155,6 +169,7 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		PowerModel:         powerModel,
 		Heat:               heat,
 		Thermal:            thermal,
+		Speed:              s.speedOf(sample.GPUs),
 		PreviousConditions: s.conditions,
 	})
 	s.conditions = st.Conditions
@@ -172,6 +187,23 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 		AbsoluteLimitMilliCelsius: s.heatCfg.AbsoluteLimitMilliCelsius,
 		GPUsStartedThrottling:     s.gpuThrottle.Update(now, sample.GPUs),
 	}
+}
+
+// speedOf is the node's speed section for a sample with gpus: the last
+// one while the GPUs' models are the same, so a sample allocates none.
+func (s *Sampler) speedOf(gpus []telemetryv1alpha1.GPUStatus) *telemetryv1alpha1.SpeedStatus {
+	same := s.lastSpeed != nil && len(gpus) == len(s.speedGPUs)
+	for i := 0; same && i < len(gpus); i++ {
+		same = gpus[i].Model == s.speedGPUs[i]
+	}
+	if !same {
+		s.lastSpeed = s.speed.Status(s.cpuModel, gpus)
+		s.speedGPUs = s.speedGPUs[:0]
+		for _, g := range gpus {
+			s.speedGPUs = append(s.speedGPUs, g.Model)
+		}
+	}
+	return s.lastSpeed.DeepCopy()
 }
 
 // logAdjustments logs what Fit changed to bring the status within the

@@ -18,6 +18,7 @@ import (
 	"github.com/telesched/telesched/agent/nvml"
 	"github.com/telesched/telesched/agent/powermodel"
 	"github.com/telesched/telesched/agent/publisher"
+	"github.com/telesched/telesched/agent/speed"
 	"github.com/telesched/telesched/agent/status"
 	"github.com/telesched/telesched/agent/thermalmodel"
 	"github.com/telesched/telesched/agent/window"
@@ -129,6 +130,13 @@ type Options struct {
 	StateEvery   time.Duration
 	PowerModel   powermodel.Config
 	ThermalModel thermalmodel.Config
+	// SpeedTable is the operator's speed table (speed.Table in YAML),
+	// keyed by CPU model and GPU product; "" for none. CPUCoreSpeedMilli,
+	// above 0, is this node's CPU core speed, above every table. Speed
+	// is what they and the shipped table resolve to (Validate).
+	SpeedTable        string
+	CPUCoreSpeedMilli int32
+	Speed             speed.Resolver
 
 	// Flag values in user units, converted by Complete.
 	hotHeadroomCelsius, coolHeadroomCelsius, absoluteLimitCelsius float64
@@ -231,6 +239,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.PowerModel.MinSamples, "power-model-min-samples", o.PowerModel.MinSamples, "Samples the power model needs before it is published as ready.")
 	fs.IntVar(&o.PowerModel.MinSpreadPercent, "power-model-min-spread-percent", o.PowerModel.MinSpreadPercent, "CPU utilization range, in percentage points, the power model's samples must cover before it is published as fitted (before then it is published as prior where RAPL gives package power limits).")
+	fs.StringVar(&o.SpeedTable, "speed-table", o.SpeedTable, "YAML file of the operator's CPU and GPU speeds (cpus: and gpus: rows of match, milli, basis; docs/energy-models.md, \"Speed\"), looked up by /proc/cpuinfo's model name and NVML's product name before the table telesched ships. A model no table knows is published as the reference (source reference). Empty: the shipped table alone.")
+	fs.Int32Var(&o.CPUCoreSpeedMilli, "cpu-core-speed-milli", o.CPUCoreSpeedMilli, "This node's work per logical CPU per second in thousandths of the reference core's (a Dell R740 thread of SPECpower_ssj2008 result power_ssj2008-20170829-00780), above every table: for a node whose CPU no table names. 0: look it up.")
 	fs.StringVar(&o.StateFile, "state-file", o.StateFile, "File where the agent keeps its power and thermal models between restarts (the DaemonSet sets /var/lib/telesched-agent/models.json on a volume that outlives the container). Without it a restarted agent resumes from the curve and thermal model in its NodeTelemetry. Empty (the default) keeps no file.")
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "The Go garbage collector's target: a collection starts when the heap has grown this many percent over what the last one left live (the runtime's GOGC, whose default is 100). Lower keeps less memory resident for a little more CPU. The GOGC environment variable, when set, takes precedence. At least 10.")
 	fs.DurationVar(&o.StateEvery, "state-every", o.StateEvery, "How often the models' state is written to --state-file (and once when the agent stops).")
@@ -304,6 +314,17 @@ func (o *Options) Validate() error {
 	}
 	if o.NVMLTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--nvml-timeout %v: must be positive", o.NVMLTimeout))
+	}
+	if o.CPUCoreSpeedMilli < 0 || o.CPUCoreSpeedMilli > speed.MaxMilli {
+		errs = append(errs, fmt.Errorf("--cpu-core-speed-milli %d: must be 0 (look it up) to %d", o.CPUCoreSpeedMilli, speed.MaxMilli))
+	}
+	o.Speed = speed.Resolver{Shipped: speed.Shipped(), CPUCoreMilli: o.CPUCoreSpeedMilli}
+	if o.SpeedTable != "" {
+		t, err := speed.Load(o.SpeedTable)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--speed-table: %w", err))
+		}
+		o.Speed.Operator = t
 	}
 	if o.StateEvery < time.Second {
 		return fmt.Errorf("--state-every %v must be at least 1s", o.StateEvery)

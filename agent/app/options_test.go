@@ -4,6 +4,7 @@
 package app
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,47 @@ func TestValidateFailClosedFlags(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestValidateSpeedFlags: a bad speed table or override stops the agent
+// at start, naming the flag, the file and the row.
+func TestValidateSpeedFlags(t *testing.T) {
+	dir := t.TempDir()
+	bad := dir + "/bad.yaml"
+	if err := os.WriteFile(bad, []byte("cpus:\n- {match: \"EPYC\", milli: 0, basis: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := dir + "/good.yaml"
+	if err := os.WriteFile(good, []byte("cpus:\n- {match: \"EPYC 7313\", milli: 1250, basis: ours}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		set     func(o *Options)
+		wantErr string
+	}{
+		{"shipped table alone", func(o *Options) {}, ""},
+		{"operator table", func(o *Options) { o.SpeedTable = good }, ""},
+		{"bad row", func(o *Options) { o.SpeedTable = bad }, `--speed-table: speed table ` + bad + `: cpus[0] ("EPYC"): milli 0 is outside 1 to 100000`},
+		{"missing file", func(o *Options) { o.SpeedTable = dir + "/none.yaml" }, "--speed-table: open " + dir + "/none.yaml"},
+		{"negative override", func(o *Options) { o.CPUCoreSpeedMilli = -1 }, "--cpu-core-speed-milli -1: must be 0 (look it up) to 100000"},
+	} {
+		o := NewOptions()
+		o.HostRoot, o.NodeName = t.TempDir(), "n"
+		tc.set(o)
+		o.Complete()
+		err := o.Validate()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v, want no error", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.wantErr)
+		}
+		if tc.name == "operator table" {
+			if m, src, _ := o.Speed.CPU("AMD EPYC 7313 16-Core Processor"); m != 1250 || src != "operator" {
+				t.Errorf("operator table: %d from %s, want 1250 from the operator", m, src)
+			}
+		}
 	}
 }

@@ -174,6 +174,8 @@ func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 		ThermalModel: o.ThermalModel,
 		Heat:         o.Heat,
 		Window:       windows,
+		Speed:        o.Speed,
+		CPUModel:     collector.CPUModel(root),
 	})
 	if err != nil {
 		return err

@@ -69,6 +69,10 @@ func vendorLimitFor(chipName, label, cpuModel string) *int64 {
 
 // readCPUModel returns the first "model name" of /proc/cpuinfo, "" when
 // there is none (arm64 lists no model name, and a tree may lack cpuinfo).
+// CPUModel is /proc/cpuinfo's first "model name" under r, "" when it has
+// none (arm64 kernels print no model name).
+func CPUModel(r hostfs.Root) string { return readCPUModel(r) }
+
 func readCPUModel(r hostfs.Root) string {
 	data, err := r.ReadFile("/proc/cpuinfo")
 	if err != nil {

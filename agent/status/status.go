@@ -20,6 +20,7 @@ import (
 
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/powermodel"
+	"github.com/telesched/telesched/agent/speed"
 	"github.com/telesched/telesched/agent/thermalmodel"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/text"
@@ -50,6 +51,8 @@ type Input struct {
 	// Thermal is the sample's thermal status (Thermal), which the heat
 	// state was judged from; nil when the node has no sensors.
 	Thermal *telemetryv1alpha1.ThermalStatus
+	// Speed is the node's speed section (agent/speed); nil leaves it out.
+	Speed *telemetryv1alpha1.SpeedStatus
 	// Previous conditions, so unchanged ones keep their transition time.
 	PreviousConditions []metav1.Condition
 }
@@ -68,6 +71,7 @@ func Build(in Input) telemetryv1alpha1.NodeTelemetryStatus {
 		Power:           power(s.Power, in.PowerModel),
 		NUMA:            s.NUMA,
 		GPUs:            s.GPUs,
+		Speed:           in.Speed,
 	}
 	st.Summary = summary(&st)
 	st.Conditions = conditions(in, st.SampleTime)
@@ -329,6 +333,7 @@ func summary(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.Summa
 	} else if sourceAvailable(st.Sources, telemetryv1alpha1.SourceGPU) {
 		sum.GPUs = "none"
 	}
+	sum.Speed = speed.Summary(st.Speed)
 	return sum
 }
 

@@ -34,11 +34,15 @@ func TestFromStatus(t *testing.T) {
 		Index: 0, UUID: "GPU-5ab4f5d1-8c3e-0000-b1f0-6a2e9c4d7e00", Model: "NVIDIA H100 80GB HBM3", NUMANode: 0,
 		MemoryTotalBytes: 85_520_809_984, MemoryUsedBytes: 61_203_283_968, Healthy: false,
 		HasTemperature: true, TemperatureMilli: 78_000, HasSlowdown: true, SlowdownMilli: 90_000, ThermalThrottled: true,
+		Speed: 2.06, SpeedSource: "table",
 	}
 	// The layout fields (MIG, allocation, links) are TestGPULayout's.
 	layout := cmpopts.IgnoreFields(GPU{}, "MIG", "ComputeSlices", "MIGProfiles", "Allocated", "NVSwitch", "LinkGroup", "Peers", "PCIeRoot")
 	if diff := cmp.Diff(wantGPU0, n.GPUs[0], layout); diff != "" || len(n.GPUs) != 8 || !n.HasGPUSource {
 		t.Errorf("GPU 0 (-want +got):\n%s (%d GPUs, source %v)", diff, len(n.GPUs), n.HasGPUSource)
+	}
+	if n.CPUSpeed != 1 || n.CPUSpeedSource != "table" {
+		t.Errorf("CPU speed %v from %q, want 1 from the table", n.CPUSpeed, n.CPUSpeedSource)
 	}
 	wantNUMA := []NUMANode{
 		{ID: 0, LogicalCores: 64, AllocatedExclusiveCPUs: 16, MemoryTotalBytes: 1_082_331_758_592, MemoryFreeBytes: 411_286_068_265, CPUPercent: 44},

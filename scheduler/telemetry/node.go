@@ -108,6 +108,13 @@ type Node struct {
 	// ThermalObserved is when the cache saw the sample the view's thermal
 	// fields come from: Observed, or an earlier view's for held ones.
 	ThermalObserved time.Time
+	// CPUSpeed is the work a logical CPU does per second against the
+	// reference core's (status.speed.cpuCoreMilli / 1000); 1 when the
+	// agent published no speed. CPUSpeedSource says where it came from:
+	// "reference" (unknown, judged as the reference) when published so or
+	// not published at all.
+	CPUSpeed       float64
+	CPUSpeedSource telemetryv1alpha1.SpeedSource
 
 	// resourceVersion orders views of the same object; 0 when unknown.
 	resourceVersion uint64
@@ -125,7 +132,7 @@ type Node struct {
 	// fields hold no write of the agent's to the status: someone else
 	// wrote it.
 	unwritten bool
-	_         [30]byte // to a multiple of a cache line (TestNodeLayout)
+	_         [6]byte // to a multiple of a cache line (TestNodeLayout)
 }
 
 // GPU is one GPU of a node.
@@ -161,6 +168,11 @@ type GPU struct {
 	Peers uint64
 	// PCIeRoot is the PCIe root complex above the GPU, "" when unknown.
 	PCIeRoot string
+	// Speed is the work the whole GPU does per second against the
+	// reference GPU's (status.speed.gpus[] of its model / 1000); 1 when
+	// unknown, and SpeedSource then "reference".
+	Speed       float64
+	SpeedSource telemetryv1alpha1.SpeedSource
 }
 
 // MIGProfile is one MIG profile of a GPU in MIG mode: Count devices of
@@ -226,6 +238,28 @@ func gpuLayout(g *GPU, st *telemetryv1alpha1.GPUStatus) {
 		for _, p := range l.Peers {
 			if p >= 0 && p < 64 {
 				g.Peers |= 1 << p
+			}
+		}
+	}
+}
+
+// speedFrom fills the view's CPU and GPU speeds from the status's speed
+// section (nil: none published, every figure the reference).
+func speedFrom(n *Node, sp *telemetryv1alpha1.SpeedStatus) {
+	n.CPUSpeed, n.CPUSpeedSource = 1, telemetryv1alpha1.SpeedSourceReference
+	if sp != nil && sp.CPUCoreMilli > 0 {
+		n.CPUSpeed, n.CPUSpeedSource = float64(sp.CPUCoreMilli)/1000, sp.CPUSource
+	}
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		g.Speed, g.SpeedSource = 1, telemetryv1alpha1.SpeedSourceReference
+		if sp == nil {
+			continue
+		}
+		for _, s := range sp.GPUs {
+			if s.Model == g.Model && s.Milli > 0 {
+				g.Speed, g.SpeedSource = float64(s.Milli)/1000, s.Source
+				break
 			}
 		}
 	}
@@ -443,6 +477,7 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 	if len(st.GPUs) > 0 {
 		n.HasGPUSource = true
 	}
+	speedFrom(n, st.Speed)
 	for _, m := range st.NUMA {
 		numa := NUMANode{
 			ID: m.ID, LogicalCores: m.LogicalCores, AllocatedExclusiveCPUs: -1,

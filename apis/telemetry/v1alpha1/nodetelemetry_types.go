@@ -25,6 +25,7 @@ import (
 // +kubebuilder:printcolumn:name="POWER",type=string,JSONPath=`.status.summary.power`,description="Measured node power."
 // +kubebuilder:printcolumn:name="POWER-SRC",type=string,JSONPath=`.status.power.sources`,priority=1,description="Where the measured node power comes from: rapl (CPU packages and DRAM only), acpi or hwmon meters, nvml (GPUs)."
 // +kubebuilder:printcolumn:name="GPUS",type=string,JSONPath=`.status.summary.gpus`,description="Healthy GPUs / all GPUs."
+// +kubebuilder:printcolumn:name="SPEED",type=string,JSONPath=`.status.summary.speed`,priority=1,description="Work a CPU core (and each GPU model) does per second against the reference, with the figure's source; ref? means unknown, judged as the reference."
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1,description="Whether the agent's last sample succeeded."
 // +kubebuilder:printcolumn:name="OVERHEATING",type=string,JSONPath=`.status.conditions[?(@.type=="Overheating")].status`,priority=1,description="Whether the node is at or near its thermal limit."
 // +kubebuilder:printcolumn:name="HOTTEST",type=string,JSONPath=`.status.thermal.hottestSensor`,priority=1,description="Name of the hottest sensor."
@@ -128,6 +129,14 @@ type NodeTelemetryStatus struct {
 	// +listMapKey=index
 	// +kubebuilder:validation:MaxItems=16
 	GPUs []GPUStatus `json:"gpus,omitempty"`
+
+	// speed is how much work the node's CPU cores and GPUs do per second,
+	// relative to a documented reference, and where each figure came
+	// from. The scheduler judges a placement's energy by it: joules for
+	// the pod's work at this node's speed. Absent only from agents older
+	// than the field.
+	// +optional
+	Speed *SpeedStatus `json:"speed,omitempty"`
 
 	// windows summarizes the node's recent samples (the agent's --window,
 	// 5m by default): percentiles of utilization, thermal margin and
@@ -272,6 +281,82 @@ type Summary struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	GPUs string `json:"gpus,omitempty"`
+	// speed is the CPU core's speed against the reference and its source,
+	// then each GPU model's, e.g. "cpu 1.31x table, gpu 2.10x table";
+	// "ref?" marks a figure unknown and judged as the reference.
+	// +optional
+	// +kubebuilder:validation:MaxLength=40
+	Speed string `json:"speed,omitempty"`
+}
+
+// SpeedSource is where a speed figure comes from.
+// +kubebuilder:validation:Enum=operator;table;reference
+type SpeedSource string
+
+const (
+	// SpeedSourceOperator is the operator's own figure: the agent's
+	// --speed-table file or its --cpu-core-speed-milli flag.
+	SpeedSourceOperator SpeedSource = "operator"
+	// SpeedSourceTable is the table telesched ships, keyed by CPU model
+	// name and GPU product, each row citing a public benchmark result.
+	SpeedSourceTable SpeedSource = "table"
+	// SpeedSourceReference means the hardware's speed is unknown: it is
+	// judged as the reference (1000).
+	SpeedSourceReference SpeedSource = "reference"
+)
+
+// SpeedStatus is how much work the node's processors do per second,
+// relative to references documented in docs/energy-models.md ("Speed"):
+// a logical CPU of the Dell PowerEdge R740 of SPECpower_ssj2008 result
+// power_ssj2008-20170829-00780 at full load, and an NVIDIA A100 GPU.
+// A pod's requests are sized on the reference; on a node k times faster
+// the same work takes 1/k of the CPU time (or GPU time).
+type SpeedStatus struct {
+	// cpuCoreMilli is the work one logical CPU does per second at full
+	// load, in thousandths of a reference CPU's (1000: as fast).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	CPUCoreMilli int32 `json:"cpuCoreMilli"`
+	// cpuSource is where cpuCoreMilli comes from.
+	// +required
+	CPUSource SpeedSource `json:"cpuSource"`
+	// cpuBasis names what the figure rests on: the table row's benchmark
+	// result, the operator's entry, or the CPU model the table lacks.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CPUBasis string `json:"cpuBasis,omitempty"`
+	// gpus is the speed of each GPU model on the node (the first two
+	// models the GPUs list; a GPU of a third model is judged as the
+	// reference). A MIG device does its GPU's work times its compute
+	// slices over the GPU's (a 3g device of a 7-slice GPU: 3/7).
+	// +optional
+	// +listType=map
+	// +listMapKey=model
+	// +kubebuilder:validation:MaxItems=2
+	GPUs []GPUSpeed `json:"gpus,omitempty"`
+}
+
+// GPUSpeed is the speed of one GPU model.
+type GPUSpeed struct {
+	// model is the GPU's product name as status.gpus[].model has it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=96
+	Model string `json:"model"`
+	// milli is the work one whole GPU of the model does per second, in
+	// thousandths of the reference GPU's.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	Milli int32 `json:"milli"`
+	// source is where milli comes from.
+	// +required
+	Source SpeedSource `json:"source"`
+	// basis names what the figure rests on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Basis string `json:"basis,omitempty"`
 }
 
 // SourceName names a telemetry source of the agent.
