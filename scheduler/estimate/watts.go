@@ -52,8 +52,9 @@ func PodWatts(n *telemetry.Node, d, reserved Demand) (w Watts, ok bool) {
 // on node n to rank it, when up to pods-1 more pods like it may follow it
 // there: the least, over k = 1 to pods, of what k such pods add to the
 // node's power curve (from its estimated load, as PodWatts) divided by k.
-// Only the k whose CPUs fit in headroomMilli count; the pod itself always
-// does. pods 1 gives PodWatts' CPU side.
+// Only the k whose CPUs fit in headroomMilli, and within the node's full
+// load, count; the pod itself always does. pods 1 gives PodWatts' CPU
+// side.
 //
 // A power curve climbs steeply from idle to its first knee (SPECpower's
 // 10 % target load costs many servers half their idle watts again) and
@@ -73,7 +74,10 @@ func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroom
 	}
 	best := math.Inf(1)
 	for k := int64(1); k <= int64(max(1, pods)); k++ {
-		if k > 1 && k*d.CPUMilli > headroomMilli {
+		// Pods past the node's full load would run on no CPU: a curve
+		// that stops rising at 100 % would share its last step among
+		// them for nothing.
+		if k > 1 && (k*d.CPUMilli > headroomMilli || c.u0+float64(k*d.CPUMilli)/c.capacityMilli > 1) {
 			break
 		}
 		w, _ := c.add(k * d.CPUMilli)

@@ -126,6 +126,9 @@ func (pl *EnergyAware) Name() string { return Name }
 // writes it, so Clone returns it as is.
 type podState struct {
 	estimate.Demand
+	// work is how the pod's work is counted (estimate.WorkOf): Score
+	// ranks nodes by the joules they spend for it.
+	work estimate.Work
 	// now is the cycle's time, read once: telemetry freshness is judged
 	// against it for every node.
 	now time.Time
@@ -137,7 +140,8 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
-	return &podState{Demand: pl.reserved.Demand(pod), now: pl.cache.Now(), thermalFailed: pl.thermalFailed.Count() > 0}
+	work, _ := estimate.WorkOf(pod)
+	return &podState{Demand: pl.reserved.Demand(pod), work: work, now: pl.cache.Now(), thermalFailed: pl.thermalFailed.Count() > 0}
 }
 
 // hintState is the state the hints judge a pod of demand d with: they
@@ -254,12 +258,13 @@ func (pl *EnergyAware) heatKnown(tel *telemetry.Node, now time.Time) bool {
 	return tel.ThermalKnown(now, pl.cache.ThermalHold())
 }
 
-// Score reads the node's telemetry once and returns the power it ranks the
-// pod by (estimate.Book.RankWatts: its marginal watts, the CPU side
-// amortized over consolidationPods pods like it) and its thermal score
-// packed into one number (see packScore); NormalizeScore turns those into
-// the final scores, once it has seen every candidate's power. A node
-// without fresh telemetry gets NoTelemetry.
+// Score reads the node's telemetry once and returns the energy it ranks
+// the pod by (estimate.Book.RankJoules: the joules the node spends for a
+// unit of the pod's work at its speed, the CPU side amortized over
+// consolidationPods pods like it) and its thermal score packed into one
+// number (see packScore); NormalizeScore turns those into the final
+// scores, once it has seen every candidate's energy. A node without fresh
+// telemetry gets NoTelemetry.
 func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.readState(cs, pod)
 	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
@@ -270,8 +275,8 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	e := estimateWith(pl.reserved, tel, s.Demand, reserved)
 	mw := e.mw
 	if e.hasPower {
-		if w, ok := pl.reserved.RankWatts(tel, s.Demand, reserved, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo)); ok {
-			mw = int64(math.Round(w * 1000))
+		if e, ok := pl.reserved.RankJoules(tel, s.Demand, reserved, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo)); ok {
+			mw = int64(math.Round(e.Joules * 1000))
 		}
 	}
 	thermal := thermalScore(tel, pl.limits.absoluteMilli, e)
