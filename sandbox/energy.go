@@ -4,47 +4,40 @@
 package sandbox
 
 import (
-	"slices"
-
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/telesched/telesched/sandbox/oracle"
 )
 
-// fleetWatts estimates the simulated fleet's steady power running a
-// placement's workload pods (cpuOnly: its CPU pods only), from each node's
-// power curve and thermal response (see sandbox/sim).
+// placed is a placement's pods (its workload's and unit phase's; the
+// probe and the after-placement pods left out) as the oracle judges
+// them, so that the profiles' placements and the oracle's are measured
+// alike (oracle.Placed).
+func (s *sandbox) placed(ps []Placement, cpuOnly bool) *oracle.Placed {
+	nodes := map[string]string{}
+	var pods []podSpec
+	for _, p := range allPods(s.opts.Fleet) {
+		if cpuOnly && p.gpuPod() {
+			continue
+		}
+		pods = append(pods, p)
+	}
+	for _, p := range ps {
+		nodes[p.Pod] = p.Node
+	}
+	return oracle.Place(oracleFleet(s.opts.Fleet), oraclePods(pods), nodes)
+}
+
+// fleetWatts is the simulated fleet's steady power running a placement's
+// workload pods (cpuOnly: its CPU pods only), from each node's power
+// curve and thermal response (see sandbox/sim): its services keeping
+// their requests over their node's CPU speed busy, its finite pods at
+// their requests.
 func (s *sandbox) fleetWatts(ps []Placement, cpuOnly bool) float64 {
 	return s.nodesWatts(ps, cpuOnly, nil)
 }
 
 // nodesWatts is fleetWatts over the nodes named (nil: every node).
 func (s *sandbox) nodesWatts(ps []Placement, cpuOnly bool, only []string) float64 {
-	spec := map[string]podSpec{}
-	for _, p := range allPods(s.opts.Fleet) {
-		spec[p.name] = p
-	}
-	cpu := map[string]float64{}
-	busy := map[string]float64{}
-	for _, p := range ps {
-		ps, ok := spec[p.Pod]
-		n := s.nodes[p.Node]
-		if !ok || n == nil || (cpuOnly && ps.gpuPod()) {
-			continue // the probe, or a GPU pod
-		}
-		q := resource.MustParse(ps.cpu)
-		cpu[p.Node] += float64(q.MilliValue())
-		busy[p.Node] += podBusy(n.Spec, ps)
-	}
-	var total float64
-	for name, n := range s.nodes {
-		if only != nil && !slices.Contains(only, name) {
-			continue
-		}
-		u := n.Spec.BaseUtilization + cpu[name]/float64(n.Spec.Host.CPUs*1000)
-		total += n.Spec.EstimatedWattsShare(u, busy[name])
-	}
-	return total
+	return s.placed(ps, cpuOnly).Watts(only)
 }
 
 // work splits a placement's workload watts into its CPU pods' and what its
@@ -52,6 +45,15 @@ func (s *sandbox) nodesWatts(ps []Placement, cpuOnly bool, only []string) float6
 func (s *sandbox) work(ps []Placement) Work {
 	cpu := s.fleetWatts(ps, true)
 	return Work{CPU: cpu - s.res.Energy.IdleWatts, GPU: s.fleetWatts(ps, false) - cpu}
+}
+
+// energy is a placement's energy for the scenario's work (the services'
+// hour, each finite pod until it ends), its CPU pods' and what its GPU
+// pods add, and how long each finite pod runs.
+func (s *sandbox) energy(ps []Placement) (Joules, map[string]float64) {
+	all := s.placed(ps, false)
+	cpu := s.placed(ps, true).Joules(true, nil)
+	return Joules{CPU: cpu, GPU: all.Joules(false, nil) - cpu}, all.Seconds()
 }
 
 // account computes the run's energy figures (Result.Energy) and each
@@ -62,6 +64,8 @@ func (s *sandbox) account() {
 	res.Energy.TeleschedWatts, res.Energy.DefaultWatts = s.fleetWatts(res.Placements, false), s.fleetWatts(res.Baseline, false)
 	res.Energy.IdleWatts = s.fleetWatts(nil, false)
 	res.Energy.TeleschedWork, res.Energy.DefaultWork = s.work(res.Placements), s.work(res.Baseline)
+	res.Energy.TeleschedJoules, res.Energy.TeleschedSeconds = s.energy(res.Placements)
+	res.Energy.DefaultJoules, res.Energy.DefaultSeconds = s.energy(res.Baseline)
 	placed := s.placedPods()
 	closed := scenarioClosures(s.opts.Fleet)
 	res.Energy.Oracle = s.oracleReport(placed, oracle.Options{Closed: closed})

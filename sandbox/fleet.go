@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/telesched/telesched/agent/speed"
 	"github.com/telesched/telesched/sandbox/hosttree"
 	"github.com/telesched/telesched/sandbox/sim"
 )
@@ -292,6 +293,16 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 	if n.PowerCurveSource != "" {
 		role += fmt.Sprintf(" [%s: %.0f-%.0f W]", n.PowerCurveSource, curve[0], curve[10])
 	}
+	cpuModel := n.CPUModel
+	if cpuModel == "" {
+		cpuModel = specpowerCPUs[n.PowerCurveSource]
+	}
+	table := speed.Resolver{Shipped: speed.Shipped()}
+	cpuMilli, _, _ := table.CPU(cpuModel)
+	for i := range gpus {
+		m, _, _ := table.GPU(gpus[i].Model)
+		gpus[i].Speed = float64(m) / 1000
+	}
 	var out []sim.NodeSpec
 	for i := range count {
 		name := n.Name
@@ -303,14 +314,35 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 			Curve: curve, CurveSource: n.PowerCurveSource, FanFault: n.FanFault,
 			MIGStrategy: gpuOpts.MIGStrategy, NVLink: gpuOpts.NVLink, DRA: gpuOpts.DRA,
 			AmbientCelsius: t.AmbientCelsius, CelsiusPerWatt: t.CelsiusPerWatt, ThermalTimeConstant: tau, LeakageWattsPerCelsius: t.LeakageWattsPerCelsius,
+			CPUSpeed: float64(cpuMilli) / 1000,
 			Host: hosttree.Spec{
 				CPUs: n.CPUs, NUMANodes: numa, Packages: pkgs, MemoryKiB: mem.Value() >> 10,
 				IdleWatts: curve[0], FullLoadWatts: curve[10], CritMilliCelsius: crit,
-				PackageLimitWatts: n.PackageLimitWatts, CPUModel: n.CPUModel,
+				PackageLimitWatts: n.PackageLimitWatts, CPUModel: cpuModel,
 			},
 		})
 	}
 	return out, nil
+}
+
+// specpowerCPUs are the CPUs of the SPECpower_ssj2008 results the fleets'
+// curves come from, as /proc/cpuinfo names them: a node of such a curve
+// without a cpuModel of its own runs that CPU, and its agent looks its
+// speed up in the shipped table (agent/speed) as a real node's would.
+// From SPEC's SPECpower_ssj2008 results export (the systems' CPUs) and
+// public /proc/cpuinfo dumps of those parts (the names).
+var specpowerCPUs = map[string]string{
+	"power_ssj2008-20170829-00780": "Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz",
+	"power_ssj2008-20170829-00781": "Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz",
+	"power_ssj2008-20171010-00789": "Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz",
+	"power_ssj2008-20160705-00737": "Intel(R) Xeon(R) CPU E5-4669 v4 @ 2.20GHz",
+	"power_ssj2008-20120306-00434": "Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz",
+	"power_ssj2008-20120306-00435": "Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz",
+	"power_ssj2008-20120306-00436": "Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz",
+	"power_ssj2008-20100315-00239": "Intel(R) Xeon(R) CPU           X5670  @ 2.93GHz",
+	"power_ssj2008-20080116-00034": "Intel(R) Xeon(R) CPU           E5440  @ 2.83GHz",
+	"power_ssj2008-20080115-00026": "Intel(R) Xeon(R) CPU           E5345  @ 2.33GHz",
+	"power_ssj2008-20080115-00030": "Intel(R) Xeon(R) CPU            5160  @ 3.00GHz",
 }
 
 // DefaultFleet is the sandbox's default fleet (fleets/default.yaml).

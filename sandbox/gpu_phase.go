@@ -60,7 +60,7 @@ func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 	var out []podSpec
 	if n := first(func(s sim.NodeSpec) bool { return s.MIGStrategy == sim.MIGSingle }); n != "" {
 		for i := range 3 {
-			out = append(out, podSpec{name: fmt.Sprintf("slice-single-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", gpus: 1, nodeName: n})
+			out = append(out, podSpec{name: fmt.Sprintf("slice-single-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", gpus: 1, nodeName: n, workSeconds: unitsWorkSeconds})
 		}
 	}
 	profiles := map[string]bool{}
@@ -75,14 +75,14 @@ func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 	}
 	for i, p := range []string{"1g.10gb", "1g.10gb", "3g.40gb"} {
 		if profiles[p] {
-			out = append(out, podSpec{name: fmt.Sprintf("slice-mixed-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", mig: map[string]int{p: 1}})
+			out = append(out, podSpec{name: fmt.Sprintf("slice-mixed-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", mig: map[string]int{p: 1}, workSeconds: unitsWorkSeconds})
 		}
 	}
 	if n := first(func(s sim.NodeSpec) bool { return s.NVLink == sim.NVLinkPairs && s.WholeGPUs() >= 2 }); n != "" {
-		out = append(out, podSpec{name: "pair-0", phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, nodeName: n})
+		out = append(out, podSpec{name: "pair-0", phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, nodeName: n, workSeconds: unitsWorkSeconds})
 	}
 	if first(func(s sim.NodeSpec) bool { return s.DRA && len(s.GPUs) > 0 }) != "" {
-		out = append(out, podSpec{name: "claim-0", phase: phaseUnits, cpu: "2", memory: "8Gi", claimGPUs: 1})
+		out = append(out, podSpec{name: "claim-0", phase: phaseUnits, cpu: "2", memory: "8Gi", claimGPUs: 1, workSeconds: unitsWorkSeconds})
 	}
 	return out
 }

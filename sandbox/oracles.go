@@ -40,7 +40,7 @@ func oraclePods(pods []podSpec) []oracle.Pod {
 	for _, p := range pods {
 		cpu, mem := resource.MustParse(p.cpu), resource.MustParse(p.memory)
 		out = append(out, oracle.Pod{Name: p.name, Phase: p.phase, CPUMilli: cpu.MilliValue(), MemoryBytes: mem.Value(), GPUs: int(p.gpus),
-			MIG: p.mig, ClaimGPUs: int(p.claimGPUs), Node: p.nodeName, SingleNUMA: p.singleNUMA})
+			MIG: p.mig, ClaimGPUs: int(p.claimGPUs), Node: p.nodeName, SingleNUMA: p.singleNUMA, Seconds: p.workSeconds})
 	}
 	return out
 }
@@ -125,21 +125,22 @@ func profileShare(spec sim.NodeSpec, profile string) float64 {
 	return 0
 }
 
-// oracleReport runs the oracle on pods, the whole workload's watts and
-// the CPU pods' apart, as workload watts. The caller holds the watcher's
-// lock; Energy.IdleWatts is set.
+// oracleReport runs the oracle on pods, the whole workload's energy and
+// the CPU pods' apart. The caller holds the watcher's lock;
+// Energy.IdleWatts is set.
 func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport {
 	fleet, in := oracleFleet(s.opts.Fleet), oraclePods(pods)
 	all := oracle.Solve(fleet, in, opts)
 	opts.CPUPodsObjective = true
 	cpu := oracle.Solve(fleet, in, opts)
-	r := OracleReport{LowerBound: all.LowerBound - s.res.Energy.IdleWatts, CPULowerBound: cpu.LowerBound - s.res.Energy.IdleWatts}
+	r := OracleReport{LowerBound: all.LowerBound, CPULowerBound: cpu.LowerBound}
 	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
 		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
 		if len(r.Unplaced) == 0 {
 			r.Unplaced = cpu.Unplaced
 		}
-		r.Work, r.CPUWatts = Work{CPU: math.NaN(), GPU: math.NaN()}, math.NaN()
+		nan := math.NaN()
+		r.Work, r.CPUWatts, r.Joules, r.CPUJoules = Work{CPU: nan, GPU: nan}, nan, Joules{CPU: nan, GPU: nan}, nan
 		return r
 	}
 	placements := func(nodes map[string]string) []Placement {
@@ -152,6 +153,10 @@ func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport
 	}
 	r.Placements = placements(all.Nodes)
 	r.Work = s.work(r.Placements)
-	r.CPUWatts = s.work(placements(cpu.Nodes)).CPU
+	r.Joules, r.Seconds = s.energy(r.Placements)
+	cpuOnly := placements(cpu.Nodes)
+	r.CPUWatts = s.work(cpuOnly).CPU
+	cj, _ := s.energy(cpuOnly)
+	r.CPUJoules = cj.CPU
 	return r
 }

@@ -130,13 +130,16 @@ func (s *sandbox) printSummary(v *view) {
 	}
 }
 
-// printEnergy prints each profile's workload watts beside the oracles',
-// telesched's share of the achievable saving, and how well the scheduler
-// learned the marginal watts it placed by. The caller holds the
-// watcher's lock.
+// printEnergy prints each profile's energy for the scenario's work beside
+// the oracles', telesched's share of the achievable saving in joules, the
+// workload watts beside them, the finite pods' completion times, and how
+// well the scheduler learned the marginal watts it placed by. The caller
+// holds the watcher's lock.
 func (s *sandbox) printEnergy() {
 	res := s.res
-	t, d, o, off := res.Energy.TeleschedWork, res.Energy.DefaultWork, res.Energy.Oracle, res.Energy.OracleOffGPU
+	t, d, o, off := res.Energy.TeleschedJoules, res.Energy.DefaultJoules, res.Energy.Oracle, res.Energy.OracleOffGPU
+	tw, dw := res.Energy.TeleschedWork, res.Energy.DefaultWork
+	dSeconds := res.Energy.DefaultSeconds
 	placed := s.placedPods()
 	if len(res.Refused) > 0 {
 		// Compare like with like: the pods telesched placed, as each
@@ -147,39 +150,52 @@ func (s *sandbox) printEnergy() {
 				ps = append(ps, p)
 			}
 		}
-		d = s.work(ps)
-		s.printf("  The figures below are over the %d pods telesched placed (the default profile placed all %d: %.0f W of workload watts with the %d refused among them).\n",
-			len(placed), len(workloadPods()), res.Energy.DefaultWork.Total(), len(res.Refused))
+		dw = s.work(ps)
+		d, dSeconds = s.energy(ps)
+		s.printf("  The figures below are over the %d pods telesched placed (the default profile placed all %d: %s for their work with the %d refused among them).\n",
+			len(placed), len(workloadPods()), kwhCell(res.Energy.DefaultJoules.Total()), len(res.Refused))
 		if res.Energy.WorkloadInfeasible {
 			s.printf("  No placement of all %d pods fits the constraints below, budgets included: the refusals were necessary (the oracle's lower bound; see sandbox/oracle).\n", len(workloadPods()))
 		} else {
 			s.printf("  A placement of all %d pods within the constraints below may exist: the oracle does not prove otherwise.\n", len(workloadPods()))
 		}
 	}
-	s.printf("  Workload watts (fleet watts minus the fleet's %.0f W without the workload; the simulated nodes' true curves, leakage\n", res.Energy.IdleWatts)
-	s.printf("  at the settled temperature included). The oracle is the cheapest placement of the same %d pods under the constraints\n", len(placed))
-	s.printf("  telesched enforces (allocatable CPU, memory and GPUs; single-NUMA pods on one NUMA node; base load + requests within\n")
-	s.printf("  LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve", configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
+	s.printf("  Energy for the same work (docs/energy-models.md): the services' (CPU pods') work over %.0f minutes and each finite pod's (GPU jobs')\n", serviceHorizon/60)
+	s.printf("  until it ends, at each node's speed (a service keeps its requests over its node's CPU speed busy; a GPU job runs its\n")
+	s.printf("  work over its devices' speed); the fleet's energy beyond its %.0f W without the workload, by the simulated nodes' true curves,\n", res.Energy.IdleWatts)
+	s.printf("  leakage at the settled temperature included. The oracle is the placement of the same %d pods that spends the least under\n", len(placed))
+	s.printf("  the constraints telesched enforces (allocatable CPU, memory and GPUs; single-NUMA pods on one NUMA node; base load + requests\n")
+	s.printf("  within LoadAware's %d%%; settling below limit - %d°C; racks within budget - reserve", configv1.DefaultLoadAwareArgs().CPUThresholdPercent, thermalMarginMilli/1000)
 	if res.Heat.Node != "" {
 		s.printf(";\n  the %s pods off %s, past its limit while they were placed", phaseHeat, res.Heat.Node)
 	}
 	s.printf("); its CPU pods may use GPU nodes' CPUs, as\n")
-	s.printf("  TopologyFit only scores against that. SHARE is telesched's share of the achievable saving, (default - telesched) / (default - oracle):\n")
-	tw := newTable(s.opts.Out)
-	fmt.Fprintf(tw, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tSHARE\tORACLE, CPU PODS OFF GPU NODES\tSHARE\n")
-	fmt.Fprintf(tw, "    CPU pods\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.CPU, d.CPU, ratio(t.CPU, d.CPU),
-		wattsCell(o.CPUWatts), s.shareCell(t.CPU, d.CPU, o.CPUWatts), wattsCell(off.CPUWatts), s.shareCell(t.CPU, d.CPU, off.CPUWatts))
+	s.printf("  TopologyFit only scores against that. SHARE is telesched's share of the achievable saving in joules, (default - telesched) / (default - oracle):\n")
+	table := newTable(s.opts.Out)
+	fmt.Fprintf(table, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tSHARE\tORACLE, CPU PODS OFF GPU NODES\tSHARE\n")
+	fmt.Fprintf(table, "    CPU pods (services)\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kwhCell(t.CPU), kwhCell(d.CPU), ratio(t.CPU, d.CPU),
+		kwhCell(o.CPUJoules), s.shareCell(t.CPU, d.CPU, o.CPUJoules), kwhCell(off.CPUJoules), s.shareCell(t.CPU, d.CPU, off.CPUJoules))
 	gpuDefault, gpuShare, gpuShareOff := math.NaN(), "-", "-"
 	if s.baselineGPUPods() > 0 {
 		gpuDefault = d.GPU
-		gpuShare, gpuShareOff = s.shareCell(t.GPU, d.GPU, o.Work.GPU), s.shareCell(t.GPU, d.GPU, off.Work.GPU)
+		gpuShare, gpuShareOff = s.shareCell(t.GPU, d.GPU, o.Joules.GPU), s.shareCell(t.GPU, d.GPU, off.Joules.GPU)
 	}
-	fmt.Fprintf(tw, "    GPU pods (on top; %d: training and units)\t%.0f W\t%s\t%s\t%s\t%s\t%s\t%s\n", s.gpuPods(), t.GPU, wattsCell(gpuDefault), ratio(t.GPU, gpuDefault),
-		wattsCell(o.Work.GPU), gpuShare, wattsCell(off.Work.GPU), gpuShareOff)
-	fmt.Fprintf(tw, "    all\t%.0f W\t%.0f W\t%s\t%s\t%s\t%s\t%s\n", t.Total(), d.Total(), ratio(t.Total(), d.Total()),
-		wattsCell(o.Work.Total()), s.shareCell(t.Total(), d.Total(), o.Work.Total()), wattsCell(off.Work.Total()), s.shareCell(t.Total(), d.Total(), off.Work.Total()))
-	_ = tw.Flush()
-	s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W, oracle %s.\n", res.Energy.TeleschedWatts, d.Total()+res.Energy.IdleWatts, wattsCell(o.Work.Total()+res.Energy.IdleWatts))
+	fmt.Fprintf(table, "    GPU pods (on top; %d jobs: training and units)\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.gpuPods(), kwhCell(t.GPU), kwhCell(gpuDefault), ratio(t.GPU, gpuDefault),
+		kwhCell(o.Joules.GPU), gpuShare, kwhCell(off.Joules.GPU), gpuShareOff)
+	fmt.Fprintf(table, "    all\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kwhCell(t.Total()), kwhCell(d.Total()), ratio(t.Total(), d.Total()),
+		kwhCell(o.Joules.Total()), s.shareCell(t.Total(), d.Total(), o.Joules.Total()), kwhCell(off.Joules.Total()), s.shareCell(t.Total(), d.Total(), off.Joules.Total()))
+	_ = table.Flush()
+	s.printf("  Workload watts beside it (fleet watts minus the fleet's %.0f W without the workload, every pod running; a limit's measure, not energy):\n", res.Energy.IdleWatts)
+	table = newTable(s.opts.Out)
+	fmt.Fprintf(table, "    \tTELESCHED\tDEFAULT PROFILE\tRATIO\tORACLE\tORACLE, CPU PODS OFF GPU NODES\n")
+	fmt.Fprintf(table, "    CPU pods\t%.0f W\t%.0f W\t%s\t%s\t%s\n", tw.CPU, dw.CPU, ratio(tw.CPU, dw.CPU), wattsCell(o.Work.CPU), wattsCell(off.Work.CPU))
+	fmt.Fprintf(table, "    GPU pods (on top)\t%.0f W\t%.0f W\t%s\t%s\t%s\n", tw.GPU, dw.GPU, ratio(tw.GPU, dw.GPU), wattsCell(o.Work.GPU), wattsCell(off.Work.GPU))
+	fmt.Fprintf(table, "    all\t%.0f W\t%.0f W\t%s\t%s\t%s\n", tw.Total(), dw.Total(), ratio(tw.Total(), dw.Total()), wattsCell(o.Work.Total()), wattsCell(off.Work.Total()))
+	_ = table.Flush()
+	s.printf("  Fleet watts running the workload: telesched %.0f W, default profile %.0f W, oracle %s; average watts over the work: telesched %.0f W, default profile %.0f W.\n",
+		res.Energy.TeleschedWatts, dw.Total()+res.Energy.IdleWatts, wattsCell(o.Work.Total()+res.Energy.IdleWatts),
+		averageWatts(t.Total(), res.Energy.TeleschedSeconds), averageWatts(d.Total(), dSeconds))
+	s.printCompletion(t.Total(), d.Total(), o.Joules.Total(), res.Energy.TeleschedSeconds, dSeconds, o.Seconds)
 	for _, x := range []struct {
 		name string
 		r    OracleReport
@@ -192,12 +208,102 @@ func (s *sandbox) printEnergy() {
 			s.printf("  The %s found no placement of %s within the constraints (greedy and local search; not a proof that none exists).\n", x.name, strings.Join(x.r.Unplaced, ", "))
 			continue
 		}
-		s.printf("  The %s is optimal within %s: no placement can be below %s (CPU pods) and %s (all) (see sandbox/oracle).\n", x.name,
-			wattsCell(max(x.r.CPUWatts-x.r.CPULowerBound, x.r.Work.Total()-x.r.LowerBound, 0)), wattsCell(x.r.CPULowerBound), wattsCell(x.r.LowerBound))
+		s.printf("  The %s is optimal within %s: no placement can spend less than %s (CPU pods) and %s (all) (see sandbox/oracle).\n", x.name,
+			kwhCell(max(x.r.CPUJoules-x.r.CPULowerBound, x.r.Joules.Total()-x.r.LowerBound, 0)), kwhCell(x.r.CPULowerBound), kwhCell(x.r.LowerBound))
 	}
 	m := res.Energy.Marginal
 	s.printf("  Learned vs true marginal watts at telesched's placements (ADDS in the tables): median absolute error %s over %d placements (CPU pods %s over %d, GPU pods %s over %d).\n",
 		percentCell(m.All), m.NAll, percentCell(m.CPU), m.NCPU, percentCell(m.GPU), m.NGPU)
+}
+
+// averageWatts is energy spread over the time its work takes: the
+// services' horizon, or the last finite pod's end when later.
+func averageWatts(joules float64, seconds map[string]float64) float64 {
+	return joules / workSpan(seconds)
+}
+
+// workSpan is how long the scenario's work takes: the services' horizon,
+// or the last finite pod's end when later.
+func workSpan(seconds map[string]float64) float64 {
+	span := float64(serviceHorizon)
+	for _, sec := range seconds {
+		span = max(span, sec)
+	}
+	return span
+}
+
+// printCompletion prints each finite pod's completion time under each
+// placement, and says where energy and completion time pull apart: a
+// placement that spends less energy than another while its finite pods
+// end later.
+func (s *sandbox) printCompletion(tel, def, orc float64, ts, ds, os map[string]float64) {
+	if len(ts) == 0 && len(ds) == 0 {
+		return
+	}
+	var names []string
+	for name := range ts {
+		names = append(names, name)
+	}
+	for name := range ds {
+		if _, ok := ts[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	cell := func(m map[string]float64, name string) string {
+		if sec, ok := m[name]; ok {
+			return fmt.Sprintf("%.0f min", sec/60)
+		}
+		return "-"
+	}
+	s.printf("  Finite pods' completion (their work over their devices' speed):\n")
+	table := newTable(s.opts.Out)
+	fmt.Fprintf(table, "    POD\tTELESCHED\tDEFAULT PROFILE\tORACLE\n")
+	for _, name := range names {
+		fmt.Fprintf(table, "    %s\t%s\t%s\t%s\n", name, cell(ts, name), cell(ds, name), cell(os, name))
+	}
+	fmt.Fprintf(table, "    all work done\t%.0f min\t%.0f min\t%s\n", workSpan(ts)/60, workSpan(ds)/60, spanCell(os))
+	_ = table.Flush()
+	for _, x := range []struct {
+		name   string
+		joules float64
+		span   float64
+	}{{"the default profile", def, workSpan(ds)}, {"the oracle", orc, spanOf(os)}} {
+		if math.IsNaN(x.joules) || math.IsNaN(x.span) {
+			continue
+		}
+		mine := workSpan(ts)
+		switch {
+		case tel < x.joules && mine > x.span+1:
+			s.printf("  Energy and completion time pull apart: telesched spends %s less than %s, and its work ends %.0f min later (%.0f against %.0f min).\n",
+				kwhCell(x.joules-tel), x.name, (mine-x.span)/60, mine/60, x.span/60)
+		case tel > x.joules && mine < x.span-1:
+			s.printf("  Energy and completion time pull apart: telesched spends %s more than %s, and its work ends %.0f min sooner (%.0f against %.0f min).\n",
+				kwhCell(tel-x.joules), x.name, (x.span-mine)/60, mine/60, x.span/60)
+		}
+	}
+}
+
+func spanOf(m map[string]float64) float64 {
+	if m == nil {
+		return math.NaN()
+	}
+	return workSpan(m)
+}
+
+func spanCell(m map[string]float64) string {
+	if m == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f min", workSpan(m)/60)
+}
+
+// kwhCell is joules as kilowatt-hours, "-" for NaN.
+func kwhCell(j float64) string {
+	if math.IsNaN(j) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f kWh", j/3.6e6)
 }
 
 // achievableFloor is the least achievable saving, as a share of the
@@ -223,9 +329,9 @@ func (s *sandbox) shareCell(tel, def, oracle float64) string {
 		return fmt.Sprintf("%.0f%%", 100*c)
 	}
 	if def < oracle {
-		return fmt.Sprintf("none to gain: oracle %.0f W above the default", oracle-def)
+		return fmt.Sprintf("none to gain: oracle %s above the default", kwhCell(oracle-def))
 	}
-	return fmt.Sprintf("achievable %.0f W < %.0f%% of %.0f W", def-oracle, 100*achievableFloor, def)
+	return fmt.Sprintf("achievable %s < %.0f%% of %s", kwhCell(def-oracle), 100*achievableFloor, kwhCell(def))
 }
 
 func wattsCell(w float64) string {

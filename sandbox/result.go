@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/estimate"
 )
 
 // Placement is where a pod went.
@@ -22,8 +23,11 @@ type Placement struct {
 	// SteadyCelsius is where the node settles with its pods, this one
 	// included, by the simulation's physics (telesched's placements only).
 	SteadyCelsius float64
-	// PodCPUMilli and PodGPUs are the pod's CPU and GPU requests.
+	// PodCPUMilli and PodGPUs are the pod's CPU and GPU requests; Work
+	// how its work is counted (a service keeps its requests over its
+	// node's CPU speed busy).
 	PodCPUMilli, PodGPUs int64
+	Work                 estimate.Work
 	// TrueWatts is what the pod added to its node by the simulation's
 	// steady physics (HasTrue); LearnedWatts what the scheduler estimated
 	// it would add from the node's published power curve, the sample it
@@ -133,9 +137,16 @@ type EnergyResult struct {
 	TeleschedWatts, DefaultWatts float64
 	IdleWatts                    float64
 	TeleschedWork, DefaultWork   Work
-	// Oracle and OracleOffGPU are the cheapest placements of the workload
-	// by the simulated nodes' true watts (see package oracle): CPU pods
-	// allowed on GPU nodes, as telesched allows them, and kept off them.
+	// The energy each placement spends for the scenario's work (the
+	// services' hour, every finite pod until it ends; the nodes' speeds,
+	// docs/energy-models.md), split as Work is; and how long each finite
+	// pod runs there, in seconds.
+	TeleschedJoules, DefaultJoules   Joules
+	TeleschedSeconds, DefaultSeconds map[string]float64
+	// Oracle and OracleOffGPU are the placements of the workload that
+	// spend the least energy for its work by the simulated nodes' true
+	// watts and speeds (see package oracle): CPU pods allowed on GPU
+	// nodes, as telesched allows them, and kept off them.
 	Oracle, OracleOffGPU OracleReport
 	// WorkloadInfeasible: with pods refused (Result.Refused), no
 	// placement of the whole workload meets the constraints (proven, see
@@ -146,17 +157,23 @@ type EnergyResult struct {
 	Marginal MarginalErrors
 }
 
-// OracleReport is an oracle's placements of the workload, as workload
-// watts (the fleet's watts running them minus its watts without them).
+// OracleReport is an oracle's placements of the workload: the energy
+// for its work, and its workload watts (the fleet's watts running them
+// minus its watts without them).
 type OracleReport struct {
-	// Placements minimize the whole workload's watts; Work is their
-	// watts, its CPU pods' and what its GPU pods add.
+	// Placements minimize the whole workload's energy; Joules is it, its
+	// CPU pods' and what its GPU pods add; Work its watts, split alike;
+	// Seconds how long each finite pod runs there.
 	Placements []Placement
+	Joules     Joules
 	Work       Work
-	// CPUWatts is the least CPU pods' watts of any placement (the oracle
-	// on the CPU pods' watts).
-	CPUWatts float64
-	// LowerBound and CPULowerBound bound the two from below (see package oracle).
+	Seconds    map[string]float64
+	// CPUJoules is the least CPU pods' energy of any placement (the
+	// oracle on the CPU pods' energy), CPUWatts that placement's CPU
+	// pods' watts.
+	CPUJoules, CPUWatts float64
+	// LowerBound and CPULowerBound bound Joules.Total() and CPUJoules
+	// from below, in joules (see package oracle).
 	LowerBound, CPULowerBound float64
 	// Unplaced are the pods it found no room for; the figures are NaN then.
 	// Infeasible: no room exists for them, proven (see oracle.Result).
@@ -187,6 +204,15 @@ type Work struct {
 
 // Total is the workload's watts.
 func (w Work) Total() float64 { return w.CPU + w.GPU }
+
+// Joules is a placement's energy for the scenario's work, split as Work
+// is: its CPU pods' and what its GPU pods add on top.
+type Joules struct {
+	CPU, GPU float64
+}
+
+// Total is the workload's energy.
+func (j Joules) Total() float64 { return j.CPU + j.GPU }
 
 // ran records a phase that ran.
 func (r *Result) ran(phase string) { r.Phases = append(r.Phases, phase) }

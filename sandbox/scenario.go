@@ -15,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/telesched/telesched/apis/config"
+	"github.com/telesched/telesched/sandbox/oracle"
 	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/estimate"
 )
 
 // phaseLabel names the scenario phase a pod belongs to.
@@ -52,7 +54,22 @@ type podSpec struct {
 	// wholeGPUs keeps the pod off nodes whose GPU resource is MIG
 	// devices (migStrategyLabel single).
 	wholeGPUs bool
+	// workSeconds is a finite pod's work: the seconds it runs at its
+	// requests on the reference (annotated telesched.io/work: finite);
+	// 0 for a service, which does its work at a fixed rate
+	// (docs/energy-models.md, "Energy for the same work").
+	workSeconds float64
 }
+
+// The scenario's work: its services (the CPU pods) do an hour's work
+// (serviceHorizon, oracle.DefaultHorizon); a training job an hour on four
+// reference GPUs (A100 80GB); a unit phase's GPU job half an hour on its
+// devices' reference.
+const (
+	serviceHorizon      = oracle.DefaultHorizon
+	trainingWorkSeconds = 3600
+	unitsWorkSeconds    = 1800
+)
 
 // workload is what both profiles schedule, in order, per phase.
 func workload() map[string][]podSpec {
@@ -64,7 +81,8 @@ func workload() map[string][]podSpec {
 		w[phaseBurst] = append(w[phaseBurst], podSpec{name: fmt.Sprintf("burst-%02d", i), phase: phaseBurst, cpu: "1", memory: "1Gi"})
 	}
 	for i := range trainingPods {
-		w[phaseGPU] = append(w[phaseGPU], podSpec{name: fmt.Sprintf("train-%d", i), phase: phaseGPU, cpu: "16", memory: "64Gi", gpus: trainingGPUs, singleNUMA: true})
+		w[phaseGPU] = append(w[phaseGPU], podSpec{name: fmt.Sprintf("train-%d", i), phase: phaseGPU, cpu: "16", memory: "64Gi", gpus: trainingGPUs, singleNUMA: true,
+			workSeconds: trainingWorkSeconds})
 	}
 	for i := range 8 {
 		w[phaseHeat] = append(w[phaseHeat], podSpec{name: fmt.Sprintf("api-%d", i), phase: phaseHeat, cpu: "2", memory: "2Gi"})
@@ -99,6 +117,12 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 	}
 	if p.singleNUMA {
 		pod.Annotations = map[string]string{config.PodAnnotationNUMAPolicy: config.NUMAPolicySingleNUMANode}
+	}
+	if p.workSeconds > 0 {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[estimate.WorkAnnotation] = estimate.WorkFinite.String()
 	}
 	if p.nodeName != "" {
 		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": p.nodeName}

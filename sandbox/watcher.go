@@ -6,6 +6,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -264,7 +265,13 @@ func (w *watcher) onPod(obj any) {
 				w.res.Heat.HotPlacements = append(w.res.Heat.HotPlacements, fmt.Sprintf("%s on %s at %s", pod.Name, p.Node, p.Why))
 			}
 			if n := w.nodes[p.Node]; n != nil {
+				// A service keeps its requests over the node's CPU speed
+				// busy (sized on the reference); a finite pod runs at its
+				// requests (docs/energy-models.md).
 				cpu := p.PodCPUMilli
+				if p.Work, _ = estimate.WorkOf(pod); p.Work == estimate.WorkService {
+					cpu = int64(math.Round(float64(cpu) / n.Spec.CPUPace()))
+				}
 				p.PodMIGSlices = podCounter.Of(pod).MIGSlices
 				// What the pod adds by the simulation's physics, from the
 				// node's load before it; and, until its binding is judged
@@ -396,7 +403,14 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
-	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices, ClaimGPUs: p.PodClaimGPUs}, reserved)
+	// The busy CPUs the scheduler expects of the pod: a service's
+	// requests over the node's published speed.
+	cpu := p.PodCPUMilli
+	if p.Work == estimate.WorkService && had.node != nil {
+		k, _ := estimate.PodSpeed(had.node, estimate.Demand{CPUMilli: cpu})
+		cpu = int64(math.Round(float64(cpu) / k))
+	}
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: cpu, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices, ClaimGPUs: p.PodClaimGPUs}, reserved)
 	if len(p.Slices) > 0 && had.node != nil {
 		p.SliceLearnedWatts = estimate.PodGPUWatts(had.node, estimate.Demand{GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}) / float64(len(p.Slices))
 		p.HasSliceLearned = true

@@ -17,7 +17,7 @@ const maxBigPlacements = 100_000
 // for the others) and how many units of unit CPU of the other pods each
 // node takes.
 type bound struct {
-	watts      float64
+	joules     float64
 	node, numa []int
 	units      []int
 	unit       int64
@@ -38,7 +38,7 @@ type bound struct {
 func (o *oracle) lowerBound() bound {
 	var big []int
 	var sp spreadPods
-	res := bound{watts: math.Inf(1)}
+	res := bound{joules: math.Inf(1)}
 	for p := range o.pods {
 		if o.pods[p].big() {
 			big = append(big, p)
@@ -93,8 +93,8 @@ func (o *oracle) lowerBound() bound {
 					return
 				}
 			}
-			if w, per := o.spread(loads, sp); w < res.watts {
-				res.watts, res.units = w, per
+			if w, per := o.spread(loads, sp); w < res.joules {
+				res.joules, res.units = w, per
 				res.node, res.numa = append([]int(nil), node...), append([]int(nil), numa...)
 			}
 			return
@@ -118,9 +118,9 @@ func (o *oracle) lowerBound() bound {
 	}
 	place(0)
 	// No way fits: the relaxation has no placement, so none exists.
-	res.infeasible = tried <= maxBigPlacements && math.IsInf(res.watts, 1)
-	if tried > maxBigPlacements || math.IsInf(res.watts, 1) {
-		res.watts = math.NaN()
+	res.infeasible = tried <= maxBigPlacements && math.IsInf(res.joules, 1)
+	if tried > maxBigPlacements || math.IsInf(res.joules, 1) {
+		res.joules = math.NaN()
 	}
 	return res
 }
@@ -163,6 +163,8 @@ func (o *oracle) spread(loads []oLoad, sp spreadPods) (float64, []int) {
 			l := loads[n].clone()
 			l.cpuMilli += int64(c) * sp.unit
 			l.cpuPodMilli += int64(c) * sp.unit
+			l.svcMilli += int64(c) * sp.unit
+			l.svcCPUPodMilli += int64(c) * sp.unit
 			if c > 0 {
 				l.pods++ // at least one
 			}

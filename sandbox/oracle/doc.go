@@ -7,15 +7,25 @@
 // achievable saving a profile captured: fleet and pods in (Solve),
 // placement and bound out (Result).
 //
-// What it minimizes: the fleet's steady watts running the pods, each node's
-// by sim.NodeSpec.EstimatedWatts, the power the simulation itself draws: the
-// node's SPECpower curve at its base load plus its pods' CPU requests, the
-// leakage and fan term at the temperature that load settles at (the
-// simulation's power includes it, so the oracle does too; a failed fan's
-// heat does not count, as the scenario repairs it), and each GPU busy or
-// idle. With CPUPodsObjective it minimizes the fleet's watts running its CPU
-// pods only, the report's "CPU pods" figure; the GPU pods are still placed
-// and take their room.
+// What it minimizes: the energy the fleet spends for the pods' work,
+// beyond what its nodes draw at their base load (docs/energy-models.md,
+// "Energy for the same work"). A service pod (Pod.Seconds 0) does a fixed
+// amount of work per second for the horizon (Options.Horizon, an hour):
+// its requests are sized on the reference, so on a node whose cores are k
+// times as fast it keeps 1/k of them busy. A finite pod does Seconds of
+// work on the reference at its requests: on a node k times as fast it
+// runs Seconds/k; a GPU pod's k is its devices' (a GPU's speed, times its
+// MIG devices' compute slices over the reference GPUs it asks for: four
+// 1g devices for four GPUs run at 1/7 of the pace). Each node's energy is
+// its steady power over each stretch in which the same pods run, by
+// sim.NodeSpec.Joules: the node's SPECpower curve at its base load plus
+// its pods' busy CPUs, the leakage and fan term at the temperature that
+// load settles at (the simulation's power includes it, so the oracle does
+// too; a failed fan's heat does not count, as the scenario repairs it),
+// and each GPU busy or idle. With CPUPodsObjective it minimizes the
+// fleet's energy running its CPU pods only, the report's "CPU pods"
+// figure; the GPU pods are still placed and take their room. Budgets stay
+// in watts: every pod running at once, the rack's steady watts.
 //
 // What it respects, on the simulated nodes as they expose themselves:
 //   - CPU, memory and GPU requests within each node's allocatable
@@ -50,13 +60,13 @@
 // one pod or swapping two pods of different shapes while that lowers the
 // objective, and when neither does, moving two pods at once. The best
 // start is kept. While the search runs, a rack over its budget costs
-// overBudgetPenalty a watt, so it can pass through such placements; a
-// result over budget is no placement.
+// overBudgetPenalty a watt per second of the horizon, so it can pass
+// through such placements; a result over budget is no placement.
 //
 // How far from optimal: LowerBound is a bound no placement can beat: the
 // GPU and single-NUMA pods placed every way they fit, and for each the
-// other pods' CPUs spread over the nodes by dynamic programming on the
-// nodes' true watts (thresholds, thermal limits, NUMA shares and closures
+// other pods' (the service CPU pods') CPUs spread over the nodes by
+// dynamic programming on the nodes' true joules (thresholds, thermal limits, NUMA shares and closures
 // kept; those pods' memory and the racks' budgets relaxed, save that a
 // placement whose GPU and single-NUMA pods alone take a rack over its
 // budget is dropped; their CPUs taken as divisible into the smallest
@@ -64,10 +74,12 @@
 // pods (seed) and packed with them by each node's CPUs (seedTotals), gives
 // the two starts. On the sandbox's three fleets, every variant of the
 // oracle, with and without the scenario's closure, meets the bound to
-// 0.01 W (TestOracleNearLowerBound): it is the optimum of the model. On
-// 300 random small fleets (4 nodes, 6 pods, budgets binding in some, a
-// closure in about half) it matches exhaustive search to 0.01 W
-// (TestOracleMatchesBruteForce). Greedy and local search alone, without
+// 0.01 W over the hour, 36 J (TestOracleNearLowerBound): it is the
+// optimum of the model. On 300 random small fleets (3 nodes of the
+// table's CPU speeds or none, 6 pods, a third of them finite, budgets
+// binding in some, a closure in about half) it matches exhaustive search
+// to 36 J (TestOracleMatchesBruteForce). The figures below are the watts
+// objective's, before energy. Greedy and local search alone, without
 // the starts from the bound, were up to 54 W (2.2 %) above the optimum on
 // those small fleets and 32 W (0.6 %) on the example fleet with CPU pods
 // kept off GPU nodes: single moves and swaps cannot cross the curves' humps

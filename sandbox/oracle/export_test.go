@@ -8,11 +8,11 @@ import (
 	"math"
 )
 
-// PlacementWatts checks a placement (pod -> node) against every node's
+// PlacementJoules checks a placement (pod -> node) against every node's
 // constraints and returns its objective, and the nodes whose constraints
 // it breaks. A single-NUMA pod goes to the first NUMA node that fits (a
 // Result does not name NUMA nodes). For the tests of package oracle_test.
-func PlacementWatts(fleet Fleet, pods []Pod, opts Options, nodes map[string]string) (watts float64, broken []string) {
+func PlacementJoules(fleet Fleet, pods []Pod, opts Options, nodes map[string]string) (joules float64, broken []string) {
 	o := newOracle(fleet, pods, opts)
 	index := map[string]int{}
 	for i := range o.nodes {
@@ -40,23 +40,20 @@ func PlacementWatts(fleet Fleet, pods []Pod, opts Options, nodes map[string]stri
 			broken = append(broken, fmt.Sprintf("%s: %+v", o.nodes[n].spec.Name, loads[n]))
 		}
 		_, c := o.watts(n, &loads[n])
-		watts += c
+		joules += c
 	}
-	return watts, broken
+	return joules, broken
 }
 
 // Online places the pods one at a time in order, each where it adds the
-// least by the nodes' true watts within every constraint, charged its
+// least by the nodes' true joules within every constraint, charged its
 // share of what it and up to consolidation-1 more pods like it add
 // (EnergyAware's consolidationPods); opts.CPUPodsObjective counts the
-// CPU pods' watts only. It returns the objective above the fleet's
-// without pods (base), and the CPUs of CPU pods on each node. For the
+// CPU pods' joules only. It returns the objective (the fleet's joules
+// beyond its base load), and the CPUs of CPU pods on each node. For the
 // tests of package oracle_test.
-func Online(fleet Fleet, pods []Pod, opts Options, consolidation int) (added, base float64, cpus map[string]int, err error) {
+func Online(fleet Fleet, pods []Pod, opts Options, consolidation int) (added float64, cpus map[string]int, err error) {
 	o := newOracle(fleet, pods, opts)
-	for n := range o.nodes {
-		base += o.nodeWatts(n, 0, 0)
-	}
 	st := o.newState()
 	for p := range o.pods {
 		bestN, bestK, best := -1, -1, math.Inf(1)
@@ -88,12 +85,8 @@ func Online(fleet Fleet, pods []Pod, opts Options, consolidation int) (added, ba
 						}
 					}
 					cur := st.load[n]
-					var d float64
-					if o.pods[p].cpuPod() {
-						d = o.nodeWatts(n, l.cpuPodMilli, 0) - o.nodeWatts(n, cur.cpuPodMilli, 0)
-					} else {
-						d = o.nodeWatts(n, l.cpuMilli, o.busy(n, &l)) - o.nodeWatts(n, cur.cpuMilli, o.busy(n, &cur))
-					}
+					cpuOnly := o.pods[p].cpuPod()
+					d := o.nodeJoules(n, &l, cpuOnly) - o.nodeJoules(n, &cur, cpuOnly)
 					cost = math.Min(cost, d/float64(j))
 				}
 				if cost < best-1e-9 {
@@ -102,7 +95,7 @@ func Online(fleet Fleet, pods []Pod, opts Options, consolidation int) (added, ba
 			}
 		}
 		if bestN < 0 {
-			return 0, 0, nil, fmt.Errorf("consolidation %d: %s found no node", consolidation, o.pods[p].name)
+			return 0, nil, fmt.Errorf("consolidation %d: %s found no node", consolidation, o.pods[p].name)
 		}
 		o.place(st, p, bestN, bestK)
 	}
@@ -112,5 +105,5 @@ func Online(fleet Fleet, pods []Pod, opts Options, consolidation int) (added, ba
 			cpus[o.nodes[n].spec.Name] += int(o.pods[p].cpuMilli / 1000)
 		}
 	}
-	return st.objective() - base, base, cpus, nil
+	return st.objective(), cpus, nil
 }

@@ -24,7 +24,11 @@ type oracle struct {
 	threshold float64 // LoadAware's CPU threshold, 0..1
 	marginC   float64 // EnergyAware's thermal margin, °C
 	memo      map[wattsKey]float64
+	joules    map[joulesKey]float64
 	profiles  map[string]int // MIG profile -> index of oNode.migFree, oLoad.mig
+	// slices are each profile's compute slices (its leading "<n>g").
+	slices  []int
+	horizon float64
 }
 
 // oNode is a node and its capacities. gpus are the units of the GPU
@@ -57,16 +61,29 @@ type oPod struct {
 	cpuMilli, memBytes int64
 	gpus, claims       int
 	mig                []int  // per profile index; nil for none
-	units              string // mig and claims, to tell pods apart
+	units              string // mig, claims and work, to tell pods apart
 	singleNUMA         bool
 	closed             []int // nodes it may not go to (Closure, Pod.Node)
+	// seconds is a finite pod's work in seconds on the reference (0: a
+	// service); asked the reference GPUs it asks for (a whole GPU each, a
+	// MIG device its profile's slices over ReferenceComputeSlices).
+	seconds float64
+	asked   float64
 }
+
+// ReferenceComputeSlices is the compute slices of the reference GPU (an
+// A100: 7), by which a MIG profile's request is sized.
+const ReferenceComputeSlices = 7
 
 // cpuPod: a pod without GPUs (the CPU pods of the report).
 func (p *oPod) cpuPod() bool { return p.gpus == 0 && p.mig == nil && p.claims == 0 }
 
-// big: a pod the lower bound places one by one.
-func (p *oPod) big() bool { return !p.cpuPod() || p.singleNUMA }
+// finite: a pod of a fixed amount of work.
+func (p *oPod) finite() bool { return p.seconds > 0 }
+
+// big: a pod the lower bound places one by one (the others are service
+// CPU pods whose CPUs it spreads).
+func (p *oPod) big() bool { return !p.cpuPod() || p.singleNUMA || p.finite() }
 
 // oBudget is a rack's limit (budget - reserve) and its nodes.
 type oBudget struct {
@@ -74,8 +91,12 @@ type oBudget struct {
 	nodes []int
 }
 
-// oLoad is what a node runs.
+// oLoad is what a node runs. svcMilli are its services' CPU requests
+// (svcCPUPodMilli those of its CPU pods), svcGPU its services with GPUs
+// and finite its finite pods (indexes, ascending).
 type oLoad struct {
+	svcMilli, svcCPUPodMilli        int64
+	svcGPU, finite                  []int
 	cpuMilli, cpuPodMilli, memBytes int64
 	gpus, pods                      int
 	mig                             []int   // MIG devices per profile index
@@ -85,6 +106,8 @@ type oLoad struct {
 }
 
 func (l oLoad) clone() oLoad {
+	l.finite = append([]int(nil), l.finite...)
+	l.svcGPU = append([]int(nil), l.svcGPU...)
 	l.mig = append([]int(nil), l.mig...)
 	l.pinnedMilli = append([]int64(nil), l.pinnedMilli...)
 	l.pinnedMem = append([]int64(nil), l.pinnedMem...)
@@ -94,8 +117,14 @@ func (l oLoad) clone() oLoad {
 
 type wattsKey struct {
 	node     int
-	cpuMilli int64
+	cpuMilli float64
 	busy     float64
+}
+
+type joulesKey struct {
+	node     int
+	svcMilli int64
+	pods     string // the services with GPUs and the finite pods
 }
 
 func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
@@ -104,7 +133,12 @@ func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
 		threshold: float64(configv1.DefaultLoadAwareArgs().CPUThresholdPercent) / 100,
 		marginC:   float64(configv1.DefaultEnergyAwareArgs().ThermalMarginCelsius),
 		memo:      map[wattsKey]float64{},
+		joules:    map[joulesKey]float64{},
 		profiles:  map[string]int{},
+		horizon:   opts.Horizon,
+	}
+	if o.horizon <= 0 {
+		o.horizon = DefaultHorizon
 	}
 	specs := append([]sim.NodeSpec(nil), fleet.Nodes...)
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
@@ -134,16 +168,18 @@ func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
 		o.budgets = append(o.budgets, ob)
 	}
 	for _, p := range pods {
-		op := oPod{name: p.Name, cpuMilli: p.CPUMilli, memBytes: p.MemoryBytes, gpus: p.GPUs, claims: p.ClaimGPUs, singleNUMA: p.SingleNUMA}
+		op := oPod{name: p.Name, cpuMilli: p.CPUMilli, memBytes: p.MemoryBytes, gpus: p.GPUs, claims: p.ClaimGPUs, singleNUMA: p.SingleNUMA,
+			seconds: max(0, p.Seconds), asked: float64(p.GPUs + p.ClaimGPUs)}
 		for _, pr := range sortedKeys(p.MIG) {
 			if p.MIG[pr] > 0 {
 				if op.mig == nil {
 					op.mig = make([]int, len(o.profiles))
 				}
 				op.mig[o.profiles[pr]] += p.MIG[pr]
+				op.asked += float64(p.MIG[pr]*o.slices[o.profiles[pr]]) / ReferenceComputeSlices
 			}
 		}
-		op.units = fmt.Sprint(op.mig, op.claims)
+		op.units = fmt.Sprint(op.mig, op.claims, op.seconds)
 		for n := range o.nodes {
 			if p.Node != "" && o.nodes[n].spec.Name != p.Node {
 				op.closed = append(op.closed, n)
@@ -175,6 +211,17 @@ func (o *oracle) emptyLoad(n int) oLoad {
 func (o *oracle) with(l oLoad, p, k int, sign int64) oLoad {
 	l = l.clone()
 	pod := &o.pods[p]
+	switch {
+	case pod.finite():
+		l.finite = withIndex(l.finite, p, sign)
+	default:
+		l.svcMilli += sign * pod.cpuMilli
+		if pod.cpuPod() {
+			l.svcCPUPodMilli += sign * pod.cpuMilli
+		} else {
+			l.svcGPU = withIndex(l.svcGPU, p, sign)
+		}
+	}
 	l.cpuMilli += sign * pod.cpuMilli
 	l.memBytes += sign * pod.memBytes
 	l.gpus += int(sign) * pod.gpus
@@ -200,6 +247,18 @@ func (o *oracle) with(l oLoad, p, k int, sign int64) oLoad {
 		l.pinnedGPUs[k] += int(sign) * pod.gpus
 	}
 	return l
+}
+
+// withIndex is the ascending list s with p added (sign 1) or removed.
+func withIndex(s []int, p int, sign int64) []int {
+	i, ok := slices.BinarySearch(s, p)
+	if sign > 0 {
+		return slices.Insert(s, i, p)
+	}
+	if ok {
+		return slices.Delete(s, i, i+1)
+	}
+	return s
 }
 
 // utilization is node n's CPU utilization running cpuMilli of requests.
@@ -255,18 +314,106 @@ func (o *oracle) fits(n int, l *oLoad, memory bool) bool {
 	return true
 }
 
-// watts are node n's true watts running l, and the objective's share.
+// watts are node n's true steady watts running l, every pod at once (its
+// services at their requests over its speed, its finite pods at their
+// requests), which the racks' budgets hold; and the objective's share:
+// the joules node n spends for l's work (Joules), or its CPU pods' alone.
 func (o *oracle) watts(n int, l *oLoad) (all, cost float64) {
-	w := o.nodeWatts(n, l.cpuMilli, o.busy(n, l))
-	if o.opts.CPUPodsObjective {
-		return w, o.nodeWatts(n, l.cpuPodMilli, 0)
+	node := &o.nodes[n]
+	cpu := float64(l.svcMilli) / node.spec.CPUPace()
+	busy := 0.0
+	for _, p := range l.svcGPU {
+		busy += o.serviceBusy(n, p)
 	}
-	return w, w
+	for _, p := range l.finite {
+		cpu += float64(o.pods[p].cpuMilli)
+		busy += o.podBusy(n, p)
+	}
+	all = o.nodeWatts(n, cpu, busy)
+	return all, o.nodeJoules(n, l, o.opts.CPUPodsObjective)
 }
 
-// busy is node n's busy GPUs running l, in whole GPUs: each unit of the
-// GPU resource its share, each MIG device its profile's, each claimed GPU
-// one (as the simulation's sim.Node.BusyShare).
+// podBusy is what pod p keeps busy on node n at its requests, in whole
+// GPUs: each unit of the GPU resource its share, each MIG device its
+// profile's, each claimed GPU one (as the simulation's sim.Node.BusyShare).
+func (o *oracle) podBusy(n, p int) float64 {
+	node, pod := &o.nodes[n], &o.pods[p]
+	b := float64(pod.gpus)*node.unitShare + float64(pod.claims)
+	for i, c := range pod.mig {
+		b += float64(c) * node.migShare[i]
+	}
+	return b
+}
+
+// serviceBusy is what a service pod p with GPUs keeps busy on node n:
+// the reference GPUs it asks for over the node's GPU speed, no more than
+// its devices (a service that asks more of them than they do falls
+// behind: the energy then counts what they do).
+func (o *oracle) serviceBusy(n, p int) float64 {
+	g := o.nodes[n].spec.GPUPace()
+	if g <= 0 {
+		return 0
+	}
+	return min(o.pods[p].asked/g, o.podBusy(n, p))
+}
+
+// pace is how many times the reference's work per second node n does for
+// pod p: a CPU pod at its CPU cores' speed; a GPU pod at its GPUs' speed
+// times the GPUs its devices make up over the reference GPUs it asks
+// for (four 1g devices for four GPUs: 4/7 over 4).
+func (o *oracle) pace(n, p int) float64 {
+	node, pod := &o.nodes[n], &o.pods[p]
+	if pod.cpuPod() || pod.asked <= 0 {
+		return node.spec.CPUPace()
+	}
+	return max(node.spec.GPUPace()*o.podBusy(n, p)/pod.asked, 1e-9)
+}
+
+// nodeJoules is the energy node n spends running l's work beyond its
+// base load (sim.NodeSpec.Joules): its services, keeping their requests
+// over its speed busy, for the horizon; each finite pod at its requests
+// for its work over its pace. cpuOnly counts its CPU pods alone.
+func (o *oracle) nodeJoules(n int, l *oLoad, cpuOnly bool) float64 {
+	svc := l.svcMilli
+	var key []byte
+	if cpuOnly {
+		svc = l.svcCPUPodMilli
+	} else {
+		for _, p := range l.svcGPU {
+			key = append(key, byte(p), byte(p>>8), byte(p>>16))
+		}
+	}
+	key = append(key, 0xff)
+	for _, p := range l.finite {
+		if !cpuOnly || o.pods[p].cpuPod() {
+			key = append(key, byte(p), byte(p>>8), byte(p>>16))
+		}
+	}
+	k := joulesKey{n, svc, string(key)}
+	if j, ok := o.joules[k]; ok {
+		return j
+	}
+	node := &o.nodes[n]
+	service := sim.Run{CPUMilli: float64(svc) / node.spec.CPUPace()}
+	if !cpuOnly {
+		for _, p := range l.svcGPU {
+			service.Busy += o.serviceBusy(n, p)
+		}
+	}
+	var runs []sim.Run
+	for _, p := range l.finite {
+		if cpuOnly && !o.pods[p].cpuPod() {
+			continue
+		}
+		runs = append(runs, sim.Run{CPUMilli: float64(o.pods[p].cpuMilli), Busy: o.podBusy(n, p), Seconds: o.pods[p].seconds / o.pace(n, p)})
+	}
+	j := node.spec.Joules(service, o.horizon, runs)
+	o.joules[k] = j
+	return j
+}
+
+// busy is node n's busy GPUs running l at the pods' requests, in whole
+// GPUs (as the simulation's sim.Node.BusyShare).
 func (o *oracle) busy(n int, l *oLoad) float64 {
 	node := &o.nodes[n]
 	b := float64(l.gpus)*node.unitShare + float64(l.claims)
@@ -276,12 +423,12 @@ func (o *oracle) busy(n int, l *oLoad) float64 {
 	return b
 }
 
-func (o *oracle) nodeWatts(n int, cpuMilli int64, busy float64) float64 {
+func (o *oracle) nodeWatts(n int, cpuMilli, busy float64) float64 {
 	k := wattsKey{n, cpuMilli, busy}
 	if w, ok := o.memo[k]; ok {
 		return w
 	}
-	w := o.nodes[n].spec.EstimatedWattsShare(o.utilization(n, cpuMilli), busy)
+	w := o.nodes[n].spec.EstimatedWattsShare(o.nodes[n].spec.BaseUtilization+cpuMilli/float64(o.nodes[n].capMilli), busy)
 	o.memo[k] = w
 	return w
 }

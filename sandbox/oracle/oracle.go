@@ -44,15 +44,28 @@ type Pod struct {
 	// Node pins the pod to the node of that name ("" none).
 	Node       string
 	SingleNUMA bool
+	// Seconds is a finite pod's work: the seconds it runs at its requests
+	// on the reference (a CPU pod on reference cores, a GPU pod on
+	// reference GPUs); on a node k times faster it runs Seconds / k. 0: a
+	// service, which does its work at a fixed rate over the horizon and
+	// keeps 1/k of its requests busy.
+	Seconds float64
 }
+
+// DefaultHorizon is how long the services' work runs, Options.Horizon's
+// default: an hour.
+const DefaultHorizon = 3600.0
 
 // Options choose the oracle's variant.
 type Options struct {
 	// CPUPodsOffGPUNodes keeps pods that request no GPU off nodes with GPUs.
 	CPUPodsOffGPUNodes bool
-	// CPUPodsObjective minimizes the watts of the fleet running its CPU
+	// CPUPodsObjective minimizes the energy of the fleet running its CPU
 	// pods only.
 	CPUPodsObjective bool
+	// Horizon is how many seconds of the services' work the energy counts
+	// (DefaultHorizon when 0); finite pods count until they end.
+	Horizon float64
 	// Closed keeps a phase's pods off a node.
 	Closed []Closure
 }
@@ -75,9 +88,11 @@ type Result struct {
 	// placement of them all may still exist that it did not find).
 	Nodes    map[string]string
 	Unplaced []string
-	// Watts is the objective at the placement: the fleet's watts, or its
-	// watts running the CPU pods only (CPUPodsObjective).
-	Watts float64
+	// Joules is the objective at the placement: the energy the fleet
+	// spends for the pods' work beyond its base load (the services' over
+	// the horizon, the finite pods' until they end), or its CPU pods'
+	// alone (CPUPodsObjective).
+	Joules float64
 	// LowerBound is no more than the objective of any placement of every
 	// pod; NaN when not computed (too many ways to place the GPU and
 	// single-NUMA pods, or none).
@@ -94,7 +109,7 @@ type Result struct {
 func Solve(fleet Fleet, pods []Pod, opts Options) Result {
 	o := newOracle(fleet, pods, opts)
 	b := o.lowerBound()
-	res := Result{Nodes: map[string]string{}, LowerBound: b.watts, Infeasible: b.infeasible}
+	res := Result{Nodes: map[string]string{}, LowerBound: b.joules, Infeasible: b.infeasible}
 	var starts []*oState
 	for _, order := range o.orders() {
 		st := o.newState()
@@ -136,13 +151,13 @@ func Solve(fleet Fleet, pods []Pod, opts Options) Result {
 				}
 			}
 		}
-		res.Watts = math.NaN()
+		res.Joules = math.NaN()
 		return res
 	}
 	res.Unplaced = nil
 	for p, n := range best.at {
 		res.Nodes[o.pods[p].name] = o.nodes[n].spec.Name
 	}
-	res.Watts = best.objective()
+	res.Joules = best.objective()
 	return res
 }

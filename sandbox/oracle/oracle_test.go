@@ -175,8 +175,8 @@ func TestOracleConstraints(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got.Nodes); diff != "" {
 				t.Errorf("placement (-want +got):\n%s", diff)
 			}
-			if !(got.LowerBound <= got.Watts+1e-6) {
-				t.Errorf("lower bound %v above the oracle's %v", got.LowerBound, got.Watts)
+			if !(got.LowerBound <= got.Joules+1e-6) {
+				t.Errorf("lower bound %v above the oracle's %v", got.LowerBound, got.Joules)
 			}
 		})
 	}
@@ -189,8 +189,8 @@ func TestOracleUnplaced(t *testing.T) {
 	if diff := cmp.Diff([]string{"huge"}, got.Unplaced); diff != "" {
 		t.Errorf("unplaced (-want +got):\n%s", diff)
 	}
-	if !math.IsNaN(got.Watts) || !got.Infeasible {
-		t.Errorf("watts = %v, infeasible %v; want NaN and proven infeasible", got.Watts, got.Infeasible)
+	if !math.IsNaN(got.Joules) || !got.Infeasible {
+		t.Errorf("joules = %v, infeasible %v; want NaN and proven infeasible", got.Joules, got.Infeasible)
 	}
 	// A GPU pod whose GPUs alone take the GPU node's rack over its budget
 	// (zz-gpu draws about 580 W idle, a 4-GPU pod adds 1.3 kW): proven.

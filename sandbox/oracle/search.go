@@ -21,11 +21,12 @@ type oState struct {
 }
 
 // overBudgetPenalty is what a watt over a rack's limit adds to a state's
-// total: budgets are soft while the search runs, so that it can pass
-// through an over-budget placement to a feasible one, and far costlier
-// than any watt of the objective, so that it leaves them. A result over
-// budget is no placement.
-const overBudgetPenalty = 1e4
+// total, per second of the horizon: budgets are soft while the search
+// runs, so that it can pass through an over-budget placement to a
+// feasible one, and far costlier than any joule of the objective (a watt
+// over the horizon, or a finite pod's hundred horizons), so that it
+// leaves them. A result over budget is no placement.
+const overBudgetPenalty = 1e4 * 100
 
 func (o *oracle) newState() *oState {
 	st := &oState{at: make([]int, len(o.pods)), numa: make([]int, len(o.pods)), all: make([]float64, len(o.nodes)), cost: make([]float64, len(o.nodes)), rack: make([]float64, len(o.budgets))}
@@ -49,7 +50,7 @@ func (o *oracle) newState() *oState {
 
 // over is the penalty of budget b's rack drawing watts.
 func (o *oracle) over(b int, watts float64) float64 {
-	return overBudgetPenalty * max(0, watts-o.budgets[b].limit-1e-6)
+	return overBudgetPenalty * o.horizon * max(0, watts-o.budgets[b].limit-1e-6)
 }
 
 // overBudget reports whether a rack is over its limit.

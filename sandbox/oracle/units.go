@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // newNode is spec's capacities. On a node of the single MIG strategy the
@@ -68,6 +69,7 @@ func (o *oracle) profile(p string) int {
 	if !ok {
 		i = len(o.profiles)
 		o.profiles[p] = i
+		o.slices = append(o.slices, int(telemetry.ProfileSlices(p)))
 	}
 	return i
 }

@@ -56,7 +56,7 @@ func TestSolveGPUUnits(t *testing.T) {
 		pods      []Pod
 		want      map[string]string
 		unplaced  bool
-		wantWatts func() float64 // the fleet's watts at want; nil: not checked
+		wantWatts func() float64 // the fleet's watts at want; nil: not checked (its joules: these over the horizon, less its base load's)
 	}{{
 		name:  "a MIG profile's pod goes only where the mixed strategy lists that profile",
 		nodes: []sim.NodeSpec{cheap, single, mixed},
@@ -74,7 +74,7 @@ func TestSolveGPUUnits(t *testing.T) {
 		want:  map[string]string{"train": "b-single", "more": "b-single"},
 		wantWatts: func() float64 {
 			s := single.WithDefaults()
-			return s.EstimatedWattsShare(s.BaseUtilization+2.0/32, 14.0/7)
+			return s.EstimatedWattsShare(s.BaseUtilization+2.0/32, 14.0/7) - s.EstimatedWattsShare(s.BaseUtilization, 0)
 		},
 	}, {
 		name:  "a single-strategy MIG device adds its slice share of the GPU's busy watts",
@@ -83,7 +83,7 @@ func TestSolveGPUUnits(t *testing.T) {
 		want:  map[string]string{"slice": "b-single"},
 		wantWatts: func() float64 {
 			s := single.WithDefaults()
-			return s.EstimatedWattsShare(s.BaseUtilization+1.0/32, 1.0/7)
+			return s.EstimatedWattsShare(s.BaseUtilization+1.0/32, 1.0/7) - s.EstimatedWattsShare(s.BaseUtilization, 0)
 		},
 	}, {
 		name:  "a 2-GPU pod on a node of NVLink pairs needs a free linked pair",
@@ -119,8 +119,8 @@ func TestSolveGPUUnits(t *testing.T) {
 				t.Fatalf("Solve() nodes mismatch (-want +got):\n%s", diff)
 			}
 			if tc.wantWatts != nil {
-				if want := tc.wantWatts(); math.Abs(res.Watts-want) > 1e-6 {
-					t.Errorf("Solve() watts = %.3f, want %.3f", res.Watts, want)
+				if want := tc.wantWatts() * DefaultHorizon; math.Abs(res.Joules-want) > 1e-3 {
+					t.Errorf("Solve() joules = %.3f, want %.3f", res.Joules, want)
 				}
 			}
 		})

@@ -83,6 +83,9 @@ type GPUSpec struct {
 	// PCIeRoot is the PCI root bus the GPU sits below, as sysfs names
 	// its directory under /sys/devices ("pci0000:00"); "" for none.
 	PCIeRoot string
+	// Speed is the work the GPU does per second against the reference
+	// GPU's (agent/speed's table for its model); 0 reads as 1.
+	Speed float64
 }
 
 // NodeSpec is a simulated node.
@@ -118,6 +121,83 @@ type NodeSpec struct {
 	CelsiusPerWatt         float64
 	ThermalTimeConstant    time.Duration
 	LeakageWattsPerCelsius float64
+	// CPUSpeed is the work a logical CPU does per second at full load
+	// against the reference core's (agent/speed's table for
+	// Host.CPUModel); 0 reads as 1. A service pod's requests are sized on
+	// the reference: it keeps 1/CPUSpeed of them busy here.
+	CPUSpeed float64
+}
+
+// CPUPace is the node's CPU speed, 1 when unset.
+func (spec NodeSpec) CPUPace() float64 {
+	if spec.CPUSpeed <= 0 {
+		return 1
+	}
+	return spec.CPUSpeed
+}
+
+// GPUPace is the mean speed of the node's GPUs, 1 when unset; 0 without
+// GPUs.
+func (spec NodeSpec) GPUPace() float64 {
+	if len(spec.GPUs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, g := range spec.GPUs {
+		if g.Speed > 0 {
+			sum += g.Speed
+		} else {
+			sum++
+		}
+	}
+	return sum / float64(len(spec.GPUs))
+}
+
+// Run is a load on a node for the energy it costs: CPUMilli of CPU busy
+// and Busy GPUs (whole GPUs, a MIG device its share) for Seconds.
+type Run struct {
+	CPUMilli, Busy, Seconds float64
+}
+
+// Joules is the energy node spec spends, beyond what its base load
+// draws, running service for horizon seconds and each of finite for its
+// own Seconds, all from the start: the node's steady power (EstimatedWattsShare,
+// leakage at the settled temperature included) over each stretch in
+// which the same loads run, less its power at its base load alone, times
+// the stretch's length. It is the energy for the same work whatever the
+// node's speed: the caller sizes the loads (a service keeps 1/speed of
+// its requests busy; a finite load runs for its work over the speed).
+func (spec NodeSpec) Joules(service Run, horizon float64, finite []Run) float64 {
+	spec = spec.WithDefaults()
+	cap := float64(spec.Host.CPUs) * 1000
+	if cap <= 0 {
+		return 0
+	}
+	base := spec.EstimatedWattsShare(spec.BaseUtilization, 0)
+	ends := []float64{horizon}
+	for _, f := range finite {
+		ends = append(ends, f.Seconds)
+	}
+	slices.Sort(ends)
+	var joules, from float64
+	for _, to := range ends {
+		if to <= from {
+			continue
+		}
+		cpu, busy := 0.0, 0.0
+		if from < horizon {
+			cpu, busy = service.CPUMilli, service.Busy
+		}
+		for _, f := range finite {
+			if from < f.Seconds {
+				cpu += f.CPUMilli
+				busy += f.Busy
+			}
+		}
+		joules += (spec.EstimatedWattsShare(spec.BaseUtilization+cpu/cap, busy) - base) * (to - from)
+		from = to
+	}
+	return joules
 }
 
 // WithDefaults fills the zero thermal values and the curve.

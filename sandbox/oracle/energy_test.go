@@ -1,0 +1,71 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package oracle
+
+import (
+	"testing"
+
+	"github.com/telesched/telesched/sandbox/sim"
+)
+
+// Must show (2): the oracle no longer swaps four whole GPUs for four
+// slices. Two nodes alike but for their GPUs: 8 whole A100s, and 8 A100s
+// of the single MIG strategy cut into 1g.10gb devices (the GPU resource
+// counts those). A training job of 4 GPUs and 16 CPUs, an hour's work on
+// four reference GPUs, costs 4/7 of one GPU's watts on four devices
+// (about 184 W against 1.3 kW): the watts objective put it there. On
+// them it runs at 1/7 of the pace, seven hours, and its GPU energy per
+// unit of work is the same as on whole GPUs while its 16 CPUs draw seven
+// times as long: the joules objective keeps it on whole GPUs. Before
+// (the objective in watts, no work; the same test without Seconds):
+//
+//	energy_old_test.go:16: the training job went to b-slices, want a-whole: four 1g devices for four GPUs' work cost 7 times the time
+func TestOracleKeepsWholeGPUsForWholeGPUWork(t *testing.T) {
+	whole := fleetNode("a-whole", "", 64, 2, curveR740, 10, withGPUs(8, 4))
+	slices := fleetNode("b-slices", "", 64, 2, curveR740, 10, withGPUs(8, 4),
+		withMIG(sim.MIGSingle, "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"))
+	job := Pod{Name: "train", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600}
+	res := Solve(Fleet{Nodes: []sim.NodeSpec{whole, slices}}, []Pod{job}, Options{})
+	if got := res.Nodes["train"]; got != "a-whole" {
+		t.Errorf("the training job went to %s, want a-whole: four 1g devices for four GPUs' work cost 7 times the time", got)
+	}
+	pl := Place(Fleet{Nodes: []sim.NodeSpec{whole, slices}}, []Pod{job}, map[string]string{"train": "b-slices"})
+	onWhole := Place(Fleet{Nodes: []sim.NodeSpec{whole, slices}}, []Pod{job}, map[string]string{"train": "a-whole"})
+	if s := pl.Seconds()["train"]; s < 7*3600-1 || s > 7*3600+1 {
+		t.Errorf("on four 1g devices the job runs %.0f s, want 7 hours", s)
+	}
+	if !(pl.Watts(nil) < onWhole.Watts(nil) && pl.Joules(false, nil) > onWhole.Joules(false, nil)) {
+		t.Errorf("slices: %.0f W, %.0f J; whole GPUs: %.0f W, %.0f J: want the slices cheaper in watts and dearer in joules",
+			pl.Watts(nil), pl.Joules(false, nil), onWhole.Watts(nil), onWhole.Joules(false, nil))
+	}
+}
+
+// A job goes where its work costs the fewest joules: the same node with
+// H100s (2.06 times an A100's training work, 700 W) against A100s
+// (400 W): per unit of work the H100's (700-70)/2.06 = 306 W beats the
+// A100's 340 W, and its host's CPUs draw for less than half the time.
+func TestOracleTrainsWhereWorkCostsLeast(t *testing.T) {
+	h100 := sim.GPUSpec{Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700, Speed: 2.06}
+	a100x80 := sim.GPUSpec{Model: "NVIDIA A100-SXM4-80GB", MemoryBytes: 80 << 30, IdleWatts: 60, TDPWatts: 400, Speed: 1}
+	gpus := func(g sim.GPUSpec) func(*sim.NodeSpec) {
+		return func(n *sim.NodeSpec) {
+			for i := range 8 {
+				x := g
+				x.NUMANode = i / 4
+				n.GPUs = append(n.GPUs, x)
+			}
+		}
+	}
+	a := fleetNode("a-a100", "", 64, 2, curveR740, 10, gpus(a100x80))
+	h := fleetNode("h-h100", "", 64, 2, curveR740, 10, gpus(h100))
+	job := Pod{Name: "train", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600}
+	fleet := Fleet{Nodes: []sim.NodeSpec{a, h}}
+	res := Solve(fleet, []Pod{job}, Options{})
+	if got := res.Nodes["train"]; got != "h-h100" {
+		t.Errorf("the training job went to %s, want h-h100", got)
+	}
+	if w := Place(fleet, []Pod{job}, map[string]string{"train": "h-h100"}).Watts(nil); !(w > Place(fleet, []Pod{job}, map[string]string{"train": "a-a100"}).Watts(nil)) {
+		t.Errorf("the H100 node draws no more than the A100 node: the test shows nothing")
+	}
+}

@@ -1,0 +1,79 @@
+// Copyright The telesched Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package oracle
+
+import "slices"
+
+// Placed is a placement (pod name -> node name) of pods on fleet, judged
+// by the oracle's own figures, so that a profile's placement and the
+// oracle's are measured alike. Pods the placement leaves out, and nodes
+// it names that the fleet lacks, are left out; no constraint is checked
+// (the default profile's placement may break telesched's).
+type Placed struct {
+	o     *oracle
+	loads []oLoad
+}
+
+// Place returns the placement of pods by nodes on fleet.
+func Place(fleet Fleet, pods []Pod, nodes map[string]string) *Placed {
+	o := newOracle(fleet, pods, Options{})
+	index := map[string]int{}
+	for i := range o.nodes {
+		index[o.nodes[i].spec.Name] = i
+	}
+	pl := &Placed{o: o, loads: make([]oLoad, len(o.nodes))}
+	for n := range pl.loads {
+		pl.loads[n] = o.emptyLoad(n)
+	}
+	for p := range o.pods {
+		if n, ok := index[nodes[o.pods[p].name]]; ok {
+			pl.loads[n] = o.with(pl.loads[n], p, -1, 1)
+		}
+	}
+	return pl
+}
+
+// Joules is the energy the placement spends for its pods' work beyond
+// the fleet's base load (the oracle's objective); cpuOnly its CPU pods'
+// alone. only names the nodes counted (nil: every node).
+func (pl *Placed) Joules(cpuOnly bool, only []string) float64 {
+	var j float64
+	for n := range pl.loads {
+		if only == nil || slices.Contains(only, pl.o.nodes[n].spec.Name) {
+			j += pl.o.nodeJoules(n, &pl.loads[n], cpuOnly)
+		}
+	}
+	return j
+}
+
+// Watts is the fleet's steady watts with every pod of the placement
+// running (its services keeping their requests over their node's speed
+// busy, its finite pods at their requests), over the nodes named (nil:
+// every node), the nodes without pods at their base load.
+func (pl *Placed) Watts(only []string) float64 {
+	var w float64
+	for n := range pl.loads {
+		if only == nil || slices.Contains(only, pl.o.nodes[n].spec.Name) {
+			all, _ := pl.o.watts(n, &pl.loads[n])
+			w += all
+		}
+	}
+	return w
+}
+
+// Seconds is how long each finite pod of the placement runs on its node:
+// its work over the node's pace for it (a GPU pod's its devices', a CPU
+// pod's its cores').
+func (pl *Placed) Seconds() map[string]float64 {
+	out := map[string]float64{}
+	for n := range pl.loads {
+		for _, p := range pl.loads[n].finite {
+			out[pl.o.pods[p].name] = pl.o.pods[p].seconds / pl.o.pace(n, p)
+		}
+	}
+	return out
+}
+
+// Horizon is the seconds of the services' work the energy counts.
+func (pl *Placed) Horizon() float64 { return pl.o.horizon }
