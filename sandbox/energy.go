@@ -10,7 +10,10 @@ import (
 // placed is a placement's pods (its workload's and unit phase's; the
 // probe and the after-placement pods left out) as the oracle judges
 // them, so that the profiles' placements and the oracle's are measured
-// alike (oracle.Placed).
+// alike (oracle.Placed). A job the run bound after another had ended
+// (Placement.Queued) starts when it was bound, in the model's seconds:
+// the run's seconds since the GPU phase created its jobs, times
+// WorkSpeedup.
 func (s *sandbox) placed(ps []Placement, cpuOnly bool) *oracle.Placed {
 	nodes := map[string]string{}
 	var pods []podSpec
@@ -20,10 +23,14 @@ func (s *sandbox) placed(ps []Placement, cpuOnly bool) *oracle.Placed {
 		}
 		pods = append(pods, p)
 	}
+	starts := map[string]float64{}
 	for _, p := range ps {
 		nodes[p.Pod] = p.Node
+		if p.Queued && !s.res.JobsCreated.IsZero() {
+			starts[p.Pod] = p.At.Sub(s.res.JobsCreated).Seconds() * s.opts.WorkSpeedup
+		}
 	}
-	return oracle.Place(oracleFleet(s.opts.Fleet), oraclePods(pods), nodes)
+	return oracle.Place(oracleFleet(s.opts.Fleet), oraclePods(pods), nodes).StartAt(starts)
 }
 
 // fleetWatts is the simulated fleet's steady power running a placement's
@@ -49,11 +56,11 @@ func (s *sandbox) work(ps []Placement) Work {
 
 // energy is a placement's energy for the scenario's work (the services'
 // hour, each finite pod until it ends), its CPU pods' and what its GPU
-// pods add, and how long each finite pod runs.
+// pods add, and when each finite pod ends (seconds from the start).
 func (s *sandbox) energy(ps []Placement) (Joules, map[string]float64) {
 	all := s.placed(ps, false)
 	cpu := s.placed(ps, true).Joules(true, nil)
-	return Joules{CPU: cpu, GPU: all.Joules(false, nil) - cpu}, all.Seconds()
+	return Joules{CPU: cpu, GPU: all.Joules(false, nil) - cpu}, all.Ends()
 }
 
 // account computes the run's energy figures (Result.Energy) and each

@@ -256,7 +256,7 @@ func (s *sandbox) printCompletion(tel, def, orc float64, ts, ds, os map[string]f
 		}
 		return "-"
 	}
-	s.printf("  Finite pods' completion (their work over their devices' speed):\n")
+	s.printf("  Finite pods' completion (their work over their devices' speed, from the start):\n")
 	table := newTable(s.opts.Out)
 	fmt.Fprintf(table, "    POD\tTELESCHED\tDEFAULT PROFILE\tORACLE\n")
 	for _, name := range names {
@@ -264,6 +264,13 @@ func (s *sandbox) printCompletion(tel, def, orc float64, ts, ds, os map[string]f
 	}
 	fmt.Fprintf(table, "    all work done\t%.0f min\t%.0f min\t%s\n", workSpan(ts)/60, workSpan(ds)/60, spanCell(os))
 	_ = table.Flush()
+	for _, p := range s.res.Placements {
+		if p.Queued && !s.res.JobsCreated.IsZero() {
+			s.printf("  %s waited for another job's work to be done (a rack's budget or its GPUs kept it pending; the run ends a job %.0f times sooner than its work takes)\n"+
+				"  and started at %.0f min: telesched's figures count it from then. The oracle places every pod at once: it is the best concurrent placement, no bound for a queue.\n",
+				p.Pod, s.opts.WorkSpeedup, p.At.Sub(s.res.JobsCreated).Seconds()*s.opts.WorkSpeedup/60)
+		}
+	}
 	for _, x := range []struct {
 		name   string
 		joules float64

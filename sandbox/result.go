@@ -28,6 +28,11 @@ type Placement struct {
 	// node's CPU speed busy).
 	PodCPUMilli, PodGPUs int64
 	Work                 estimate.Work
+	// Ended is when a job's work was done in the run (zero: it ran to
+	// the end); Queued: it was bound after another job had ended (a
+	// rack's budget kept it pending until then).
+	Ended  time.Time
+	Queued bool
 	// TrueWatts is what the pod added to its node by the simulation's
 	// steady physics (HasTrue); LearnedWatts what the scheduler estimated
 	// it would add from the node's published power curve, the sample it
@@ -96,6 +101,10 @@ type Result struct {
 	// not run, by phase.
 	Phases  []string
 	Skipped map[string]string
+	// JobsCreated is when the GPU phase created its training jobs: a job
+	// bound after another ended starts that long after them, times
+	// Options.WorkSpeedup, in the energy accounting.
+	JobsCreated time.Time
 }
 
 // HeatResult is what the run saw of the heater and of nodes at their
@@ -139,8 +148,9 @@ type EnergyResult struct {
 	TeleschedWork, DefaultWork   Work
 	// The energy each placement spends for the scenario's work (the
 	// services' hour, every finite pod until it ends; the nodes' speeds,
-	// docs/energy-models.md), split as Work is; and how long each finite
-	// pod runs there, in seconds.
+	// docs/energy-models.md), split as Work is; and when each finite pod
+	// ends there, in seconds from the start (a queued job's start
+	// included).
 	TeleschedJoules, DefaultJoules   Joules
 	TeleschedSeconds, DefaultSeconds map[string]float64
 	// Oracle and OracleOffGPU are the placements of the workload that

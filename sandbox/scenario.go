@@ -231,6 +231,32 @@ func (s *sandbox) baseline(ctx context.Context) error {
 	return nil
 }
 
+// jobEnds says how long a training job of the GPU phase runs on a node,
+// in the run's seconds: its work over its devices' pace there (the
+// oracle's figure, oracle.Placed.Seconds), WorkSpeedup times faster. The
+// unit phase's jobs and every other pod run to the end of the scenario
+// (the report still counts a unit job's energy until its work is done).
+func (s *sandbox) jobEnds() func(pod, node string) (time.Duration, bool) {
+	specs := map[string]podSpec{}
+	for _, p := range workloadPods() {
+		if p.phase == phaseGPU && p.workSeconds > 0 {
+			specs[p.name] = p
+		}
+	}
+	fleet := oracleFleet(s.opts.Fleet)
+	return func(pod, node string) (time.Duration, bool) {
+		p, ok := specs[pod]
+		if !ok {
+			return 0, false
+		}
+		sec, ok := oracle.Place(fleet, oraclePods([]podSpec{p}), map[string]string{pod: node}).Seconds()[pod]
+		if !ok {
+			return 0, false
+		}
+		return time.Duration(sec / s.opts.WorkSpeedup * float64(time.Second)), true
+	}
+}
+
 // waitPlaced waits for the scenario's pods to be bound, or refused by the
 // racks' power budgets (refusedByBudget): those it names with the
 // budgets' reasons, deletes and leaves out, so that a fleet whose budgets
@@ -240,6 +266,12 @@ func (s *sandbox) waitPlaced(ctx context.Context, specs []podSpec) error {
 	created := time.Now()
 	settle := budgetSettle(s.opts.Interval)
 	var refused []Refusal
+	var jobs []string
+	for _, p := range specs {
+		if p.phase == phaseGPU && p.workSeconds > 0 {
+			jobs = append(jobs, p.name)
+		}
+	}
 	err := s.watch.waitFor(ctx, fmt.Sprintf("%d pods in %s to be scheduled or refused by a PowerBudget", len(specs), demoNamespace), func(v *view) bool {
 		quiet := created
 		for key, p := range v.bound {
@@ -247,14 +279,25 @@ func (s *sandbox) waitPlaced(ctx context.Context, specs []podSpec) error {
 				quiet = p.At
 			}
 		}
+		for i := range s.res.Placements {
+			if e := s.res.Placements[i].Ended; e.After(quiet) {
+				quiet = e
+			}
+		}
 		var pending []podSpec
 		for _, p := range specs {
-			if _, ok := v.bound[demoNamespace+"/"+p.name]; !ok {
+			key := demoNamespace + "/" + p.name
+			if _, ok := v.bound[key]; !ok && !v.ended[key] {
 				pending = append(pending, p)
 			}
 		}
 		if len(pending) == 0 {
 			return true
+		}
+		if v.runningJobs(jobs) > 0 {
+			// A job running may free what a pending pod waits for
+			// (a rack's budget, GPUs) when its work is done.
+			return false
 		}
 		var ok bool
 		refused, ok = refusedByBudget(pending, s.res.Rejections, quiet, time.Now(), settle)
@@ -326,6 +369,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	}
 
 	s.printf("\n  gpu: %d training pods, each asking for %d GPUs, 16 CPUs, 64Gi and %s: %s\n", len(w[phaseGPU]), trainingGPUs, config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
+	s.watch.update(func(*view) { s.res.JobsCreated = time.Now() })
 	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseGPU], 0); err != nil {
 		return err
 	}

@@ -63,6 +63,9 @@ type view struct {
 	// have seen every sample the scheduler had (see judgeBound).
 	samples  map[string][]sample
 	unjudged []boundPod
+	// ended are the demo jobs whose work is done (jobEnds), which the
+	// simulation deleted as their Job's controller would retire them.
+	ended map[string]bool
 }
 
 // sample is one NodeTelemetry version as the watcher saw it.
@@ -117,11 +120,14 @@ type watcher struct {
 
 	// after runs the after-placement phases' pods (after.go).
 	after afterPods
+	// jobs says how long a demo job bound to a node runs, in the run's
+	// seconds; nil or false: it runs to the end of the scenario.
+	jobs func(pod, node string) (time.Duration, bool)
 }
 
 func startWatcher(ctx context.Context, cfg *rest.Config, nodes map[string]*sim.Node, heater string, interval time.Duration, res *Result) (*watcher, error) {
 	w := &watcher{nodes: nodes, res: res, heater: heater, interval: interval, changed: make(chan struct{}),
-		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}, baselineGPUs: map[string][]bool{}, samples: map[string][]sample{}}}
+		v: view{telemetry: map[string]*telemetry.Node{}, bound: map[string]*Placement{}, baselineGPUs: map[string][]bool{}, samples: map[string][]sample{}, ended: map[string]bool{}}}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -303,6 +309,13 @@ func (w *watcher) onPod(obj any) {
 						fmt.Sprintf("%s on %s: settles at %.1f°C >= %.0f°C", pod.Name, p.Node, p.SteadyCelsius, limit))
 				}
 			}
+			if w.jobs != nil {
+				if d, ok := w.jobs(pod.Name, p.Node); ok {
+					p.Queued = len(v.ended) > 0
+					name := pod.Name
+					time.AfterFunc(d, func() { w.endJob(name) })
+				}
+			}
 			w.res.Placements = append(w.res.Placements, *p)
 			w.judgeBound(v, false)
 		} else {
@@ -320,6 +333,41 @@ func (w *watcher) onPod(obj any) {
 			w.res.Baseline = append(w.res.Baseline, *p)
 		}
 	})
+}
+
+// endJob retires a demo job whose work is done: the simulation stops its
+// load and deletes its pod (its Job's controller would leave it
+// Succeeded, which the scheduler no longer counts either), and the
+// placement records when.
+func (w *watcher) endJob(name string) {
+	if w.ctx.Err() != nil {
+		return
+	}
+	key := demoNamespace + "/" + name
+	w.update(func(v *view) {
+		v.ended[key] = true
+		for i := range w.res.Placements {
+			if p := &w.res.Placements[i]; p.Pod == name && p.Ended.IsZero() {
+				p.Ended = time.Now()
+			}
+		}
+	})
+	zero := int64(0)
+	if err := w.kube.CoreV1().Pods(demoNamespace).Delete(w.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) && w.ctx.Err() == nil {
+		klog.FromContext(w.ctx).Error(err, "retiring a finished job's pod", "pod", name)
+	}
+}
+
+// running reports the demo jobs bound and not yet ended.
+func (v *view) runningJobs(jobs []string) int {
+	n := 0
+	for _, name := range jobs {
+		key := demoNamespace + "/" + name
+		if _, ok := v.bound[key]; ok && !v.ended[key] {
+			n++
+		}
+	}
+	return n
 }
 
 // markRunning reports a pod the simulation started as running, as its

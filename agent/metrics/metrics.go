@@ -63,6 +63,8 @@ var (
 	modelIdle       = desc("node", "power_model_idle_watts", "Fitted power at 0% CPU.")
 	modelFull       = desc("node", "power_model_full_load_watts", "Fitted power at 100% CPU.")
 	modelSamples    = desc("node", "power_model_samples", "Samples the power model rests on.")
+	cpuSpeed        = desc("node", "cpu_core_speed_ratio", "Work a logical CPU does per second at full load against the reference core's (status.speed; docs/energy-models.md), and where the figure came from: operator, table, or reference (unknown, judged as the reference).", "source")
+	gpuSpeed        = desc("gpu", "speed_ratio", "Work a whole GPU of the model does per second against the reference GPU's (status.speed), and where the figure came from.", "model", "source")
 	numaMemTotal    = desc("node", "numa_memory_total_bytes", "MemTotal of a NUMA node.", "numa_node")
 	numaMemFree     = desc("node", "numa_memory_free_bytes", "MemFree of a NUMA node.", "numa_node")
 	numaUtilization = desc("node", "numa_cpu_utilization_ratio", "Busy share of a NUMA node's CPUs over the last interval.", "numa_node")
@@ -255,6 +257,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		if p.Model.Ready {
 			g(modelIdle, float64(*p.Model.IdleWatts))
 			g(modelFull, float64(*p.Model.FullLoadWatts))
+		}
+	}
+	if sp := st.Speed; sp != nil {
+		g(cpuSpeed, float64(sp.CPUCoreMilli)/1000, string(sp.CPUSource))
+		for _, gs := range sp.GPUs {
+			g(gpuSpeed, float64(gs.Milli)/1000, gs.Model, string(gs.Source))
 		}
 	}
 	for _, n := range st.NUMA {

@@ -123,8 +123,8 @@ gpus:
 
 func TestParseErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		`cpus: [{match: "", milli: 1000}]`:           "cpus[0]: match is empty",
-		`gpus: [{match: "H100", milli: 0}]`:          `gpus[0] ("H100"): milli 0 is outside 1 to 100000`,
+		`cpus: [{match: "", milli: 1000}]`:            "cpus[0]: match is empty",
+		`gpus: [{match: "H100", milli: 0}]`:           `gpus[0] ("H100"): milli 0 is outside 1 to 100000`,
 		`cpus: [{match: "x", milli: 1000, speed: 1}]`: `unknown field "speed"`,
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {

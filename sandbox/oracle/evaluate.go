@@ -13,6 +13,8 @@ import "slices"
 type Placed struct {
 	o     *oracle
 	loads []oLoad
+	// starts are the finite pods' starts, seconds, by index; absent: 0.
+	starts map[int]float64
 }
 
 // Place returns the placement of pods by nodes on fleet.
@@ -34,6 +36,18 @@ func Place(fleet Fleet, pods []Pod, nodes map[string]string) *Placed {
 	return pl
 }
 
+// StartAt starts the finite pods named later than the others (seconds
+// after them): a job a rack's budget kept pending until another ended.
+func (pl *Placed) StartAt(starts map[string]float64) *Placed {
+	pl.starts = map[int]float64{}
+	for p := range pl.o.pods {
+		if s, ok := starts[pl.o.pods[p].name]; ok && s > 0 {
+			pl.starts[p] = s
+		}
+	}
+	return pl
+}
+
 // Joules is the energy the placement spends for its pods' work beyond
 // the fleet's base load (the oracle's objective); cpuOnly its CPU pods'
 // alone. only names the nodes counted (nil: every node).
@@ -41,7 +55,7 @@ func (pl *Placed) Joules(cpuOnly bool, only []string) float64 {
 	var j float64
 	for n := range pl.loads {
 		if only == nil || slices.Contains(only, pl.o.nodes[n].spec.Name) {
-			j += pl.o.nodeJoules(n, &pl.loads[n], cpuOnly)
+			j += pl.o.nodeJoulesFrom(n, &pl.loads[n], cpuOnly, pl.starts)
 		}
 	}
 	return j
@@ -70,6 +84,18 @@ func (pl *Placed) Seconds() map[string]float64 {
 	for n := range pl.loads {
 		for _, p := range pl.loads[n].finite {
 			out[pl.o.pods[p].name] = pl.o.pods[p].seconds / pl.o.pace(n, p)
+		}
+	}
+	return out
+}
+
+// Ends is when each finite pod of the placement ends, seconds from the
+// start: its start (StartAt) and its Seconds.
+func (pl *Placed) Ends() map[string]float64 {
+	out := pl.Seconds()
+	for p, s := range pl.starts {
+		if _, ok := out[pl.o.pods[p].name]; ok {
+			out[pl.o.pods[p].name] += s
 		}
 	}
 	return out

@@ -393,6 +393,18 @@ func (o *oracle) nodeJoules(n int, l *oLoad, cpuOnly bool) float64 {
 	if j, ok := o.joules[k]; ok {
 		return j
 	}
+	j := o.nodeJoulesFrom(n, l, cpuOnly, nil)
+	o.joules[k] = j
+	return j
+}
+
+// nodeJoulesFrom is nodeJoules with each finite pod started at starts
+// (seconds; absent: 0), unmemoized.
+func (o *oracle) nodeJoulesFrom(n int, l *oLoad, cpuOnly bool, starts map[int]float64) float64 {
+	svc := l.svcMilli
+	if cpuOnly {
+		svc = l.svcCPUPodMilli
+	}
 	node := &o.nodes[n]
 	service := sim.Run{CPUMilli: float64(svc) / node.spec.CPUPace()}
 	if !cpuOnly {
@@ -405,11 +417,9 @@ func (o *oracle) nodeJoules(n int, l *oLoad, cpuOnly bool) float64 {
 		if cpuOnly && !o.pods[p].cpuPod() {
 			continue
 		}
-		runs = append(runs, sim.Run{CPUMilli: float64(o.pods[p].cpuMilli), Busy: o.podBusy(n, p), Seconds: o.pods[p].seconds / o.pace(n, p)})
+		runs = append(runs, sim.Run{CPUMilli: float64(o.pods[p].cpuMilli), Busy: o.podBusy(n, p), Seconds: o.pods[p].seconds / o.pace(n, p), Start: starts[p]})
 	}
-	j := node.spec.Joules(service, o.horizon, runs)
-	o.joules[k] = j
-	return j
+	return node.spec.Joules(service, o.horizon, runs)
 }
 
 // busy is node n's busy GPUs running l at the pods' requests, in whole

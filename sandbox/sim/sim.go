@@ -154,14 +154,15 @@ func (spec NodeSpec) GPUPace() float64 {
 }
 
 // Run is a load on a node for the energy it costs: CPUMilli of CPU busy
-// and Busy GPUs (whole GPUs, a MIG device its share) for Seconds.
+// and Busy GPUs (whole GPUs, a MIG device its share) for Seconds from
+// Start.
 type Run struct {
-	CPUMilli, Busy, Seconds float64
+	CPUMilli, Busy, Seconds, Start float64
 }
 
 // Joules is the energy node spec spends, beyond what its base load
-// draws, running service for horizon seconds and each of finite for its
-// own Seconds, all from the start: the node's steady power (EstimatedWattsShare,
+// draws, running service for horizon seconds from 0 and each of finite
+// for its own Seconds from its Start: the node's steady power (EstimatedWattsShare,
 // leakage at the settled temperature included) over each stretch in
 // which the same loads run, less its power at its base load alone, times
 // the stretch's length. It is the energy for the same work whatever the
@@ -176,7 +177,7 @@ func (spec NodeSpec) Joules(service Run, horizon float64, finite []Run) float64 
 	base := spec.EstimatedWattsShare(spec.BaseUtilization, 0)
 	ends := []float64{horizon}
 	for _, f := range finite {
-		ends = append(ends, f.Seconds)
+		ends = append(ends, f.Start, f.Start+f.Seconds)
 	}
 	slices.Sort(ends)
 	var joules, from float64
@@ -189,7 +190,7 @@ func (spec NodeSpec) Joules(service Run, horizon float64, finite []Run) float64 
 			cpu, busy = service.CPUMilli, service.Busy
 		}
 		for _, f := range finite {
-			if from < f.Seconds {
+			if from >= f.Start && from < f.Start+f.Seconds {
 				cpu += f.CPUMilli
 				busy += f.Busy
 			}

@@ -162,3 +162,22 @@ func (b *Book) RankJoules(n *telemetry.Node, d, reserved Demand, work Work, pods
 	e.Joules = cpu + PodGPUWatts(n, d)/k
 	return e, true
 }
+
+// Busy is what a pod of demand d and kind work keeps busy on node n: a
+// service its CPU requests over the node's speed for it (PodSpeed), a
+// finite pod its requests. What the pod's leaving frees is the watts of
+// that load: the descheduler ranks the pods it may move by it.
+func Busy(n *telemetry.Node, d Demand, work Work) Demand {
+	if work == WorkService {
+		k, _ := PodSpeed(n, d)
+		d.CPUMilli = int64(float64(d.CPUMilli)/k + 0.5)
+	}
+	return d
+}
+
+// Busy is estimate.Busy for pod on node n, its demand counted by the
+// book.
+func (b *Book) Busy(n *telemetry.Node, pod *v1.Pod) Demand {
+	w, _ := WorkOf(pod)
+	return Busy(n, b.Demand(pod), w)
+}

@@ -81,3 +81,17 @@ func TestWorkOf(t *testing.T) {
 		}
 	}
 }
+
+// A service keeps its requests over its node's speed busy, and frees
+// that when it leaves; a finite pod keeps its requests busy.
+func TestBusy(t *testing.T) {
+	n := r740Node(0)
+	n.CPUSpeed, n.CPUSpeedSource = 0.5, "table"
+	d := Demand{CPUMilli: 2000}
+	if got := Busy(n, d, WorkService).CPUMilli; got != 4000 {
+		t.Errorf("a 2-CPU service on a node of half the reference's speed keeps %d mCPU busy, want 4000", got)
+	}
+	if got := Busy(n, d, WorkFinite).CPUMilli; got != 2000 {
+		t.Errorf("a 2-CPU finite pod keeps %d mCPU busy, want 2000", got)
+	}
+}

@@ -95,24 +95,29 @@ func TestSandboxScenario(t *testing.T) {
 		res.Energy.TeleschedWork.GPU <= 0 || !strings.Contains(out.String(), "Workload watts") {
 		t.Errorf("no workload watts comparison: telesched %+v, default %+v", res.Energy.TeleschedWork, res.Energy.DefaultWork)
 	}
+	if res.Energy.TeleschedJoules.GPU <= 0 || res.Energy.DefaultJoules.Total() <= 0 || !strings.Contains(out.String(), "Energy for the same work") ||
+		len(res.Energy.TeleschedSeconds) != 2 || !strings.Contains(out.String(), "Finite pods' completion") {
+		t.Errorf("no energy comparison: telesched %+v (finite pods %v), default %+v", res.Energy.TeleschedJoules, res.Energy.TeleschedSeconds, res.Energy.DefaultJoules)
+	}
 
 	// The oracles placed every pod, no dearer than telesched's placement,
 	// which meets the same constraints (the checks above: no node past
 	// its limit - margin, no rack over its budget); and the report shows
 	// the captured share and the learned marginal watts' error.
 	for name, o := range map[string]sandbox.OracleReport{"oracle": res.Energy.Oracle, "oracle, CPU pods off GPU nodes": res.Energy.OracleOffGPU} {
-		if len(o.Unplaced) > 0 || !(o.Work.Total() > 0) || !(o.CPUWatts > 0) {
+		if len(o.Unplaced) > 0 || !(o.Joules.Total() > 0) || !(o.CPUJoules > 0) {
 			t.Errorf("%s: %+v", name, o)
 			continue
 		}
 		// Only the oracle under telesched's own constraints bounds
-		// telesched's watts: the one that keeps CPU pods off GPU nodes has
-		// a constraint telesched does not (TopologyFit only scores
-		// against it), and may be dearer.
-		dearer := name == "oracle" && (o.Work.Total() > res.Energy.TeleschedWork.Total()+1 || o.CPUWatts > res.Energy.TeleschedWork.CPU+1)
-		if dearer || o.Work.Total() < o.LowerBound-1 {
-			t.Errorf("%s: all %.0f W (bound %.0f W), CPU pods %.0f W; telesched all %.0f W, CPU pods %.0f W",
-				name, o.Work.Total(), o.LowerBound, o.CPUWatts, res.Energy.TeleschedWork.Total(), res.Energy.TeleschedWork.CPU)
+		// telesched's energy: the one that keeps CPU pods off GPU nodes
+		// has a constraint telesched does not (TopologyFit only scores
+		// against it), and may be dearer. 3.6 kJ: a watt over the hour.
+		tj := res.Energy.TeleschedJoules
+		dearer := name == "oracle" && (o.Joules.Total() > tj.Total()+3600 || o.CPUJoules > tj.CPU+3600)
+		if dearer || o.Joules.Total() < o.LowerBound-3600 {
+			t.Errorf("%s: all %.0f J (bound %.0f J), CPU pods %.0f J; telesched all %.0f J, CPU pods %.0f J",
+				name, o.Joules.Total(), o.LowerBound, o.CPUJoules, tj.Total(), tj.CPU)
 		}
 	}
 	if res.Energy.Marginal.NAll < 40 || !strings.Contains(out.String(), "SHARE") || !strings.Contains(out.String(), "median absolute error") {

@@ -140,11 +140,13 @@ func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powe
 			continue
 		}
 		for _, pod := range pods {
-			d := p.book.Demand(pod)
+			// What the pod keeps busy: a service its requests over the
+			// node's speed (estimate.Busy).
+			d := p.book.Busy(ns.View, pod)
 			frees := func(gone []*v1.Pod) (float64, bool) {
 				less := d.CPUMilli
 				for _, g := range gone {
-					less += p.book.Demand(g).CPUMilli
+					less += p.book.Busy(ns.View, g).CPUMilli
 				}
 				w, ok := p.book.PodWatts(ns.View, d, estimate.Demand{CPUMilli: -less})
 				return w.Mean, ok

@@ -202,13 +202,15 @@ func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j J
 	}
 	moves := make([]descheduler.Move, 0, len(pods))
 	for _, pod := range pods {
-		d := p.book.Demand(pod)
+		// What the pod keeps busy: a service its requests over the
+		// node's speed (estimate.Busy).
+		d := p.book.Busy(n, pod)
 		// What the node's curve drops by without the pod and those
 		// chosen before it; no power curve: rank by CPU.
 		frees := func(gone []*v1.Pod) float64 {
 			less := d.CPUMilli
 			for _, g := range gone {
-				less += p.book.Demand(g).CPUMilli
+				less += p.book.Busy(n, g).CPUMilli
 			}
 			if w, ok := p.book.PodWatts(n, d, estimate.Demand{CPUMilli: -less}); ok {
 				return w.Mean
