@@ -69,3 +69,27 @@ func TestOracleTrainsWhereWorkCostsLeast(t *testing.T) {
 		t.Errorf("the H100 node draws no more than the A100 node: the test shows nothing")
 	}
 }
+
+// A job started after another ended draws its watts then: the fleet's
+// watts are the most it draws at any start, not both jobs at once.
+func TestPlacedWattsOfAQueue(t *testing.T) {
+	node := fleetNode("a", "", 64, 2, curveR740, 10, withGPUs(8, 4))
+	jobs := []Pod{
+		{Name: "first", CPUMilli: 16000, MemoryBytes: 1 << 30, GPUs: 4, Seconds: 3600},
+		{Name: "second", CPUMilli: 16000, MemoryBytes: 1 << 30, GPUs: 4, Seconds: 3600},
+	}
+	fleet := Fleet{Nodes: []sim.NodeSpec{node}}
+	on := map[string]string{"first": "a", "second": "a"}
+	together := Place(fleet, jobs, on)
+	queued := Place(fleet, jobs, on).StartAt(map[string]float64{"second": 3600})
+	one := Place(fleet, jobs[:1], map[string]string{"first": "a"})
+	if w, want := queued.Watts(nil), one.Watts(nil); w != want {
+		t.Errorf("queued: %.0f W, want one job's %.0f W", w, want)
+	}
+	if !(together.Watts(nil) > one.Watts(nil)) {
+		t.Errorf("together %.0f W, one job %.0f W: want more together", together.Watts(nil), one.Watts(nil))
+	}
+	if e := queued.Ends()["second"]; e != 7200 {
+		t.Errorf("the queued job ends at %.0f s, want 7200", e)
+	}
+}

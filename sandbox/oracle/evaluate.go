@@ -61,19 +61,44 @@ func (pl *Placed) Joules(cpuOnly bool, only []string) float64 {
 	return j
 }
 
-// Watts is the fleet's steady watts with every pod of the placement
-// running (its services keeping their requests over their node's speed
-// busy, its finite pods at their requests), over the nodes named (nil:
-// every node), the nodes without pods at their base load.
+// Watts is the fleet's steady watts with the placement's pods running
+// (its services keeping their requests over their node's speed busy, its
+// finite pods at their requests), over the nodes named (nil: every
+// node), the nodes without pods at their base load: with every pod at
+// once, or, where jobs start later (StartAt), the most the nodes draw
+// together at any start.
 func (pl *Placed) Watts(only []string) float64 {
-	var w float64
-	for n := range pl.loads {
-		if only == nil || slices.Contains(only, pl.o.nodes[n].spec.Name) {
-			all, _ := pl.o.watts(n, &pl.loads[n])
+	moments := []float64{0}
+	for _, s := range pl.starts {
+		moments = append(moments, s)
+	}
+	seconds := pl.Seconds()
+	peak := 0.0
+	for _, t := range moments {
+		var w float64
+		for n := range pl.loads {
+			if only != nil && !slices.Contains(only, pl.o.nodes[n].spec.Name) {
+				continue
+			}
+			l := pl.loads[n]
+			if len(pl.starts) > 0 {
+				// The jobs running at t only.
+				l = l.clone()
+				kept := l.finite[:0]
+				for _, p := range l.finite {
+					start := pl.starts[p]
+					if t >= start && t < start+seconds[pl.o.pods[p].name] {
+						kept = append(kept, p)
+					}
+				}
+				l.finite = kept
+			}
+			all, _ := pl.o.watts(n, &l)
 			w += all
 		}
+		peak = max(peak, w)
 	}
-	return w
+	return peak
 }
 
 // Seconds is how long each finite pod of the placement runs on its node:

@@ -90,3 +90,31 @@ func TestCurve(t *testing.T) {
 		}
 	}
 }
+
+// Joules is the node's power beyond its base load over each stretch in
+// which the same loads run: a service for the horizon, each finite load
+// from its start for its seconds.
+func TestJoules(t *testing.T) {
+	spec := testNode(t).Spec.WithDefaults() // 8 CPUs, 0.1 base load, 4 GPUs
+	base := spec.EstimatedWattsShare(0.1, 0)
+	at := func(cpu, busy float64) float64 { return spec.EstimatedWattsShare(0.1+cpu/8000, busy) - base }
+	svc := Run{CPUMilli: 2000}
+	job := Run{CPUMilli: 1000, Busy: 1, Seconds: 600}
+	late := Run{CPUMilli: 1000, Busy: 1, Seconds: 600, Start: 3300}
+	for _, tc := range []struct {
+		name   string
+		finite []Run
+		want   float64
+	}{
+		{"a service alone", nil, 3600 * at(2000, 0)},
+		{"a job within the hour", []Run{job}, 600*at(3000, 1) + 3000*at(2000, 0)},
+		{"a job past the hour", []Run{late}, 3300*at(2000, 0) + 300*at(3000, 1) + 300*at(1000, 1)},
+	} {
+		if got := spec.Joules(svc, 3600, tc.finite); math.Abs(got-tc.want) > 1e-6 {
+			t.Errorf("%s: %.3f J, want %.3f J", tc.name, got, tc.want)
+		}
+	}
+	if got := spec.Joules(Run{}, 3600, nil); got != 0 {
+		t.Errorf("nothing running: %.3f J, want 0", got)
+	}
+}
