@@ -8,11 +8,11 @@
 package sandbox
 
 import (
-	"math"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"

@@ -138,7 +138,6 @@ func TestTrainingPodGoesWhereItsWorkCostsFewerJoules(t *testing.T) {
 // 4/0.756 = 5.3 of them busy, about 19 W: the new node spends fewer
 // joules for the pod's work and must win. Ranked by the watts of its 4
 // CPUs, the old node won:
-//
 func TestServicePodGoesWhereItsWorkCostsFewerJoules(t *testing.T) {
 	cache := newCache()
 	observe(cache, "a", speedNode(32, 20, r620Curve, 756, telemetryv1alpha1.SpeedSourceTable, 0, "", 0, 0, 0))
