@@ -133,11 +133,14 @@ func TestTrainingPodGoesWhereItsWorkCostsFewerJoules(t *testing.T) {
 // Must show (3): a long-running CPU pod between a slow old node and a
 // fast new one, each with its tested system's logical CPUs: the R620's
 // 32 at 20 %, the R740's 112 at 90 %, where its curve is steep. Four busy
-// CPUs add less to the old node now (about 16 W against 18 W), but its
-// logical CPUs do 0.756 of the reference's work, so the same work keeps
-// 4/0.756 = 5.3 of them busy, about 19 W: the new node spends fewer
-// joules for the pod's work and must win. Ranked by the watts of its 4
-// CPUs, the old node won:
+// CPUs add less to the old node now (15.8 W, its share of the climb
+// amortized over pods like it, against 17.5 W), but its logical CPUs do
+// 0.756 of the reference's work, so the same work keeps 4/0.756 = 5.3 of
+// them busy: 21.6 W, and the new node spends fewer joules for the pod's
+// work and must win. Ranked by the watts of its 4 CPUs (before
+// status.speed), the old node won:
+//
+//	energy_test.go:161: the service pod went to a with scores [{a 100} {b 30}]; joules per unit of work: a (R620, 0.756x) 21.6, b (R740) 17.5; want b
 func TestServicePodGoesWhereItsWorkCostsFewerJoules(t *testing.T) {
 	cache := newCache()
 	observe(cache, "a", speedNode(32, 20, r620Curve, 756, telemetryv1alpha1.SpeedSourceTable, 0, "", 0, 0, 0))
@@ -165,6 +168,7 @@ func TestServicePodGoesWhereItsWorkCostsFewerJoules(t *testing.T) {
 	// the lower, its joules for the same work the higher.
 	wa, _ := estimate.AmortizedCPUWatts(mustGet(t, cache, "a"), estimate.Demand{CPUMilli: 4000}, estimate.Demand{}, 8, 1<<40)
 	wb, _ := estimate.AmortizedCPUWatts(mustGet(t, cache, "b"), estimate.Demand{CPUMilli: 4000}, estimate.Demand{}, 8, 1<<40)
+	t.Logf("watts of 4 CPUs: a (R620) %.1f, b (R740) %.1f; joules per unit of work: a %.1f, b %.1f", wa, wb, joules[0].Joules, joules[1].Joules)
 	if !(wa < wb && joules[0].Joules > joules[1].Joules) {
 		t.Errorf("watts of 4 CPUs: a %.1f, b %.1f; joules per unit of work: a %.1f, b %.1f: want a cheaper in watts and dearer in joules",
 			wa, wb, joules[0].Joules, joules[1].Joules)
