@@ -225,7 +225,8 @@ func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 	return b.calibrated(n.Name, cpu).Plus(Watts{Mean: gpu, Upper: gpu}), true
 }
 
-// RankWatts is what EnergyAware ranks a pod of demand d on node n by: the
+// RankWatts is the watts a pod of demand d adds to node n as EnergyAware
+// ranks them (RankJoules divides them by the node's speed): the
 // CPU side amortized over up to pods pods like it (AmortizedCPUWatts),
 // calibrated as PodWatts' mean is, plus its GPUs' watts.
 func (b *Book) RankWatts(n *telemetry.Node, d, reserved Demand, pods int, headroomMilli int64) (float64, bool) {

@@ -169,8 +169,11 @@ func TestNodeTelemetryTable(t *testing.T) {
 		SampleTime:      metav1.NewTime(time.Now().Add(-5 * time.Second)),
 		IntervalSeconds: 5,
 		AgentVersion:    "v0.1.0",
-		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%", Temperature: "n/a", Power: "n/a", GPUs: "n/a"},
+		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%", Temperature: "n/a", Power: "n/a", GPUs: "n/a", Speed: "cpu ref?"},
 		CPU:             &telemetryv1alpha1.CPUStatus{LogicalCores: 2, OnlineCores: 2, UtilizationPercent: 3},
+		// A CPU no table names: judged as the reference, and said so.
+		Speed: &telemetryv1alpha1.SpeedStatus{CPUCoreMilli: 1000, CPUSource: telemetryv1alpha1.SpeedSourceReference,
+			CPUBasis: "no table row for CPU Intel Xeon Processor (Skylake, IBRS)"},
 		Memory:          &telemetryv1alpha1.MemoryStatus{TotalBytes: 24 << 30, AvailableBytes: 20 << 30, UtilizationPercent: 18},
 		Sources: []telemetryv1alpha1.SourceStatus{
 			{Name: telemetryv1alpha1.SourceThermal, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoSensors", Message: "no thermal zones or hwmon temperature sensors"},
@@ -238,7 +241,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 			columns = append(columns, col.Name+"(wide)")
 		}
 	}
-	wantColumns := []string{"Name", "CPU", "MEMORY", "TEMP", "POWER", "POWER-SRC(wide)", "GPUS",
+	wantColumns := []string{"Name", "CPU", "MEMORY", "TEMP", "POWER", "POWER-SRC(wide)", "GPUS", "SPEED(wide)",
 		"READY(wide)", "OVERHEATING(wide)", "HOTTEST(wide)", "ALARMS(wide)", "POWER-EST%(wide)", "AGENT(wide)", "SAMPLED"}
 	if diff := cmp.Diff(wantColumns, columns); diff != "" {
 		t.Errorf("table columns (-want +got):\n%s", diff)
@@ -260,7 +263,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 		{
 			node: gpu.Name,
 			// POWER-SRC is status.power.sources as the server prints a list.
-			want: []any{gpu.Name, "45%", "62%", "71°C", "2150W", `["rapl","nvml"]`, "7/8",
+			want: []any{gpu.Name, "45%", "62%", "71°C", "2150W", `["rapl","nvml"]`, "7/8", "cpu 1.00x table, gpu 2.06x table",
 				"True", "False", "coretemp.0/Package id 0", float64(1), float64(112), "v0.1.0-12-gabcdef0"},
 			sampledAge: regexp.MustCompile(`^1[56]m$`), // 15 minutes old
 		},
@@ -268,7 +271,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 			node: vm.Name,
 			// No thermal, power or GPU data: n/a, never 0. No Overheating
 			// condition, hottest sensor or calibration: empty cells.
-			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", nil, "n/a", "True", nil, nil, nil, nil, "v0.1.0"},
+			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", nil, "n/a", "cpu ref?", "True", nil, nil, nil, nil, "v0.1.0"},
 			sampledAge: regexp.MustCompile(`^[5-9]s$`), // 5 seconds old
 		},
 	} {

@@ -218,8 +218,10 @@ type EnergyAwareArgs struct {
 	// equal to TopologyFit's. Default nvidia.com/gpu.
 	// +optional
 	GPUResourceName *string `json:"gpuResourceName,omitempty"`
-	// powerWeight is the weight of power draw in the score. 0 to 100, not
-	// zero together with thermalWeight; default 70.
+	// powerWeight is the weight of energy in the score: the joules the
+	// node spends for a unit of the pod's work at its published speed
+	// (status.speed; docs/energy-models.md, "Energy for the same work").
+	// 0 to 100, not zero together with thermalWeight; default 70.
 	// +optional
 	PowerWeight *int32 `json:"powerWeight,omitempty"`
 	// thermalWeight is the weight of thermal headroom in the score. 0 to 100,
