@@ -125,6 +125,3 @@ func (pl *Placed) Ends() map[string]float64 {
 	}
 	return out
 }
-
-// Horizon is the seconds of the services' work the energy counts.
-func (pl *Placed) Horizon() float64 { return pl.o.horizon }

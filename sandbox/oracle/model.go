@@ -422,17 +422,6 @@ func (o *oracle) nodeJoulesFrom(n int, l *oLoad, cpuOnly bool, starts map[int]fl
 	return node.spec.Joules(service, o.horizon, runs)
 }
 
-// busy is node n's busy GPUs running l at the pods' requests, in whole
-// GPUs (as the simulation's sim.Node.BusyShare).
-func (o *oracle) busy(n int, l *oLoad) float64 {
-	node := &o.nodes[n]
-	b := float64(l.gpus)*node.unitShare + float64(l.claims)
-	for i, c := range l.mig {
-		b += float64(c) * node.migShare[i]
-	}
-	return b
-}
-
 func (o *oracle) nodeWatts(n int, cpuMilli, busy float64) float64 {
 	k := wattsKey{n, cpuMilli, busy}
 	if w, ok := o.memo[k]; ok {
