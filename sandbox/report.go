@@ -336,6 +336,9 @@ func (s *sandbox) shareCell(tel, def, oracle float64) string {
 		return fmt.Sprintf("%.0f%%", 100*c)
 	}
 	if def < oracle {
+		if s.defaultOverBudget() {
+			return fmt.Sprintf("none: the default profile's placement breaks a rack's budget, %s below what the budgets allow", kwhCell(oracle-def))
+		}
 		return fmt.Sprintf("none to gain: oracle %s above the default", kwhCell(oracle-def))
 	}
 	return fmt.Sprintf("achievable %s < %.0f%% of %s", kwhCell(def-oracle), 100*achievableFloor, kwhCell(def))
@@ -353,6 +356,17 @@ func percentCell(p float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", p)
+}
+
+// defaultOverBudget reports whether the default profile's placement
+// takes a rack past its limit (the default profile ignores budgets).
+func (s *sandbox) defaultOverBudget() bool {
+	for _, r := range s.res.Racks {
+		if r.DefaultWatts > float64(r.BudgetWatts-r.ReserveWatts) {
+			return true
+		}
+	}
+	return false
 }
 
 // printRacks prints each rack's budget, its peak measured watts over the
