@@ -171,10 +171,10 @@ func TestNodeTelemetryTable(t *testing.T) {
 		AgentVersion:    "v0.1.0",
 		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%", Temperature: "n/a", Power: "n/a", GPUs: "n/a", Speed: "cpu ref?"},
 		CPU:             &telemetryv1alpha1.CPUStatus{LogicalCores: 2, OnlineCores: 2, UtilizationPercent: 3},
+		Memory:          &telemetryv1alpha1.MemoryStatus{TotalBytes: 24 << 30, AvailableBytes: 20 << 30, UtilizationPercent: 18},
 		// A CPU no table names: judged as the reference, and said so.
 		Speed: &telemetryv1alpha1.SpeedStatus{CPUCoreMilli: 1000, CPUSource: telemetryv1alpha1.SpeedSourceReference,
 			CPUBasis: "no table row for CPU Intel Xeon Processor (Skylake, IBRS)"},
-		Memory:          &telemetryv1alpha1.MemoryStatus{TotalBytes: 24 << 30, AvailableBytes: 20 << 30, UtilizationPercent: 18},
 		Sources: []telemetryv1alpha1.SourceStatus{
 			{Name: telemetryv1alpha1.SourceThermal, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoSensors", Message: "no thermal zones or hwmon temperature sensors"},
 		},
