@@ -6,7 +6,9 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -240,16 +242,9 @@ func (s *sandbox) printCompletion(tel, def, orc float64, ts, ds, os map[string]f
 	if len(ts) == 0 && len(ds) == 0 {
 		return
 	}
-	var names []string
-	for name := range ts {
-		names = append(names, name)
-	}
-	for name := range ds {
-		if _, ok := ts[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
+	pods := maps.Clone(ts)
+	maps.Copy(pods, ds)
+	names := slices.Sorted(maps.Keys(pods))
 	cell := func(m map[string]float64, name string) string {
 		if sec, ok := m[name]; ok {
 			return fmt.Sprintf("%.0f min", sec/60)

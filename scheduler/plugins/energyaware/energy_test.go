@@ -82,13 +82,7 @@ func bestOf(t *testing.T, cache *telemetry.Cache, pod *v1.Pod, nodes map[string]
 	if st := pl.NormalizeScore(context.Background(), cs, pod, scores); !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	best := scores[0]
-	for _, s := range scores[1:] {
-		if s.Score > best.Score {
-			best = s
-		}
-	}
-	return best.Name, scores
+	return bestScore(scores).Name, scores
 }
 
 // trainingPod is a Job's pod of 16 CPUs and 4 GPUs: a fixed amount of

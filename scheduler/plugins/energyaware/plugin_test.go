@@ -344,15 +344,21 @@ func TestScoreConsolidates(t *testing.T) {
 			if st := pl.NormalizeScore(context.Background(), cs, pod, scores); !st.IsSuccess() {
 				t.Fatal(st)
 			}
-			best := scores[0]
-			for _, s := range scores[1:] {
-				if s.Score > best.Score {
-					best = s
-				}
-			}
+			best := bestScore(scores)
 			if best.Name != tc.want {
 				t.Errorf("scores %v: best %s, want %s", scores, best.Name, tc.want)
 			}
 		})
 	}
+}
+
+// bestScore is the first of the highest scores.
+func bestScore(scores fwk.NodeScoreList) fwk.NodeScore {
+	best := scores[0]
+	for _, s := range scores[1:] {
+		if s.Score > best.Score {
+			best = s
+		}
+	}
+	return best
 }
