@@ -78,13 +78,16 @@ const ReferenceComputeSlices = 7
 // of the single MIG strategy a device's share) over what it asked of
 // reference GPUs (a whole GPU each, a MIG profile its slices over 7). A
 // CPU pod runs at a CPU core's pace. 1 and false on a node that published
-// no speed.
+// no speed (and on a view with none set).
 func PodSpeed(n *telemetry.Node, d Demand) (k float64, known bool) {
 	if n == nil {
 		return 1, false
 	}
 	if d.BusyGPUs() <= 0 && d.MIGSlices <= 0 || len(n.GPUs) == 0 {
-		return max(n.CPUSpeed, 1e-3), n.CPUSpeedSource != "" && n.CPUSpeedSource != "reference"
+		if n.CPUSpeed <= 0 {
+			return 1, false // a view not built from a status: none published
+		}
+		return n.CPUSpeed, n.CPUSpeedSource != "" && n.CPUSpeedSource != "reference"
 	}
 	s, known := gpuSpeed(n)
 	share := 1.0

@@ -95,3 +95,13 @@ func TestBusy(t *testing.T) {
 		t.Errorf("a 2-CPU finite pod keeps %d mCPU busy, want 2000", got)
 	}
 }
+
+// A view with no speed set (not built from a status) is the reference,
+// unknown, not a node a thousand times slower.
+func TestPodSpeedUnset(t *testing.T) {
+	n := r740Node(0)
+	n.CPUSpeed, n.CPUSpeedSource = 0, ""
+	if k, known := PodSpeed(n, Demand{CPUMilli: 1000}); k != 1 || known {
+		t.Errorf("speed %v known %v, want 1, unknown", k, known)
+	}
+}
