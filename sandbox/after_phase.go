@@ -286,6 +286,14 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	r.RackBoundSeconds = rackBound(r.RackOracleMin, s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
 	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (CPUs and GPUs), sized for %d to go: the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
 		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, k, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
+	if settle := load.watts(extra, nil); settle < r.RackLimitWatts {
+		// The rack's nodes have too little left to rise by: their CPUs
+		// near full load (the unseen rise stops there), their GPUs idle
+		// (the training jobs' work done). Say so, not a stage that passes
+		// for want of anything to act on.
+		s.printf("    the rack cannot be taken past its limit here: it would settle at %.0f W, under %.0f W (its nodes' CPUs too near full load for the unseen load to rise, their GPUs idle); this stage shows nothing about the descheduler\n",
+			settle, r.RackLimitWatts)
+	}
 	for uid, p := range risers {
 		s.nodes[p.Node].SetPodCPU(uid, p.Request)
 	}
