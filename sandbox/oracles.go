@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/telesched/telesched/sandbox/oracle"
-	"github.com/telesched/telesched/sandbox/sim"
 )
 
 // OracleInput is fleet f and the scenario's workload as the oracle takes
@@ -85,45 +84,6 @@ func (s *sandbox) placedPods() []podSpec {
 
 // gpuPod: a pod that asks for GPU units of any kind.
 func (p podSpec) gpuPod() bool { return p.gpus > 0 || len(p.mig) > 0 || p.claimGPUs > 0 }
-
-// podBusy is what pod p keeps busy on a node of spec, in whole GPUs (as
-// sim.Node.BusyShare counts it): on the single MIG strategy the GPU
-// resource's units are MIG devices, each its share of its GPU; elsewhere
-// whole GPUs; the mixed strategy's MIG devices their profile's share; a
-// DRA claim's GPUs whole.
-func podBusy(spec sim.NodeSpec, p podSpec) float64 {
-	busy := float64(p.gpus + p.claimGPUs)
-	if spec.MIGStrategy == sim.MIGSingle && p.gpus > 0 {
-		var share float64
-		var devices int
-		for i, g := range spec.GPUs {
-			for j := range g.MIG {
-				share += spec.SliceShare(sim.Slice{GPU: i, Device: j})
-				devices++
-			}
-		}
-		if devices > 0 {
-			busy = float64(p.claimGPUs) + float64(p.gpus)*share/float64(devices)
-		}
-	}
-	for profile, k := range p.mig {
-		busy += float64(k) * profileShare(spec, profile)
-	}
-	return busy
-}
-
-// profileShare is the share of its GPU a MIG device of profile takes on
-// a node (its first such device's).
-func profileShare(spec sim.NodeSpec, profile string) float64 {
-	for i, g := range spec.GPUs {
-		for j, d := range g.MIG {
-			if d.Profile == profile {
-				return spec.SliceShare(sim.Slice{GPU: i, Device: j})
-			}
-		}
-	}
-	return 0
-}
 
 // oracleReport runs the oracle on pods, the whole workload's energy and
 // the CPU pods' apart. The caller holds the watcher's lock;

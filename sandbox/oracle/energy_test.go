@@ -4,6 +4,7 @@
 package oracle
 
 import (
+	"math"
 	"testing"
 
 	"github.com/telesched/telesched/sandbox/sim"
@@ -91,5 +92,38 @@ func TestPlacedWattsOfAQueue(t *testing.T) {
 	}
 	if e := queued.Ends()["second"]; e != 7200 {
 		t.Errorf("the queued job ends at %.0f s, want 7200", e)
+	}
+}
+
+// podBusy is what a pod keeps busy at its requests, in whole GPUs, as the
+// simulation's sim.Node.BusyShare counts it.
+func TestPodBusy(t *testing.T) {
+	cut := func(strategy string, profiles ...sim.MIGDevice) sim.NodeSpec {
+		s := sim.NodeSpec{MIGStrategy: strategy}
+		for range 2 {
+			s.GPUs = append(s.GPUs, sim.GPUSpec{ComputeSlices: 7, MIG: profiles})
+		}
+		return s
+	}
+	one := sim.MIGDevice{Profile: "1g.10gb", Slices: 1}
+	three := sim.MIGDevice{Profile: "3g.40gb", Slices: 3}
+	tests := []struct {
+		name string
+		spec sim.NodeSpec
+		pod  Pod
+		want float64
+	}{
+		{"whole GPUs count whole", sim.NodeSpec{GPUs: make([]sim.GPUSpec, 8)}, Pod{GPUs: 4}, 4},
+		{"nvidia.com/gpu: 4 on the single strategy is 4 MIG devices", cut(sim.MIGSingle, one, one, one, one, one, one, one), Pod{GPUs: 4}, 4.0 / 7},
+		{"a mixed-strategy profile counts its slices", cut(sim.MIGMixed, three, one), Pod{MIG: map[string]int{"3g.40gb": 1, "1g.10gb": 2}}, 5.0 / 7},
+		{"a DRA claim's GPU counts whole", sim.NodeSpec{DRA: true, GPUs: make([]sim.GPUSpec, 2)}, Pod{ClaimGPUs: 1}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle(Fleet{Nodes: []sim.NodeSpec{tc.spec}}, []Pod{tc.pod}, Options{})
+			if got := o.podBusy(0, 0); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("podBusy() = %.4f, want %.4f", got, tc.want)
+			}
+		})
 	}
 }
