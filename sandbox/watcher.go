@@ -451,14 +451,13 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
-	// The busy CPUs the scheduler expects of the pod: a service's
-	// requests over the node's published speed.
-	cpu := p.PodCPUMilli
-	if p.Work == estimate.WorkService && had.node != nil {
-		k, _ := estimate.PodSpeed(had.node, estimate.Demand{CPUMilli: cpu})
-		cpu = int64(math.Round(float64(cpu) / k))
+	// What the scheduler expects the pod to keep busy: a service its
+	// requests over the node's published speed (estimate.Busy).
+	d := estimate.Demand{CPUMilli: p.PodCPUMilli, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices, ClaimGPUs: p.PodClaimGPUs}
+	if had.node != nil {
+		d = estimate.Busy(had.node, d, p.Work)
 	}
-	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, estimate.Demand{CPUMilli: cpu, GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices, ClaimGPUs: p.PodClaimGPUs}, reserved)
+	p.LearnedWatts, p.HasLearned = learnedMarginal(had.node, d, reserved)
 	if len(p.Slices) > 0 && had.node != nil {
 		p.SliceLearnedWatts = estimate.PodGPUWatts(had.node, estimate.Demand{GPUs: p.PodGPUs, MIGSlices: p.PodMIGSlices}) / float64(len(p.Slices))
 		p.HasSliceLearned = true

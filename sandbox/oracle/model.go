@@ -11,6 +11,7 @@ import (
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/sandbox/sim"
+	"github.com/telesched/telesched/scheduler/estimate"
 )
 
 // oracle is one problem: the nodes (sorted by name), the pods and the
@@ -66,14 +67,10 @@ type oPod struct {
 	closed             []int // nodes it may not go to (Closure, Pod.Node)
 	// seconds is a finite pod's work in seconds on the reference (0: a
 	// service); asked the reference GPUs it asks for (a whole GPU each, a
-	// MIG device its profile's slices over ReferenceComputeSlices).
+	// MIG device its profile's slices over estimate.ReferenceComputeSlices).
 	seconds float64
 	asked   float64
 }
-
-// ReferenceComputeSlices is the compute slices of the reference GPU (an
-// A100: 7), by which a MIG profile's request is sized.
-const ReferenceComputeSlices = 7
 
 // cpuPod: a pod without GPUs (the CPU pods of the report).
 func (p *oPod) cpuPod() bool { return p.gpus == 0 && p.mig == nil && p.claims == 0 }
@@ -176,7 +173,7 @@ func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
 					op.mig = make([]int, len(o.profiles))
 				}
 				op.mig[o.profiles[pr]] += p.MIG[pr]
-				op.asked += float64(p.MIG[pr]*o.slices[o.profiles[pr]]) / ReferenceComputeSlices
+				op.asked += float64(p.MIG[pr]*o.slices[o.profiles[pr]]) / estimate.ReferenceComputeSlices
 			}
 		}
 		op.units = fmt.Sprint(op.mig, op.claims, op.seconds)

@@ -153,9 +153,7 @@ func (b *Book) RankJoules(n *telemetry.Node, d, reserved Demand, work Work, pods
 		e.Joules = w / k
 		return e, ok
 	}
-	busy := d
-	busy.CPUMilli = int64(float64(d.CPUMilli)/k + 0.5)
-	cpu, ok := AmortizedCPUWatts(n, busy, reserved, pods, int64(float64(headroomMilli)/k))
+	cpu, ok := AmortizedCPUWatts(n, overPace(d, k), reserved, pods, int64(float64(headroomMilli)/k))
 	if !ok {
 		return e, false
 	}
@@ -173,8 +171,15 @@ func (b *Book) RankJoules(n *telemetry.Node, d, reserved Demand, work Work, pods
 func Busy(n *telemetry.Node, d Demand, work Work) Demand {
 	if work == WorkService {
 		k, _ := PodSpeed(n, d)
-		d.CPUMilli = int64(float64(d.CPUMilli)/k + 0.5)
+		return overPace(d, k)
 	}
+	return d
+}
+
+// overPace is d with its CPU requests over the pace k: what a service of
+// demand d keeps busy on a node k times the reference's speed for it.
+func overPace(d Demand, k float64) Demand {
+	d.CPUMilli = int64(float64(d.CPUMilli)/k + 0.5)
 	return d
 }
 
