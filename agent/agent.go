@@ -189,8 +189,9 @@ func (s *Sampler) Observe(ctx context.Context, now time.Time) Observation {
 	}
 }
 
-// speedOf is the node's speed section for a sample with gpus: the last
-// one while the GPUs' models are the same, so a sample allocates none.
+// speedOf is the node's speed section for a sample with gpus: resolved
+// again only when the GPUs' models change, and copied, so that each
+// status owns its section.
 func (s *Sampler) speedOf(gpus []telemetryv1alpha1.GPUStatus) *telemetryv1alpha1.SpeedStatus {
 	same := s.lastSpeed != nil && len(gpus) == len(s.speedGPUs)
 	for i := 0; same && i < len(gpus); i++ {

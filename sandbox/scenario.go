@@ -231,6 +231,10 @@ func (s *sandbox) baseline(ctx context.Context) error {
 	return nil
 }
 
+// endsInRun: the run ends the pod when its work is done (jobEnds): the
+// GPU phase's training jobs.
+func (p podSpec) endsInRun() bool { return p.phase == phaseGPU && p.workSeconds > 0 }
+
 // jobEnds says how long a training job of the GPU phase runs on a node,
 // in the run's seconds: its work over its devices' pace there (the
 // oracle's figure, oracle.Placed.Seconds), WorkSpeedup times faster. The
@@ -239,7 +243,7 @@ func (s *sandbox) baseline(ctx context.Context) error {
 func (s *sandbox) jobEnds() func(pod, node string) (time.Duration, bool) {
 	specs := map[string]podSpec{}
 	for _, p := range workloadPods() {
-		if p.phase == phaseGPU && p.workSeconds > 0 {
+		if p.endsInRun() {
 			specs[p.name] = p
 		}
 	}
@@ -268,7 +272,7 @@ func (s *sandbox) waitPlaced(ctx context.Context, specs []podSpec) error {
 	var refused []Refusal
 	var jobs []string
 	for _, p := range specs {
-		if p.phase == phaseGPU && p.workSeconds > 0 {
+		if p.endsInRun() {
 			jobs = append(jobs, p.name)
 		}
 	}

@@ -76,14 +76,18 @@ func Shipped() Table {
 
 // Parse reads a table from YAML (or JSON), strictly: an unknown field, a
 // row without a match, or a figure outside 1 to MaxMilli is an error that
-// names the row.
+// names the row (the first bad one, cpus before gpus).
 func Parse(data []byte) (Table, error) {
 	var t Table
 	if err := yaml.UnmarshalStrict(data, &t); err != nil {
 		return Table{}, err
 	}
-	for kind, rows := range map[string][]Row{"cpus": t.CPUs, "gpus": t.GPUs} {
-		for i, r := range rows {
+	for _, list := range []struct {
+		kind string
+		rows []Row
+	}{{"cpus", t.CPUs}, {"gpus", t.GPUs}} {
+		kind := list.kind
+		for i, r := range list.rows {
 			if norm(r.Match) == "" {
 				return Table{}, fmt.Errorf("%s[%d]: match is empty", kind, i)
 			}

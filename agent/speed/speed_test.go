@@ -126,6 +126,8 @@ func TestParseErrors(t *testing.T) {
 		`cpus: [{match: "", milli: 1000}]`:            "cpus[0]: match is empty",
 		`gpus: [{match: "H100", milli: 0}]`:           `gpus[0] ("H100"): milli 0 is outside 1 to 100000`,
 		`cpus: [{match: "x", milli: 1000, speed: 1}]`: `unknown field "speed"`,
+		// Two bad rows: the first, cpus before gpus, every time.
+		"cpus: [{match: \"\", milli: 1000}]\ngpus: [{match: \"H100\", milli: 0}]": "cpus[0]: match is empty",
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", in, err, want)

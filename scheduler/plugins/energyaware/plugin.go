@@ -275,8 +275,8 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	e := estimateWith(pl.reserved, tel, s.Demand, reserved)
 	mw := e.mw
 	if e.hasPower {
-		if e, ok := pl.reserved.RankJoules(tel, s.Demand, reserved, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo)); ok {
-			mw = int64(math.Round(e.Joules * 1000))
+		if j, ok := pl.reserved.RankJoules(tel, s.Demand, reserved, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo)); ok {
+			mw = int64(math.Round(j.Joules * 1000))
 		}
 	}
 	thermal := thermalScore(tel, pl.limits.absoluteMilli, e)
