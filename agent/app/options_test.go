@@ -80,20 +80,7 @@ func TestValidateFailClosedFlags(t *testing.T) {
 		// the default 10s against a 1.5s window (3 x 500ms): taken as 750ms
 		{"default NVML timeout with a short interval", func(o *Options) { o.Interval = 500 * time.Millisecond; o.SampleInterval = 100 * time.Millisecond }, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			o.HostRoot = t.TempDir()
-			o.NodeName = "n"
-			tc.set(o)
-			o.Complete()
-			err := o.Validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("Validate() = %v, want no error", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("Validate() = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { validated(t, tc.set, tc.wantErr) })
 	}
 }
 
@@ -120,21 +107,32 @@ func TestValidateSpeedFlags(t *testing.T) {
 		{"missing file", func(o *Options) { o.SpeedTable = dir + "/none.yaml" }, "--speed-table: open " + dir + "/none.yaml"},
 		{"negative override", func(o *Options) { o.CPUCoreSpeedMilli = -1 }, "--cpu-core-speed-milli -1: must be 0 (look it up) to 100000"},
 	} {
-		o := NewOptions()
-		o.HostRoot, o.NodeName = t.TempDir(), "n"
-		tc.set(o)
-		o.Complete()
-		err := o.Validate()
-		switch {
-		case tc.wantErr == "" && err != nil:
-			t.Errorf("%s: %v, want no error", tc.name, err)
-		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.wantErr)
-		}
-		if tc.name == "operator table" {
-			if m, src, _ := o.Speed.CPU("AMD EPYC 7313 16-Core Processor"); m != 1250 || src != "operator" {
-				t.Errorf("operator table: %d from %s, want 1250 from the operator", m, src)
+		t.Run(tc.name, func(t *testing.T) {
+			o := validated(t, tc.set, tc.wantErr)
+			if tc.name == "operator table" {
+				if m, src, _ := o.Speed.CPU("AMD EPYC 7313 16-Core Processor"); m != 1250 || src != "operator" {
+					t.Errorf("operator table: %d from %s, want 1250 from the operator", m, src)
+				}
 			}
-		}
+		})
 	}
+}
+
+// validated is the default options changed by set, completed and
+// validated, checking Validate's error against wantErr ("": none; else a
+// part of it).
+func validated(t *testing.T, set func(o *Options), wantErr string) *Options {
+	t.Helper()
+	o := NewOptions()
+	o.HostRoot, o.NodeName = t.TempDir(), "n"
+	set(o)
+	o.Complete()
+	err := o.Validate()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Errorf("Validate() = %v, want no error", err)
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Errorf("Validate() = %v, want an error containing %q", err, wantErr)
+	}
+	return o
 }
