@@ -108,7 +108,7 @@ func (pl *Placed) Seconds() map[string]float64 {
 	out := map[string]float64{}
 	for n := range pl.loads {
 		for _, p := range pl.loads[n].finite {
-			out[pl.o.pods[p].name] = pl.o.pods[p].seconds / pl.o.pace(n, p)
+			out[pl.o.pods[p].name] = pl.o.finiteRun(n, p, 0).Seconds
 		}
 	}
 	return out

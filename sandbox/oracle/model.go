@@ -316,18 +316,34 @@ func (o *oracle) fits(n int, l *oLoad, memory bool) bool {
 // requests), which the racks' budgets hold; and the objective's share:
 // the joules node n spends for l's work (Joules), or its CPU pods' alone.
 func (o *oracle) watts(n int, l *oLoad) (all, cost float64) {
-	node := &o.nodes[n]
-	cpu := float64(l.svcMilli) / node.spec.CPUPace()
-	busy := 0.0
-	for _, p := range l.svcGPU {
-		busy += o.serviceBusy(n, p)
-	}
+	load := o.serviceLoad(n, l, false)
 	for _, p := range l.finite {
-		cpu += float64(o.pods[p].cpuMilli)
-		busy += o.podBusy(n, p)
+		r := o.finiteRun(n, p, 0)
+		load.CPUMilli += r.CPUMilli
+		load.Busy += r.Busy
 	}
-	all = o.nodeWatts(n, cpu, busy)
+	all = o.nodeWatts(n, load.CPUMilli, load.Busy)
 	return all, o.nodeJoules(n, l, o.opts.CPUPodsObjective)
+}
+
+// serviceLoad is what node n's services of l keep busy: their CPU
+// requests over its CPU speed and, for those with GPUs, serviceBusy;
+// cpuOnly, its CPU pods' alone.
+func (o *oracle) serviceLoad(n int, l *oLoad, cpuOnly bool) sim.Run {
+	if cpuOnly {
+		return sim.Run{CPUMilli: float64(l.svcCPUPodMilli) / o.nodes[n].spec.CPUPace()}
+	}
+	r := sim.Run{CPUMilli: float64(l.svcMilli) / o.nodes[n].spec.CPUPace()}
+	for _, p := range l.svcGPU {
+		r.Busy += o.serviceBusy(n, p)
+	}
+	return r
+}
+
+// finiteRun is what finite pod p keeps busy on node n, at its requests,
+// and for how long from start: its work over its pace there.
+func (o *oracle) finiteRun(n, p int, start float64) sim.Run {
+	return sim.Run{CPUMilli: float64(o.pods[p].cpuMilli), Busy: o.podBusy(n, p), Seconds: o.pods[p].seconds / o.pace(n, p), Start: start}
 }
 
 // podBusy is what pod p keeps busy on node n at its requests, in whole
@@ -398,25 +414,14 @@ func (o *oracle) nodeJoules(n int, l *oLoad, cpuOnly bool) float64 {
 // nodeJoulesFrom is nodeJoules with each finite pod started at starts
 // (seconds; absent: 0), unmemoized.
 func (o *oracle) nodeJoulesFrom(n int, l *oLoad, cpuOnly bool, starts map[int]float64) float64 {
-	svc := l.svcMilli
-	if cpuOnly {
-		svc = l.svcCPUPodMilli
-	}
-	node := &o.nodes[n]
-	service := sim.Run{CPUMilli: float64(svc) / node.spec.CPUPace()}
-	if !cpuOnly {
-		for _, p := range l.svcGPU {
-			service.Busy += o.serviceBusy(n, p)
-		}
-	}
 	var runs []sim.Run
 	for _, p := range l.finite {
 		if cpuOnly && !o.pods[p].cpuPod() {
 			continue
 		}
-		runs = append(runs, sim.Run{CPUMilli: float64(o.pods[p].cpuMilli), Busy: o.podBusy(n, p), Seconds: o.pods[p].seconds / o.pace(n, p), Start: starts[p]})
+		runs = append(runs, o.finiteRun(n, p, starts[p]))
 	}
-	return node.spec.Joules(service, o.horizon, runs)
+	return o.nodes[n].spec.Joules(o.serviceLoad(n, l, cpuOnly), o.horizon, runs)
 }
 
 func (o *oracle) nodeWatts(n int, cpuMilli, busy float64) float64 {
