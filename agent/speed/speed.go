@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
@@ -65,14 +66,15 @@ type Row struct {
 //go:embed table.yaml
 var shippedYAML []byte
 
-// Shipped is the table telesched ships (table.yaml).
-func Shipped() Table {
+// Shipped is the table telesched ships (table.yaml), parsed once; its
+// rows are shared, not to be changed.
+var Shipped = sync.OnceValue(func() Table {
 	t, err := Parse(shippedYAML)
 	if err != nil {
 		panic("agent/speed: the shipped table.yaml is invalid: " + err.Error())
 	}
 	return t
-}
+})
 
 // Parse reads a table from YAML (or JSON), strictly: an unknown field, a
 // row without a match, or a figure outside 1 to MaxMilli is an error that
