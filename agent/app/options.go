@@ -223,7 +223,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.Publisher.RateLimitQPS, "publish-qps", o.Publisher.RateLimitQPS, "Sustained rate limit of writes to the API server, per second.")
 	fs.IntVar(&o.Publisher.RateLimitBurst, "publish-burst", o.Publisher.RateLimitBurst, "Burst of writes allowed above --publish-qps.")
 	fs.DurationVar(&o.Publisher.BackoffInitial, "backoff-initial", o.Publisher.BackoffInitial, "Wait after a failed write; doubles per failure, with jitter.")
-	fs.DurationVar(&o.Publisher.BackoffMax, "backoff-max", o.Publisher.BackoffMax, "Longest wait between write attempts while the API server fails.")
+	fs.DurationVar(&o.Publisher.BackoffMax, "backoff-max", o.Publisher.BackoffMax, "Longest wait between write attempts while the API server fails: NodeTelemetry writes, and the overheating taint's (whose first retry waits --backoff-initial).")
 	fs.Int32Var(&o.Publisher.Deadbands.UtilizationPoints, "deadband-utilization-points", o.Publisher.Deadbands.UtilizationPoints, "Percentage points CPU, memory, NUMA or GPU utilization must move to be published before the heartbeat.")
 	fs.Float64Var(&o.deadbandTemperatureCelsius, "deadband-temperature-celsius", o.deadbandTemperatureCelsius, "Degrees a temperature or the thermal headroom must move to be published before the heartbeat.")
 	fs.Int32Var(&o.Publisher.Deadbands.PowerPercent, "deadband-power-percent", o.Publisher.Deadbands.PowerPercent, "Percent node or GPU power must move to be published before the heartbeat.")

@@ -256,7 +256,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		events = newNodeEvents(ctx, client, o.NodeName)
 		defer events.shutdown()
 		if o.OverheatingTaint {
-			taint = NewNodeTaint(ctx, client, o.NodeName, o.Heat, o.OverheatingTaintHold, o.Publisher.BackoffInitial, clock.RealClock{},
+			taint = NewNodeTaint(ctx, client, o.NodeName, o.Heat, o.OverheatingTaintHold, o.Publisher.BackoffInitial, o.Publisher.BackoffMax, clock.RealClock{},
 				func(ev kube.Event) {
 					if events.queueEvent(ev) {
 						m.Event(ev.Reason)
@@ -319,6 +319,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		if pub == nil {
 			return
 		}
+		undeclared := "" // the fields the last write left out, as logged
 		for {
 			select {
 			case <-ctx.Done():
@@ -326,6 +327,10 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			case st := <-latest:
 				out := pub.offer(ctx, st)
 				m.Published(out, time.Now())
+				if u := strings.Join(out.Undeclared, " "); out.Published && u != undeclared {
+					logUndeclared(logger, out.Undeclared)
+					undeclared = u
+				}
 				switch {
 				case out.Err != nil && ctx.Err() != nil:
 					return // stopping: the write was cut short, not failed
@@ -387,6 +392,18 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			}
 		}
 	}
+}
+
+// logUndeclared says which status fields the cluster's NodeTelemetry CRD
+// lacks, and so are not published, or that it has them all again.
+func logUndeclared(logger klog.Logger, fields []string) {
+	if len(fields) == 0 {
+		logger.Info("the NodeTelemetry CRD declares every status field this agent writes again; publishing them all")
+		return
+	}
+	logger.Error(nil, "the NodeTelemetry CRD in this cluster is older than this agent and lacks status fields it writes; "+
+		"publishing the rest without them until the CRDs are upgraded: kubectl apply --server-side -k deploy/crds, or helm upgrade (docs/install.md, \"Upgrade and uninstall\")",
+		"fields", fields)
 }
 
 // publishing is the publisher's side of the loop: a Settler in front of

@@ -42,7 +42,9 @@ const taintConflictRetries = 3
 // loop's goroutine, in sample order; the writes happen on a goroutine of
 // their own, so a slow API server never delays sampling. A write that
 // fails is tried again with the next sample, no sooner than retry after
-// the failure.
+// the failure, the wait doubling with every failure in a row up to
+// retryMax (an agent whose RBAC lacks the Node writes, an older chart's,
+// tries every retryMax rather than every sample).
 type NodeTaint struct {
 	client  *kube.Client
 	node    string
@@ -50,6 +52,9 @@ type NodeTaint struct {
 	events  func(kube.Event)
 	clock   clock.Clock
 	retry   time.Duration
+	// retryMax bounds wait, the time after a failure before the next
+	// try: retry after one failure, doubling with each in a row.
+	retryMax time.Duration
 
 	queue chan status.TaintState
 	done  chan struct{}
@@ -58,12 +63,13 @@ type NodeTaint struct {
 	written    bool
 	wroteTaint bool
 	failedAt   time.Time
+	wait       time.Duration
 }
 
 // NewNodeTaint reads whether the Node carries the taint already (an agent
 // restarted on a hot node keeps it and its hold) and starts the writer,
 // which runs until Shutdown. events records an Event (nil: none).
-func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat status.HeatConfig, hold, retry time.Duration,
+func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat status.HeatConfig, hold, retry, retryMax time.Duration,
 	clk clock.Clock, events func(kube.Event)) *NodeTaint {
 	logger := klog.FromContext(ctx)
 	tainted := false
@@ -80,7 +86,7 @@ func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat st
 	}
 	t := &NodeTaint{
 		client: client, node: node, tracker: status.NewTaintTracker(heat, hold, tainted),
-		events: events, clock: clk, retry: retry,
+		events: events, clock: clk, retry: retry, retryMax: max(retry, retryMax),
 		queue: make(chan status.TaintState, 1), done: make(chan struct{}),
 	}
 	go t.run(ctx)
@@ -123,15 +129,21 @@ func (t *NodeTaint) run(ctx context.Context) {
 		if t.written && t.wroteTaint == st.Tainted {
 			continue
 		}
-		if !t.failedAt.IsZero() && t.clock.Since(t.failedAt) < t.retry {
+		if !t.failedAt.IsZero() && t.clock.Since(t.failedAt) < t.wait {
 			continue
 		}
 		if err := t.write(ctx, st); err != nil {
 			t.failedAt = t.clock.Now()
-			logger.Error(err, "writing the Node's overheating taint failed; trying again", "node", t.node, "tainted", st.Tainted)
+			t.wait = min(t.retryMax, max(t.retry, 2*t.wait))
+			msg := "writing the Node's overheating taint failed; trying again"
+			if apierrors.IsForbidden(err) {
+				msg = "writing the Node's overheating taint was forbidden: the agent's RBAC (an older chart's?) lacks patch on nodes and nodes/status; " +
+					"upgrade the chart, or turn the taint off with --overheating-taint=false; trying again"
+			}
+			logger.Error(err, msg, "node", t.node, "tainted", st.Tainted, "retryIn", t.wait)
 			continue
 		}
-		t.failedAt, t.written, t.wroteTaint = time.Time{}, true, st.Tainted
+		t.failedAt, t.wait, t.written, t.wroteTaint = time.Time{}, 0, true, st.Tainted
 	}
 }
 

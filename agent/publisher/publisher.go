@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ const (
 	DefaultHeartbeatJitter = 0.2
 	// backoffJitter spreads retries of many agents after an API outage.
 	backoffJitter = 0.5
+	// maxUndeclaredTries bounds the writes one Offer makes while the API
+	// server refuses fields its CRD does not declare, each time leaving
+	// out the ones it named: a CRD some releases old lacks a few.
+	maxUndeclaredTries = 8
 )
 
 // Config configures a Publisher.
@@ -111,6 +116,11 @@ type Outcome struct {
 	// Dropped are the sections left out of the write because the API
 	// server refused them (see Publisher.rejected).
 	Dropped []string
+	// Undeclared are the status fields left out of the write because the
+	// cluster's NodeTelemetry CRD does not declare them (see
+	// Publisher.undeclared), as server-side apply names them
+	// (".status.speed").
+	Undeclared []string
 }
 
 // Publisher decides when to write and writes. It is not safe for
@@ -135,6 +145,13 @@ type Publisher struct {
 	// tries them again, so one bad value never stops the rest of the
 	// node's telemetry.
 	rejected map[string]string
+	// undeclared are status fields the cluster's CRD does not declare:
+	// the CRDs are older than this agent (they are upgraded apart from the
+	// chart). Server-side apply refuses a whole write that carries one
+	// (400, "field not declared in schema"), so they are left out of
+	// every write until a heartbeat write tries them again, and the rest
+	// of the status arrives as the older schema knows it.
+	undeclared map[string]bool
 }
 
 // New returns a Publisher; cfg must be valid.
@@ -170,10 +187,28 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 		return Outcome{Reason: "rate limited"}
 	}
 	if reason == "heartbeat" {
-		p.rejected = nil // try every section again
+		p.rejected, p.undeclared = nil, nil // try every section and field again
 	}
 	start := p.clock.Now()
 	recreated, err := p.write(ctx, p.trim(st))
+	// Leave out what the CRD does not declare and write the rest at once.
+	// kube-apiserver may name one such field a refusal, so this goes on
+	// while each refusal names a field not left out yet.
+	for try := 0; try < maxUndeclaredTries; try++ {
+		fields := undeclaredFields(err)
+		if len(fields) == 0 || p.knowsUndeclared(fields) {
+			break
+		}
+		if p.undeclared == nil {
+			p.undeclared = map[string]bool{}
+		}
+		for _, f := range fields {
+			p.undeclared[f] = true
+		}
+		var again bool
+		again, err = p.write(ctx, p.trim(st))
+		recreated = recreated || again
+	}
 	if sections := rejectedSections(err); len(sections) > 0 {
 		// Leave out what the server refused and write the rest at once.
 		if p.rejected == nil {
@@ -186,7 +221,8 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 		again, err = p.write(ctx, p.trim(st))
 		recreated = recreated || again
 	}
-	out := Outcome{Reason: reason, Duration: p.clock.Since(start), Err: err, Recreated: recreated, Dropped: slices.Sorted(maps.Keys(p.rejected))}
+	out := Outcome{Reason: reason, Duration: p.clock.Since(start), Err: err, Recreated: recreated, Dropped: slices.Sorted(maps.Keys(p.rejected)),
+		Undeclared: slices.Sorted(maps.Keys(p.undeclared))}
 	if err != nil {
 		p.backoff = min(p.cfg.BackoffMax, max(p.cfg.BackoffInitial, 2*p.backoff))
 		p.backoffUntil = p.clock.Now().Add(wait.Jitter(p.backoff, backoffJitter))
@@ -237,6 +273,42 @@ func rejectedSections(err error) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// undeclaredPattern finds the fields a server-side apply names in its
+// refusal of fields the schema lacks, one per line or after a colon:
+// "failed to create typed patch object (…): .status.speed: field not
+// declared in schema", or "…: errors:\n  .status.speed: field not declared
+// in schema\n  .status.summary.speed: field not declared in schema".
+var undeclaredPattern = regexp.MustCompile(`(\.status\S*): field not declared in schema`)
+
+// undeclaredFields returns the status fields a refusal from server-side
+// apply names as not declared in the CRD's schema; nil for any other
+// error. kube-apiserver v1.37 answers it as a 500 (InternalError: the
+// field manager's error is passed on as it is); a 400 is taken too.
+func undeclaredFields(err error) []string {
+	if !apierrors.IsInternalError(err) && !apierrors.IsBadRequest(err) {
+		return nil
+	}
+	var out []string
+	for _, m := range undeclaredPattern.FindAllStringSubmatch(err.Error(), -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// knowsUndeclared reports whether every field is left out already: then
+// leaving them out did not help, and the write fails as it is rather than
+// be tried again and again.
+func (p *Publisher) knowsUndeclared(fields []string) bool {
+	for _, f := range fields {
+		if !p.undeclared[f] {
+			return false
+		}
+	}
+	return true
 }
 
 // trim returns st without the sections the API server refused, their
@@ -320,6 +392,13 @@ func (p *Publisher) applyStatus(ctx context.Context, st *telemetryv1alpha1.NodeT
 		Metadata:   applyMeta{Name: p.cfg.NodeName},
 		Status:     st,
 	}
+	if len(p.undeclared) > 0 {
+		pruned, err := withoutFields(st, slices.Sorted(maps.Keys(p.undeclared)))
+		if err != nil {
+			return err
+		}
+		body.Status = pruned
+	}
 	if err := p.apply(ctx, body, "status"); err != nil {
 		return fmt.Errorf("applying NodeTelemetry %s status: %w", p.cfg.NodeName, err)
 	}
@@ -329,10 +408,12 @@ func (p *Publisher) applyStatus(ctx context.Context, st *telemetryv1alpha1.NodeT
 // applyBody is the apply configuration the agent sends: only the fields it
 // owns, so server-side apply never takes ownership of anything else.
 type applyBody struct {
-	APIVersion string                                 `json:"apiVersion"`
-	Kind       string                                 `json:"kind"`
-	Metadata   applyMeta                              `json:"metadata"`
-	Status     *telemetryv1alpha1.NodeTelemetryStatus `json:"status,omitempty"`
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Metadata   applyMeta `json:"metadata"`
+	// Status is a *NodeTelemetryStatus, or its JSON object less the
+	// fields the CRD does not declare; nil leaves it out.
+	Status any `json:"status,omitempty"`
 }
 
 type applyMeta struct {
@@ -350,6 +431,98 @@ func (p *Publisher) apply(ctx context.Context, body applyBody, subresource strin
 		path += "/" + subresource
 	}
 	return p.client.Apply(ctx, path, data, p.cfg.FieldManager)
+}
+
+// withoutFields returns st as a JSON object less the fields, each a path
+// as server-side apply names it (".status.summary.speed"). A list's element
+// in a path (".status.gpus[uuid=\"GPU-1\"].speed", ".status.numa[0].x")
+// stands for every element of that list, as the field is missing from the
+// element's schema, not from one element.
+func withoutFields(st *telemetryv1alpha1.NodeTelemetryStatus, fields []string) (map[string]any, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		rest, ok := strings.CutPrefix(f, ".status.")
+		if !ok {
+			continue
+		}
+		deletePath(obj, pathSegments(rest))
+	}
+	return obj, nil
+}
+
+// pathSegment is one step of a field path: a field's name, and whether
+// the path goes on into every element of the list the field holds.
+type pathSegment struct {
+	name string
+	list bool
+}
+
+// pathSegments splits "summary.speed" or `gpus[uuid="a.b"].speed` at the
+// dots outside brackets.
+func pathSegments(path string) []pathSegment {
+	var segs []pathSegment
+	var cur pathSegment
+	depth, inQuote := 0, false
+	start := 0
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case inQuote:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inQuote = false
+			}
+		case c == '"' && depth > 0:
+			inQuote = true
+		case c == '[':
+			if depth == 0 && cur.name == "" {
+				cur.name = path[start:i]
+			}
+			depth++
+			cur.list = true
+		case c == ']':
+			depth--
+		case c == '.' && depth == 0:
+			if cur.name == "" {
+				cur.name = path[start:i]
+			}
+			segs = append(segs, cur)
+			cur, start = pathSegment{}, i+1
+		}
+	}
+	if cur.name == "" {
+		cur.name = path[start:]
+	}
+	return append(segs, cur)
+}
+
+func deletePath(obj map[string]any, segs []pathSegment) {
+	if len(segs) == 0 || obj == nil {
+		return
+	}
+	s := segs[0]
+	if len(segs) == 1 && !s.list {
+		delete(obj, s.name)
+		return
+	}
+	if !s.list {
+		next, _ := obj[s.name].(map[string]any)
+		deletePath(next, segs[1:])
+		return
+	}
+	items, _ := obj[s.name].([]any)
+	for _, it := range items {
+		next, _ := it.(map[string]any)
+		deletePath(next, segs[1:])
+	}
 }
 
 // LastPublished returns the time of the last successful write, zero if none.

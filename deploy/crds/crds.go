@@ -32,26 +32,37 @@ func Load() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		if err != nil {
 			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := dec.Decode(crd); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, fmt.Errorf("decoding %s: %w", name, err)
-			}
-			if crd.Name == "" {
-				continue // an empty document between separators
-			}
-			if crd.Kind != "CustomResourceDefinition" {
-				return nil, fmt.Errorf("%s: a %q, not a CustomResourceDefinition", name, crd.Kind)
-			}
-			out = append(out, crd)
+		defs, err := Decode(name, data)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, defs...)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no CustomResourceDefinitions embedded")
 	}
 	return out, nil
+}
+
+// Decode decodes the CRDs of one YAML file (name is for errors): these,
+// or another release's.
+func Decode(name string, data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := dec.Decode(crd); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("decoding %s: %w", name, err)
+		}
+		if crd.Name == "" {
+			continue // an empty document between separators
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			return nil, fmt.Errorf("%s: a %q, not a CustomResourceDefinition", name, crd.Kind)
+		}
+		out = append(out, crd)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -50,6 +51,9 @@ type Options struct {
 	StartTimeout time.Duration
 	// Output, if set, receives the output of etcd and kube-apiserver.
 	Output io.Writer
+	// CRDs, if set, are installed instead of this build's (deploy/crds):
+	// another release's, to test against them.
+	CRDs []*apiextensionsv1.CustomResourceDefinition
 }
 
 // ControlPlane is a running etcd and kube-apiserver.
@@ -72,9 +76,11 @@ func Start(opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := crds.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading CRDs: %w", err)
+	defs := opts.CRDs
+	if defs == nil {
+		if defs, err = crds.Load(); err != nil {
+			return nil, fmt.Errorf("loading CRDs: %w", err)
+		}
 	}
 	timeout := opts.StartTimeout
 	if timeout == 0 {

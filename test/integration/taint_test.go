@@ -225,7 +225,7 @@ func TestOverheatingTaintHysteresisAndDefaultScheduler(t *testing.T) {
 	heat := status.NewHeatTracker(cfg)
 	var events []kube.Event
 	evCh := make(chan kube.Event, 16)
-	nt := app.NewNodeTaint(ctx, kc, node, cfg, hold, time.Second, clock.RealClock{}, func(ev kube.Event) {
+	nt := app.NewNodeTaint(ctx, kc, node, cfg, hold, time.Second, time.Second, clock.RealClock{}, func(ev kube.Event) {
 		ev.Node, ev.Component = node, "telesched-agent"
 		if err := kc.CreateEvent(context.WithoutCancel(ctx), ev, time.Now()); err != nil {
 			t.Errorf("recording %s: %v", ev.Reason, err)

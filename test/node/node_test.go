@@ -93,6 +93,7 @@ func TestRealNode(t *testing.T) {
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
+			e.logReleasePods()
 			for _, comp := range cluster.Components {
 				if b, err := os.ReadFile(filepath.Join(dir, "logs", comp+".log")); err == nil {
 					t.Logf("--- the end of %s's log:\n%s", comp, tailLines(string(b), 25))
@@ -568,6 +569,64 @@ func waitFor(ctx context.Context, t *testing.T, what string, timeout time.Durati
 	if err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
 	}
+}
+
+// logReleasePods logs the end of every container's log in the release's
+// namespace, previous instances included: a pod that is not Ready says why
+// only there.
+func (e *env) logReleasePods() {
+	if e.kube == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := e.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Logf("listing the pods of %s: %v", namespace, err)
+		return
+	}
+	tail := int64(400)
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			for _, previous := range []bool{false, true} {
+				b, err := e.kube.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &tail, Previous: previous}).DoRaw(ctx)
+				if err != nil {
+					if !previous {
+						e.t.Logf("--- the log of %s/%s: %v", p.Name, c.Name, err)
+					}
+					continue
+				}
+				e.t.Logf("--- the end of %s/%s's log (previous instance: %t), repeats folded:\n%s", p.Name, c.Name, previous, tailLines(foldRepeats(string(b)), 40))
+			}
+		}
+	}
+}
+
+// foldRepeats keeps the first of the klog lines that say the same after
+// their header, and counts the rest, so that one error every retry does
+// not hide the lines before it.
+func foldRepeats(log string) string {
+	var out []string
+	count := map[string]int{}
+	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		msg := l
+		if i := strings.Index(l, "] "); i >= 0 {
+			msg = l[i+2:]
+		}
+		if count[msg]++; count[msg] == 1 {
+			out = append(out, l)
+		}
+	}
+	for i, l := range out {
+		msg := l
+		if j := strings.Index(l, "] "); j >= 0 {
+			msg = l[j+2:]
+		}
+		if n := count[msg]; n > 1 {
+			out[i] = fmt.Sprintf("%s (and %d more)", l, n-1)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // readImages reads the manifest make images-local wrote into dir.
