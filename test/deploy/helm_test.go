@@ -481,6 +481,8 @@ func TestHelmRejectsBadValues(t *testing.T) {
 		{"descheduler.dryRun=maybe", "/descheduler/dryRun"},
 		{"descheduler.leaderElection.leaseDuration=15", "/descheduler/leaderElection/leaseDuration"},
 		{"descheduler.replicas=0", "/descheduler/replicas"},
+		{"agent.speedTable.cpus[0].match=EPYC,agent.speedTable.cpus[0].milli=0,agent.speedTable.cpus[0].basis=x", "/agent/speedTable/cpus/0/milli"},
+		{"agent.speedTable.gpu[0].match=L40S", "/agent/speedTable"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runHelm(t, helmTemplateArgs(tc.set)...)
