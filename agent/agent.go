@@ -207,6 +207,15 @@ func (s *Sampler) speedOf(gpus []telemetryv1alpha1.GPUStatus) *telemetryv1alpha1
 	return s.lastSpeed.DeepCopy()
 }
 
+// SetCPUCoreSpeed gives this node's CPU core speed as the operator's,
+// above every table, with basis saying where it comes from (the Node's
+// label). Call it before the sampling loop: the Sampler is not safe for
+// concurrent use.
+func (s *Sampler) SetCPUCoreSpeed(milli int32, basis string) {
+	s.speed.CPUCoreMilli, s.speed.CPUCoreBasis = milli, basis
+	s.lastSpeed = nil
+}
+
 // logAdjustments logs what Fit changed to bring the status within the
 // API's bounds, when that differs from the previous sample. The sections'
 // sources say it in the published object too.

@@ -36,6 +36,7 @@ import (
 	"github.com/telesched/telesched/agent/metrics"
 	"github.com/telesched/telesched/agent/nvml"
 	"github.com/telesched/telesched/agent/publisher"
+	"github.com/telesched/telesched/agent/speed"
 	"github.com/telesched/telesched/agent/status"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/text"
@@ -266,6 +267,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 			defer taint.Shutdown()
 		}
 		resumeModels(ctx, o, client, sampler)
+		nodeSpeed(ctx, o, client, sampler)
 	} else {
 		resumeModels(ctx, o, nil, sampler)
 	}
@@ -391,6 +393,30 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 				saveState(now)
 			}
 		}
+	}
+}
+
+// nodeSpeed reads the Node's label speed.NodeLabel, the operator's CPU
+// core speed for this node, above --cpu-core-speed-milli and every table.
+// A label that is not a number in range is logged and left aside: one
+// node's typo does not stop its agent, and status.speed says which source
+// it used.
+func nodeSpeed(ctx context.Context, o *Options, client *kube.Client, sampler *agent.Sampler) {
+	logger := klog.FromContext(ctx)
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	n, err := client.GetNode(rctx, o.NodeName)
+	cancel()
+	if err != nil {
+		logger.Error(err, "reading the Node's labels for its CPU speed; going by --cpu-core-speed-milli and the tables", "node", o.NodeName, "label", speed.NodeLabel)
+		return
+	}
+	milli, ok, err := speed.FromNodeLabel(n.Labels)
+	switch {
+	case err != nil:
+		logger.Error(err, "ignoring the Node's CPU speed label; going by --cpu-core-speed-milli and the tables", "node", o.NodeName)
+	case ok:
+		sampler.SetCPUCoreSpeed(milli, "Node label "+speed.NodeLabel)
+		logger.Info("CPU core speed from the Node's label", "node", o.NodeName, "label", speed.NodeLabel, "milli", milli)
 	}
 }
 

@@ -64,6 +64,8 @@ type Node struct {
 	Name            string
 	UID             types.UID
 	ResourceVersion string
+	// Labels are the Node's labels.
+	Labels map[string]string
 	// Taints are the Node's taints as the API server sent them, so that a
 	// patch that changes one sends the others back unchanged, whatever
 	// fields they carry.
@@ -72,7 +74,8 @@ type Node struct {
 	Conditions []NodeCondition
 }
 
-// GetNode reads a Node's name, UID, resourceVersion, taints and conditions.
+// GetNode reads a Node's name, UID, resourceVersion, labels, taints and
+// conditions.
 func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
 	raw, err := c.rest.Get().AbsPath("/api/v1/nodes", name).SetHeader("Accept", "application/json").Do(ctx).Raw()
 	if err != nil {
@@ -80,9 +83,10 @@ func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
 	}
 	var obj struct {
 		Metadata struct {
-			Name            string    `json:"name"`
-			UID             types.UID `json:"uid"`
-			ResourceVersion string    `json:"resourceVersion"`
+			Name            string            `json:"name"`
+			UID             types.UID         `json:"uid"`
+			ResourceVersion string            `json:"resourceVersion"`
+			Labels          map[string]string `json:"labels"`
 		} `json:"metadata"`
 		Spec struct {
 			Taints []json.RawMessage `json:"taints"`
@@ -95,7 +99,7 @@ func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
 		return nil, fmt.Errorf("decoding Node %s: %w", name, err)
 	}
 	return &Node{Name: obj.Metadata.Name, UID: obj.Metadata.UID, ResourceVersion: obj.Metadata.ResourceVersion,
-		Taints: obj.Spec.Taints, Conditions: obj.Status.Conditions}, nil
+		Labels: obj.Metadata.Labels, Taints: obj.Spec.Taints, Conditions: obj.Status.Conditions}, nil
 }
 
 // TaintKey is the key of a taint as the API server sent it; "" when it

@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -140,14 +141,37 @@ func lookup(rows []Row, model string) (Row, bool) {
 	return best, found
 }
 
+// NodeLabel is the Node label by which an operator gives one node's CPU
+// core speed, in thousandths of the reference's, above
+// --cpu-core-speed-milli and every table. The agent reads it at start.
+const NodeLabel = "telesched.io/cpu-core-speed-milli"
+
+// FromNodeLabel is the CPU core speed the Node's labels give (NodeLabel):
+// ok false when the label is absent, an error when it is not a whole
+// number from 1 to MaxMilli.
+func FromNodeLabel(labels map[string]string) (milli int32, ok bool, err error) {
+	v, ok := labels[NodeLabel]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 1 || n > MaxMilli {
+		return 0, false, fmt.Errorf("Node label %s=%q: want a whole number from 1 to %d", NodeLabel, v, MaxMilli)
+	}
+	return int32(n), true, nil
+}
+
 // Resolver gives a node's speeds from the operator's table and override,
 // then the shipped table.
 type Resolver struct {
 	// Operator is the operator's table (--speed-table); empty: none.
 	Operator Table
 	// CPUCoreMilli, when above 0, is the operator's figure for this
-	// node's CPU cores (--cpu-core-speed-milli), above every table.
+	// node's CPU cores (the Node label NodeLabel, or
+	// --cpu-core-speed-milli), above every table; CPUCoreBasis says
+	// which ("--cpu-core-speed-milli" when empty).
 	CPUCoreMilli int32
+	CPUCoreBasis string
 	// Shipped is the table telesched ships.
 	Shipped Table
 }
@@ -155,7 +179,7 @@ type Resolver struct {
 // CPU is the speed of a logical CPU of the model named.
 func (r Resolver) CPU(model string) (milli int32, source telemetryv1alpha1.SpeedSource, basis string) {
 	if r.CPUCoreMilli > 0 {
-		return r.CPUCoreMilli, telemetryv1alpha1.SpeedSourceOperator, "--cpu-core-speed-milli"
+		return r.CPUCoreMilli, telemetryv1alpha1.SpeedSourceOperator, clip(r.CPUCoreBasis, "--cpu-core-speed-milli")
 	}
 	if row, ok := lookup(r.Operator.CPUs, model); ok {
 		return row.Milli, telemetryv1alpha1.SpeedSourceOperator, clip(row.Basis, "operator table: "+row.Match)

@@ -146,3 +146,36 @@ func TestSummaryFits(t *testing.T) {
 		t.Errorf("summary %q (%d characters)", s, len(s))
 	}
 }
+
+func TestFromNodeLabel(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		milli  int32
+		ok     bool
+		err    string
+	}{
+		{labels: nil},
+		{labels: map[string]string{"kubernetes.io/hostname": "n"}},
+		{labels: map[string]string{NodeLabel: "1210"}, milli: 1210, ok: true},
+		{labels: map[string]string{NodeLabel: "100000"}, milli: 100000, ok: true},
+		{labels: map[string]string{NodeLabel: "0"}, err: `Node label telesched.io/cpu-core-speed-milli="0": want a whole number from 1 to 100000`},
+		{labels: map[string]string{NodeLabel: "100001"}, err: `"100001": want a whole number`},
+		{labels: map[string]string{NodeLabel: "1.2"}, err: `"1.2": want a whole number`},
+		{labels: map[string]string{NodeLabel: ""}, err: `"": want a whole number`},
+	} {
+		milli, ok, err := FromNodeLabel(tc.labels)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v, want one containing %q", tc.labels, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || milli != tc.milli || ok != tc.ok {
+			t.Errorf("%v: %d, %v, %v; want %d, %v", tc.labels, milli, ok, err, tc.milli, tc.ok)
+		}
+	}
+	r := Resolver{Shipped: Shipped(), CPUCoreMilli: 1210, CPUCoreBasis: "Node label " + NodeLabel}
+	if milli, src, basis := r.CPU("Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz"); milli != 1210 || src != telemetryv1alpha1.SpeedSourceOperator || basis != "Node label "+NodeLabel {
+		t.Errorf("CPU with the label's figure = %d %s %q, want 1210 operator %q", milli, src, basis, "Node label "+NodeLabel)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/telesched/telesched/agent/app"
+	"github.com/telesched/telesched/agent/speed"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/test/fixtures"
 )
@@ -132,7 +133,14 @@ func TestAgentPublishes(t *testing.T) {
 	)
 	c := newClients(t)
 	ctx := t.Context()
-	node, err := c.kube.CoreV1().Nodes().Create(ctx, fixtures.Node("agent-node"), metav1.CreateOptions{})
+	// The operator's speed for this node's cores, by its label, above
+	// the DaemonSet-wide --cpu-core-speed-milli.
+	labelled := fixtures.Node("agent-node")
+	if labelled.Labels == nil {
+		labelled.Labels = map[string]string{}
+	}
+	labelled.Labels[speed.NodeLabel] = "1234"
+	node, err := c.kube.CoreV1().Nodes().Create(ctx, labelled, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +166,7 @@ func TestAgentPublishes(t *testing.T) {
 	opts.Publisher.RateLimitQPS = 10
 	opts.Publisher.BackoffInitial = 100 * time.Millisecond
 	opts.Publisher.BackoffMax = time.Second
+	opts.CPUCoreSpeedMilli = 900
 	opts.Complete()
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
@@ -205,6 +214,9 @@ func TestAgentPublishes(t *testing.T) {
 	}
 	if nt.Status.Thermal == nil || nt.Status.Thermal.HottestMilliCelsius != 60_000 {
 		t.Fatalf("thermal = %+v, want the hwmon sensor at 60°C", nt.Status.Thermal)
+	}
+	if sp := nt.Status.Speed; sp == nil || sp.CPUCoreMilli != 1234 || sp.CPUSource != telemetryv1alpha1.SpeedSourceOperator || sp.CPUBasis != "Node label "+speed.NodeLabel {
+		t.Errorf("status.speed = %+v, want 1234 from the operator, the Node label %s (above --cpu-core-speed-milli=900)", sp, speed.NodeLabel)
 	}
 
 	// 2. A change shows up at the next sample, not at the heartbeat.
