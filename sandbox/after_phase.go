@@ -284,21 +284,21 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	extra, k := load.sized(r.RackLimitWatts-rackSlackWatts, r.BudgetWatts)
 	r.RackOracleMin, _ = oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < r.RackLimitWatts })
 	r.RackBoundSeconds = rackBound(r.RackOracleMin, s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
-	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (CPUs and GPUs), sized for %d to go: the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
+	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (GPUs; CPUs as much, short of full load), sized for %d to go: the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
 		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, k, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
 	if settle := load.watts(extra, nil); settle < r.RackLimitWatts {
 		// The rack's nodes have too little left to rise by: their CPUs
-		// near full load (the unseen rise stops there), their GPUs idle
-		// (the training jobs' work done). Say so, not a stage that passes
-		// for want of anything to act on.
-		s.printf("    the rack cannot be taken past its limit here: it would settle at %.0f W, under %.0f W (its nodes' CPUs too near full load for the unseen load to rise, their GPUs idle); this stage shows nothing about the descheduler\n",
+		// near full load (the unseen rise stops there), and too few GPUs
+		// to make up for it. Say so, not a stage that passes for want of
+		// anything to act on.
+		s.printf("    the rack cannot be taken past its limit here: it would settle at %.0f W, under %.0f W (its nodes' CPUs too near full load for the unseen load to rise, too few GPUs to make up for it); this stage shows nothing about the descheduler\n",
 			settle, r.RackLimitWatts)
 	}
 	for uid, p := range risers {
 		s.nodes[p.Node].SetPodCPU(uid, p.Request)
 	}
 	for _, n := range nodes {
-		n.SetExtraUtilization(extra)
+		n.SetExtraLoad(load.cpuExtra(n, extra), extra)
 	}
 	watts, err := s.readFor(ctx, rackHold, func() float64 {
 		var w float64
@@ -350,6 +350,11 @@ type rackLoad struct {
 	nodes []*sim.Node
 	cands []placed
 	rise  map[string]int64 // node → milli-CPUs its pods' load rises by
+	// room is each node's CPU share left below full load once its pods'
+	// load has risen: the unseen CPU load stops there, while the GPUs'
+	// rises on. No node past full load: what a pod frees is then what the
+	// curve says, for the oracle and the descheduler alike.
+	room map[string]float64
 }
 
 // newRackLoad is the rackLoad of nodes with the pods on them and the pods
@@ -363,7 +368,17 @@ func newRackLoad(nodes []*sim.Node, on, risers map[types.UID]placed) rackLoad {
 	for _, p := range risers {
 		l.rise[p.Node] += p.Request - p.Request*rackIdlePercent/100
 	}
+	l.room = map[string]float64{}
+	for _, n := range nodes {
+		l.room[n.Spec.Name] = max(0, 1-n.Utilization()-float64(l.rise[n.Spec.Name])/float64(n.Spec.Host.CPUs*1000))
+	}
 	return l
+}
+
+// cpuExtra is the unseen CPU load on node n at unseen load extra: extra,
+// short of full load.
+func (l rackLoad) cpuExtra(n *sim.Node, extra float64) float64 {
+	return min(extra, l.room[n.Spec.Name])
 }
 
 // watts is what the rack settles at, its pods' load risen, with extra
@@ -375,7 +390,7 @@ func (l rackLoad) watts(extra float64, removed []int) float64 {
 	}
 	var w float64
 	for _, n := range l.nodes {
-		w += n.SteadyWatts(extra, l.rise[n.Spec.Name]-less[n.Spec.Name])
+		w += n.SteadyLoadWatts(l.cpuExtra(n, extra), extra, l.rise[n.Spec.Name]-less[n.Spec.Name])
 	}
 	return w
 }
@@ -404,16 +419,18 @@ func (l rackLoad) sized(watts, budget float64) (float64, int) {
 	return extra, k
 }
 
-// extraFor is the unseen load (bisected, at most what takes the fullest
-// node to 100 % CPU) at which the rack, without the k candidates that free
-// most, settles at watts: 0 when it is past watts even without them (the
-// oracle then needs more), the most when even that does not reach it.
+// extraFor is the unseen load (bisected; on each node's CPUs at most what
+// takes it to full load, cpuExtra, on its GPUs up to all of them) at which
+// the rack, without the k candidates that free most, settles at watts: 0
+// when it is past watts even without them (the oracle then needs more),
+// the most when even that does not reach it.
 func (l rackLoad) extraFor(watts float64, k int) float64 {
-	// No node past full load: what a pod frees is then what the curve
-	// says, for the oracle and the descheduler alike.
-	lo, hi := 0.0, 1.0
+	lo, hi := 0.0, 0.0
 	for _, n := range l.nodes {
-		hi = min(hi, 1-n.Utilization()-float64(l.rise[n.Spec.Name])/float64(n.Spec.Host.CPUs*1000))
+		hi = max(hi, l.room[n.Spec.Name])
+		if len(n.Spec.GPUs) > 0 {
+			hi = 1
+		}
 	}
 	if hi <= 0 {
 		return 0

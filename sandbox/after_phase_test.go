@@ -77,11 +77,11 @@ func TestRackStageSizing(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
-		n.SetExtraUtilization(extra)
+		n.SetExtraLoad(load.cpuExtra(n, extra), extra)
 	}
 	risen := 0.0
 	for _, n := range nodes {
-		risen += n.SteadyWatts(extra, 0)
+		risen += n.SteadyLoadWatts(load.cpuExtra(n, extra), extra, 0)
 		if u := n.Utilization(); u >= 1 {
 			t.Errorf("%s at %.0f%% CPU risen: past full load a pod leaving frees less than the curve says", n.Spec.Name, 100*u)
 		}
@@ -96,7 +96,7 @@ func TestRackStageSizing(t *testing.T) {
 	}
 	after := 0.0
 	for _, n := range nodes {
-		after += n.SteadyWatts(extra, 0)
+		after += n.SteadyLoadWatts(load.cpuExtra(n, extra), extra, 0)
 	}
 	if want := wantAfter; math.Abs(after-want) > 1e-6 || after >= limit {
 		t.Errorf("without the oracle's pods the nodes settle at %.2f W; the sizing said %.2f W, under the limit %.0f W", after, want, limit)
@@ -170,4 +170,79 @@ func TestRackStageSizedPastTheBudget(t *testing.T) {
 	if got, _ := oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < limit }); got != k {
 		t.Errorf("oracle's fewest = %d, want the %d it was sized for", got, k)
 	}
+}
+
+// TestRackStageRisesIdleGPUs: after the scenario's training jobs end, the
+// GPU rack's nodes have their CPUs near full load and their GPUs idle. An
+// unseen load held to what the fullest node's CPUs have left (as it was)
+// leaves the rack under its limit: `make demo` printed the rack stage
+// "never reached". The GPUs' unseen load rises apart from the CPUs', so
+// the rack passes its limit, no node's CPUs past full load, and the
+// oracle's pods take it back under.
+func TestRackStageRisesIdleGPUs(t *testing.T) {
+	var nodes []*sim.Node
+	for _, spec := range DefaultFleet().Nodes {
+		if !strings.HasPrefix(spec.Name, "gpu-") {
+			continue
+		}
+		n, err := sim.NewNode(t.TempDir(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// CPU pods of the scenario, no GPU pods: 55 % of the CPUs busy, on top of their base load.
+		n.AddPod(types.UID("cpu-"+spec.Name), int64(spec.Host.CPUs)*550, 0)
+		nodes = append(nodes, n)
+	}
+	const limit = 4500.0 // rack-gpu: 4600 W − 100 W reserve
+	// The largest pods, in whole CPUs, that rackResidents of fit, as the
+	// stage sizes them.
+	milli := int64(rackPodMilli)
+	where := rackPlacement(nodes, milli, rackResidents)
+	for milli > 1000 && len(where) < rackResidents {
+		milli -= 1000
+		where = rackPlacement(nodes, milli, rackResidents)
+	}
+	on := map[types.UID]placed{}
+	for i, node := range where {
+		uid := types.UID(fmt.Sprintf("rack-%d", i))
+		on[uid] = placed{Pod: string(uid), Node: node, Request: milli}
+		for _, n := range nodes {
+			if n.Spec.Name == node {
+				n.AddPod(uid, milli*rackIdlePercent/100, 0)
+			}
+		}
+	}
+	if len(on) < rackToShed {
+		t.Fatalf("rackPlacement: %d pods, want at least %d", len(on), rackToShed)
+	}
+	load := newRackLoad(nodes, on, on)
+	cpuOnly := 1.0
+	for _, n := range nodes {
+		cpuOnly = min(cpuOnly, load.room[n.Spec.Name])
+	}
+	at := 0.0
+	for _, n := range nodes {
+		at += n.SteadyWatts(cpuOnly, load.rise[n.Spec.Name])
+	}
+	if at >= limit {
+		t.Fatalf("with the unseen load held to the fullest node's CPU room (%.3f) the rack settles at %.0f W, past %.0f W: the case this test is for is gone", cpuOnly, at, limit)
+	}
+	t.Logf("unseen load held to the fullest node's CPU room (%.3f): the rack settles at %.0f W, under its limit %.0f W", cpuOnly, at, limit)
+
+	const budget = 4600.0
+	extra, k := load.sized(limit-rackSlackWatts, budget)
+	risen := load.watts(extra, nil)
+	if risen <= limit {
+		t.Fatalf("sized: unseen load %.3f for %d pods, the rack risen at %.0f W; want past its limit %.0f W", extra, k, risen, limit)
+	}
+	for _, n := range nodes {
+		if u := n.Utilization() + load.cpuExtra(n, extra) + float64(load.rise[n.Spec.Name])/float64(n.Spec.Host.CPUs*1000); u > 1+1e-9 {
+			t.Errorf("%s at %.1f%% CPU risen: past full load a pod leaving frees less than the curve says", n.Spec.Name, 100*u)
+		}
+	}
+	got, set := oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < limit })
+	if got != k || load.watts(extra, set) >= limit {
+		t.Errorf("oracle's fewest = %d (the rack then at %.0f W), want the %d it was sized for, under %.0f W", got, load.watts(extra, set), k, limit)
+	}
+	t.Logf("pods of %d milli-CPUs; unseen load %.3f (GPUs; CPUs short of full load): the rack risen at %.0f W, %d pods to go", milli, extra, risen, k)
 }

@@ -271,7 +271,8 @@ type Node struct {
 	sweep     float64 // calibration sweep's utilization, when sweeping
 	sweeping  bool
 	faultHeat float64 // °C added by a fault
-	extra     float64 // utilization added to the base load (SetExtraUtilization)
+	extra     float64 // utilization added to the base load (SetExtraLoad)
+	extraGPU  float64 // share added to each GPU's busy share (SetExtraLoad)
 	celsius   float64
 	gpuBusy   []bool
 	migBusy   [][]bool  // per GPU, per MIG device
@@ -341,9 +342,14 @@ func (n *Node) SetFaultHeat(celsius float64) {
 // SetExtraUtilization adds u (0..1) to the node's base CPU load and to
 // each GPU's busy share: work the scheduler does not see rises (or, with
 // 0, falls back).
-func (n *Node) SetExtraUtilization(u float64) {
+func (n *Node) SetExtraUtilization(u float64) { n.SetExtraLoad(u, u) }
+
+// SetExtraLoad adds cpu (0..1) to the node's base CPU load and gpu (0..1)
+// to each GPU's busy share, apart: a node's CPUs may be near full load
+// while its GPUs idle.
+func (n *Node) SetExtraLoad(cpu, gpu float64) {
 	n.mu.Lock()
-	n.extra = u
+	n.extra, n.extraGPU = cpu, gpu
 	n.mu.Unlock()
 }
 
@@ -363,12 +369,18 @@ func (n *Node) Watts() float64 {
 // and its pods' CPU load changed by podMilli (negative: pods gone), its
 // fault heat as now.
 func (n *Node) SteadyWatts(extra float64, podMilli int64) float64 {
+	return n.SteadyLoadWatts(extra, extra, podMilli)
+}
+
+// SteadyLoadWatts is SteadyWatts with the extra CPU load and GPU share
+// apart (SetExtraLoad).
+func (n *Node) SteadyLoadWatts(cpuExtra, gpuExtra float64, podMilli int64) float64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	u := n.utilization() - n.extra + extra + float64(podMilli)/float64(n.Spec.Host.CPUs*1000)
+	u := n.utilization() - n.extra + cpuExtra + float64(podMilli)/float64(n.Spec.Host.CPUs*1000)
 	_, w := n.Spec.Steady(math.Min(1, math.Max(0, u)), n.faultHeat)
 	for i, g := range n.Spec.GPUs {
-		w += gpuWatts(g, math.Min(1, n.share(i)+extra))
+		w += gpuWatts(g, math.Min(1, n.share(i)+gpuExtra))
 	}
 	return w
 }
@@ -376,7 +388,7 @@ func (n *Node) SteadyWatts(extra float64, podMilli int64) float64 {
 // loadShare is GPU i's busy share with the extra load. The caller holds
 // n.mu.
 func (n *Node) loadShare(i int) float64 {
-	return math.Min(1, n.share(i)+n.extra)
+	return math.Min(1, n.share(i)+n.extraGPU)
 }
 
 // AddPod runs a pod on the node. It returns the GPUs it took.
