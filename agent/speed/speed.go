@@ -156,7 +156,7 @@ func FromNodeLabel(labels map[string]string) (milli int32, ok bool, err error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || n < 1 || n > MaxMilli {
-		return 0, false, fmt.Errorf("Node label %s=%q: want a whole number from 1 to %d", NodeLabel, v, MaxMilli)
+		return 0, false, fmt.Errorf("the Node label %s=%q: want a whole number from 1 to %d", NodeLabel, v, MaxMilli)
 	}
 	return int32(n), true, nil
 }

@@ -158,7 +158,7 @@ func TestFromNodeLabel(t *testing.T) {
 		{labels: map[string]string{"kubernetes.io/hostname": "n"}},
 		{labels: map[string]string{NodeLabel: "1210"}, milli: 1210, ok: true},
 		{labels: map[string]string{NodeLabel: "100000"}, milli: 100000, ok: true},
-		{labels: map[string]string{NodeLabel: "0"}, err: `Node label telesched.io/cpu-core-speed-milli="0": want a whole number from 1 to 100000`},
+		{labels: map[string]string{NodeLabel: "0"}, err: `the Node label telesched.io/cpu-core-speed-milli="0": want a whole number from 1 to 100000`},
 		{labels: map[string]string{NodeLabel: "100001"}, err: `"100001": want a whole number`},
 		{labels: map[string]string{NodeLabel: "1.2"}, err: `"1.2": want a whole number`},
 		{labels: map[string]string{NodeLabel: ""}, err: `"": want a whole number`},
