@@ -22,20 +22,9 @@ import (
 // rackSlackWatts under its limit; and the simulated nodes, risen and then
 // without the oracle's pods, draw what the sizing predicted.
 func TestRackStageSizing(t *testing.T) {
-	var nodes []*sim.Node
-	for _, spec := range DefaultFleet().Nodes {
-		if !strings.HasPrefix(spec.Name, "gpu-") {
-			continue
-		}
-		n, err := sim.NewNode(t.TempDir(), spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.AddPod(types.UID("training-"+spec.Name), 4000, 2) // a GPU pod of the scenario
-		nodes = append(nodes, n)
-	}
-	if len(nodes) != 2 {
-		t.Fatalf("%d GPU nodes in the default fleet, want 2", len(nodes))
+	nodes := defaultGPURack(t)
+	for _, n := range nodes {
+		n.AddPod(types.UID("training-"+n.Spec.Name), 4000, 2) // a GPU pod of the scenario
 	}
 	const limit = 4500.0 // rack-gpu: 4600 W − 100 W reserve
 	byName := map[string]*sim.Node{}
@@ -138,16 +127,7 @@ func TestRackPlacementKeepsToNodesWithRoom(t *testing.T) {
 // under the limit (4500 W) without them; sized then sizes for more, and the
 // oracle needs that many.
 func TestRackStageSizedPastTheBudget(t *testing.T) {
-	var nodes []*sim.Node
-	for _, spec := range DefaultFleet().Nodes {
-		if strings.HasPrefix(spec.Name, "gpu-") {
-			n, err := sim.NewNode(t.TempDir(), spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes = append(nodes, n)
-		}
-	}
+	nodes := defaultGPURack(t)
 	const limit, budget = 4500.0, 4600.0
 	on := map[types.UID]placed{}
 	for i, node := range rackPlacement(nodes, 8000, rackResidents) {
@@ -180,18 +160,10 @@ func TestRackStageSizedPastTheBudget(t *testing.T) {
 // the rack passes its limit, no node's CPUs past full load, and the
 // oracle's pods take it back under.
 func TestRackStageRisesIdleGPUs(t *testing.T) {
-	var nodes []*sim.Node
-	for _, spec := range DefaultFleet().Nodes {
-		if !strings.HasPrefix(spec.Name, "gpu-") {
-			continue
-		}
-		n, err := sim.NewNode(t.TempDir(), spec)
-		if err != nil {
-			t.Fatal(err)
-		}
+	nodes := defaultGPURack(t)
+	for _, n := range nodes {
 		// CPU pods of the scenario, no GPU pods: 55 % of the CPUs busy, on top of their base load.
-		n.AddPod(types.UID("cpu-"+spec.Name), int64(spec.Host.CPUs)*550, 0)
-		nodes = append(nodes, n)
+		n.AddPod(types.UID("cpu-"+n.Spec.Name), int64(n.Spec.Host.CPUs)*550, 0)
 	}
 	const limit = 4500.0 // rack-gpu: 4600 W − 100 W reserve
 	// The largest pods, in whole CPUs, that rackResidents of fit, as the
@@ -245,4 +217,25 @@ func TestRackStageRisesIdleGPUs(t *testing.T) {
 		t.Errorf("oracle's fewest = %d (the rack then at %.0f W), want the %d it was sized for, under %.0f W", got, load.watts(extra, set), k, limit)
 	}
 	t.Logf("pods of %d milli-CPUs; unseen load %.3f (GPUs; CPUs short of full load): the rack risen at %.0f W, %d pods to go", milli, extra, risen, k)
+}
+
+// defaultGPURack is the default fleet's GPU rack, its two nodes simulated
+// and idle.
+func defaultGPURack(t *testing.T) []*sim.Node {
+	t.Helper()
+	var nodes []*sim.Node
+	for _, spec := range DefaultFleet().Nodes {
+		if !strings.HasPrefix(spec.Name, "gpu-") {
+			continue
+		}
+		n, err := sim.NewNode(t.TempDir(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	if len(nodes) != 2 {
+		t.Fatalf("%d GPU nodes in the default fleet, want 2", len(nodes))
+	}
+	return nodes
 }

@@ -191,6 +191,11 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 	}
 	start := p.clock.Now()
 	recreated, err := p.write(ctx, p.trim(st))
+	// rewrite writes st again, less what the server refused so far.
+	rewrite := func() {
+		again, werr := p.write(ctx, p.trim(st))
+		recreated, err = recreated || again, werr
+	}
 	// Leave out what the CRD does not declare and write the rest at once.
 	// kube-apiserver may name one such field a refusal, so this goes on
 	// while each refusal names a field not left out yet.
@@ -205,9 +210,7 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 		for _, f := range fields {
 			p.undeclared[f] = true
 		}
-		var again bool
-		again, err = p.write(ctx, p.trim(st))
-		recreated = recreated || again
+		rewrite()
 	}
 	if sections := rejectedSections(err); len(sections) > 0 {
 		// Leave out what the server refused and write the rest at once.
@@ -217,9 +220,7 @@ func (p *Publisher) Offer(ctx context.Context, st *telemetryv1alpha1.NodeTelemet
 		for section, msg := range sections {
 			p.rejected[section] = msg
 		}
-		var again bool
-		again, err = p.write(ctx, p.trim(st))
-		recreated = recreated || again
+		rewrite()
 	}
 	out := Outcome{Reason: reason, Duration: p.clock.Since(start), Err: err, Recreated: recreated, Dropped: slices.Sorted(maps.Keys(p.rejected)),
 		Undeclared: slices.Sorted(maps.Keys(p.undeclared))}
