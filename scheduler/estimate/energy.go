@@ -109,6 +109,19 @@ func PodSpeed(n *telemetry.Node, d Demand) (k float64, known bool) {
 	return got / asked, known
 }
 
+// BusyGPUWattsPerWork is what a busy GPU of node n adds over an idle one
+// (BusyGPUWatts) per unit of reference work: over its GPUs' mean speed.
+// Energy-aware placement fills GPUs in this order, cheapest first, so a
+// budget's headroom goes to them in it too.
+func BusyGPUWattsPerWork(n *telemetry.Node) float64 {
+	w := BusyGPUWatts(n)
+	if len(n.GPUs) == 0 {
+		return w
+	}
+	s, _ := gpuSpeed(n)
+	return w / s
+}
+
 // gpuSpeed is the mean speed of node n's GPUs, and whether every one
 // rests on a published figure.
 func gpuSpeed(n *telemetry.Node) (float64, bool) {

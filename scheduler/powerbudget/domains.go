@@ -726,9 +726,10 @@ func RoundUp(w float64) int64 { return int64(math.Ceil(w - 1e-9)) }
 // PowerableGPUs is how many of node's free GPUs the budgets it is in can
 // still power busy. In each of its domains, the free GPUs of every member
 // (free: the member's free GPUs, given its view) take the domain's
-// headroom cheapest first (what a busy GPU adds over an idle one,
-// estimate.GPUWatts; ties by node name), as energy-aware placement would
-// fill them; the node gets what it got in its tightest domain. ok is false
+// headroom cheapest per unit of work first (what a busy GPU adds over an
+// idle one over the GPU's speed, estimate.BusyGPUWattsPerWork; ties by
+// node name), as energy-aware placement would fill them; each takes its
+// watts (estimate.BusyGPUWatts) of the headroom; the node gets what it got in its tightest domain. ok is false
 // for a node in no budget: nothing limits it.
 func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *telemetry.Node) int64) (n int64, ok bool) {
 	ns := s.Node(node)
@@ -736,9 +737,10 @@ func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *tel
 		return 0, false
 	}
 	type gpus struct {
-		node  string
-		watts float64 // each
-		free  int64
+		node    string
+		watts   float64 // each
+		perWork float64 // watts over speed: the order they are filled in
+		free    int64
 	}
 	n = math.MaxInt64
 	for _, i := range ns.Domains {
@@ -750,12 +752,12 @@ func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *tel
 				continue
 			}
 			if f := free(m, ms.View); f > 0 {
-				all = append(all, gpus{node: m, watts: estimate.BusyGPUWatts(ms.View), free: f})
+				all = append(all, gpus{node: m, watts: estimate.BusyGPUWatts(ms.View), perWork: estimate.BusyGPUWattsPerWork(ms.View), free: f})
 			}
 		}
 		sort.Slice(all, func(a, b int) bool {
-			if all[a].watts != all[b].watts {
-				return all[a].watts < all[b].watts
+			if all[a].perWork != all[b].perWork {
+				return all[a].perWork < all[b].perWork
 			}
 			return all[a].node < all[b].node
 		})

@@ -618,6 +618,34 @@ func TestPowerableGPUs(t *testing.T) {
 	if got, _ := powerable("h100"); got != 2 {
 		t.Errorf("h100 with 4 A100s free: %d powerable, want 2", got)
 	}
+
+	// With their speeds published (MLPerf: an H100 SXM does 2.06 times an
+	// A100 80GB's work) an H100 costs 650 / 2.06 = 316 W per unit of work
+	// against an A100's 350: the H100s come first, as EnergyAware fills
+	// them. 3100 W: four H100s (2600 W), the 500 W left one A100.
+	free["a100"] = 8
+	for name, speed := range map[string]float64{"a100": 1, "h100": 2.06} {
+		n := telemetry.FromStatus(name, status(f.t, 5, 10, 700, true))
+		n.GPUs = make([]telemetry.GPU, 8)
+		for i := range n.GPUs {
+			n.GPUs[i].Speed, n.GPUs[i].SpeedSource = speed, "table"
+		}
+		idle, busy := 50.0, 400.0
+		if name == "h100" {
+			idle, busy = 100, 750
+		}
+		n.Models.GPUBasis, n.Models.GPUIdleWatts, n.Models.GPUBusyWatts = telemetry.BasisFitted, idle, busy
+		f.cache.Set(n)
+	}
+	for _, tc := range []struct {
+		node string
+		want int64
+	}{{"h100", 4}, {"a100", 1}} {
+		// Every sample the cache holds: the views just set.
+		if got, ok := f.d.SnapshotLatest(f.t, maxAge).PowerableGPUs(tc.node, freeOf); !ok || got != tc.want {
+			t.Errorf("with speeds, %s: %d powerable (ok %v), want %d: cheapest per unit of work first", tc.node, got, ok, tc.want)
+		}
+	}
 }
 
 // TestBudgetStatusUpdate: a PowerBudget update that changes only its status
