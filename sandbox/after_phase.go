@@ -243,16 +243,7 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 		return nil
 	}
 	r.Rack, r.RackNodes, r.BudgetWatts, r.RackLimitWatts = rack.Budget, rack.Nodes, float64(rack.BudgetWatts), float64(rack.BudgetWatts-rack.ReserveWatts)
-	milli := int64(rackPodMilli)
-	for _, n := range nodes {
-		milli = min(milli, int64(n.Spec.Host.CPUs)*1000/4)
-	}
-	// The largest pods, in whole CPUs, that rackResidents of fit.
-	on := rackPlacement(nodes, milli, rackResidents)
-	for milli > 1000 && len(on) < rackResidents {
-		milli -= 1000
-		on = rackPlacement(nodes, milli, rackResidents)
-	}
+	milli, on := rackPods(nodes)
 	cpu := *resource.NewMilliQuantity(milli, resource.DecimalSI)
 	if len(on) < rackToShed {
 		s.printf("    rack %s: its nodes have room for %d pods of %s CPUs (under %.0f%% CPU with them at their requests), fewer than %d: the rack stage is skipped\n",
@@ -284,9 +275,10 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	extra, k := load.sized(r.RackLimitWatts-rackSlackWatts, r.BudgetWatts)
 	r.RackOracleMin, _ = oracle.FewestToShed(len(load.cands), func(removed []int) bool { return load.watts(extra, removed) < r.RackLimitWatts })
 	r.RackBoundSeconds = rackBound(r.RackOracleMin, s.opts.Interval, s.opts.BudgetSustain, s.opts.DeschedulerInterval, nodes[0].Spec.ThermalTimeConstant).Seconds()
+	settle := load.watts(extra, nil)
 	s.printf("    rack %s (PowerBudget %s, %.0f W, limit %.0f W): %d pods of %s CPUs run on its nodes at %d%% of their requests; for %v their load rises to their requests and the nodes' unseen load %.1f points (GPUs; CPUs as much, short of full load), sized for %d to go: the rack would settle at %.0f W; the oracle's fewest evictions of its %d evictable pods: %d\n",
-		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, k, load.watts(extra, nil), len(load.cands), r.RackOracleMin)
-	if settle := load.watts(extra, nil); settle < r.RackLimitWatts {
+		rack.Rack, r.Rack, r.BudgetWatts, r.RackLimitWatts, len(on), cpu.String(), rackIdlePercent, rackHold, 100*extra, k, settle, len(load.cands), r.RackOracleMin)
+	if settle < r.RackLimitWatts {
 		// The rack's nodes have too little left to rise by: their CPUs
 		// near full load (the unseen rise stops there), and too few GPUs
 		// to make up for it. Say so, not a stage that passes for want of
@@ -317,6 +309,23 @@ func (s *sandbox) rackStage(ctx context.Context, r *AfterResult, owner *appsv1.R
 	r.OverBudgetSeconds, r.OverLimitSeconds = secondsOver(watts, r.BudgetWatts, end), secondsOver(watts, r.RackLimitWatts, end)
 	r.RackBackUnderSeconds, r.RackReached, r.RackBackUnder = backUnder(watts, r.RackLimitWatts)
 	return nil
+}
+
+// rackPods sizes the rack stage's pods: the largest, in whole CPUs and at
+// most rackPodMilli and a quarter of the smallest node's CPUs, that
+// rackResidents of fit (rackPlacement), and the node of each; fewer
+// nodes than rackResidents when not even 1-CPU pods all fit.
+func rackPods(nodes []*sim.Node) (milli int64, on []string) {
+	milli = rackPodMilli
+	for _, n := range nodes {
+		milli = min(milli, int64(n.Spec.Host.CPUs)*1000/4)
+	}
+	on = rackPlacement(nodes, milli, rackResidents)
+	for milli > 1000 && len(on) < rackResidents {
+		milli -= 1000
+		on = rackPlacement(nodes, milli, rackResidents)
+	}
+	return milli, on
 }
 
 // rackPlacement is the node of each of up to count pods of milli: round

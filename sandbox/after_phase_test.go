@@ -166,14 +166,8 @@ func TestRackStageRisesIdleGPUs(t *testing.T) {
 		n.AddPod(types.UID("cpu-"+n.Spec.Name), int64(n.Spec.Host.CPUs)*550, 0)
 	}
 	const limit = 4500.0 // rack-gpu: 4600 W − 100 W reserve
-	// The largest pods, in whole CPUs, that rackResidents of fit, as the
-	// stage sizes them.
-	milli := int64(rackPodMilli)
-	where := rackPlacement(nodes, milli, rackResidents)
-	for milli > 1000 && len(where) < rackResidents {
-		milli -= 1000
-		where = rackPlacement(nodes, milli, rackResidents)
-	}
+	// The pods as the stage sizes them.
+	milli, where := rackPods(nodes)
 	on := map[types.UID]placed{}
 	for i, node := range where {
 		uid := types.UID(fmt.Sprintf("rack-%d", i))

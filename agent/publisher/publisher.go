@@ -148,7 +148,8 @@ type Publisher struct {
 	// undeclared are status fields the cluster's CRD does not declare:
 	// the CRDs are older than this agent (they are upgraded apart from the
 	// chart). Server-side apply refuses a whole write that carries one
-	// (400, "field not declared in schema"), so they are left out of
+	// ("field not declared in schema", a 500 from kube-apiserver v1.37;
+	// see undeclaredFields), so they are left out of
 	// every write until a heartbeat write tries them again, and the rest
 	// of the status arrives as the older schema knows it.
 	undeclared map[string]bool

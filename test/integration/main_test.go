@@ -47,6 +47,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// secondControlPlane starts a control plane of the test's own, beside the
+// package's, and stops it when the test ends.
+func secondControlPlane(t *testing.T, opts controlplane.Options) *controlplane.ControlPlane {
+	t.Helper()
+	second, err := controlplane.Start(opts)
+	if err != nil {
+		t.Fatalf("starting a second control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := second.Stop(); err != nil {
+			t.Errorf("stopping the second control plane: %v", err)
+		}
+	})
+	return second
+}
+
 // needControlPlane skips the test in -short mode.
 func needControlPlane(t *testing.T) {
 	t.Helper()

@@ -48,15 +48,7 @@ const previousChart = "../node/testdata/telesched-0.1.0.tgz"
 func TestPublisherOnThePreviousCRDs(t *testing.T) {
 	needControlPlane(t)
 	defs := chartCRDs(t, previousChart)
-	prev, err := controlplane.Start(controlplane.Options{CRDs: defs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := prev.Stop(); err != nil {
-			t.Errorf("stopping the second control plane: %v", err)
-		}
-	})
+	prev := secondControlPlane(t, controlplane.Options{CRDs: defs})
 	ctx := t.Context()
 	const name = "previous-crds"
 	if _, err := kubernetes.NewForConfigOrDie(prev.Config).CoreV1().Nodes().Create(ctx,

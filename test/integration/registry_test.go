@@ -32,15 +32,7 @@ import (
 // first scheduler's.
 func TestRegistryGivesEachSchedulerItsOwnTelemetry(t *testing.T) {
 	needControlPlane(t)
-	second, err := controlplane.Start(controlplane.Options{})
-	if err != nil {
-		t.Fatalf("starting a second control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := second.Stop(); err != nil {
-			t.Errorf("stopping the second control plane: %v", err)
-		}
-	})
+	second := secondControlPlane(t, controlplane.Options{})
 	if err := configscheme.Register(); err != nil {
 		t.Fatal(err)
 	}

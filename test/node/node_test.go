@@ -606,7 +606,8 @@ func (e *env) logReleasePods() {
 // their header, and counts the rest, so that one error every retry does
 // not hide the lines before it.
 func foldRepeats(log string) string {
-	var out []string
+	type first struct{ line, msg string }
+	var kept []first
 	count := map[string]int{}
 	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
 		msg := l
@@ -614,16 +615,14 @@ func foldRepeats(log string) string {
 			msg = l[i+2:]
 		}
 		if count[msg]++; count[msg] == 1 {
-			out = append(out, l)
+			kept = append(kept, first{l, msg})
 		}
 	}
-	for i, l := range out {
-		msg := l
-		if j := strings.Index(l, "] "); j >= 0 {
-			msg = l[j+2:]
-		}
-		if n := count[msg]; n > 1 {
-			out[i] = fmt.Sprintf("%s (and %d more)", l, n-1)
+	out := make([]string, len(kept))
+	for i, k := range kept {
+		out[i] = k.line
+		if n := count[k.msg]; n > 1 {
+			out[i] = fmt.Sprintf("%s (and %d more)", k.line, n-1)
 		}
 	}
 	return strings.Join(out, "\n")
