@@ -51,7 +51,10 @@ func (s *sandbox) startScheduler(ctx context.Context, bin, kubeconfig string) er
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, "--config="+path, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "-v=2")
+	// --vmodule: kube-scheduler logs each plugin's weighted score of each
+	// node (and each node's total) at level 10 in schedule_one.go; the
+	// scheduler's log then says why a node won (docs/sandbox.md).
+	cmd := exec.Command(bin, "--config="+path, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "-v=2", "--vmodule=schedule_one=10")
 	cmd.Stdout, cmd.Stderr = s.logs.scheduler, s.logs.scheduler
 	p, err := proc.Start(cmd, proc.DefaultGrace)
 	if err != nil {

@@ -178,6 +178,13 @@ type EnergyAwareArgs struct {
 	// fit the node's unrequested CPU and LoadAware's threshold. 1 ranks by
 	// the pod's own marginal watts. 1 to 64.
 	ConsolidationPods int32
+	// PowerSpanPercent: a node's power score falls from 100, for the
+	// candidate that spends the fewest joules for a unit of the pod's
+	// work, by 100 points over this much more than that: a node x percent
+	// dearer scores 100*(1 - x/PowerSpanPercent), at least 0. What a few
+	// watts are worth then follows from the pod's own energy, not from
+	// the spread of the candidates. 1 to 1000.
+	PowerSpanPercent int32
 }
 
 // PowerBudgetArgs are the arguments of the PowerBudget plugin, which keeps

@@ -162,6 +162,7 @@ func Convert_v1_EnergyAwareArgs_To_config_EnergyAwareArgs(in *EnergyAwareArgs, o
 	out.PowerWeight = ptr.Deref(in.PowerWeight, 0)
 	out.ThermalWeight = ptr.Deref(in.ThermalWeight, 0)
 	out.ConsolidationPods = ptr.Deref(in.ConsolidationPods, 0)
+	out.PowerSpanPercent = ptr.Deref(in.PowerSpanPercent, 0)
 	return nil
 }
 
@@ -179,6 +180,7 @@ func Convert_config_EnergyAwareArgs_To_v1_EnergyAwareArgs(in *config.EnergyAware
 	out.PowerWeight = ptr.To(in.PowerWeight)
 	out.ThermalWeight = ptr.To(in.ThermalWeight)
 	out.ConsolidationPods = ptr.To(in.ConsolidationPods)
+	out.PowerSpanPercent = ptr.To(in.PowerSpanPercent)
 	return nil
 }
 

@@ -103,6 +103,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				PowerWeight:              ptr.To[int32](40),
 				ThermalWeight:            ptr.To[int32](60),
 				ConsolidationPods:        ptr.To[int32](4),
+				PowerSpanPercent:         ptr.To[int32](25),
 			},
 			internal: &config.EnergyAwareArgs{},
 			want: &config.EnergyAwareArgs{
@@ -118,6 +119,7 @@ func TestConversionRoundTrip(t *testing.T) {
 				PowerWeight:              40,
 				ThermalWeight:            60,
 				ConsolidationPods:        4,
+				PowerSpanPercent:         25,
 			},
 		},
 		{
@@ -231,6 +233,7 @@ func TestDefaultInternalArgs(t *testing.T) {
 				PowerWeight:              70,
 				ThermalWeight:            30,
 				ConsolidationPods:        8,
+				PowerSpanPercent:         50,
 			},
 		},
 		{

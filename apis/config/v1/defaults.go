@@ -62,6 +62,9 @@ const (
 	// DefaultConsolidationPods amortizes a node's power step over up to 8
 	// pods like the one placed.
 	DefaultConsolidationPods int32 = 8
+	// DefaultPowerSpanPercent: a node 50 % dearer per unit of the pod's
+	// work than the cheapest candidate gets no power points.
+	DefaultPowerSpanPercent int32 = 50
 )
 
 // Defaults of PowerBudgetArgs.
@@ -127,6 +130,7 @@ func SetDefaults_EnergyAwareArgs(obj *EnergyAwareArgs) {
 	setDefault(&obj.PowerWeight, DefaultPowerWeight)
 	setDefault(&obj.ThermalWeight, DefaultThermalWeight)
 	setDefault(&obj.ConsolidationPods, DefaultConsolidationPods)
+	setDefault(&obj.PowerSpanPercent, DefaultPowerSpanPercent)
 }
 
 // SetDefaults_PowerBudgetArgs sets the unset fields of PowerBudgetArgs.

@@ -119,6 +119,7 @@ func TestDefaults(t *testing.T) {
 				PowerWeight:              ptr.To[int32](70),
 				ThermalWeight:            ptr.To[int32](30),
 				ConsolidationPods:        ptr.To[int32](8),
+				PowerSpanPercent:         ptr.To[int32](50),
 			},
 		},
 		{
@@ -129,6 +130,7 @@ func TestDefaults(t *testing.T) {
 				PowerWeight:       ptr.To[int32](0),
 				ThermalWeight:     ptr.To[int32](100),
 				ConsolidationPods: ptr.To[int32](1),
+				PowerSpanPercent:  ptr.To[int32](200),
 			},
 			want: &EnergyAwareArgs{
 				TelemetryArgs: TelemetryArgs{
@@ -143,6 +145,7 @@ func TestDefaults(t *testing.T) {
 				PowerWeight:              ptr.To[int32](0),
 				ThermalWeight:            ptr.To[int32](100),
 				ConsolidationPods:        ptr.To[int32](1),
+				PowerSpanPercent:         ptr.To[int32](200),
 			},
 		},
 	}

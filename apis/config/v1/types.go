@@ -238,6 +238,16 @@ type EnergyAwareArgs struct {
 	// all. 1 ranks by the pod's own marginal watts. 1 to 64, default 8.
 	// +optional
 	ConsolidationPods *int32 `json:"consolidationPods,omitempty"`
+	// powerSpanPercent: the power score is absolute, not spread over the
+	// candidates: the node that spends the fewest joules for a unit of
+	// the pod's work scores 100, and a node x percent dearer scores
+	// 100*(1 - x/powerSpanPercent), at least 0. A few watts more on a
+	// GPU pod of hundreds of watts then cost a point or two, which never
+	// outweighs TopologyFit's preference for linked GPUs; a node twice as
+	// dear for a CPU pod's work loses all its power points. 1 to 1000,
+	// default 50.
+	// +optional
+	PowerSpanPercent *int32 `json:"powerSpanPercent,omitempty"`
 }
 
 // PowerBudgetArgs are the arguments of the PowerBudget plugin, which keeps

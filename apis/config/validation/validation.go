@@ -44,6 +44,9 @@ const (
 
 	MinConsolidationPods = 1
 	MaxConsolidationPods = 64
+
+	MinPowerSpanPercent = 1
+	MaxPowerSpanPercent = 1000
 )
 
 var (
@@ -90,6 +93,7 @@ func ValidateEnergyAwareArgs(path *field.Path, args *config.EnergyAwareArgs) err
 	allErrs = append(allErrs, validateRange(powerPath, args.PowerWeight, MinWeight, MaxWeight)...)
 	allErrs = append(allErrs, validateRange(thermalPath, args.ThermalWeight, MinWeight, MaxWeight)...)
 	allErrs = append(allErrs, validateRange(path.Child("consolidationPods"), args.ConsolidationPods, MinConsolidationPods, MaxConsolidationPods)...)
+	allErrs = append(allErrs, validateRange(path.Child("powerSpanPercent"), args.PowerSpanPercent, MinPowerSpanPercent, MaxPowerSpanPercent)...)
 	if args.PowerWeight == 0 && args.ThermalWeight == 0 {
 		allErrs = append(allErrs,
 			field.Invalid(powerPath, args.PowerWeight, "cannot be zero at the same time as thermalWeight"),

@@ -405,6 +405,17 @@ func TestValidateEnergyAwareArgs(t *testing.T) {
 			wantErr: "consolidationPods: Invalid value: 65: must be between 1 and 64",
 		},
 		{
+			name:    "powerSpanPercent 0",
+			set:     func(a *config.EnergyAwareArgs) { a.PowerSpanPercent = 0 },
+			wantErr: "powerSpanPercent: Invalid value: 0: must be between 1 and 1000",
+		},
+		{name: "powerSpanPercent 1000", set: func(a *config.EnergyAwareArgs) { a.PowerSpanPercent = 1000 }},
+		{
+			name:    "powerSpanPercent 1001",
+			set:     func(a *config.EnergyAwareArgs) { a.PowerSpanPercent = 1001 },
+			wantErr: "powerSpanPercent: Invalid value: 1001: must be between 1 and 1000",
+		},
+		{
 			name: "both weights 0",
 			set: func(a *config.EnergyAwareArgs) {
 				a.PowerWeight = 0

@@ -107,13 +107,32 @@ func tooHotPredicted(n *telemetry.Node, e podEstimate, marginMilli int64) string
 		e.Watts, e.NowWatts, e.ReservedWatts, e.PodWatts, t.Tau, t.Samples)
 }
 
-// powerScore is 100 for the lowest marginal power among the candidates
-// and 0 for the highest.
-func powerScore(mw, minMW, maxMW int64) int64 {
-	if maxMW <= minMW {
+// minStakeMilliwatts is the least energy, in milliwatts (joules a second
+// for a unit of work), that a pod's power score is judged against: a pod
+// that adds next to nothing anywhere is not ranked by fractions of a watt.
+const minStakeMilliwatts = 1000
+
+// powerScore is 100 for the node that spends the fewest joules for a unit
+// of the pod's work (minMW, in milliwatts), falling by 100 points over
+// spanPercent more than that: a node x percent dearer scores
+// 100*(1 - x/spanPercent), at least 0. The score is absolute: what a node
+// loses follows from how much more it spends against what the pod spends
+// at best, not from how far apart the candidates are. A node 2 W dearer
+// for a 400 W GPU pod loses 1 point at a span of 50 %; a node 50 % dearer
+// for a CPU pod loses all 100.
+func powerScore(mw, minMW int64, spanPercent int64) int64 {
+	if mw <= minMW {
 		return fwk.MaxScore
 	}
-	return fwk.MaxScore * (maxMW - mw) / (maxMW - minMW)
+	stake := max(minMW, minStakeMilliwatts) * max(spanPercent, 1) / 100
+	if stake <= 0 {
+		return fwk.MinScore
+	}
+	excess := mw - minMW
+	if excess >= stake {
+		return fwk.MinScore
+	}
+	return fwk.MaxScore - (fwk.MaxScore*excess+stake-1)/stake
 }
 
 // thermalScore grows with the effective headroom (package heat), or the
@@ -156,21 +175,18 @@ func unpackScore(packed int64) (mw int64, hasPower bool, thermal int64) {
 }
 
 // normalize replaces each packed score with the weighted combination of its
-// power score, placed between the lowest and highest marginal power among
-// the candidates with an estimate, and its thermal score. A NoTelemetry
-// score becomes the lowest of the others (MinScore when none has
-// telemetry).
-func normalize(scores fwk.NodeScoreList, powerWeight, thermalWeight int64) {
-	minMW, maxMW := int64(-1), int64(-1)
+// power score (powerScore: against the lowest energy among the candidates
+// with an estimate, over spanPercent) and its thermal score. A
+// NoTelemetry score becomes the lowest of the others (MinScore when none
+// has telemetry).
+func normalize(scores fwk.NodeScoreList, powerWeight, thermalWeight, spanPercent int64) {
+	minMW := int64(-1)
 	for _, s := range scores {
 		if s.Score == telemetry.NoTelemetry {
 			continue
 		}
-		if mw, ok, _ := unpackScore(s.Score); ok {
-			if minMW < 0 || mw < minMW {
-				minMW = mw
-			}
-			maxMW = max(maxMW, mw)
+		if mw, ok, _ := unpackScore(s.Score); ok && (minMW < 0 || mw < minMW) {
+			minMW = mw
 		}
 	}
 	for i, s := range scores {
@@ -180,7 +196,7 @@ func normalize(scores fwk.NodeScoreList, powerWeight, thermalWeight int64) {
 		mw, ok, thermal := unpackScore(s.Score)
 		var power int64
 		if ok {
-			power = powerScore(mw, minMW, maxMW)
+			power = powerScore(mw, minMW, spanPercent)
 		}
 		scores[i].Score = combine(power, thermal, powerWeight, thermalWeight)
 	}

@@ -4,11 +4,13 @@
 package energyaware
 
 import (
+	"context"
 	"testing"
 
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -138,10 +140,13 @@ func TestScoreParts(t *testing.T) {
 		name      string
 		got, want int64
 	}{
-		{"lowest watts", powerScore(10_000, 10_000, 50_000), 100},
-		{"highest watts", powerScore(50_000, 10_000, 50_000), 0},
-		{"a quarter up", powerScore(20_000, 10_000, 50_000), 75}, // 100*(50-20)/(50-10)
-		{"all equal", powerScore(10_000, 10_000, 10_000), 100},
+		{"the lowest energy", powerScore(10_000, 10_000, 50), 100},
+		{"half the span up", powerScore(12_500, 10_000, 50), 50}, // 25 % dearer of a 50 % span
+		{"the span up", powerScore(15_000, 10_000, 50), 0},       // 50 % dearer
+		{"past the span", powerScore(50_000, 10_000, 50), 0},     // floored at 0
+		{"a point started is lost", powerScore(10_001, 10_000, 50), 99},
+		{"2 W on 400 W", powerScore(402_000, 400_000, 50), 99},            // 0.5 % of a 50 % span: 1 point
+		{"below a watt: judged against 1 W", powerScore(600, 100, 50), 0}, // 0.5 W over a 1 W stake
 		// headroom 20°C of 40 -> 50
 		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000, podEstimate{}), 50},
 		// no limit: 90 - 70 = 20°C -> 50
@@ -193,11 +198,11 @@ func TestNormalize(t *testing.T) {
 		want   []int64
 	}{
 		{
-			// power 10, 30, 50 W -> 100, 50, 0; thermal 50, 100, 0
-			// (100*70 + 50*30)/100 = 85; (50*70 + 100*30)/100 = 65; (0*70 + 0*30)/100 = 0
+			// power 10, 12, 50 W over a 50 % span -> 100, 60, 0; thermal 50, 100, 0
+			// (100*70 + 50*30)/100 = 85; (60*70 + 100*30)/100 = 72; (0*70 + 0*30)/100 = 0
 			name:   "range of power",
-			scores: []int64{packScore(10_000, true, 50), packScore(30_000, true, 100), packScore(50_000, true, 0)},
-			want:   []int64{85, 65, 0},
+			scores: []int64{packScore(10_000, true, 50), packScore(12_000, true, 100), packScore(50_000, true, 0)},
+			want:   []int64{85, 72, 0},
 		},
 		{
 			// no model: no power points, 100*30/100 = 30; the other is alone in
@@ -222,11 +227,44 @@ func TestNormalize(t *testing.T) {
 		for i, s := range tc.scores {
 			list[i].Score = s
 		}
-		normalize(list, 70, 30)
+		normalize(list, 70, 30, 50)
 		for i, s := range list {
 			if s.Score != tc.want[i] {
 				t.Errorf("%s: node %d scored %d, want %d", tc.name, i, s.Score, tc.want[i])
 			}
+		}
+	}
+}
+
+// Issue 40: a few watts must not outweigh a topology preference. The
+// power score was min-max over the candidates: of two nodes 2 W apart for
+// a 2-GPU pod of some 800 W, the dearer got no power points at all, 70 of
+// EnergyAware's 100 at its default weights, enough to outweigh
+// TopologyFit's linked pair (TestWeightsCompose, in topologyfit). It now
+// loses what the 2 W are of the pod's energy, over powerSpanPercent: one
+// point. A node twice as dear still loses every power point.
+//
+//	formula_test.go:263: 2 W more on an 800 W pod: scores [100 30], want 0 to 1 points apart
+//	formula_test.go:263: 10 % more on a 10 W pod: scores [100 30], want 14 to 14 points apart
+func TestPowerScoreScalesWithTheStake(t *testing.T) {
+	pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
+	for _, tc := range []struct {
+		name    string
+		mw      [2]int64
+		maxDiff int64
+		minDiff int64
+	}{
+		{"2 W more on an 800 W pod", [2]int64{800_000, 802_000}, 1, 0},
+		{"twice the joules of a 10 W pod", [2]int64{10_000, 20_000}, 70, 70},
+		{"10 % more on a 10 W pod", [2]int64{10_000, 11_000}, 14, 14}, // 20 of 100 power points, 70 % of them
+	} {
+		scores := fwk.NodeScoreList{{Name: "a", Score: packScore(tc.mw[0], true, 100)}, {Name: "b", Score: packScore(tc.mw[1], true, 100)}}
+		if st := pl.NormalizeScore(context.Background(), nil, nil, scores); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		diff := scores[0].Score - scores[1].Score
+		if diff < tc.minDiff || diff > tc.maxDiff {
+			t.Errorf("%s: scores [%d %d], want %d to %d points apart", tc.name, scores[0].Score, scores[1].Score, tc.minDiff, tc.maxDiff)
 		}
 	}
 }

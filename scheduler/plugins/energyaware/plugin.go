@@ -318,13 +318,15 @@ func (pl *EnergyAware) fitsReleased(name string) func(estimate.Demand) bool {
 // ScoreExtensions implements fwk.ScorePlugin.
 func (pl *EnergyAware) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
-// NormalizeScore combines the power the pod would add (lowest of the
-// candidates best) with thermal headroom (most best), weighted by the args.
+// NormalizeScore combines the energy the node spends for the pod's work
+// (the candidates' lowest best, others falling over powerSpanPercent
+// more; see powerScore) with thermal headroom (most best), weighted by
+// the args.
 // A node without a ready power model gets no power points; one without
 // fresh telemetry gets the lowest score of the others, so it is never
 // favoured.
 func (pl *EnergyAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	normalize(scores, int64(pl.args.PowerWeight), int64(pl.args.ThermalWeight))
+	normalize(scores, int64(pl.args.PowerWeight), int64(pl.args.ThermalWeight), int64(pl.args.PowerSpanPercent))
 	return nil
 }
 
