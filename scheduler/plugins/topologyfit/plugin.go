@@ -71,10 +71,11 @@
 //
 //   - Together (Score, a request of k >= 2 units): a node where one NVLink
 //     group (nvlink.group: GPUs that reach each other over NVLink, through
-//     NVSwitch or not; for MIG devices, also one GPU: its devices share
-//     it) has k free matching units ranks above one where only a PCIe
-//     root (pcieRoot) has them, and that above one where only
-//     a NUMA node does (see formula.go). Units held by pods placed since
+//     NVSwitch or not) has k free matching units ranks above one where
+//     only a PCIe root (pcieRoot) has them, and that above one where only
+//     a NUMA node does (see formula.go). MIG devices have no peer-to-peer
+//     at all: k devices of one GPU count as one PCIe root, and devices of
+//     several GPUs as nothing together (holding.together). Units held by pods placed since
 //     the sample or not published count as held in every group. The
 //     kubelet's device plugin picks the node's devices, not the scheduler:
 //     this chooses the node only, and a pod that needs NVLink should ask

@@ -269,15 +269,26 @@ func (h *holding) noun() string {
 // whose units are not published, are assumed to sit in each group: the
 // kubelet's device plugin, not the scheduler, picks a node's devices, so
 // this chooses nodes only, and counts a group free only where it is so
-// whatever the plugin picked before. MIG devices of one GPU are together
-// at the link level whether or not the GPU has NVLink: they share the
-// GPU itself, so a GPU with k free devices counts as a link group.
+// whatever the plugin picked before.
+//
+// MIG devices have no peer-to-peer at all, over NVLink or PCIe, between
+// GPUs or between the GPU instances of one GPU (NVIDIA's MIG User Guide,
+// "Application Considerations": no GPU-to-GPU P2P and no CUDA IPC across
+// GPU instances): devices talk through host memory. So MIG devices are
+// never linked; k devices of one GPU share its PCIe link and count as one
+// root (together at that level), and devices of several GPUs count as
+// nothing together, whatever NVLink or PCIe switch joins their GPUs.
 func (h *holding) together(n *telemetry.Node, m *gpuMatcher, k int64) (link, root bool) {
+	if h.kind != wholeGPUs {
+		for i := range n.GPUs {
+			if g := &n.GPUs[i]; g.MIG && h.unfree(h.free(g, m)) >= k {
+				return false, true
+			}
+		}
+		return false, false
+	}
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if h.kind != wholeGPUs && !link && g.MIG && h.unfree(h.free(g, m)) >= k {
-			link = true
-		}
 		if g.LinkGroup >= 0 && !link && firstOfGroup(n, i) {
 			var free int64
 			for j := i; j < len(n.GPUs); j++ {

@@ -313,13 +313,28 @@ func TestGPUReserveCountsMIGDevicesAsTheirGPUs(t *testing.T) {
 	}
 }
 
-// TestScoreMIGDevicesOfOneGPUAreTogether: a pod of 4 MIG devices that one
-// GPU's free devices can hold sits together as tightly as 4 NVLinked GPUs:
-// it shares the GPU itself. Ranked by NVLink groups alone, an all-MIG node
-// without NVLink fell four bands below a whole-GPU node with an NVSwitch
-// (37 against 94), and TopologyFit's score outweighed the watts that
-// EnergyAware saves by putting the pod on the devices.
-func TestScoreMIGDevicesOfOneGPUAreTogether(t *testing.T) {
+// TestScoreMIGDevicesAreTogetherOnlyOnOneGPU: MIG devices have no
+// peer-to-peer, over NVLink or PCIe, even between the GPU instances of one
+// GPU (NVIDIA's MIG User Guide, "Application Considerations"), so MIG
+// devices are never linked: 4 devices that one GPU's free devices can hold
+// share its PCIe link and sit at the root level, below 4 NVLinked whole
+// GPUs; devices spread over GPUs sit together at no level, whatever
+// NVSwitch joins the GPUs. Before, one GPU's devices counted as linked,
+// level with NVSwitched whole GPUs, and TopologyFit's band outweighed
+// EnergyAware's joules for a 4-GPU training job that the single
+// strategy's 4 1g devices run at 1/7 of the pace (the sandbox's gpu-mixed
+// fleet, train-1: 420 minutes against 60); and devices of 8 NVSwitched
+// GPUs, 2 free on each, counted as linked too:
+//
+//	units_test.go:366: scores (-want +got):
+//	      map[string]int64{
+//	      	"linked":     94,
+//	    - 	"mig-across": 15,
+//	    + 	"mig-across": 91,
+//	    - 	"slices":     37,
+//	    + 	"slices":     88,
+//	      }
+func TestScoreMIGDevicesAreTogetherOnlyOnOneGPU(t *testing.T) {
 	t.Parallel()
 	roots := pcieRoots("pci0000:00", "pci0000:00", "pci0000:00", "pci0000:00", "pci0000:80", "pci0000:80", "pci0000:80", "pci0000:80")
 	nvswitch := func(st *telemetryv1alpha1.NodeTelemetryStatus) {
@@ -327,18 +342,26 @@ func TestScoreMIGDevicesOfOneGPUAreTogether(t *testing.T) {
 			st.GPUs[i].NVLink = &telemetryv1alpha1.GPUNVLink{ActiveLinks: 12, NVSwitch: true, Group: 0}
 		}
 	}
+	// Each GPU's 7 devices, 5 of them allocated: 2 free on each GPU.
+	twoFreeEach := func(st *telemetryv1alpha1.NodeTelemetryStatus) {
+		for i := range st.GPUs {
+			st.GPUs[i].MIG.Profiles[0].Allocated = ptr.To[int32](5)
+		}
+	}
 	nodes := []scoreNode{
 		{name: "slices", tel: telNode("slices", 2, a100x80s(8, 4), allMIG, roots), allocGPUs: 56},
 		{name: "linked", tel: telNode("linked", 2, a100x80s(8, 4), nvswitch, roots), allocGPUs: 8},
+		{name: "mig-across", tel: telNode("mig-across", 2, a100x80s(8, 4), allMIG, twoFreeEach, nvswitch, roots), allocGPUs: 56},
 	}
 	got, st := scoreAll(t, scorePlugin(0, 0, nodes), makePod("p", 4, "1", "1Gi"), nodes)
 	if !st.IsSuccess() {
 		t.Fatalf("PreScore: %v", st)
 	}
-	// Both in band 0b111 [88, 100]; pack: 4 of 56 free devices on slices
-	// (100*4/56 = 7: 88 + 7*12/100 = 88), 4 of 8 free GPUs on linked (50:
-	// 88 + 50*12/100 = 94).
-	want := map[string]int64{"slices": 88, "linked": 94}
+	// Bands (link, root, NUMA-aligned): linked 0b111 [88, 100], pack 4 of
+	// 8 free GPUs (50): 88 + 50*12/100 = 94. slices 0b011 [37, 49], pack 4
+	// of 56 free devices (7): 37 + 7*12/100 = 37. mig-across 0b001
+	// [12, 24], pack 4 of 16 free devices (25): 12 + 25*12/100 = 15.
+	want := map[string]int64{"slices": 37, "linked": 94, "mig-across": 15}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scores (-want +got):\n%s", diff)
 	}
