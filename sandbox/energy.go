@@ -4,6 +4,8 @@
 package sandbox
 
 import (
+	"slices"
+
 	"github.com/telesched/telesched/sandbox/oracle"
 )
 
@@ -13,7 +15,7 @@ import (
 // alike (oracle.Placed). A job the run bound after another had ended
 // (Placement.Queued) starts when it was bound, in the model's seconds:
 // the run's seconds since the GPU phase created its jobs, times
-// WorkSpeedup.
+// WorkSpeedup. An oracle's queued job starts at its StartSeconds.
 func (s *sandbox) placed(ps []Placement, cpuOnly bool) *oracle.Placed {
 	nodes := map[string]string{}
 	var pods []podSpec
@@ -26,7 +28,10 @@ func (s *sandbox) placed(ps []Placement, cpuOnly bool) *oracle.Placed {
 	starts := map[string]float64{}
 	for _, p := range ps {
 		nodes[p.Pod] = p.Node
-		if p.Queued && !s.res.JobsCreated.IsZero() {
+		switch {
+		case p.StartSeconds > 0:
+			starts[p.Pod] = p.StartSeconds
+		case p.Queued && !s.res.JobsCreated.IsZero():
 			starts[p.Pod] = p.At.Sub(s.res.JobsCreated).Seconds() * s.opts.WorkSpeedup
 		}
 	}
@@ -75,8 +80,12 @@ func (s *sandbox) account() {
 	res.Energy.DefaultJoules, res.Energy.DefaultSeconds = s.energy(res.Baseline)
 	placed := s.placedPods()
 	closed := scenarioClosures(s.opts.Fleet)
-	res.Energy.Oracle = s.oracleReport(placed, oracle.Options{Closed: closed})
-	res.Energy.OracleOffGPU = s.oracleReport(placed, oracle.Options{CPUPodsOffGPUNodes: true, Closed: closed})
+	// Where the run queued a job (a rack's budget held it until another
+	// ended), the oracles may queue jobs too: the best placement that
+	// runs every pod at once is no bound for a queue.
+	queue := slices.ContainsFunc(res.Placements, func(p Placement) bool { return p.Queued })
+	res.Energy.Oracle = s.oracleReport(placed, oracle.Options{Closed: closed, Queue: queue})
+	res.Energy.OracleOffGPU = s.oracleReport(placed, oracle.Options{CPUPodsOffGPUNodes: true, Closed: closed, Queue: queue})
 	if len(res.Refused) > 0 {
 		whole := oracle.Solve(oracleFleet(s.opts.Fleet), oraclePods(allPods(s.opts.Fleet)), oracle.Options{Closed: closed})
 		res.Energy.WorkloadInfeasible = whole.Infeasible

@@ -103,18 +103,20 @@ func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport
 		r.Work, r.CPUWatts, r.Joules, r.CPUJoules = Work{CPU: nan, GPU: nan}, nan, Joules{CPU: nan, GPU: nan}, nan
 		return r
 	}
-	placements := func(nodes map[string]string) []Placement {
+	r.Queue = opts.Queue
+	placements := func(res oracle.Result) []Placement {
 		var out []Placement
 		for _, p := range pods {
 			cpu, _ := resource.ParseQuantity(p.cpu)
-			out = append(out, Placement{Pod: p.name, Phase: p.phase, Node: nodes[p.name], PodCPUMilli: cpu.MilliValue(), PodGPUs: p.gpus, GPUsAligned: p.singleNUMA})
+			out = append(out, Placement{Pod: p.name, Phase: p.phase, Node: res.Nodes[p.name], PodCPUMilli: cpu.MilliValue(), PodGPUs: p.gpus, GPUsAligned: p.singleNUMA,
+				StartSeconds: res.Starts[p.name]})
 		}
 		return out
 	}
-	r.Placements = placements(all.Nodes)
+	r.Placements = placements(all)
 	r.Work = s.work(r.Placements)
 	r.Joules, r.Seconds = s.energy(r.Placements)
-	cpuOnly := placements(cpu.Nodes)
+	cpuOnly := placements(cpu)
 	r.CPUWatts = s.work(cpuOnly).CPU
 	cj, _ := s.energy(cpuOnly)
 	r.CPUJoules = cj.CPU

@@ -262,7 +262,8 @@ func (s *sandbox) printCompletion(tel, def, orc float64, ts, ds, os map[string]f
 	for _, p := range s.res.Placements {
 		if p.Queued && !s.res.JobsCreated.IsZero() {
 			s.printf("  %s waited for another job's work to be done (a rack's budget or its GPUs kept it pending; the run ends a job %.0f times sooner than its work takes)\n"+
-				"  and started at %.0f min: telesched's figures count it from then. The oracle places every pod at once: it is the best concurrent placement, no bound for a queue.\n",
+				"  and started at %.0f min: telesched's figures count it from then. The oracles may queue jobs too: each of a node's jobs may wait for the one before it there\n"+
+				"  (sandbox/oracle, Options.Queue; their completion times above).\n",
 				p.Pod, s.opts.WorkSpeedup, p.At.Sub(s.res.JobsCreated).Seconds()*s.opts.WorkSpeedup/60)
 		}
 	}

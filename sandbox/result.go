@@ -33,6 +33,10 @@ type Placement struct {
 	// rack's budget kept it pending until then).
 	Ended  time.Time
 	Queued bool
+	// StartSeconds is when the oracle's queue starts a finite pod, in the
+	// model's seconds from the start (oracle.Result.Starts; the oracles'
+	// placements only): after the jobs before it on its node.
+	StartSeconds float64
 	// TrueWatts is what the pod added to its node by the simulation's
 	// steady physics (HasTrue); LearnedWatts what the scheduler estimated
 	// it would add from the node's published power curve, the sample it
@@ -189,6 +193,10 @@ type OracleReport struct {
 	// Infeasible: no room exists for them, proven (see oracle.Result).
 	Unplaced   []string
 	Infeasible bool
+	// Queue: the oracle let a job wait for the one before it on its node
+	// (oracle.Options.Queue), as telesched's run queued one; its
+	// placements' StartSeconds say when each starts.
+	Queue bool
 }
 
 // Rack is a rack's PowerBudget and what the run saw of it.

@@ -87,7 +87,7 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	curves := [][11]float64{curveR740, curveR830, curve2008, curveR620, curveX5670}
 	var gaps []float64
-	infeasible, binding, closed := 0, 0, 0
+	infeasible, binding, closed, queued := 0, 0, 0, 0
 	for i := range 300 {
 		var nodes []sim.NodeSpec
 		for n := range 3 {
@@ -121,10 +121,13 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 			budgets = []Budget{{Rack: "r0", BudgetWatts: int64(int(idle) + 1 + rng.IntN(60))}}
 		}
 		f := testFleet(slices.Clone(nodes), budgets...)
-		opts := Options{CPUPodsOffGPUNodes: i%2 == 0, CPUPodsObjective: i%3 == 0}
+		opts := Options{CPUPodsOffGPUNodes: i%2 == 0, CPUPodsObjective: i%3 == 0, Queue: i%4 == 1}
 		if rng.IntN(2) == 0 {
 			opts.Closed = []Closure{{Phase: "late", Node: fmt.Sprintf("n%d", rng.IntN(3))}}
 			closed++
+		}
+		if opts.Queue {
+			queued++
 		}
 		o := newOracle(f, pods, opts)
 		want, ok := bruteForce(o)
@@ -155,7 +158,7 @@ func TestOracleMatchesBruteForce(t *testing.T) {
 		}
 	}
 	sort.Float64s(gaps)
-	t.Logf("%d instances with a placement (%d with a binding budget), %d without, %d with a closure; oracle - optimum: max %.4f J", len(gaps), binding, infeasible, closed, gaps[len(gaps)-1])
+	t.Logf("%d instances with a placement (%d with a binding budget), %d without, %d with a closure, %d queued; oracle - optimum: max %.4f J", len(gaps), binding, infeasible, closed, queued, gaps[len(gaps)-1])
 	if binding < 10 || len(gaps) < 200 {
 		t.Errorf("only %d feasible instances, %d with a binding budget: the test no longer exercises the budgets", len(gaps), binding)
 	}

@@ -127,3 +127,62 @@ func TestPodBusy(t *testing.T) {
 		})
 	}
 }
+
+// With Options.Queue a job may wait for the one before it on its node,
+// as telesched's queue holds a job that a rack's budget keeps pending:
+// an H100 node and an A100 node in one rack whose budget runs one job at
+// a time on the H100s and no two jobs at once anywhere. No placement of
+// both jobs at once fits the budget; queued, both run on the H100s (the
+// fewer joules for their work), the second from when the first ends, and
+// the report's own measure of that schedule (Placed.StartAt) agrees with
+// the oracle's and meets its bound.
+func TestOracleQueuesWhatABudgetHoldsBack(t *testing.T) {
+	h100 := sim.GPUSpec{Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700, Speed: 2.06}
+	a100x80 := sim.GPUSpec{Model: "NVIDIA A100-SXM4-80GB", MemoryBytes: 80 << 30, IdleWatts: 60, TDPWatts: 400, Speed: 1}
+	gpus := func(g sim.GPUSpec) func(*sim.NodeSpec) {
+		return func(n *sim.NodeSpec) {
+			for i := range 8 {
+				x := g
+				x.NUMANode = i / 4
+				n.GPUs = append(n.GPUs, x)
+			}
+		}
+	}
+	a := fleetNode("a-a100", "gpu", 64, 2, curveR740, 10, gpus(a100x80))
+	h := fleetNode("h-h100", "gpu", 64, 2, curveR740, 10, gpus(h100))
+	jobs := []Pod{
+		{Name: "first", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600},
+		{Name: "second", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600},
+	}
+	nodes := Fleet{Nodes: []sim.NodeSpec{a, h}}
+	oneOnH := Place(nodes, jobs[:1], map[string]string{"first": "h-h100"}).Watts(nil)
+	twoOnA := Place(nodes, jobs, map[string]string{"first": "a-a100", "second": "a-a100"}).Watts(nil)
+	split := Place(nodes, jobs, map[string]string{"first": "h-h100", "second": "a-a100"}).Watts(nil)
+	limit := int64(math.Ceil(oneOnH)) + 1
+	if !(twoOnA > float64(limit) && split > float64(limit)) {
+		t.Fatalf("the rack draws %.0f W with one job on the H100s, %.0f W with both on the A100s, %.0f W split: want only the first within %d W", oneOnH, twoOnA, split, limit)
+	}
+	fleet := Fleet{Nodes: nodes.Nodes, Budgets: []Budget{{Rack: "gpu", BudgetWatts: limit}}}
+
+	if res := Solve(fleet, jobs, Options{}); len(res.Unplaced) == 0 {
+		t.Errorf("at once: placed %v (%.0f J) within %d W, want no placement of both jobs at once", res.Nodes, res.Joules, limit)
+	}
+	res := Solve(fleet, jobs, Options{Queue: true})
+	if res.Nodes["first"] != "h-h100" || res.Nodes["second"] != "h-h100" || len(res.Unplaced) > 0 {
+		t.Fatalf("queued: placed %v (unplaced %v), want both jobs on h-h100", res.Nodes, res.Unplaced)
+	}
+	run := 3600 / 2.06
+	if s := res.Starts["second"]; math.Abs(s-run) > 1 || res.Starts["first"] != 0 {
+		t.Errorf("starts %v, want the first at 0 and the second at %.0f s, when the first ends", res.Starts, run)
+	}
+	pl := Place(fleet, jobs, res.Nodes).StartAt(res.Starts)
+	if j := pl.Joules(false, nil); math.Abs(j-res.Joules) > 1 {
+		t.Errorf("the schedule costs %.0f J by Placed, %.0f J by the oracle: want the same", j, res.Joules)
+	}
+	if w := pl.Watts(nil); w > float64(limit) {
+		t.Errorf("the queued schedule draws %.0f W at its peak, past the %d W budget", w, limit)
+	}
+	if !(res.LowerBound <= res.Joules+1e-6 && res.Joules-res.LowerBound < 36) {
+		t.Errorf("queued: %.0f J against the bound %.0f J: want it met to 36 J", res.Joules, res.LowerBound)
+	}
+}

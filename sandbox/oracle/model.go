@@ -317,6 +317,16 @@ func (o *oracle) fits(n int, l *oLoad, memory bool) bool {
 // the joules node n spends for l's work (Joules), or its CPU pods' alone.
 func (o *oracle) watts(n int, l *oLoad) (all, cost float64) {
 	load := o.serviceLoad(n, l, false)
+	if o.opts.Queue {
+		// One finite pod at a time: the most the node draws is its
+		// services' with the costliest of them.
+		all = o.nodeWatts(n, load.CPUMilli, load.Busy)
+		for _, p := range l.finite {
+			r := o.finiteRun(n, p, 0)
+			all = max(all, o.nodeWatts(n, load.CPUMilli+r.CPUMilli, load.Busy+r.Busy))
+		}
+		return all, o.nodeJoules(n, l, o.opts.CPUPodsObjective)
+	}
 	for _, p := range l.finite {
 		r := o.finiteRun(n, p, 0)
 		load.CPUMilli += r.CPUMilli
@@ -324,6 +334,22 @@ func (o *oracle) watts(n int, l *oLoad) (all, cost float64) {
 	}
 	all = o.nodeWatts(n, load.CPUMilli, load.Busy)
 	return all, o.nodeJoules(n, l, o.opts.CPUPodsObjective)
+}
+
+// queueStarts are, with Options.Queue, the starts (seconds) of node n's
+// finite pods of l: each when the one before it (in the pods' order)
+// ends; nil without Queue.
+func (o *oracle) queueStarts(n int, l *oLoad) map[int]float64 {
+	if !o.opts.Queue || len(l.finite) == 0 {
+		return nil
+	}
+	starts := make(map[int]float64, len(l.finite))
+	var at float64
+	for _, p := range l.finite {
+		starts[p] = at
+		at += o.finiteRun(n, p, 0).Seconds
+	}
+	return starts
 }
 
 // serviceLoad is what node n's services of l keep busy: their CPU
@@ -406,7 +432,7 @@ func (o *oracle) nodeJoules(n int, l *oLoad, cpuOnly bool) float64 {
 	if j, ok := o.joules[k]; ok {
 		return j
 	}
-	j := o.nodeJoulesFrom(n, l, cpuOnly, nil)
+	j := o.nodeJoulesFrom(n, l, cpuOnly, o.queueStarts(n, l))
 	o.joules[k] = j
 	return j
 }

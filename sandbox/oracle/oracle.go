@@ -68,6 +68,16 @@ type Options struct {
 	Horizon float64
 	// Closed keeps a phase's pods off a node.
 	Closed []Closure
+	// Queue lets a node's finite pods run one after another, beside its
+	// services, in the pods' order: a job waits for the one before it on
+	// its node, as telesched's queue holds a job that a rack's budget
+	// keeps pending until another ends. A rack's budget then holds each
+	// of its nodes' services with the costliest of its finite pods (the
+	// most the node draws at any moment), and each job's energy counts
+	// from its start (Result.Starts). Capacity (CPUs, memory, GPUs) still
+	// holds every pod at once: the model reuses no GPU that a job ended,
+	// and never runs two jobs of one node at once.
+	Queue bool
 }
 
 // Closure keeps the pods of Phase off Node: the sandbox's scenario
@@ -97,6 +107,10 @@ type Result struct {
 	// pod; NaN when not computed (too many ways to place the GPU and
 	// single-NUMA pods, or none).
 	LowerBound float64
+	// Starts are the finite pods' starts, seconds from the start, with
+	// Queue: each after the finite pods before it on its node; nil
+	// without Queue (every pod starts at once).
+	Starts map[string]float64
 	// Infeasible: no placement of every pod exists, proven: the lower
 	// bound's relaxation has none (the GPU and single-NUMA pods fit the
 	// nodes no way, or take a rack over its budget alone every way they
@@ -157,6 +171,14 @@ func Solve(fleet Fleet, pods []Pod, opts Options) Result {
 	res.Unplaced = nil
 	for p, n := range best.at {
 		res.Nodes[o.pods[p].name] = o.nodes[n].spec.Name
+	}
+	if opts.Queue {
+		res.Starts = map[string]float64{}
+		for n := range best.load {
+			for p, s := range o.queueStarts(n, &best.load[n]) {
+				res.Starts[o.pods[p].name] = s
+			}
+		}
 	}
 	res.Joules = best.objective()
 	return res
