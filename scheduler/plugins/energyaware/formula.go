@@ -124,10 +124,7 @@ func powerScore(mw, minMW int64, spanPercent int64) int64 {
 	if mw <= minMW {
 		return fwk.MaxScore
 	}
-	stake := max(minMW, minStakeMilliwatts) * max(spanPercent, 1) / 100
-	if stake <= 0 {
-		return fwk.MinScore
-	}
+	stake := max(minMW, minStakeMilliwatts) * max(spanPercent, 1) / 100 // at least 10
 	excess := mw - minMW
 	if excess >= stake {
 		return fwk.MinScore
