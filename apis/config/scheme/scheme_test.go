@@ -174,7 +174,7 @@ func TestLoadConfig(t *testing.T) {
 				PowerWeight:              0,
 				ThermalWeight:            100,
 				ConsolidationPods:        8,
-				PowerSpanPercent:         50,
+				PowerSpanPercent:         25,
 			},
 		},
 		// A plugin enabled without a pluginConfig entry gets one, defaulted

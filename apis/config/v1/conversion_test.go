@@ -233,7 +233,7 @@ func TestDefaultInternalArgs(t *testing.T) {
 				PowerWeight:              70,
 				ThermalWeight:            30,
 				ConsolidationPods:        8,
-				PowerSpanPercent:         50,
+				PowerSpanPercent:         25,
 			},
 		},
 		{

@@ -62,9 +62,13 @@ const (
 	// DefaultConsolidationPods amortizes a node's power step over up to 8
 	// pods like the one placed.
 	DefaultConsolidationPods int32 = 8
-	// DefaultPowerSpanPercent: a node 50 % dearer per unit of the pod's
-	// work than the cheapest candidate gets no power points.
-	DefaultPowerSpanPercent int32 = 50
+	// DefaultPowerSpanPercent: a node 25 % dearer per unit of the pod's
+	// work than the cheapest candidate gets no power points. At 50, an
+	// H100 node (11 % fewer joules for a training job's work than an A100
+	// 80GB node) lost the balanced profile's choice to PowerBudget's
+	// preference for the rack it draws less from (docs/benchmarks.md,
+	// "Scores that show what is at stake").
+	DefaultPowerSpanPercent int32 = 25
 )
 
 // Defaults of PowerBudgetArgs.

@@ -119,7 +119,7 @@ func TestDefaults(t *testing.T) {
 				PowerWeight:              ptr.To[int32](70),
 				ThermalWeight:            ptr.To[int32](30),
 				ConsolidationPods:        ptr.To[int32](8),
-				PowerSpanPercent:         ptr.To[int32](50),
+				PowerSpanPercent:         ptr.To[int32](25),
 			},
 		},
 		{

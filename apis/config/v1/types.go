@@ -243,9 +243,9 @@ type EnergyAwareArgs struct {
 	// the pod's work scores 100, and a node x percent dearer scores
 	// 100*(1 - x/powerSpanPercent), at least 0. A few watts more on a
 	// GPU pod of hundreds of watts then cost a point or two, which never
-	// outweighs TopologyFit's preference for linked GPUs; a node twice as
-	// dear for a CPU pod's work loses all its power points. 1 to 1000,
-	// default 50.
+	// outweighs TopologyFit's preference for linked GPUs; a node a
+	// quarter dearer for a pod's work loses all its power points. 1 to
+	// 1000, default 25.
 	// +optional
 	PowerSpanPercent *int32 `json:"powerSpanPercent,omitempty"`
 }

@@ -118,8 +118,8 @@ const minStakeMilliwatts = 1000
 // 100*(1 - x/spanPercent), at least 0. The score is absolute: what a node
 // loses follows from how much more it spends against what the pod spends
 // at best, not from how far apart the candidates are. A node 2 W dearer
-// for a 400 W GPU pod loses 1 point at a span of 50 %; a node 50 % dearer
-// for a CPU pod loses all 100.
+// for a 400 W GPU pod loses 2 points at a span of 25 %; a node 25 %
+// dearer for a CPU pod loses all 100.
 func powerScore(mw, minMW int64, spanPercent int64) int64 {
 	if mw <= minMW {
 		return fwk.MaxScore

@@ -242,10 +242,10 @@ func TestNormalize(t *testing.T) {
 // EnergyAware's 100 at its default weights, enough to outweigh
 // TopologyFit's linked pair (TestWeightsCompose, in topologyfit). It now
 // loses what the 2 W are of the pod's energy, over powerSpanPercent: one
-// point. A node twice as dear still loses every power point.
+// point (0.25 % of a 25 % span). A node twice as dear still loses every power point.
 //
 //	formula_test.go:263: 2 W more on an 800 W pod: scores [100 30], want 0 to 1 points apart
-//	formula_test.go:263: 10 % more on a 10 W pod: scores [100 30], want 14 to 14 points apart
+//	formula_test.go:263: 10 % more on a 10 W pod: scores [100 30], want 28 to 28 points apart
 func TestPowerScoreScalesWithTheStake(t *testing.T) {
 	pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
 	for _, tc := range []struct {
@@ -256,7 +256,7 @@ func TestPowerScoreScalesWithTheStake(t *testing.T) {
 	}{
 		{"2 W more on an 800 W pod", [2]int64{800_000, 802_000}, 1, 0},
 		{"twice the joules of a 10 W pod", [2]int64{10_000, 20_000}, 70, 70},
-		{"10 % more on a 10 W pod", [2]int64{10_000, 11_000}, 14, 14}, // 20 of 100 power points, 70 % of them
+		{"10 % more on a 10 W pod", [2]int64{10_000, 11_000}, 28, 28}, // 40 of 100 power points, 70 % of them
 	} {
 		scores := fwk.NodeScoreList{{Name: "a", Score: packScore(tc.mw[0], true, 100)}, {Name: "b", Score: packScore(tc.mw[1], true, 100)}}
 		if st := pl.NormalizeScore(context.Background(), nil, nil, scores); !st.IsSuccess() {

@@ -213,7 +213,7 @@ func TestScore(t *testing.T) {
 	for name, st := range map[string]*telemetryv1alpha1.NodeTelemetryStatus{
 		"efficient": withModel(60, 100, 260), // 160 W span / 16 cores: 10 W per CPU
 		"legacy":    withModel(60, 150, 630), // 480 W span: 30 W per CPU
-		"mid-hot":   withModel(80, 100, 292), // 192 W span: 12 W per CPU
+		"mid-hot":   withModel(80, 100, 276), // 176 W span: 11 W per CPU
 		"no-model":  status(40),
 	} {
 		observe(cache, name, st)
@@ -236,8 +236,8 @@ func TestScore(t *testing.T) {
 	if st := pl.ScoreExtensions().NormalizeScore(context.Background(), cs, pod, scores); !st.IsSuccess() {
 		t.Fatalf("NormalizeScore: %v", st)
 	}
-	// Marginal power 10, 30, 12 W: 200 % and 20 % dearer than the
-	// cheapest, over powerSpanPercent's 50 %: power scores 100, 0, 60.
+	// Marginal power 10, 30, 11 W: 200 % and 10 % dearer than the
+	// cheapest, over powerSpanPercent's 25 %: power scores 100, 0, 60.
 	// Headroom 40, 40, 20, 60°C: thermal scores 100, 100, 50, 100 (full
 	// at 40°C).
 	want := map[string]int64{
