@@ -93,7 +93,7 @@ func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport
 	all := oracle.Solve(fleet, in, opts)
 	opts.CPUPodsObjective = true
 	cpu := oracle.Solve(fleet, in, opts)
-	r := OracleReport{LowerBound: all.LowerBound, CPULowerBound: cpu.LowerBound}
+	r := OracleReport{LowerBound: all.LowerBound, CPULowerBound: cpu.LowerBound, Queue: opts.Queue}
 	if len(all.Unplaced) > 0 || len(cpu.Unplaced) > 0 {
 		r.Unplaced, r.Infeasible = all.Unplaced, all.Infeasible || cpu.Infeasible
 		if len(r.Unplaced) == 0 {
@@ -103,7 +103,6 @@ func (s *sandbox) oracleReport(pods []podSpec, opts oracle.Options) OracleReport
 		r.Work, r.CPUWatts, r.Joules, r.CPUJoules = Work{CPU: nan, GPU: nan}, nan, Joules{CPU: nan, GPU: nan}, nan
 		return r
 	}
-	r.Queue = opts.Queue
 	placements := func(res oracle.Result) []Placement {
 		var out []Placement
 		for _, p := range pods {
