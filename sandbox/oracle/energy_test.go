@@ -42,11 +42,10 @@ func TestOracleKeepsWholeGPUsForWholeGPUWork(t *testing.T) {
 	}
 }
 
-// A job goes where its work costs the fewest joules: the same node with
-// H100s (2.06 times an A100's training work, 700 W) against A100s
-// (400 W): per unit of work the H100's (700-70)/2.06 = 306 W beats the
-// A100's 340 W, and its host's CPUs draw for less than half the time.
-func TestOracleTrainsWhereWorkCostsLeast(t *testing.T) {
+// a100AndH100Nodes are two nodes of rack alike but for their 8 GPUs,
+// 4 a NUMA node: A100 80GBs (400 W, the reference's speed) and H100s
+// (700 W, 2.06 times an A100's training work).
+func a100AndH100Nodes(rack string) (a, h sim.NodeSpec) {
 	h100 := sim.GPUSpec{Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700, Speed: 2.06}
 	a100x80 := sim.GPUSpec{Model: "NVIDIA A100-SXM4-80GB", MemoryBytes: 80 << 30, IdleWatts: 60, TDPWatts: 400, Speed: 1}
 	gpus := func(g sim.GPUSpec) func(*sim.NodeSpec) {
@@ -58,8 +57,15 @@ func TestOracleTrainsWhereWorkCostsLeast(t *testing.T) {
 			}
 		}
 	}
-	a := fleetNode("a-a100", "", 64, 2, curveR740, 10, gpus(a100x80))
-	h := fleetNode("h-h100", "", 64, 2, curveR740, 10, gpus(h100))
+	return fleetNode("a-a100", rack, 64, 2, curveR740, 10, gpus(a100x80)), fleetNode("h-h100", rack, 64, 2, curveR740, 10, gpus(h100))
+}
+
+// A job goes where its work costs the fewest joules: the same node with
+// H100s (2.06 times an A100's training work, 700 W) against A100s
+// (400 W): per unit of work the H100's (700-70)/2.06 = 306 W beats the
+// A100's 340 W, and its host's CPUs draw for less than half the time.
+func TestOracleTrainsWhereWorkCostsLeast(t *testing.T) {
+	a, h := a100AndH100Nodes("")
 	job := Pod{Name: "train", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600}
 	fleet := Fleet{Nodes: []sim.NodeSpec{a, h}}
 	res := Solve(fleet, []Pod{job}, Options{})
@@ -137,19 +143,7 @@ func TestPodBusy(t *testing.T) {
 // the report's own measure of that schedule (Placed.StartAt) agrees with
 // the oracle's and meets its bound.
 func TestOracleQueuesWhatABudgetHoldsBack(t *testing.T) {
-	h100 := sim.GPUSpec{Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700, Speed: 2.06}
-	a100x80 := sim.GPUSpec{Model: "NVIDIA A100-SXM4-80GB", MemoryBytes: 80 << 30, IdleWatts: 60, TDPWatts: 400, Speed: 1}
-	gpus := func(g sim.GPUSpec) func(*sim.NodeSpec) {
-		return func(n *sim.NodeSpec) {
-			for i := range 8 {
-				x := g
-				x.NUMANode = i / 4
-				n.GPUs = append(n.GPUs, x)
-			}
-		}
-	}
-	a := fleetNode("a-a100", "gpu", 64, 2, curveR740, 10, gpus(a100x80))
-	h := fleetNode("h-h100", "gpu", 64, 2, curveR740, 10, gpus(h100))
+	a, h := a100AndH100Nodes("gpu")
 	jobs := []Pod{
 		{Name: "first", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600},
 		{Name: "second", CPUMilli: 16000, MemoryBytes: 64 << 30, GPUs: 4, SingleNUMA: true, Seconds: 3600},
