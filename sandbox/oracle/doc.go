@@ -32,9 +32,11 @@
 // a job that a rack's budget keeps pending until another ends: a rack's
 // budget holds each node's services with the costliest of its finite
 // pods, and each job's energy counts from its start. Capacity still holds
-// every pod at once (no GPU is reused after a job ends), and two jobs of
-// one node never overlap, so a schedule outside those rules may spend
-// less. The lower bound below bounds the queue's model alike: it prices
+// every pod at once (no GPU is reused after a job ends, no CPU a waiting
+// job will take goes to another pod meanwhile), and two jobs of one node
+// never overlap, so a schedule outside those rules may spend less:
+// telesched's queue on the default fleet once did, by 27.6 kJ, its CPU
+// pods on the H100 host beside one job at a time. The lower bound below bounds the queue's model alike: it prices
 // each node with the same rules. TestOracleMatchesBruteForce draws Queue
 // in a quarter of its instances.
 //

@@ -76,7 +76,9 @@ type Options struct {
 	// most the node draws at any moment), and each job's energy counts
 	// from its start (Result.Starts). Capacity (CPUs, memory, GPUs) still
 	// holds every pod at once: the model reuses no GPU that a job ended,
-	// and never runs two jobs of one node at once.
+	// gives no pod the CPUs a job leaves free before it starts, and never
+	// runs two jobs of one node at once; a schedule that does may spend
+	// less.
 	Queue bool
 }
 

@@ -114,8 +114,11 @@ func TestSandboxScenario(t *testing.T) {
 		// has a constraint telesched does not (TopologyFit only scores
 		// against it), and may be dearer. 3.6 kJ: a watt over the hour.
 		// A job the rack's budget kept pending ran after another ended:
-		// the oracles then queue jobs too (oracle.Options.Queue), and a
-		// queue is bounded by a queue.
+		// the oracles then queue jobs too (oracle.Options.Queue), but their
+		// model still holds every pod's CPUs and GPUs at once, so the CPUs
+		// a queued job leaves free until it starts are not the oracle's
+		// to use, and telesched may spend less (by 27.6 kJ in one run:
+		// CPU pods on the H100 host beside one job at a time).
 		tj := res.Energy.TeleschedJoules
 		queued := false
 		for _, p := range res.Placements {
@@ -124,7 +127,7 @@ func TestSandboxScenario(t *testing.T) {
 		if o.Queue != queued {
 			t.Errorf("%s: queue %v, want %v: the oracles queue where the run queued a job", name, o.Queue, queued)
 		}
-		dearer := name == "oracle" && (o.Joules.Total() > tj.Total()+3600 || o.CPUJoules > tj.CPU+3600)
+		dearer := name == "oracle" && !queued && (o.Joules.Total() > tj.Total()+3600 || o.CPUJoules > tj.CPU+3600)
 		if dearer || o.Joules.Total() < o.LowerBound-3600 {
 			t.Errorf("%s: all %.0f J (bound %.0f J), CPU pods %.0f J; telesched all %.0f J, CPU pods %.0f J",
 				name, o.Joules.Total(), o.LowerBound, o.CPUJoules, tj.Total(), tj.CPU)
