@@ -109,17 +109,17 @@ func PodSpeed(n *telemetry.Node, d Demand) (k float64, known bool) {
 	return got / asked, known
 }
 
-// BusyGPUWattsPerWork is what a busy GPU of node n adds over an idle one
-// (BusyGPUWatts) per unit of reference work: over its GPUs' mean speed.
-// Energy-aware placement fills GPUs in this order, cheapest first, so a
-// budget's headroom goes to them in it too.
-func BusyGPUWattsPerWork(n *telemetry.Node) float64 {
-	w := BusyGPUWatts(n)
+// PerGPUWork is watts, what node n's GPUs draw (as BusyGPUWatts: a busy
+// GPU over an idle one), per unit of reference work: over the GPUs' mean
+// speed; watts itself on a node without GPUs. Energy-aware placement
+// fills GPUs cheapest per unit of work first, so a budget's headroom goes
+// to them in that order too. The caller passes the watts it already has.
+func PerGPUWork(n *telemetry.Node, watts float64) float64 {
 	if len(n.GPUs) == 0 {
-		return w
+		return watts
 	}
 	s, _ := gpuSpeed(n)
-	return w / s
+	return watts / s
 }
 
 // gpuSpeed is the mean speed of node n's GPUs, and whether every one

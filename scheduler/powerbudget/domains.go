@@ -727,10 +727,10 @@ func RoundUp(w float64) int64 { return int64(math.Ceil(w - 1e-9)) }
 // still power busy. In each of its domains, the free GPUs of every member
 // (free: the member's free GPUs, given its view) take the domain's
 // headroom cheapest per unit of work first (what a busy GPU adds over an
-// idle one over the GPU's speed, estimate.BusyGPUWattsPerWork; ties by
-// node name), as energy-aware placement would fill them; each takes its
-// watts (estimate.BusyGPUWatts) of the headroom; the node gets what it got in its tightest domain. ok is false
-// for a node in no budget: nothing limits it.
+// idle one over the GPU's speed, estimate.PerGPUWork; ties by node name),
+// as energy-aware placement would fill them, each its watts
+// (estimate.BusyGPUWatts); the node gets what it got in its tightest
+// domain. ok is false for a node in no budget: nothing limits it.
 func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *telemetry.Node) int64) (n int64, ok bool) {
 	ns := s.Node(node)
 	if ns == nil || len(ns.Domains) == 0 {
@@ -752,7 +752,8 @@ func (s *Snapshot) PowerableGPUs(node string, free func(member string, view *tel
 				continue
 			}
 			if f := free(m, ms.View); f > 0 {
-				all = append(all, gpus{node: m, watts: estimate.BusyGPUWatts(ms.View), perWork: estimate.BusyGPUWattsPerWork(ms.View), free: f})
+				w := estimate.BusyGPUWatts(ms.View)
+				all = append(all, gpus{node: m, watts: w, perWork: estimate.PerGPUWork(ms.View, w), free: f})
 			}
 		}
 		sort.Slice(all, func(a, b int) bool {
