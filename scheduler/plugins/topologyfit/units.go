@@ -273,8 +273,11 @@ func (h *holding) noun() string {
 //
 // MIG devices have no peer-to-peer at all, over NVLink or PCIe, between
 // GPUs or between the GPU instances of one GPU (NVIDIA's MIG User Guide,
-// "Application Considerations": no GPU-to-GPU P2P and no CUDA IPC across
-// GPU instances): devices talk through host memory. So MIG devices are
+// "Application Considerations", docs.nvidia.com/datacenter/tesla/
+// mig-user-guide/deployment-considerations.html: no GPU-to-GPU P2P and
+// no CUDA IPC across GPU instances; RAPIDS' MIG guide: "NVLink and
+// NVSwitch are thus completely unavailable"): devices talk through host
+// memory. So MIG devices are
 // never linked; k devices of one GPU share its PCIe link and count as one
 // root (together at that level), and devices of several GPUs count as
 // nothing together, whatever NVLink or PCIe switch joins their GPUs.
