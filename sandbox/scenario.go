@@ -338,6 +338,52 @@ func (s *sandbox) waitJudged(ctx context.Context, phase string) {
 	})
 }
 
+// waitSampled waits until the node of each running pod of a phase has
+// published a sample that retires the pod's reservation in the
+// scheduler's book: one taken estimate.Hold after the pod ran (the
+// simulation runs a pod as it binds), seen an interval later. Until then
+// the book counts the pod's watts on top of samples that may show them
+// already, so pods that come sooner find its rack fuller than it is: a
+// training job's thousands of watts close the rack to a 2-CPU pod for
+// those seconds, and the pod stays where it went instead. The heat phase
+// waits that long anyway where it waits for a node's fault; this gives a
+// fleet without one the same order of events. It waits at most
+// budgetSettle (a node whose load has settled publishes at its
+// heartbeat), then goes on and says so.
+func (s *sandbox) waitSampled(ctx context.Context, phase string) {
+	after := estimate.Hold(s.opts.Interval) + s.opts.Interval
+	start := time.Now()
+	waitCtx, cancel := context.WithTimeout(ctx, budgetSettle(s.opts.Interval))
+	defer cancel()
+	err := s.watch.waitFor(waitCtx, "the "+phase+" pods' nodes to publish a sample after them", func(v *view) bool {
+		return sampledAfter(v, s.res.Placements, phase, after)
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		s.printf("    the %s pods' nodes published no sample %s after their binding within %.0fs; going on\n", phase, after, time.Since(start).Seconds())
+		return
+	}
+	s.printf("    first, %.0fs until the %s pods' nodes published a sample %s after their binding (until then the scheduler counts their watts on top of their nodes' samples)\n", time.Since(start).Seconds(), phase, after)
+}
+
+// sampledAfter reports whether the node of every running pod of phase
+// (its placement not Ended) has a sample the watcher saw at least after
+// the pod was bound.
+func sampledAfter(v *view, placements []Placement, phase string, after time.Duration) bool {
+	for i := range placements {
+		p := &placements[i]
+		if p.Phase != phase || !p.Ended.IsZero() {
+			continue
+		}
+		if h := v.samples[p.Node]; len(h) == 0 || h[len(h)-1].seen.Before(p.At.Add(after)) {
+			return false
+		}
+	}
+	return true
+}
+
 // scenario runs the workload with the telesched profile, phase by phase,
 // and drives the heater's fault.
 func (s *sandbox) scenario(ctx context.Context) error {
@@ -392,6 +438,7 @@ func (s *sandbox) scenario(ctx context.Context) error {
 		s.res.skip(phaseFault, why)
 		s.res.skip(phaseCool, why)
 		s.printf("\n  heat: %s; %d pods of 2 CPUs\n", why, len(w[phaseHeat]))
+		s.waitSampled(ctx, phaseGPU)
 		if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseHeat], 0); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ package sandbox
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestJudgeBound: a demo pod's binding is judged against the newest sample
@@ -65,6 +66,42 @@ func TestJudgeBound(t *testing.T) {
 			}
 			if got := res.Placements[0].Why; got != tc.wantWhy {
 				t.Errorf("Why = %q, want %q", got, tc.wantWhy)
+			}
+		})
+	}
+}
+
+// TestSampledAfter: the heat phase of a fleet without a fault waits until
+// every running training job's node has published a sample at least the
+// reservation hold after the job's binding; an ended job, another phase's
+// pod and an older sample do not count.
+func TestSampledAfter(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	after := 11 * time.Second
+	placements := []Placement{
+		{Pod: "train-0", Phase: phaseGPU, Node: "a", At: t0},
+		{Pod: "train-1", Phase: phaseGPU, Node: "b", At: t0.Add(2 * time.Second)},
+		{Pod: "web-0", Phase: phaseWeb, Node: "c", At: t0.Add(30 * time.Second)},
+	}
+	seen := func(d time.Duration) []sample { return []sample{{seen: t0.Add(-time.Second)}, {seen: t0.Add(d)}} }
+	for _, tc := range []struct {
+		name    string
+		samples map[string][]sample
+		ended   bool // train-1 done
+		want    bool
+	}{
+		{name: "both nodes sampled after the hold", samples: map[string][]sample{"a": seen(11 * time.Second), "b": seen(13 * time.Second)}, want: true},
+		{name: "b's newest sample is inside train-1's hold", samples: map[string][]sample{"a": seen(20 * time.Second), "b": seen(12 * time.Second)}},
+		{name: "b has no sample", samples: map[string][]sample{"a": seen(20 * time.Second)}},
+		{name: "train-1 ended: b does not count", samples: map[string][]sample{"a": seen(20 * time.Second)}, ended: true, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := append([]Placement(nil), placements...)
+			if tc.ended {
+				ps[1].Ended = t0.Add(5 * time.Second)
+			}
+			if got := sampledAfter(&view{samples: tc.samples}, ps, phaseGPU, after); got != tc.want {
+				t.Errorf("sampledAfter = %v, want %v", got, tc.want)
 			}
 		})
 	}
