@@ -62,3 +62,24 @@ func (x *Index) claimGPUs(c *claimInfo) int64 {
 	}
 	return n
 }
+
+// PodPendingGPUs is how many whole GPUs the pod's unallocated claims ask
+// for (PodGPUs less what its allocated claims hold): the GPUs a node must
+// still have free for the pod. An allocated claim's devices are chosen.
+func (x *Index) PodPendingGPUs(pod *v1.Pod) int64 {
+	if x == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return 0
+	}
+	names := ClaimNames(pod)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var gpus int64
+	for _, name := range names {
+		c := x.claims[pod.Namespace+"/"+name]
+		if c == nil || c.extended || c.allocated != nil || (c.consumer != "" && c.consumer != pod.UID) {
+			continue
+		}
+		gpus += c.requested
+	}
+	return gpus
+}

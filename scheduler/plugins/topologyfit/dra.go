@@ -27,7 +27,11 @@ import (
 //
 //   - A pod's ResourceClaims count as GPUs (podState.claimGPUs, the book's
 //     Demand.ClaimGPUs). Whether they fit a node is the DynamicResources
-//     plugin's to decide: Filter does not check their count. Score ranks
+//     plugin's to decide: Filter does not check their count. But a
+//     single-numa-node pod needs a NUMA node with the GPUs its unallocated
+//     claims ask for free (podState.claimPending), as the same number
+//     asked by extended resource does; an allocated claim's devices are
+//     chosen already, and only its CPUs and memory are checked. Score ranks
 //     a node for them as for the same number of GPUs requested by
 //     extended resource: NUMA alignment, then how tightly they fill the
 //     node's free matching GPUs.

@@ -241,3 +241,69 @@ func TestReserveHoldsTheClaimsDevicesBeforeTheInformerDoes(t *testing.T) {
 		t.Errorf("after Unreserve: Filter = %v, want the 4 GPUs free again", st)
 	}
 }
+
+// TestFilterHoldsClaimPodsToTheNUMAPolicy: a single-numa-node pod whose
+// claim asks for 4 GPUs needs a NUMA node with 4 free GPUs, as the same
+// pod asking nvidia.com/gpu: 4 does; GPUs other claims hold are not free;
+// a claim already allocated has its devices, so only its CPUs and memory
+// are checked.
+func TestFilterHoldsClaimPodsToTheNUMAPolicy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		numa   int
+		gpus   []gpu
+		claims []*resourceapi.ResourceClaim
+		pod    *v1.Pod
+		want   *fwk.Status
+	}{
+		{
+			name: "2 GPUs a NUMA node, by extended resource",
+			numa: 4, gpus: h100s(8, 2),
+			pod:  makePod("p", 4, "1", "1Gi", numaPolicy, singleNUMA),
+			want: unschedulable("no NUMA node has 1 free CPUs, 1Gi free memory and 4 free GPUs: node 0 has 48 CPUs, 383.0Gi, 2 GPUs; node 1 has 48 CPUs, 383.0Gi, 2 GPUs; node 2 has 48 CPUs, 383.0Gi, 2 GPUs; node 3 has 48 CPUs, 383.0Gi, 2 GPUs"),
+		},
+		{
+			name: "2 GPUs a NUMA node, by claim",
+			numa: 4, gpus: h100s(8, 2),
+			claims: []*resourceapi.ResourceClaim{claimRequest("mine", 4)},
+			pod:    withClaim(makePod("p", 0, "1", "1Gi", numaPolicy, singleNUMA), "mine"),
+			want:   unschedulable("no NUMA node has 1 free CPUs, 1Gi free memory and 4 free GPUs: node 0 has 48 CPUs, 383.0Gi, 2 GPUs; node 1 has 48 CPUs, 383.0Gi, 2 GPUs; node 2 has 48 CPUs, 383.0Gi, 2 GPUs; node 3 has 48 CPUs, 383.0Gi, 2 GPUs"),
+		},
+		{
+			name: "4 GPUs a NUMA node, by claim",
+			numa: 2, gpus: h100s(8, 4),
+			claims: []*resourceapi.ResourceClaim{claimRequest("mine", 4)},
+			pod:    withClaim(makePod("p", 0, "1", "1Gi", numaPolicy, singleNUMA), "mine"),
+		},
+		{
+			name: "other claims hold a GPU on each NUMA node",
+			numa: 2, gpus: h100s(8, 4),
+			claims: []*resourceapi.ResourceClaim{allocatedClaim("a", "n1", 0, 4), claimRequest("mine", 4)},
+			pod:    withClaim(makePod("p", 0, "1", "1Gi", numaPolicy, singleNUMA), "mine"),
+			want:   unschedulable("no NUMA node has 1 free CPUs, 1Gi free memory and 4 free GPUs: node 0 has 48 CPUs, 383.0Gi, 3 GPUs; node 1 has 48 CPUs, 383.0Gi, 3 GPUs"),
+		},
+		{
+			name: "its own claim already holds 4 GPUs",
+			numa: 4, gpus: h100s(8, 2),
+			claims: []*resourceapi.ResourceClaim{allocatedClaim("mine", "n1", 0, 1, 2, 3)},
+			pod:    withClaim(makePod("p", 0, "1", "1Gi", numaPolicy, singleNUMA), "mine"),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pl := newPlugin(config.StaleTelemetryIgnore, telNode("n1", tc.numa, tc.gpus))
+			pl.book.Claims().UpdateSlice(gpuSlice("n1", len(tc.gpus)))
+			for _, c := range tc.claims {
+				pl.book.Claims().UpdateClaim(c)
+			}
+			alloc := int64(0)
+			if tc.pod.Spec.ResourceClaims == nil {
+				alloc = int64(len(tc.gpus))
+			}
+			if diff := cmp.Diff(tc.want, filter(pl, tc.pod, nodeInfo("n1", alloc))); diff != "" {
+				t.Errorf("Filter (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

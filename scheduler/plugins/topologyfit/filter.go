@@ -86,8 +86,24 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 		if len(tel.NUMA) == 0 {
 			return pl.missingStatus("NUMA")
 		}
-		if fitNUMA(tel, s, &m, hs[:units], requested.GetMilliCPU()) < 0 {
-			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, s, &m, hs[:units], requested.GetMilliCPU()))
+		fs, fm := s, &m
+		var c podState
+		if units == 0 && s.claimPending > 0 {
+			// The GPUs its unallocated claims ask for must be free on
+			// the NUMA node too (dra.go).
+			if !tel.HasGPUSource {
+				if st := pl.missingStatus("GPU"); st != nil {
+					return st
+				}
+			} else {
+				c = *s
+				c.reqs = []unitRequest{{resource: pl.gpuResource, count: s.claimPending}}
+				units, fs, fm = 1, &c, &gpuMatcher{s: &c, claims: m.claims}
+				pl.holdings(tel, nodeInfo, fs, &hs, m.claims)
+			}
+		}
+		if fitNUMA(tel, fs, fm, hs[:units], requested.GetMilliCPU()) < 0 {
+			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, fs, fm, hs[:units], requested.GetMilliCPU()))
 		}
 	}
 	if s.verbose {

@@ -270,11 +270,14 @@ type podState struct {
 	gpus int64 // the GPU resource requested
 	// reqs are the GPU resource (first, when requested) and the MIG
 	// resources the pod requests, at most maxUnitRequests.
-	reqs        []unitRequest
-	claimGPUs   int64 // GPUs its ResourceClaims hold or ask for (dra.go)
-	cpuMilli    int64 // CPU requested
-	memoryBytes int64 // memory requested
-	singleNUMA  bool  // telesched.io/numa-policy: single-numa-node
+	reqs      []unitRequest
+	claimGPUs int64 // GPUs its ResourceClaims hold or ask for (dra.go)
+	// claimPending is the GPUs its unallocated claims ask for, counted
+	// for a single-numa-node pod only (dra.go).
+	claimPending int64
+	cpuMilli     int64 // CPU requested
+	memoryBytes  int64 // memory requested
+	singleNUMA   bool  // telesched.io/numa-policy: single-numa-node
 
 	// GPU constraints, for GPU pods only.
 	model          string // lower-cased model substring; "" for any
@@ -316,6 +319,9 @@ func (pl *TopologyFit) podFacts(pod *v1.Pod) (*podState, error) {
 	}
 	if len(s.reqs) == 0 && s.claimGPUs == 0 {
 		return s, nil
+	}
+	if s.singleNUMA && s.claimGPUs > 0 {
+		s.claimPending = pl.book.Claims().PodPendingGPUs(pod)
 	}
 	var desc strings.Builder
 	if m := strings.TrimSpace(pod.Annotations[config.PodAnnotationGPUModel]); m != "" {

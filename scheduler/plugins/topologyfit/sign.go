@@ -13,9 +13,11 @@ import (
 var _ fwk.SignPlugin = &TopologyFit{}
 
 // signature is everything Filter and Score read from the pod (podFacts):
-// its GPUs, CPU and memory requests, NUMA policy and GPU constraints.
+// its GPUs, CPU and memory requests, its claims' GPUs, NUMA policy and GPU
+// constraints.
 type signature struct {
 	GPUs, CPUMilli, MemoryBytes int64
+	ClaimGPUs, ClaimPending     int64
 	SingleNUMA                  bool
 	Model                       string
 	MinGPUMemory                int64
@@ -31,6 +33,7 @@ func (pl *TopologyFit) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragme
 	}
 	return []fwk.SignFragment{{Key: "telesched.io/" + Name, Value: signature{
 		GPUs: s.gpus, CPUMilli: s.cpuMilli, MemoryBytes: s.memoryBytes,
+		ClaimGPUs: s.claimGPUs, ClaimPending: s.claimPending,
 		SingleNUMA: s.singleNUMA, Model: s.model, MinGPUMemory: s.minGPUMemory,
 	}}}, nil
 }
