@@ -71,6 +71,8 @@ func TestMIGSlicesOfMixedStrategyPods(t *testing.T) {
 		{name: "one 1g.10gb", requests: v1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("1")}, wantSlices: 1, wantWatts: 360.0 / 7},
 		{name: "two 3g.40gb", requests: v1.ResourceList{"nvidia.com/mig-3g.40gb": resource.MustParse("2")}, wantSlices: 6, wantWatts: 6 * 360.0 / 7},
 		{name: "a whole 7g.80gb and a 1g.10gb", requests: v1.ResourceList{"nvidia.com/mig-7g.80gb": resource.MustParse("1"), "nvidia.com/mig-1g.10gb": resource.MustParse("1")}, wantSlices: 8, wantWatts: 8 * 360.0 / 7},
+		// A compute instance of 2 of its GPU instance's 3 slices: its 2.
+		{name: "a 2c.3g.40gb compute instance", requests: v1.ResourceList{"nvidia.com/mig-2c.3g.40gb": resource.MustParse("1")}, wantSlices: 2, wantWatts: 2 * 360.0 / 7},
 		{name: "another vendor's resource", requests: v1.ResourceList{"example.com/mig-1g.10gb": resource.MustParse("1")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,3 +41,39 @@ func TestNodeLayout(t *testing.T) {
 		t.Errorf("Node is %d bytes, not a multiple of %d", size, line)
 	}
 }
+
+// TestProfileSlices: a MIG device's compute slices, from its profile name
+// as NVIDIA's device plugin names it: "<g>g.<gb>gb" for a GPU instance
+// with one compute instance (its g slices), "<c>c.<g>g.<gb>gb" for a
+// compute instance of c of the GPU instance's g slices (NVIDIA's MIG User
+// Guide, "MIG Device Names": a compute instance that does not take its
+// whole GPU instance is named so, e.g. 1c.3g.20gb on an A100 40GB; it
+// runs on its c slices, the rest of the GPU instance's belong to other
+// compute instances; the agent names devices so too,
+// agent/collector/gpu_mig.go).
+func TestProfileSlices(t *testing.T) {
+	t.Parallel()
+	for profile, want := range map[string]int32{
+		"1g.10gb":    1,
+		"1g.10gb+me": 1,
+		"3g.40gb":    3,
+		"7g.80gb":    7,
+		"1g.20gb":    1,
+		"1c.3g.40gb": 1,
+		"2c.3g.40gb": 2,
+		"3c.4g.40gb": 3,
+		"1c.7g.80gb": 1,
+		"":           0,
+		"g.10gb":     0,
+		"c.3g.40gb":  0,
+		"2c.40gb":    0,
+		"2c":         0,
+		"mig":        0,
+		"40gb":       0,
+		"1c.40gb":    0,
+	} {
+		if got := ProfileSlices(profile); got != want {
+			t.Errorf("ProfileSlices(%q) = %d, want %d", profile, got, want)
+		}
+	}
+}

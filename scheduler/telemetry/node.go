@@ -192,23 +192,43 @@ type MIGProfile struct {
 }
 
 // ProfileSlices is the compute slices a MIG profile's device takes: the
-// number before its first "g" ("1g.10gb": 1, "3g.40gb": 3, "1c.3g.40gb",
-// a compute instance of a shared GPU instance: 0); 0 when the name does
-// not start with one.
+// number before its first "g" ("1g.10gb": 1, "3g.40gb": 3), or, for a
+// compute instance that shares its GPU instance with others, the number
+// before its "c" ("1c.3g.40gb": 1 of the GPU instance's 3, NVIDIA's MIG
+// User Guide, "MIG Device Names"); 0 when the name is neither.
 func ProfileSlices(profile string) int32 {
-	var n int32
-	for i := 0; i < len(profile); i++ {
-		c := profile[i]
-		switch {
-		case c >= '0' && c <= '9' && n < 1<<20:
-			n = n*10 + int32(c-'0')
-		case c == 'g' && i > 0:
+	n, rest := leadingNumber(profile)
+	switch {
+	case n == 0:
+		return 0
+	case slicesMark(rest, 'g'):
+		return n
+	case len(rest) > 2 && slicesMark(rest, 'c'):
+		if g, tail := leadingNumber(rest[2:]); g > 0 && slicesMark(tail, 'g') {
 			return n
-		default:
-			return 0
 		}
 	}
 	return 0
+}
+
+// slicesMark reports whether s starts with unit (the "g" of "3g.40gb",
+// the "c" of "1c.3g.40gb") followed by a dot or nothing.
+func slicesMark(s string, unit byte) bool {
+	return s != "" && s[0] == unit && (len(s) == 1 || s[1] == '.')
+}
+
+// leadingNumber is the decimal number s starts with (0 when none, and
+// when it passes 2^20) and what follows it.
+func leadingNumber(s string) (int32, string) {
+	var n int32
+	i := 0
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if n >= 1<<20 {
+			return 0, s[i:]
+		}
+		n = n*10 + int32(s[i]-'0')
+	}
+	return n, s[i:]
 }
 
 // gpuLayout fills g's MIG layout, allocation, PCIe root and NVLink from
