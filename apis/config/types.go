@@ -128,6 +128,11 @@ type TopologyFitArgs struct {
 	// unallocated ResourceClaims count as whole GPUs (ExactCount mode, by
 	// their count). Empty: none.
 	GPUDeviceClassNames []string
+	// MIGDeviceClassNames are the DeviceClasses whose requests in a pod's
+	// unallocated ResourceClaims count as MIG devices (ExactCount mode, by
+	// their count, each the compute slices of the profile a selector names,
+	// else 1). Empty: none.
+	MIGDeviceClassNames []string
 	// GPUDriverNames are the DRA drivers whose devices count as GPUs: in
 	// a node's ResourceSlices (its GPUs) and in claims' allocations (the
 	// GPUs claims hold, joined to the node's telemetry by the device's

@@ -110,6 +110,11 @@ func (in *TopologyFitArgs) DeepCopyInto(out *TopologyFitArgs) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.MIGDeviceClassNames != nil {
+		in, out := &in.MIGDeviceClassNames, &out.MIGDeviceClassNames
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.GPUDriverNames != nil {
 		in, out := &in.GPUDriverNames, &out.GPUDriverNames
 		*out = make([]string, len(*in))

@@ -4,12 +4,14 @@
 package dra
 
 import (
+	"regexp"
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/telesched/telesched/internal/cowmap"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // UpdateSlice indexes a ResourceSlice's GPU devices.
@@ -30,7 +32,11 @@ func (x *Index) UpdateSlice(obj any) {
 			d := &s.Spec.Devices[i]
 			id := deviceID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name, device: d.Name}
 			ids = append(ids, id)
-			devs[id] = device{node: node, uuid: stringAttribute(d, s.Spec.Driver, AttributeUUID), parentUUID: stringAttribute(d, s.Spec.Driver, AttributeParentUUID)}
+			dev := device{node: node, uuid: stringAttribute(d, s.Spec.Driver, AttributeUUID), parentUUID: stringAttribute(d, s.Spec.Driver, AttributeParentUUID)}
+			if dev.parentUUID != "" {
+				dev.slices = max(int64(telemetry.ProfileSlices(stringAttribute(d, s.Spec.Driver, AttributeProfile))), 1)
+			}
+			devs[id] = dev
 		}
 	}
 	x.mu.Lock()
@@ -177,8 +183,54 @@ func (x *Index) claimInfo(c *resourceapi.ResourceClaim) *claimInfo {
 	}
 	for i := range c.Spec.Devices.Requests {
 		info.requested += requestedGPUs(cfg, &c.Spec.Devices.Requests[i])
+		info.requestedSlices += requestedSlices(cfg, &c.Spec.Devices.Requests[i])
 	}
 	return info
+}
+
+// requestedSlices is how many MIG compute slices a request asks for: its
+// exact count of a MIG class times the slices of the profile its
+// selectors name (1 when they name none); of alternatives, the least.
+func requestedSlices(cfg *Config, r *resourceapi.DeviceRequest) int64 {
+	count := func(class string, mode resourceapi.DeviceAllocationMode, n int64, sel []resourceapi.DeviceSelector) int64 {
+		if !slices.Contains(cfg.MIGDeviceClasses, class) || (mode != "" && mode != resourceapi.DeviceAllocationModeExactCount) {
+			return 0
+		}
+		return max(n, 1) * selectedSlices(sel)
+	}
+	if e := r.Exactly; e != nil {
+		return count(e.DeviceClassName, e.AllocationMode, e.Count, e.Selectors)
+	}
+	var least int64 = -1
+	for i := range r.FirstAvailable {
+		s := &r.FirstAvailable[i]
+		if n := count(s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors); least < 0 || n < least {
+			least = n
+		}
+	}
+	return max(least, 0)
+}
+
+// profileLiteral finds a CEL comparison of a device's "profile" attribute
+// with a string literal, in either quote: the form NVIDIA's examples use,
+// device.attributes["gpu.nvidia.com"].profile == "1g.10gb".
+var profileLiteral = regexp.MustCompile(`\.profile\s*==\s*["']([0-9a-z.+]+)["']`)
+
+// selectedSlices is the compute slices of the profile the selectors name
+// (the fewest, when they name several, as with ||), 1 when they name none.
+func selectedSlices(sel []resourceapi.DeviceSelector) int64 {
+	var least int64
+	for i := range sel {
+		if sel[i].CEL == nil {
+			continue
+		}
+		for _, m := range profileLiteral.FindAllStringSubmatch(sel[i].CEL.Expression, -1) {
+			if n := int64(telemetry.ProfileSlices(m[1])); n > 0 && (least == 0 || n < least) {
+				least = n
+			}
+		}
+	}
+	return max(least, 1)
 }
 
 // requestedGPUs is how many whole GPUs a request asks for: its exact

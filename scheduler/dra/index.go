@@ -32,7 +32,14 @@
 //     (gpuDeviceClassNames, default gpu.nvidia.com) in ExactCount mode,
 //     by their count; of firstAvailable subrequests, the least count
 //     (a subrequest of another class counts 0). Requests in All mode count
-//     once allocated. A claim several pods share counts for the first pod
+//     once allocated. A pod's MIG slices (PodMIGSlices) are, likewise, an
+//     allocated claim's MIG devices' compute slices (telemetry.ProfileSlices
+//     of their "profile" attribute, 1 for a device without one); an
+//     unallocated claim's requests of a class in Config.MIGDeviceClasses
+//     (migDeviceClassNames, default mig.nvidia.com), their count times the
+//     slices of the profile their selectors name (a CEL expression
+//     comparing the "profile" attribute to a literal), else 1, the least.
+//     A claim several pods share counts for the first pod
 //     it is reserved for (status.reservedFor), and for no other: they run
 //     on the same GPUs, whose watts that pod's reservation carries.
 package dra
@@ -52,6 +59,8 @@ import (
 const (
 	AttributeUUID       = "uuid"
 	AttributeParentUUID = "parentUUID"
+	// AttributeProfile is a MIG device's profile ("1g.10gb").
+	AttributeProfile = "profile"
 )
 
 // Config says which devices are GPUs.
@@ -59,14 +68,17 @@ type Config struct {
 	// DeviceClasses are the DeviceClasses whose requests count as whole
 	// GPUs before their claim is allocated.
 	DeviceClasses []string
+	// MIGDeviceClasses are the DeviceClasses whose requests count as MIG
+	// devices before their claim is allocated.
+	MIGDeviceClasses []string
 	// Drivers are the DRA drivers whose devices are GPUs.
 	Drivers []string
 }
 
-// DefaultConfig counts NVIDIA's DRA driver's GPUs (driver and DeviceClass
-// gpu.nvidia.com; its MIG devices' class is mig.nvidia.com).
+// DefaultConfig counts NVIDIA's DRA driver's GPUs and MIG devices (driver
+// gpu.nvidia.com; DeviceClasses gpu.nvidia.com and mig.nvidia.com).
 func DefaultConfig() Config {
-	return Config{DeviceClasses: []string{"gpu.nvidia.com"}, Drivers: []string{"gpu.nvidia.com"}}
+	return Config{DeviceClasses: []string{"gpu.nvidia.com"}, MIGDeviceClasses: []string{"mig.nvidia.com"}, Drivers: []string{"gpu.nvidia.com"}}
 }
 
 // Node is what DRA says of a node's GPUs; immutable once published.
@@ -113,13 +125,19 @@ type device struct {
 	node       string
 	uuid       string
 	parentUUID string
+	// slices are a MIG device's compute slices, by its profile (1 when it
+	// names none); 0 for a whole GPU.
+	slices int64
 }
 
 // claimInfo is what the index keeps of a claim.
 type claimInfo struct {
 	allocated []deviceID
 	requested int64 // whole GPUs requested, for an unallocated claim
-	extended  bool
+	// requestedSlices are the MIG compute slices its MIG requests ask
+	// for, for an unallocated claim.
+	requestedSlices int64
+	extended        bool
 	// consumer is the first pod the claim is reserved for
 	// (status.reservedFor), whose GPUs they are; "" while none.
 	consumer types.UID
@@ -159,7 +177,7 @@ func New(cfg Config) *Index {
 // SetConfig sets which devices are GPUs; call it before the informers
 // start.
 func (x *Index) SetConfig(cfg Config) {
-	c := Config{DeviceClasses: slices.Clone(cfg.DeviceClasses), Drivers: slices.Clone(cfg.Drivers)}
+	c := Config{DeviceClasses: slices.Clone(cfg.DeviceClasses), MIGDeviceClasses: slices.Clone(cfg.MIGDeviceClasses), Drivers: slices.Clone(cfg.Drivers)}
 	x.cfg.Store(&c)
 }
 

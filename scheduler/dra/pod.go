@@ -48,6 +48,33 @@ func (x *Index) PodGPUs(pod *v1.Pod) int64 {
 	return gpus
 }
 
+// PodMIGSlices is how many MIG compute slices the pod's claims hold, or
+// ask for while unallocated (see the package doc); 0 for a pod without
+// claims.
+func (x *Index) PodMIGSlices(pod *v1.Pod) int64 {
+	if x == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return 0
+	}
+	names := ClaimNames(pod)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var n int64
+	for _, name := range names {
+		c := x.claims[pod.Namespace+"/"+name]
+		if c == nil || c.extended || (c.consumer != "" && c.consumer != pod.UID) {
+			continue
+		}
+		if c.allocated == nil {
+			n += c.requestedSlices
+			continue
+		}
+		for _, id := range c.allocated {
+			n += x.devices[id].slices // 0 for a whole GPU or a device not published
+		}
+	}
+	return n
+}
+
 // claimGPUs is the whole GPUs of a claim: its allocated devices that are
 // not MIG devices, or its requests. The caller holds mu.
 func (x *Index) claimGPUs(c *claimInfo) int64 {

@@ -17,15 +17,16 @@ import (
 func (b *Book) Claims() *dra.Index { return b.claims }
 
 // ShareDRA sets which DRA device classes and drivers count GPUs
-// (TopologyFitArgs' gpuDeviceClassNames and gpuDriverNames; without a
+// (TopologyFitArgs' gpuDeviceClassNames, migDeviceClassNames and
+// gpuDriverNames; without a
 // call, dra.DefaultConfig), as ShareDefaultRequests does the default
 // requests: an error when another plugin set others first. Call it before
 // the informers start.
 func (b *Book) ShareDRA(who string, cfg dra.Config) error {
 	b.settingsMu.Lock()
 	defer b.settingsMu.Unlock()
-	if err := b.draShared.agree("DRA GPU device classes and drivers (gpuDeviceClassNames, gpuDriverNames)", who,
-		fmt.Sprintf("%v %v", cfg.DeviceClasses, cfg.Drivers)); err != nil {
+	if err := b.draShared.agree("DRA GPU device classes and drivers (gpuDeviceClassNames, migDeviceClassNames, gpuDriverNames)", who,
+		fmt.Sprintf("%v %v %v", cfg.DeviceClasses, cfg.MIGDeviceClasses, cfg.Drivers)); err != nil {
 		return err
 	}
 	b.claims.SetConfig(cfg)

@@ -122,6 +122,7 @@ func (c Counter) count(pod *v1.Pod, defaults v1.ResourceList) Demand {
 		d.MIGSlices += r.Count * int64(telemetry.ProfileSlices(r.Profile))
 	}
 	d.ClaimGPUs = c.claims.PodGPUs(pod)
+	d.MIGSlices += c.claims.PodMIGSlices(pod) // priced as its MIG resources' slices are
 	return d
 }
 

@@ -93,6 +93,7 @@ profiles:
       nonGPUPodPenaltyPercent: 0
       gpuCPUReserveMilli: 0
       gpuDeviceClassNames: []
+      migDeviceClassNames: []
       staleTelemetryPolicy: Reject
   - name: EnergyAware
     args:
@@ -157,6 +158,7 @@ func TestLoadConfig(t *testing.T) {
 				GPUCPUReserveMilli:      0,
 				MIGResourcePrefix:       "nvidia.com/mig-",
 				GPUDeviceClassNames:     []string{},                 // set empty: none
+				MIGDeviceClassNames:     []string{},                 // set empty: none
 				GPUDriverNames:          []string{"gpu.nvidia.com"}, // unset: the default
 			},
 		},

@@ -129,6 +129,7 @@ func Convert_v1_TopologyFitArgs_To_config_TopologyFitArgs(in *TopologyFitArgs, o
 	out.GPUCPUReserveMilli = ptr.Deref(in.GPUCPUReserveMilli, 0)
 	out.MIGResourcePrefix = ptr.Deref(in.MIGResourcePrefix, "")
 	out.GPUDeviceClassNames = slices.Clone(in.GPUDeviceClassNames)
+	out.MIGDeviceClassNames = slices.Clone(in.MIGDeviceClassNames)
 	out.GPUDriverNames = slices.Clone(in.GPUDriverNames)
 	return nil
 }
@@ -144,6 +145,7 @@ func Convert_config_TopologyFitArgs_To_v1_TopologyFitArgs(in *config.TopologyFit
 	out.GPUCPUReserveMilli = ptr.To(in.GPUCPUReserveMilli)
 	out.MIGResourcePrefix = ptr.To(in.MIGResourcePrefix)
 	out.GPUDeviceClassNames = nonNil(in.GPUDeviceClassNames)
+	out.MIGDeviceClassNames = nonNil(in.MIGDeviceClassNames)
 	out.GPUDriverNames = nonNil(in.GPUDriverNames)
 	return nil
 }

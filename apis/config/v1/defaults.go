@@ -44,10 +44,12 @@ const (
 	// DefaultMIGResourcePrefix is NVIDIA's device plugin's: its mixed MIG
 	// strategy advertises nvidia.com/mig-<profile>.
 	DefaultMIGResourcePrefix = "nvidia.com/mig-"
-	// DefaultGPUDeviceClassName and DefaultGPUDriverName are those of
-	// NVIDIA's DRA driver (k8s-dra-driver-gpu): its whole GPUs' DeviceClass
-	// and its driver.
+	// DefaultGPUDeviceClassName, DefaultMIGDeviceClassName and
+	// DefaultGPUDriverName are those of NVIDIA's DRA driver
+	// (k8s-dra-driver-gpu): its whole GPUs' and its MIG devices'
+	// DeviceClasses, and its driver.
 	DefaultGPUDeviceClassName = "gpu.nvidia.com"
+	DefaultMIGDeviceClassName = "mig.nvidia.com"
 	DefaultGPUDriverName      = "gpu.nvidia.com"
 )
 
@@ -117,6 +119,9 @@ func SetDefaults_TopologyFitArgs(obj *TopologyFitArgs) {
 	setDefault(&obj.MIGResourcePrefix, DefaultMIGResourcePrefix)
 	if obj.GPUDeviceClassNames == nil {
 		obj.GPUDeviceClassNames = []string{DefaultGPUDeviceClassName}
+	}
+	if obj.MIGDeviceClassNames == nil {
+		obj.MIGDeviceClassNames = []string{DefaultMIGDeviceClassName}
 	}
 	if obj.GPUDriverNames == nil {
 		obj.GPUDriverNames = []string{DefaultGPUDriverName}

@@ -82,6 +82,7 @@ func TestDefaults(t *testing.T) {
 				GPUCPUReserveMilli:      ptr.To[int64](4000),
 				MIGResourcePrefix:       ptr.To("nvidia.com/mig-"),
 				GPUDeviceClassNames:     []string{"gpu.nvidia.com"},
+				MIGDeviceClassNames:     []string{"mig.nvidia.com"},
 				GPUDriverNames:          []string{"gpu.nvidia.com"},
 			},
 		},
@@ -94,6 +95,7 @@ func TestDefaults(t *testing.T) {
 				MIGResourcePrefix:       ptr.To("amd.com/partition-"),
 				// An empty list turns DRA's GPUs off; it is not defaulted.
 				GPUDeviceClassNames: []string{},
+				MIGDeviceClassNames: []string{},
 				GPUDriverNames:      []string{"gpu.amd.com"},
 			},
 			want: &TopologyFitArgs{
@@ -103,6 +105,7 @@ func TestDefaults(t *testing.T) {
 				GPUCPUReserveMilli:      ptr.To[int64](0),
 				MIGResourcePrefix:       ptr.To("amd.com/partition-"),
 				GPUDeviceClassNames:     []string{},
+				MIGDeviceClassNames:     []string{},
 				GPUDriverNames:          []string{"gpu.amd.com"},
 			},
 		},

@@ -170,6 +170,18 @@ type TopologyFitArgs struct {
 	// omitempty).
 	// +optional
 	GPUDeviceClassNames []string `json:"gpuDeviceClassNames"`
+	// migDeviceClassNames are the DeviceClasses whose requests in a pod's
+	// ResourceClaims count as MIG devices while the claim is unallocated:
+	// requests in ExactCount mode, by their count, each device the compute
+	// slices of the profile its selectors name (an expression such as
+	// device.attributes["gpu.nvidia.com"].profile == "3g.40gb"), else 1,
+	// the smallest. An allocated claim counts the compute slices of the MIG
+	// devices allocated to it (their "profile" attribute). A pod's MIG
+	// slices are priced as its MIG resources' are. Every profile must list
+	// the same classes. Default [mig.nvidia.com], the class of NVIDIA's DRA
+	// driver's MIG devices; [] counts no request.
+	// +optional
+	MIGDeviceClassNames []string `json:"migDeviceClassNames"`
 	// gpuDriverNames are the DRA drivers whose devices count as GPUs: a
 	// node whose ResourceSlices publish one is a GPU node, and a device
 	// allocated to a ResourceClaim holds the node's GPU whose UUID is the

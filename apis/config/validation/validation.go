@@ -78,6 +78,7 @@ func ValidateTopologyFitArgs(path *field.Path, args *config.TopologyFitArgs) err
 	allErrs = append(allErrs, validateNonNegative(path.Child("gpuCPUReserveMilli"), args.GPUCPUReserveMilli)...)
 	allErrs = append(allErrs, validateMIGResourcePrefix(path.Child("migResourcePrefix"), args.MIGResourcePrefix, args.GPUResourceName)...)
 	allErrs = append(allErrs, validateDNSSubdomains(path.Child("gpuDeviceClassNames"), args.GPUDeviceClassNames)...)
+	allErrs = append(allErrs, validateDNSSubdomains(path.Child("migDeviceClassNames"), args.MIGDeviceClassNames)...)
 	allErrs = append(allErrs, validateDNSSubdomains(path.Child("gpuDriverNames"), args.GPUDriverNames)...)
 	return allErrs.ToAggregate()
 }

@@ -227,6 +227,11 @@ func TestValidateTopologyFitArgs(t *testing.T) {
 			wantErrPrefix: `gpuDeviceClassNames[1]: Invalid value: "GPU_Class": `,
 		},
 		{
+			name:    "migDeviceClassNames duplicate",
+			set:     func(a *config.TopologyFitArgs) { a.MIGDeviceClassNames = []string{"mig.nvidia.com", "mig.nvidia.com"} },
+			wantErr: `migDeviceClassNames[1]: Duplicate value: "mig.nvidia.com"`,
+		},
+		{
 			name:    "gpuDriverNames duplicate",
 			set:     func(a *config.TopologyFitArgs) { a.GPUDriverNames = []string{"gpu.nvidia.com", "gpu.nvidia.com"} },
 			wantErr: `gpuDriverNames[1]: Duplicate value: "gpu.nvidia.com"`,

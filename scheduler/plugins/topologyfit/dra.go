@@ -41,8 +41,10 @@ import (
 //     requesting GPUs by extended resource stays off them.
 //   - A node whose ResourceSlices publish a GPU is a GPU node (for the
 //     CPUs it keeps for its free GPUs), whatever its allocatable says.
-//   - Claims and slices are counted by gpuDeviceClassNames and
-//     gpuDriverNames, which every profile shares with the book.
+//   - Claims and slices are counted by gpuDeviceClassNames,
+//     migDeviceClassNames and gpuDriverNames, which every profile shares
+//     with the book. A claim's MIG devices count as the pod's MIG slices
+//     (the book's Demand.MIGSlices), priced as MIG resources are.
 
 //   - Between the DynamicResources plugin's Reserve and the API write of a
 //     claim's allocation (its PreBind), only the framework's
@@ -55,7 +57,7 @@ import (
 // shareDRA sets the book's DRA classes and drivers from args and follows
 // ResourceSlices and ResourceClaims through the scheduler's informers.
 func shareDRA(book *estimate.Book, args config.TopologyFitArgs, h fwk.Handle) error {
-	err := book.ShareDRA(fmt.Sprintf("profile %s's %s", h.ProfileName(), Name), dra.Config{DeviceClasses: args.GPUDeviceClassNames, Drivers: args.GPUDriverNames})
+	err := book.ShareDRA(fmt.Sprintf("profile %s's %s", h.ProfileName(), Name), dra.Config{DeviceClasses: args.GPUDeviceClassNames, MIGDeviceClasses: args.MIGDeviceClassNames, Drivers: args.GPUDriverNames})
 	if err != nil {
 		return err
 	}
