@@ -25,30 +25,29 @@ func (x *Index) UpdateSlice(obj any) {
 	if s.Spec.NodeName != nil {
 		node = *s.Spec.NodeName
 	}
-	var ids []deviceID
-	devs := map[deviceID]device{}
+	si := sliceInfo{node: node, pool: poolID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name}, gen: s.Spec.Pool.Generation}
 	if node != "" && slices.Contains(cfg.Drivers, s.Spec.Driver) {
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			id := deviceID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name, device: d.Name}
-			ids = append(ids, id)
-			dev := device{node: node, uuid: stringAttribute(d, s.Spec.Driver, AttributeUUID), parentUUID: stringAttribute(d, s.Spec.Driver, AttributeParentUUID)}
+			dev := device{slice: s.Name, node: node, uuid: stringAttribute(d, s.Spec.Driver, AttributeUUID), parentUUID: stringAttribute(d, s.Spec.Driver, AttributeParentUUID)}
 			if dev.parentUUID != "" {
 				dev.slices = max(int64(telemetry.ProfileSlices(stringAttribute(d, s.Spec.Driver, AttributeProfile))), 1)
 			}
-			devs[id] = dev
+			si.ids = append(si.ids, deviceID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name, device: d.Name})
+			si.devs = append(si.devs, dev)
 		}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	touched := x.dropSlice(s.Name)
-	if len(ids) > 0 {
-		x.slices[s.Name] = sliceInfo{node: node, ids: ids}
+	if len(si.ids) > 0 {
+		x.seq++
+		si.seq = x.seq
+		x.slices[s.Name] = si
 		set(x.nodeSlices, node, s.Name)
-		for id, d := range devs {
-			x.devices[id] = d
-		}
-		touched[node] = true
+		set(x.pools, si.pool, s.Name)
+		x.reown(si.pool, si.ids)
+		x.touchPool(si.pool, touched)
 	}
 	x.refresh(touched)
 }
@@ -67,21 +66,64 @@ func (x *Index) DeleteSlice(obj any) {
 	x.refresh(x.dropSlice(s.Name))
 }
 
-// dropSlice forgets a slice's devices and returns its node. The caller
-// holds mu.
+// dropSlice forgets a slice: its devices count where another slice of
+// its pool lists them, or nowhere. It returns the nodes of the pool's
+// slices, whose counts may change. The caller holds mu.
 func (x *Index) dropSlice(name string) map[string]bool {
 	touched := map[string]bool{}
 	si, ok := x.slices[name]
 	if !ok {
 		return touched
 	}
-	for _, id := range si.ids {
-		delete(x.devices, id)
-	}
 	unset(x.nodeSlices, si.node, name)
+	unset(x.pools, si.pool, name)
 	delete(x.slices, name)
+	x.reown(si.pool, si.ids)
 	touched[si.node] = true
+	x.touchPool(si.pool, touched)
 	return touched
+}
+
+// reown sets each of ids to the device of the slice of pool that counts
+// it (see device.slice), or forgets it. The caller holds mu.
+func (x *Index) reown(pool poolID, ids []deviceID) {
+	for _, id := range ids {
+		var best *sliceInfo
+		var dev device
+		for name := range x.pools[pool] {
+			si := x.slices[name]
+			i := slices.Index(si.ids, id)
+			if i < 0 {
+				continue
+			}
+			if best == nil || si.gen > best.gen || (si.gen == best.gen && si.seq > best.seq) {
+				best, dev = &si, si.devs[i]
+			}
+		}
+		if best == nil {
+			delete(x.devices, id)
+			continue
+		}
+		x.devices[id] = dev
+	}
+}
+
+// touchPool adds the nodes of pool's slices to touched. The caller holds
+// mu.
+func (x *Index) touchPool(pool poolID, touched map[string]bool) {
+	for name := range x.pools[pool] {
+		touched[x.slices[name].node] = true
+	}
+}
+
+// newest is pool's newest generation among its slices. The caller holds
+// mu.
+func (x *Index) newest(pool poolID) int64 {
+	var g int64
+	for name := range x.pools[pool] {
+		g = max(g, x.slices[name].gen)
+	}
+	return g
 }
 
 // set adds v to m[k]; unset removes it, and m[k] once empty.
@@ -283,8 +325,15 @@ func (x *Index) refresh(touched map[string]bool) {
 func (x *Index) compute(node string) *Node {
 	n := &Node{held: map[string]struct{}{}}
 	for name := range x.nodeSlices[node] {
-		for _, id := range x.slices[name].ids {
-			d := x.devices[id]
+		si := x.slices[name]
+		if si.gen < x.newest(si.pool) {
+			continue // outdated
+		}
+		for _, id := range si.ids {
+			d, ok := x.devices[id]
+			if !ok || d.slice != name {
+				continue // counted in the slice it moved to
+			}
 			if d.parentUUID == "" {
 				n.Published++
 			}

@@ -18,6 +18,10 @@
 //     "<driver>/uuid"), which every release of NVIDIA's DRA driver
 //     (k8s-dra-driver-gpu) publishes, for a whole GPU and a MIG device
 //     alike; a MIG device also has "parentUUID", its GPU's.
+//   - A pool's devices are those of its newest generation's slices
+//     (spec.pool.generation): older slices are outdated until their
+//     driver deletes them, and count for nothing. A device listed in
+//     several slices of a pool counts once, in the newest (it moved).
 //   - A claim holds the GPU devices of its allocation
 //     (status.allocation.devices.results of those drivers). A MIG device
 //     holds its parent GPU for whole-GPU use: the GPU is not free to a
@@ -114,14 +118,26 @@ func (n *Node) HeldCount() int64 {
 // deviceID names a device across slices and allocations.
 type deviceID struct{ driver, pool, device string }
 
-// sliceInfo is a slice's node and GPU devices.
+// poolID names a pool: its driver's, across the driver's slices.
+type poolID struct{ driver, pool string }
+
+// sliceInfo is a slice's node, pool and GPU devices.
 type sliceInfo struct {
 	node string
+	pool poolID
+	gen  int64  // its pool's generation when it was written
+	seq  uint64 // the index's update count when it was indexed, for ties
 	ids  []deviceID
+	devs []device // ids' devices, in order
 }
 
 // device is a published GPU device.
 type device struct {
+	// slice is the slice the device is counted in: of the slices of its
+	// pool that list it, the newest generation's, the last indexed among
+	// equals (a device moves between slices of a pool; informers deliver
+	// the slices' updates in any order).
+	slice      string
 	node       string
 	uuid       string
 	parentUUID string
@@ -157,6 +173,8 @@ type Index struct {
 	mu         sync.RWMutex
 	slices     map[string]sliceInfo         // by name: its node's GPU devices
 	nodeSlices map[string]map[string]bool   // node -> names of its slices
+	pools      map[poolID]map[string]bool   // pool -> names of its slices
+	seq        uint64                       // slices indexed so far
 	devices    map[deviceID]device          // published GPU devices
 	holders    map[deviceID]map[string]bool // device -> claims allocated it
 	claims     map[string]*claimInfo        // by namespace/name
@@ -166,7 +184,7 @@ type Index struct {
 // New returns an empty index counting GPUs by cfg.
 func New(cfg Config) *Index {
 	x := &Index{
-		slices: map[string]sliceInfo{}, nodeSlices: map[string]map[string]bool{}, devices: map[deviceID]device{},
+		slices: map[string]sliceInfo{}, nodeSlices: map[string]map[string]bool{}, pools: map[poolID]map[string]bool{}, devices: map[deviceID]device{},
 		holders: map[deviceID]map[string]bool{}, claims: map[string]*claimInfo{},
 	}
 	x.SetConfig(cfg)

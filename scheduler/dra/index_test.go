@@ -253,3 +253,62 @@ func TestPodGPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexFollowsDevicesAcrossSlicesOfAPool: a driver may move a device
+// from one slice of its pool to another, and the informer may deliver the
+// gaining slice's update first. The device stays known (here: the GPU its
+// claim holds stays held), whichever slice is updated first.
+func TestIndexFollowsDevicesAcrossSlicesOfAPool(t *testing.T) {
+	for _, gainingFirst := range []bool{true, false} {
+		x := New(DefaultConfig())
+		two := func(name string, devs ...resourceapi.Device) *resourceapi.ResourceSlice {
+			s := slice(name, "n1", driver, devs...)
+			s.Spec.Pool.ResourceSliceCount = 2
+			return s
+		}
+		x.UpdateSlice(two("s1", gpuDevice("gpu-0", "GPU-0"), gpuDevice("gpu-1", "GPU-1")))
+		x.UpdateSlice(two("s2", gpuDevice("gpu-2", "GPU-2")))
+		x.UpdateClaim(allocated("c", "n1", "gpu-1"))
+		gaining, losing := two("s2", gpuDevice("gpu-1", "GPU-1"), gpuDevice("gpu-2", "GPU-2")), two("s1", gpuDevice("gpu-0", "GPU-0"))
+		if gainingFirst {
+			x.UpdateSlice(gaining)
+			x.UpdateSlice(losing)
+		} else {
+			x.UpdateSlice(losing)
+			x.UpdateSlice(gaining)
+		}
+		want := nodeFacts{Published: 3, Held: 1, HeldUUIDs: []string{"GPU-1"}}
+		if diff := cmp.Diff(want, facts(x.Node("n1"), "GPU-0", "GPU-1", "GPU-2")); diff != "" {
+			t.Errorf("gaining slice updated first %v: node (-want +got):\n%s", gainingFirst, diff)
+		}
+	}
+}
+
+// TestIndexCountsOnlyAPoolsNewestGeneration: a driver that republishes
+// its pool bumps the pool's generation, and the old generation's slices
+// are outdated until they are deleted (resource.k8s.io/v1
+// ResourcePool.Generation: consumers use only the highest generation).
+// A node's GPUs are those of its pools' newest generation, not both.
+func TestIndexCountsOnlyAPoolsNewestGeneration(t *testing.T) {
+	x := New(DefaultConfig())
+	gen := func(name string, g int64, devs ...resourceapi.Device) *resourceapi.ResourceSlice {
+		s := slice(name, "n1", driver, devs...)
+		s.Spec.Pool.Generation = g
+		return s
+	}
+	x.UpdateSlice(gen("old", 1, gpuDevice("gpu-0", "GPU-0"), gpuDevice("gpu-1", "GPU-1")))
+	x.UpdateSlice(gen("new", 2, gpuDevice("gpu-0", "GPU-0"), gpuDevice("gpu-1", "GPU-1")))
+	x.UpdateClaim(allocated("c", "n1", "gpu-0"))
+	if diff := cmp.Diff(nodeFacts{Published: 2, Held: 1, HeldUUIDs: []string{"GPU-0"}}, facts(x.Node("n1"), "GPU-0", "GPU-1")); diff != "" {
+		t.Errorf("both generations listed: node (-want +got):\n%s", diff)
+	}
+	x.DeleteSlice(gen("old", 1))
+	if diff := cmp.Diff(nodeFacts{Published: 2, Held: 1, HeldUUIDs: []string{"GPU-0"}}, facts(x.Node("n1"), "GPU-0", "GPU-1")); diff != "" {
+		t.Errorf("old generation deleted: node (-want +got):\n%s", diff)
+	}
+	// An outdated slice that arrives late counts for nothing either.
+	x.UpdateSlice(gen("older", 0, gpuDevice("gpu-0", "GPU-0"), gpuDevice("gpu-9", "GPU-9")))
+	if diff := cmp.Diff(nodeFacts{Published: 2, Held: 1, HeldUUIDs: []string{"GPU-0"}}, facts(x.Node("n1"), "GPU-0", "GPU-1")); diff != "" {
+		t.Errorf("an older generation added late: node (-want +got):\n%s", diff)
+	}
+}
