@@ -4,6 +4,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -152,5 +153,51 @@ func TestPodLoadRisesAndSteadyWattsWithout(t *testing.T) {
 	n.RemovePod("p")
 	if got := n.SteadyWatts(0, 0); math.Abs(got-without) > 1e-9 {
 		t.Errorf("SteadyWatts without the pod: predicted %v, %v once it is gone", without, got)
+	}
+}
+
+// TestNVMLBeyondEightGPUs: the fleet format takes up to 16 GPUs a node;
+// the simulated NVML (go-nvml's 8-GPU DGX A100 mock underneath) lists
+// every one with its identity, MIG devices included, as the agent reads
+// them.
+func TestNVMLBeyondEightGPUs(t *testing.T) {
+	for _, count := range []int{10, 16} {
+		var gpus []GPUSpec
+		for i := range count {
+			g := GPUSpec{Model: "NVIDIA H100 80GB HBM3", UUID: fmt.Sprintf("GPU-%02d", i), MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700,
+				NUMANode: i * 2 / count, PCIAddress: fmt.Sprintf("0000:%02x:00.0", 0x10+i), ComputeSlices: 7}
+			if i == count-1 {
+				g.MIG = ones(i)
+			}
+			gpus = append(gpus, g)
+		}
+		n, err := NewNode(t.TempDir(), NodeSpec{
+			Name: "n", MIGStrategy: MIGMixed, NVLink: NVLinkSwitch,
+			Host: hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
+			GPUs: gpus,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib := n.NVML()
+		if err := lib.Init(); err != nil {
+			t.Fatal(err)
+		}
+		devs, err := lib.Devices()
+		if err != nil {
+			t.Fatalf("%d GPUs: Devices: %v", count, err)
+		}
+		if len(devs) != count {
+			t.Fatalf("%d GPUs: Devices lists %d", count, len(devs))
+		}
+		for i, d := range devs {
+			if u, err := d.UUID(); err != nil || u != gpus[i].UUID {
+				t.Errorf("%d GPUs: GPU %d UUID %q, %v; want %q", count, i, u, err, gpus[i].UUID)
+			}
+		}
+		last := devs[count-1]
+		if migs, err := last.MIGDevices(); err != nil || len(migs.Devices) != 7 {
+			t.Errorf("%d GPUs: the last GPU's MIG devices: %d, %v; want 7", count, len(migs.Devices), err)
+		}
 	}
 }

@@ -12,9 +12,10 @@ import (
 )
 
 // NVML returns the node's GPUs as an NVML library for the agent: go-nvml's
-// DGX A100 mock server, cut to the node's GPU count, with each GPU's
-// identity from its spec and its readings from the load model. Nil for a
-// node without GPUs.
+// DGX A100 mock server, cut to the node's GPU count or grown past its
+// eight GPUs with more of its mock devices, with each GPU's identity from
+// its spec and its readings from the load model. Nil for a node without
+// GPUs.
 func (n *Node) NVML() nvml.Library {
 	if len(n.Spec.GPUs) == 0 {
 		return nil
@@ -23,16 +24,40 @@ func (n *Node) NVML() nvml.Library {
 	q := nvmltest.NewEventQueue() // no XID events in the sandbox
 	s.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return q, gonvml.SUCCESS }
 	count := len(n.Spec.GPUs)
+	devs := make([]*dgxa100.Device, count)
+	for i := range devs {
+		if i < len(s.Devices) {
+			devs[i] = s.Devices[i].(*dgxa100.Device)
+		} else {
+			devs[i] = dgxa100.NewDevice(i)
+		}
+	}
 	s.DeviceGetCountFunc = func() (int, gonvml.Return) { return count, gonvml.SUCCESS }
 	s.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
 		if i < 0 || i >= count {
 			return nil, gonvml.ERROR_INVALID_ARGUMENT
 		}
-		return s.Devices[i], gonvml.SUCCESS
+		return devs[i], gonvml.SUCCESS
+	}
+	s.DeviceGetHandleByUUIDFunc = func(uuid string) (gonvml.Device, gonvml.Return) {
+		for _, d := range devs {
+			if d.UUID == uuid {
+				return d, gonvml.SUCCESS
+			}
+		}
+		return nil, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	s.DeviceGetHandleByPciBusIdFunc = func(bus string) (gonvml.Device, gonvml.Return) {
+		for i, d := range devs {
+			if n.Spec.GPUs[i].PCIAddress == bus || d.PciBusID == bus {
+				return d, gonvml.SUCCESS
+			}
+		}
+		return nil, gonvml.ERROR_INVALID_ARGUMENT
 	}
 	for i := range count {
 		spec := n.Spec.GPUs[i]
-		d := s.Devices[i].(*dgxa100.Device)
+		d := devs[i]
 		d.UUID, d.Name = spec.UUID, spec.Model
 		d.CudaComputeCapability.Major, d.CudaComputeCapability.Minor = spec.ComputeCapMajor, spec.ComputeCapMinor
 		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
@@ -66,7 +91,7 @@ func (n *Node) NVML() nvml.Library {
 		d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return n.gpu(i).energyMJ, gonvml.SUCCESS }
 		nvmltest.Healthy(d)
 		if spec.MIG != nil {
-			nvmltest.MIG(s, i, spec.ComputeSlices, migSpecs(spec.MIG))
+			nvmltest.MIGOn(d, i, spec.ComputeSlices, migSpecs(spec.MIG))
 			d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
 				used := n.gpu(i).memUsed
 				return gonvml.Memory{Total: spec.MemoryBytes, Used: used, Free: spec.MemoryBytes - used}, gonvml.SUCCESS

@@ -145,7 +145,12 @@ func MIGUUID(i, j int) string { return fmt.Sprintf("MIG-00000000-0000-0000-%04d-
 // GPU's most MIG devices. The GPU, as NVML does in MIG mode, reports no
 // utilization (NVML_ERROR_NOT_SUPPORTED), nor do its MIG devices.
 func MIG(s *dgxa100.Server, i, maxDevices int, devs []MIGSpec) {
-	d := Device(s, i)
+	MIGOn(Device(s, i), i, maxDevices, devs)
+}
+
+// MIGOn is MIG for a device d of index i that need not be one of the
+// server's eight (a node of more GPUs adds dgxa100.NewDevice ones).
+func MIGOn(d *dgxa100.Device, i, maxDevices int, devs []MIGSpec) {
 	d.MigMode = gonvml.DEVICE_MIG_ENABLE
 	d.GetMigModeFunc = func() (int, int, gonvml.Return) {
 		return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
