@@ -101,7 +101,7 @@ type FleetThermal struct {
 
 // FleetGPUs are a node's GPUs.
 type FleetGPUs struct {
-	// Type is a100, a100-80gb or h100.
+	// Type is a100, a100-80gb, h100 or h200.
 	Type  string `json:"type"`
 	Count int    `json:"count"`
 	// PerNUMA GPUs sit on each NUMA node in turn.
@@ -117,7 +117,7 @@ type FleetGPUs struct {
 }
 
 // gpuTypes are the GPU types a fleet file can name.
-var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "a100-80gb": a100x80, "h100": h100}
+var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "a100-80gb": a100x80, "h100": h100, "h200": h200}
 
 // ReadFleet reads a fleet file.
 func ReadFleet(path string) (*Fleet, error) {
@@ -272,7 +272,7 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 		model, ok := gpuTypes[g.Type]
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, a100-80gb, h100", at, g.Type)
+			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, a100-80gb, h100, h200", at, g.Type)
 		case g.Count < 1 || g.Count > 16:
 			return nil, fmt.Errorf("%s.gpus.count: %d must be within 1-16", at, g.Count)
 		case g.PerNUMA < 1 || g.Count%g.PerNUMA != 0 || g.Count/g.PerNUMA > numa:
@@ -380,6 +380,16 @@ var h100 = sim.GPUSpec{
 	Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700,
 	SlowdownCelsius: 90, ShutdownCelsius: 95, PCIDeviceID: 0x2330, PCIDeviceIDFull: 0x233010de,
 	ComputeCapMajor: 9, ComputeCapMinor: 0, MemoryUsedIdle: 600 << 20, MemoryUsedLoaded: 60 << 30,
+}
+
+// h200 is an NVIDIA H200 SXM as a real one reports itself to the agent
+// (agent/nvml/testdata/h200-vm: its name, 150754820096 bytes, 78 W idle,
+// a 700 W limit, slowdown at 89 and shutdown at 95 °C); its PCI device id
+// is pci.ids' "GH100 [H200 SXM 141GB]".
+var h200 = sim.GPUSpec{
+	Model: "NVIDIA H200", MemoryBytes: 150754820096, IdleWatts: 78, TDPWatts: 700,
+	SlowdownCelsius: 89, ShutdownCelsius: 95, PCIDeviceID: 0x2335, PCIDeviceIDFull: 0x233510de,
+	ComputeCapMajor: 9, ComputeCapMinor: 0, MemoryUsedIdle: 615 << 20, MemoryUsedLoaded: 120 << 30,
 }
 
 // gpuList returns n GPUs of a model, perNUMA on each NUMA node in turn.

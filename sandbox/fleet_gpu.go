@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/telesched/telesched/sandbox/sim"
 )
@@ -26,34 +27,77 @@ type FleetMIG struct {
 	Layouts  [][]string `json:"layouts,omitempty"`
 }
 
-// migComputeSlices is the most MIG devices an A100 or H100 holds: its
-// compute slices.
-const migComputeSlices = 7
+// migComputeSlices and migMemorySlices are what an A100, H100 or H200
+// in MIG mode divides: 7 compute slices and 8 memory slices (NVIDIA's
+// MIG User Guide, "Supported MIG Profiles").
+const (
+	migComputeSlices = 7
+	migMemorySlices  = 8
+)
 
-// migProfile is a MIG profile's name: "<slices>g.<memory>gb".
-var migProfile = regexp.MustCompile(`^([1-7])g\.([0-9]+)gb$`)
+// migProfile is a MIG profile's name: "<slices>g.<memory>gb", with "+me"
+// for an instance that holds the GPU's media engines.
+var migProfile = regexp.MustCompile(`^([1-7])g\.([0-9]+)gb(\+me)?$`)
 
-// migDevice is the MIG device of profile on a GPU of gpuMemoryBytes: its
-// compute slices (1, 2, 3, 4 or 7) and memory. MIG gives a 1-slice device
-// an eighth of the GPU's memory, 2 slices a quarter, 3 and 4 slices half,
-// 7 all of it (NVIDIA's MIG user guide, "Supported MIG profiles"); the
-// memory is 95 % of the name's GB, as the profiles' devices report it
-// (9728 MiB for 1g.10gb on an A100 80GB), which the agent names back the
-// same way.
-func migDevice(profile string, gpuMemoryBytes uint64) (sim.MIGDevice, error) {
+// migGPU is what a GPU type's MIG profiles are named by: the type's name
+// in NVIDIA's tables and the memory, in GB, its 7g profile names.
+type migGPU struct {
+	name string
+	gb   int
+}
+
+// migGPUs are the fleet's GPU types' (gpuTypes).
+var migGPUs = map[string]migGPU{
+	"a100":      {"A100 40GB", 40},
+	"a100-80gb": {"A100 80GB", 80},
+	"h100":      {"H100 80GB", 80},
+	"h200":      {"H200", 141},
+}
+
+// migShapes are the MIG profiles NVIDIA documents for the A100, H100 and
+// H200 (MIG User Guide, "Supported MIG Profiles"), by compute and memory
+// slices: 1g with 1 memory slice (1g.10gb of an 80 GB GPU) or 2 (1g.20gb),
+// 2g with 2, 3g and 4g with 4, 7g with all 8. A profile's name gives the
+// memory of its slices in GB, rounded (141 GB: 1g.18gb, 1g.35gb, 2g.35gb,
+// 3g.71gb, 4g.71gb, 7g.141gb).
+var migShapes = []struct{ compute, memory int }{{1, 1}, {1, 2}, {2, 2}, {3, 4}, {4, 4}, {7, 8}}
+
+// migProfiles are a GPU type's profile names with their compute and
+// memory slices, in migShapes' order.
+func migProfiles(gpu migGPU) (names []string, shapes map[string][2]int) {
+	shapes = map[string][2]int{}
+	for _, sh := range migShapes {
+		name := fmt.Sprintf("%dg.%dgb", sh.compute, (gpu.gb*sh.memory+migMemorySlices/2)/migMemorySlices)
+		names = append(names, name)
+		shapes[name] = [2]int{sh.compute, sh.memory}
+	}
+	return names, shapes
+}
+
+// migDevice is the MIG device of profile on a GPU of type gpuType: its
+// compute slices and memory, and its memory slices. The memory is 95 % of
+// the name's GB, as the profiles' devices report it (9728 MiB for 1g.10gb
+// on an A100 80GB), which the agent names back the same way.
+func migDevice(profile, gpuType string) (sim.MIGDevice, int, error) {
 	m := migProfile.FindStringSubmatch(profile)
 	if m == nil {
-		return sim.MIGDevice{}, fmt.Errorf("%q is not a MIG profile <slices>g.<memory>gb", profile)
+		return sim.MIGDevice{}, 0, fmt.Errorf("%q is not a MIG profile <slices>g.<memory>gb", profile)
 	}
-	slices, _ := strconv.Atoi(m[1])
+	if m[3] != "" {
+		return sim.MIGDevice{}, 0, fmt.Errorf("%q: the agent names a MIG device from NVML's device attributes, which do not show the media extensions, so it would publish %q while the device plugin advertises %q; the sandbox takes profiles without +me",
+			profile, strings.TrimSuffix(profile, "+me"), profile)
+	}
+	gpu, ok := migGPUs[gpuType]
+	if !ok {
+		return sim.MIGDevice{}, 0, fmt.Errorf("GPU type %q has no MIG profiles here", gpuType)
+	}
+	names, shapes := migProfiles(gpu)
+	sh, ok := shapes[profile]
+	if !ok {
+		return sim.MIGDevice{}, 0, fmt.Errorf("%q is no MIG profile of an %s (%s)", profile, gpu.name, strings.Join(names, ", "))
+	}
 	gb, _ := strconv.ParseUint(m[2], 10, 32)
-	eighths := map[int]uint64{1: 1, 2: 2, 3: 4, 4: 4, 7: 8}[slices]
-	gpuGB := gpuMemoryBytes >> 30
-	if eighths == 0 || gb != gpuGB*eighths/8 {
-		return sim.MIGDevice{}, fmt.Errorf("%q is no MIG profile of a %d GB GPU (1g.%dgb, 2g.%dgb, 3g.%dgb, 4g.%dgb, 7g.%dgb)",
-			profile, gpuGB, gpuGB/8, gpuGB/4, gpuGB/2, gpuGB/2, gpuGB)
-	}
-	return sim.MIGDevice{Profile: profile, Slices: slices, MemoryMiB: gb * 1024 * 95 / 100}, nil
+	return sim.MIGDevice{Profile: profile, Slices: sh[0], MemoryMiB: gb * 1024 * 95 / 100}, sh[1], nil
 }
 
 // applyGPUOptions sets a node kind's MIG layout, NVLink and DRA on its
@@ -120,10 +164,10 @@ func (g *FleetGPUs) applyGPUOptions(at string, spec *sim.NodeSpec) error {
 		if len(layout) == 0 {
 			return fmt.Errorf("%s: a GPU in MIG mode needs at least one MIG device", lat)
 		}
-		slices := 0
+		slices, memory := 0, 0
 		devs := make([]sim.MIGDevice, 0, len(layout))
 		for j, p := range layout {
-			d, err := migDevice(p, spec.GPUs[i].MemoryBytes)
+			d, mem, err := migDevice(p, g.Type)
 			if err != nil {
 				return fmt.Errorf("%s[%d]: %w", lat, j, err)
 			}
@@ -135,10 +179,14 @@ func (g *FleetGPUs) applyGPUOptions(at string, spec *sim.NodeSpec) error {
 				}
 			}
 			slices += d.Slices
+			memory += mem
 			devs = append(devs, d)
 		}
 		if slices > migComputeSlices {
 			return fmt.Errorf("%s: %d compute slices, a GPU has %d", lat, slices, migComputeSlices)
+		}
+		if memory > migMemorySlices {
+			return fmt.Errorf("%s: %d memory slices, a GPU has %d", lat, memory, migMemorySlices)
 		}
 		spec.GPUs[i].MIG = devs
 	}

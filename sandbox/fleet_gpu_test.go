@@ -40,9 +40,15 @@ func TestFleetGPUErrors(t *testing.T) {
 	}{
 		{"unknown MIG field", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, profiles: [1g.10gb], colour: red}}`, `unknown field "colour"`},
 		{"strategy", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: double, profiles: [1g.10gb]}}`, `nodes[1].gpus.mig.strategy: "double"`},
-		{"profile of another GPU", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.5gb]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.5gb" is no MIG profile of a 80 GB GPU`},
+		{"profile of another GPU", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.5gb]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.5gb" is no MIG profile of an A100 80GB (1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)`},
 		{"not a profile", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [big]}}`, `nodes[1].gpus.mig.profiles[0]: "big" is not a MIG profile`},
 		{"too many slices", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [4g.40gb, 4g.40gb]}}`, "nodes[1].gpus.mig.profiles: 8 compute slices, a GPU has 7"},
+		// 3 + 3 compute slices fit, but 4 + 4 + 1 memory slices of 8 do not
+		// (NVIDIA's MIG User Guide, "Supported MIG Profiles").
+		{"too many memory slices", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [3g.40gb, 3g.40gb, 1g.10gb]}}`, "nodes[1].gpus.mig.profiles: 9 memory slices, a GPU has 8"},
+		{"1g.20gb takes 2 memory slices", `{type: h100, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.20gb, 1g.20gb, 1g.20gb, 1g.20gb, 1g.10gb]}}`, "nodes[1].gpus.mig.profiles: 9 memory slices, a GPU has 8"},
+		{"an H200's profile on an A100", `{type: a100, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.18gb]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.18gb" is no MIG profile of an A100 40GB (1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb)`},
+		{"media extensions", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.10gb+me]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.10gb+me": the agent names a MIG device from NVML's device attributes, which do not show the media extensions`},
 		{"single on half the GPUs", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, gpus: 4, profiles: [1g.10gb]}}`, "nodes[1].gpus.mig.gpus: 4 of 8 GPUs in MIG mode; the single strategy needs all"},
 		{"single with two profiles", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, profiles: [1g.10gb, 2g.20gb]}}`, `nodes[1].gpus.mig.profiles[1]: "2g.20gb" beside "1g.10gb"`},
 		{"layouts short", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 2, layouts: [[1g.10gb]]}}`, "nodes[1].gpus.mig.layouts: 1 layouts for 2 GPUs"},
@@ -57,6 +63,44 @@ func TestFleetGPUErrors(t *testing.T) {
 			_, err := ParseFleet([]byte(gpuFleet(tc.gpus)))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ParseFleet = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFleetMIGProfiles: every MIG profile NVIDIA documents for the GPU
+// types the fleet format names (MIG User Guide, "Supported MIG
+// Profiles", the A100, H100 and H200 tables), in layouts that fill the
+// GPU's 7 compute and 8 memory slices, is taken, with each device's
+// compute slices.
+func TestFleetMIGProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		gpu    string
+		layout []string
+		slices []int
+	}{
+		{"a100", []string{"1g.5gb", "1g.5gb", "1g.10gb", "2g.10gb", "1g.5gb", "1g.5gb"}, []int{1, 1, 1, 2, 1, 1}},
+		{"a100", []string{"4g.20gb", "3g.20gb"}, []int{4, 3}},
+		{"a100", []string{"7g.40gb"}, []int{7}},
+		{"a100-80gb", []string{"1g.20gb", "1g.20gb", "2g.20gb", "1g.10gb", "1g.10gb"}, []int{1, 1, 2, 1, 1}},
+		{"a100-80gb", []string{"4g.40gb", "3g.40gb"}, []int{4, 3}},
+		{"h100", []string{"3g.40gb", "2g.20gb", "1g.20gb"}, []int{3, 2, 1}},
+		{"h100", []string{"7g.80gb"}, []int{7}},
+		{"h200", []string{"1g.18gb", "1g.18gb", "1g.35gb", "2g.35gb", "1g.18gb", "1g.18gb"}, []int{1, 1, 1, 2, 1, 1}},
+		{"h200", []string{"4g.71gb", "3g.71gb"}, []int{4, 3}},
+		{"h200", []string{"7g.141gb"}, []int{7}},
+	} {
+		t.Run(tc.gpu+" "+strings.Join(tc.layout, ","), func(t *testing.T) {
+			f, err := ParseFleet([]byte(gpuFleet(`{type: ` + tc.gpu + `, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 1, layouts: [[` + strings.Join(tc.layout, ", ") + `]]}}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, d := range f.Nodes[1].GPUs[0].MIG {
+				got = append(got, d.Slices)
+			}
+			if diff := cmp.Diff(tc.slices, got); diff != "" {
+				t.Errorf("compute slices (-want +got):\n%s", diff)
 			}
 		})
 	}
