@@ -168,3 +168,23 @@ func TestGPUMixedFleet(t *testing.T) {
 		t.Error("no PowerBudget")
 	}
 }
+
+// TestUnitsWorkloadCoversEveryMixedProfile: the unit phase asks for one
+// device of every profile the fleet's mixed-strategy nodes hold, fewest
+// slices first; it asked for 1g.10gb and 3g.40gb alone.
+func TestUnitsWorkloadCoversEveryMixedProfile(t *testing.T) {
+	f, err := ReadFleet("fleets/gpu-mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range unitsWorkload(f.Nodes) {
+		for profile := range p.mig {
+			got = append(got, p.name+" "+profile)
+		}
+	}
+	want := []string{"slice-mixed-0 1g.10gb", "slice-mixed-1 2g.20gb", "slice-mixed-2 3g.40gb", "slice-mixed-3 4g.40gb", "slice-mixed-4 7g.80gb"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MIG pods (-want +got):\n%s", diff)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,8 +34,10 @@ const sliceWattsTolerance = 15.0
 
 // UnitsResult is the unit phase's checks.
 type UnitsResult struct {
-	// Pods are the phase's pods, Refused those not bound in time.
-	Pods, Refused []string
+	// Pods are the phase's pods, Refused those not bound in time, and
+	// ByBudget those of Refused a PowerBudget refused (with its reasons),
+	// which is no failure.
+	Pods, Refused, ByBudget []string
 	// Violations fail the run: a pod refused while units of its kind
 	// were free on a node it may go to, a 2-GPU pod on a node of NVLink
 	// pairs that got no linked pair, a claim pod off a DRA node or
@@ -44,8 +47,8 @@ type UnitsResult struct {
 }
 
 // unitsWorkload is the unit phase's pods for a fleet: three MIG devices
-// of the single strategy's GPU resource on its first such node, MIG
-// devices of two profiles where the mixed strategy lists them, and a
+// of the single strategy's GPU resource on its first such node, one MIG
+// device of every profile the mixed strategy lists (mixedProfiles), and a
 // 2-GPU pod on the first node of NVLink pairs, and a pod of a claim for
 // one GPU where a node publishes its GPUs for DRA.
 func unitsWorkload(specs []sim.NodeSpec) []podSpec {
@@ -63,20 +66,8 @@ func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 			out = append(out, podSpec{name: fmt.Sprintf("slice-single-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", gpus: 1, nodeName: n, workSeconds: unitsWorkSeconds})
 		}
 	}
-	profiles := map[string]bool{}
-	for _, s := range specs {
-		if s.MIGStrategy == sim.MIGMixed {
-			for _, g := range s.GPUs {
-				for _, d := range g.MIG {
-					profiles[d.Profile] = true
-				}
-			}
-		}
-	}
-	for i, p := range []string{"1g.10gb", "1g.10gb", "3g.40gb"} {
-		if profiles[p] {
-			out = append(out, podSpec{name: fmt.Sprintf("slice-mixed-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", mig: map[string]int{p: 1}, workSeconds: unitsWorkSeconds})
-		}
+	for i, p := range mixedProfiles(specs) {
+		out = append(out, podSpec{name: fmt.Sprintf("slice-mixed-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", mig: map[string]int{p: 1}, workSeconds: unitsWorkSeconds})
 	}
 	if n := first(func(s sim.NodeSpec) bool { return s.NVLink == sim.NVLinkPairs && s.WholeGPUs() >= 2 }); n != "" {
 		out = append(out, podSpec{name: "pair-0", phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, nodeName: n, workSeconds: unitsWorkSeconds})
@@ -115,7 +106,12 @@ func (s *sandbox) unitsPhase(ctx context.Context) error {
 			continue
 		}
 		s.res.Units.Refused = append(s.res.Units.Refused, p.name)
-		if free := s.freeFor(p); len(free) > 0 {
+		last := lastRejection(s.res.Rejections[p.name])
+		if reasons := budgetReasons(last); len(reasons) > 0 {
+			// The racks' budgets refused it, as they should: not a unit
+			// check's failure (the run's budget refusals list it).
+			s.res.Units.ByBudget = append(s.res.Units.ByBudget, p.name+" ("+strings.Join(reasons, "; ")+")")
+		} else if free := s.freeFor(p); len(free) > 0 {
 			s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had its units free (the scheduler's last word: %s)",
 				p.name, strings.Join(free, ", "), lastRejection(s.res.Rejections[p.name])))
 		}
@@ -210,6 +206,9 @@ func (s *sandbox) printUnits(pods []podSpec) {
 	s.printf("    check: no pod refused while units of its kind were free: %d of %d pods refused", len(s.res.Units.Refused), len(s.res.Units.Pods))
 	if len(s.res.Units.Refused) > 0 {
 		s.printf(" (%s)", strings.Join(s.res.Units.Refused, ", "))
+	}
+	if len(s.res.Units.ByBudget) > 0 {
+		s.printf(", by a rack's budget, as it should: %s", strings.Join(s.res.Units.ByBudget, ", "))
 	}
 	s.printf("; MIG device (claim pod) watts within %.0f%% of the simulation's; 2-GPU pods on NVLink pairs linked, and the unpinned one on a linked pair; claim pods on a DRA node's GPU: ", sliceWattsTolerance)
 	if len(s.res.Units.Violations) == 0 {
@@ -500,4 +499,31 @@ func (s *sandbox) releaseUnits(ctx context.Context, pods []podSpec) error {
 		}
 	}
 	return nil
+}
+
+// mixedProfiles are the MIG profiles the fleet's mixed-strategy nodes
+// hold, fewest compute slices first, then by name: the unit phase asks
+// for one device of each, so every profile the fleet holds is placed.
+func mixedProfiles(specs []sim.NodeSpec) []string {
+	slices := map[string]int{}
+	for _, s := range specs {
+		if s.MIGStrategy == sim.MIGMixed {
+			for _, g := range s.GPUs {
+				for _, d := range g.MIG {
+					slices[d.Profile] = d.Slices
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(slices))
+	for p := range slices {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if slices[out[a]] != slices[out[b]] {
+			return slices[out[a]] < slices[out[b]]
+		}
+		return out[a] < out[b]
+	})
+	return out
 }

@@ -237,6 +237,9 @@ func (n *Node) Fits(req Request) bool {
 			}
 		}
 	}
+	if len(req.MIG) > 0 && n.Spec.MIGStrategy != MIGMixed {
+		return false // only the mixed strategy advertises a resource per profile
+	}
 	for p, k := range req.MIG {
 		if free(p) < k {
 			return false

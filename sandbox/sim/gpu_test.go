@@ -201,3 +201,20 @@ func TestNVMLBeyondEightGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestFitsMIGResourcesOnlyUnderTheMixedStrategy: a pod of
+// nvidia.com/mig-1g.10gb fits a mixed-strategy node with a free 1g.10gb
+// device, and no single-strategy node, whose device plugin advertises its
+// devices as nvidia.com/gpu only.
+func TestFitsMIGResourcesOnlyUnderTheMixedStrategy(t *testing.T) {
+	req := Request{MIG: map[string]int{"1g.10gb": 1}}
+	if n := gpuNode(t, MIGMixed, "", ones); !n.Fits(req) {
+		t.Error("mixed strategy: a 1g.10gb device does not fit")
+	}
+	if n := gpuNode(t, MIGSingle, "", ones); n.Fits(req) {
+		t.Error("single strategy: nvidia.com/mig-1g.10gb fits, but the node does not advertise it")
+	}
+	if n := gpuNode(t, MIGSingle, "", ones); !n.Fits(Request{GPUs: 1}) {
+		t.Error("single strategy: nvidia.com/gpu 1 (a MIG device) does not fit")
+	}
+}
