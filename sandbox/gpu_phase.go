@@ -107,11 +107,11 @@ func (s *sandbox) unitsPhase(ctx context.Context) error {
 		}
 		s.res.Units.Refused = append(s.res.Units.Refused, p.name)
 		last := lastRejection(s.res.Rejections[p.name])
-		if reasons := budgetReasons(last); len(reasons) > 0 {
-			// The racks' budgets refused it, as they should: not a unit
-			// check's failure (the run's budget refusals list it).
-			s.res.Units.ByBudget = append(s.res.Units.ByBudget, p.name+" ("+strings.Join(reasons, "; ")+")")
-		} else if free := s.freeFor(p); len(free) > 0 {
+		if free := s.freeFor(p); len(free) > 0 && budgetRefusedNodes(last) >= len(free) {
+			// The racks' budgets refused it on as many nodes as had its
+			// units free, as they should: not a unit check's failure.
+			s.res.Units.ByBudget = append(s.res.Units.ByBudget, p.name+" ("+strings.Join(budgetReasons(last), "; ")+")")
+		} else if len(free) > 0 {
 			s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had its units free (the scheduler's last word: %s)",
 				p.name, strings.Join(free, ", "), lastRejection(s.res.Rejections[p.name])))
 		}
@@ -352,6 +352,24 @@ func (s *sandbox) linkedPairStep(ctx context.Context) ([]podSpec, error) {
 		return nil, ctx.Err()
 	}
 	if err != nil {
+		var unbound, byBudget []string
+		s.read(func(v *view) {
+			for _, h := range holds {
+				if _, ok := v.bound[demoNamespace+"/"+h.name]; !ok {
+					unbound = append(unbound, h.name)
+					if last := lastRejection(s.res.Rejections[h.name]); budgetRefusedNodes(last) >= 1 { // pinned to one node
+						byBudget = append(byBudget, h.name+" ("+strings.Join(budgetReasons(last), "; ")+")")
+					}
+				}
+			}
+		})
+		if len(unbound) > 0 && len(byBudget) == len(unbound) {
+			// The rack's budget holds no more busy GPUs: the step cannot
+			// be set up, and nothing was placed wrong.
+			s.res.Units.ByBudget = append(s.res.Units.ByBudget, byBudget...)
+			s.printf("      the step is skipped: a rack's budget refused %s\n", strings.Join(unbound, ", "))
+			return holds, nil
+		}
 		s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("linked pair: the pods holding %s's GPUs were not all bound: %v", pairs.Spec.Name, err))
 		return holds, nil
 	}
@@ -391,8 +409,13 @@ func (s *sandbox) linkedPairStep(ctx context.Context) ([]podSpec, error) {
 	}
 	if err != nil {
 		s.res.Units.Refused = append(s.res.Units.Refused, pair.name)
-		s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had a free linked pair (the scheduler's last word: %s)",
-			pair.name, strings.Join(other, ", "), lastRejection(s.res.Rejections[pair.name])))
+		last := lastRejection(s.res.Rejections[pair.name])
+		if budgetRefusedNodes(last) >= len(other) {
+			s.res.Units.ByBudget = append(s.res.Units.ByBudget, pair.name+" ("+strings.Join(budgetReasons(last), "; ")+")")
+		} else {
+			s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had a free linked pair (the scheduler's last word: %s)",
+				pair.name, strings.Join(other, ", "), last))
+		}
 	}
 	return append(kept, pair), nil
 }

@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/telesched/telesched/agent/publisher"
@@ -33,6 +34,21 @@ var budgetReason = regexp.MustCompile(`PowerBudget [^ :]+: measured [^()]*\(\d+ 
 func budgetReasons(msg string) []string {
 	return budgetReason.FindAllString(msg, -1)
 }
+
+// budgetRefusedNodes is how many nodes a FailedScheduling message says a
+// PowerBudget refused: the scheduler prefixes each distinct reason with
+// the count of nodes that gave it ("2 PowerBudget rack-gpu: ...").
+func budgetRefusedNodes(msg string) int {
+	n := 0
+	for _, m := range budgetCount.FindAllStringSubmatch(msg, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n += k
+	}
+	return n
+}
+
+// budgetCount is a budget reason's node count (see budgetReason).
+var budgetCount = regexp.MustCompile(`(?:^|[:,] )(\d+) (?:PowerBudget [^ :]+: measured |node has no [^,]*? and PowerBudget )`)
 
 // budgetSettle is how long the scenario waits, after the last binding or
 // creation of its pods, before it calls pending pods refused by the

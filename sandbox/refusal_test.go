@@ -90,3 +90,18 @@ func TestBudgetSettle(t *testing.T) {
 		t.Errorf("budgetSettle(1s) = %v, want 52s", got)
 	}
 }
+
+// TestBudgetRefusedNodes: the nodes a PowerBudget refused, by the counts
+// kube-scheduler puts before each distinct reason of a FailedScheduling
+// message (this one from a sandbox run of the gpu-frontier fleet).
+func TestBudgetRefusedNodes(t *testing.T) {
+	for msg, want := range map[string]int{
+		"0/9 nodes are available: 1 PowerBudget rack-gpu: measured 7305W + reserved 3476W + this pod 1262W = 12043W > budget 9000W - reserve 200W (6 nodes), 1 PowerBudget rack-gpu: measured 7305W + reserved 3476W + this pod 1273W = 12054W > budget 9000W - reserve 200W (6 nodes), 1 PowerBudget rack-gpu: measured 7305W + reserved 3476W + this pod 695W = 11476W > budget 9000W - reserve 200W (6 nodes), 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 4 Insufficient nvidia.com/gpu.": 3,
+		"0/4 nodes are available: 2 PowerBudget rack-a: measured 4009W + reserved 0W + this pod 1384W = 5393W > budget 4600W - reserve 100W (2 nodes), 2 Insufficient nvidia.com/gpu.": 2,
+		"0/3 nodes are available: 3 Insufficient nvidia.com/gpu.": 0,
+	} {
+		if got := budgetRefusedNodes(msg); got != want {
+			t.Errorf("budgetRefusedNodes(%.60q...) = %d, want %d", msg, got, want)
+		}
+	}
+}
