@@ -4,11 +4,15 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +42,10 @@ type UnitsResult struct {
 	// ByBudget those of Refused a PowerBudget refused (with its reasons),
 	// which is no failure.
 	Pods, Refused, ByBudget []string
+	// Alone are unpinned 2-GPU pods placed on no linked pair on the only
+	// node that passed the filters (the scheduler's log says so), which
+	// is no failure.
+	Alone []string
 	// Violations fail the run: a pod refused while units of its kind
 	// were free on a node it may go to, a 2-GPU pod on a node of NVLink
 	// pairs that got no linked pair, a claim pod off a DRA node or
@@ -176,7 +184,13 @@ func (s *sandbox) printUnits(pods []podSpec) {
 			if n := s.nodes[pl.Node]; n != nil {
 				devices = deviceCell(n.Spec, pl)
 				if p.nodeName == "" && p.gpus == 2 && !pl.Linked {
-					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s (unpinned) took GPUs %v and MIG devices %v on %s, no linked pair, while another node had one free", p.name, pl.GPUs, pl.Slices, pl.Node))
+					if evaluated, feasible, ok := boundFeasible(s.logs.schedulerPath, demoNamespace+"/"+p.name); ok && evaluated > 1 && feasible == 1 {
+						// Every other node failed a filter (a rack's
+						// budget, its GPUs): nothing to choose.
+						s.res.Units.Alone = append(s.res.Units.Alone, fmt.Sprintf("%s on %s, the only one of %d nodes that passed the filters", p.name, pl.Node, evaluated))
+					} else {
+						s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s (unpinned) took GPUs %v and MIG devices %v on %s, no linked pair, while another node had one free", p.name, pl.GPUs, pl.Slices, pl.Node))
+					}
 				} else if len(pl.GPUs) == 2 && n.Spec.NVLink == sim.NVLinkPairs && !pl.Linked {
 					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s took GPUs %v on %s, no linked pair", p.name, pl.GPUs, pl.Node))
 				}
@@ -209,6 +223,9 @@ func (s *sandbox) printUnits(pods []podSpec) {
 	}
 	if len(s.res.Units.ByBudget) > 0 {
 		s.printf(", by a rack's budget, as it should: %s", strings.Join(s.res.Units.ByBudget, ", "))
+	}
+	if len(s.res.Units.Alone) > 0 {
+		s.printf("; no linked pair, but no choice: %s", strings.Join(s.res.Units.Alone, ", "))
 	}
 	s.printf("; MIG device (claim pod) watts within %.0f%% of the simulation's; 2-GPU pods on NVLink pairs linked, and the unpinned one on a linked pair; claim pods on a DRA node's GPU: ", sliceWattsTolerance)
 	if len(s.res.Units.Violations) == 0 {
@@ -549,4 +566,35 @@ func mixedProfiles(specs []sim.NodeSpec) []string {
 		return out[a] < out[b]
 	})
 	return out
+}
+
+// boundLine is kube-scheduler's log line of a binding (schedule_one.go,
+// level 2), with how many nodes it evaluated and how many passed the
+// filters.
+var boundLine = regexp.MustCompile(`"Successfully bound pod to node" pod="([^"]+)" node="[^"]*" evaluatedNodes=(\d+) feasibleNodes=(\d+)`)
+
+// boundFeasible reads the scheduler's log at path for pod's (namespace/
+// name) last binding: the nodes it evaluated and those that passed the
+// filters. ok is false when the log has none. A batch's hinted pod shows
+// 1 and 1 (it evaluated only its hint).
+func boundFeasible(path, pod string) (evaluated, feasible int, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "Successfully bound pod to node") || !strings.Contains(line, `pod="`+pod+`"`) {
+			continue
+		}
+		if m := boundLine.FindStringSubmatch(line); m != nil && m[1] == pod {
+			evaluated, _ = strconv.Atoi(m[2])
+			feasible, _ = strconv.Atoi(m[3])
+			ok = true
+		}
+	}
+	return evaluated, feasible, ok
 }

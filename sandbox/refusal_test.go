@@ -4,6 +4,8 @@
 package sandbox
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -102,6 +104,27 @@ func TestBudgetRefusedNodes(t *testing.T) {
 	} {
 		if got := budgetRefusedNodes(msg); got != want {
 			t.Errorf("budgetRefusedNodes(%.60q...) = %d, want %d", msg, got, want)
+		}
+	}
+}
+
+// TestBoundFeasible: the unit check reads how many nodes passed the
+// filters for a pod from kube-scheduler's binding line (these two from a
+// sandbox run of the gpu-frontier fleet: the baseline's pod and the
+// telesched profile's, which a rack's budget left one node).
+func TestBoundFeasible(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scheduler.log")
+	log := `I1206 21:49:40.105215   21727 schedule_one.go:483] "Successfully bound pod to node" pod="baseline/pair-free" node="h100-16" evaluatedNodes=9 feasibleNodes=4
+I1206 21:49:44.491479   21727 schedule_one.go:483] "Successfully bound pod to node" pod="demo/pair-free" node="a100-80-whole" evaluatedNodes=9 feasibleNodes=1
+I1206 21:49:44.491500   21727 schedule_one.go:483] "Successfully bound pod to node" pod="demo/pair-free-2" node="h100-16" evaluatedNodes=1 feasibleNodes=1
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for pod, want := range map[string][3]int{"demo/pair-free": {9, 1, 1}, "baseline/pair-free": {9, 4, 1}, "demo/pair-free-2": {1, 1, 1}, "demo/none": {0, 0, 0}} {
+		e, f, ok := boundFeasible(path, pod)
+		if got := [3]int{e, f, map[bool]int{true: 1}[ok]}; got != want {
+			t.Errorf("boundFeasible(%s) = %v, want %v", pod, got, want)
 		}
 	}
 }
