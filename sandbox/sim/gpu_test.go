@@ -19,6 +19,12 @@ func gpuNode(t *testing.T, strategy, nvlink string, mig func(i int) []MIGDevice)
 	for i := range 4 {
 		gpus = append(gpus, GPUSpec{IdleWatts: 50, TDPWatts: 400, NUMANode: i / 2, PCIAddress: "0000:07:00.0", ComputeSlices: 7, MIG: mig(i)})
 	}
+	return gpusNode(t, strategy, nvlink, gpus)
+}
+
+// gpusNode is a node of 8 CPUs on 2 NUMA nodes with gpus.
+func gpusNode(t *testing.T, strategy, nvlink string, gpus []GPUSpec) *Node {
+	t.Helper()
 	n, err := NewNode(t.TempDir(), NodeSpec{
 		Name: "n", MIGStrategy: strategy, NVLink: nvlink,
 		Host: hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
@@ -171,15 +177,7 @@ func TestNVMLBeyondEightGPUs(t *testing.T) {
 			}
 			gpus = append(gpus, g)
 		}
-		n, err := NewNode(t.TempDir(), NodeSpec{
-			Name: "n", MIGStrategy: MIGMixed, NVLink: NVLinkSwitch,
-			Host: hosttree.Spec{CPUs: 8, NUMANodes: 2, Packages: 1, MemoryKiB: 1 << 20, IdleWatts: 100, FullLoadWatts: 300, CritMilliCelsius: 100_000},
-			GPUs: gpus,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		lib := n.NVML()
+		lib := gpusNode(t, MIGMixed, NVLinkSwitch, gpus).NVML()
 		if err := lib.Init(); err != nil {
 			t.Fatal(err)
 		}

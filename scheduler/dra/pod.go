@@ -31,27 +31,42 @@ func ClaimNames(pod *v1.Pod) []string {
 // PodGPUs is how many whole GPUs the pod's claims hold, or ask for while
 // unallocated (see the package doc); 0 for a pod without claims.
 func (x *Index) PodGPUs(pod *v1.Pod) int64 {
-	if x == nil || len(pod.Spec.ResourceClaims) == 0 {
-		return 0
-	}
-	names := ClaimNames(pod)
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	var gpus int64
-	for _, name := range names {
-		c := x.claims[pod.Namespace+"/"+name]
-		if c == nil || c.extended || (c.consumer != "" && c.consumer != pod.UID) {
-			continue
-		}
-		gpus += x.claimGPUs(c)
-	}
-	return gpus
+	return x.sumClaims(pod, x.claimGPUs)
 }
 
 // PodMIGSlices is how many MIG compute slices the pod's claims hold, or
 // ask for while unallocated (see the package doc); 0 for a pod without
 // claims.
 func (x *Index) PodMIGSlices(pod *v1.Pod) int64 {
+	return x.sumClaims(pod, func(c *claimInfo) int64 {
+		if c.allocated == nil {
+			return c.requestedSlices
+		}
+		var n int64
+		for _, id := range c.allocated {
+			n += x.devices[id].slices // 0 for a whole GPU or a device not published
+		}
+		return n
+	})
+}
+
+// PodPendingGPUs is how many whole GPUs the pod's unallocated claims ask
+// for (PodGPUs less what its allocated claims hold): the GPUs a node must
+// still have free for the pod. An allocated claim's devices are chosen.
+func (x *Index) PodPendingGPUs(pod *v1.Pod) int64 {
+	return x.sumClaims(pod, func(c *claimInfo) int64 {
+		if c.allocated != nil {
+			return 0
+		}
+		return c.requested
+	})
+}
+
+// sumClaims sums f over the pod's claims that count for it: those the
+// index knows, not generated for an extended resource, and not reserved
+// for another pod first (a shared claim counts for its first consumer).
+// f runs under the read lock.
+func (x *Index) sumClaims(pod *v1.Pod, f func(*claimInfo) int64) int64 {
 	if x == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return 0
 	}
@@ -64,13 +79,7 @@ func (x *Index) PodMIGSlices(pod *v1.Pod) int64 {
 		if c == nil || c.extended || (c.consumer != "" && c.consumer != pod.UID) {
 			continue
 		}
-		if c.allocated == nil {
-			n += c.requestedSlices
-			continue
-		}
-		for _, id := range c.allocated {
-			n += x.devices[id].slices // 0 for a whole GPU or a device not published
-		}
+		n += f(c)
 	}
 	return n
 }
@@ -88,25 +97,4 @@ func (x *Index) claimGPUs(c *claimInfo) int64 {
 		}
 	}
 	return n
-}
-
-// PodPendingGPUs is how many whole GPUs the pod's unallocated claims ask
-// for (PodGPUs less what its allocated claims hold): the GPUs a node must
-// still have free for the pod. An allocated claim's devices are chosen.
-func (x *Index) PodPendingGPUs(pod *v1.Pod) int64 {
-	if x == nil || len(pod.Spec.ResourceClaims) == 0 {
-		return 0
-	}
-	names := ClaimNames(pod)
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	var gpus int64
-	for _, name := range names {
-		c := x.claims[pod.Namespace+"/"+name]
-		if c == nil || c.extended || c.allocated != nil || (c.consumer != "" && c.consumer != pod.UID) {
-			continue
-		}
-		gpus += c.requested
-	}
-	return gpus
 }
