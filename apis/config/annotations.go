@@ -23,7 +23,10 @@ const (
 	// one NUMA node of the chosen node.
 	NUMAPolicySingleNUMANode = "single-numa-node"
 	// PodAnnotationGPUModel restricts a GPU pod to nodes whose GPUs are of
-	// the named model (as reported in the node's telemetry).
+	// the named model: a part of the model's name as the node's telemetry
+	// reports it (NVML's, "NVIDIA H100 80GB HBM3"), in any case, a dash or
+	// an underscore matching a space, so GPU Feature Discovery's
+	// nvidia.com/gpu.product value ("NVIDIA-H100-80GB-HBM3") matches too.
 	PodAnnotationGPUModel = "telesched.io/gpu-model"
 	// PodAnnotationGPUMinMemory restricts a GPU pod to nodes whose GPUs each
 	// have at least this much memory; its value is a resource.Quantity such

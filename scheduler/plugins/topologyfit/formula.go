@@ -118,8 +118,12 @@ func takeFromLowest(matching, held int64) (free, rest int64) {
 }
 
 // containsFoldASCII reports whether s contains lowerSub, comparing ASCII
-// letters case-insensitively (lowerSub must be lower case) and every other
-// byte exactly. It does not allocate, unlike strings.ToLower.
+// letters case-insensitively and a space, a dash and an underscore as one
+// (lowerSub must be folded so, by lowerASCIIString), every other byte
+// exactly: a GPU model matches its NVML name ("NVIDIA H100 80GB HBM3") and
+// GPU Feature Discovery's nvidia.com/gpu.product label, the name with its
+// spaces as dashes ("NVIDIA-H100-80GB-HBM3"). It does not allocate,
+// unlike strings.ToLower.
 func containsFoldASCII(s, lowerSub string) bool {
 	n := len(lowerSub)
 	if n == 0 {
@@ -137,7 +141,9 @@ func containsFoldASCII(s, lowerSub string) bool {
 	return false
 }
 
-// lowerASCIIString lower-cases the ASCII letters of s, leaving other bytes.
+// lowerASCIIString folds s as containsFoldASCII compares it: ASCII
+// letters lower-cased, a dash and an underscore as a space, other bytes
+// left.
 func lowerASCIIString(s string) string {
 	b := []byte(s)
 	for i := range b {
@@ -147,8 +153,11 @@ func lowerASCIIString(s string) string {
 }
 
 func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
+	switch {
+	case 'A' <= c && c <= 'Z':
 		return c + 'a' - 'A'
+	case c == '-' || c == '_':
+		return ' '
 	}
 	return c
 }

@@ -99,6 +99,13 @@ func TestContainsFoldASCII(t *testing.T) {
 		{"H1", "h100", false}, // shorter than the pattern
 		{"anything", "", true},
 		{"Tesla T4", "tesla t4", true},
+		// GPU Feature Discovery's nvidia.com/gpu.product: the NVML name
+		// with its spaces as dashes.
+		{"NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", true},
+		{"NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", true},
+		{"Tesla T4", "Tesla-T4", true},
+		{"NVIDIA A100-SXM4-40GB", "a100 sxm4", true},
+		{"NVIDIA H100 80GB HBM3", "NVIDIA-H100-94GB", false},
 	} {
 		if got := containsFoldASCII(tc.s, lowerASCIIString(tc.sub)); got != tc.want {
 			t.Errorf("containsFoldASCII(%q, %q) = %v, want %v", tc.s, tc.sub, got, tc.want)
