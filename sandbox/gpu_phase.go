@@ -115,13 +115,13 @@ func (s *sandbox) unitsPhase(ctx context.Context) error {
 		}
 		s.res.Units.Refused = append(s.res.Units.Refused, p.name)
 		last := lastRejection(s.res.Rejections[p.name])
-		if free := s.freeFor(p); len(free) > 0 && budgetRefusedNodes(last) >= len(free) {
-			// The racks' budgets refused it on as many nodes as had its
-			// units free, as they should: not a unit check's failure.
-			s.res.Units.ByBudget = append(s.res.Units.ByBudget, p.name+" ("+strings.Join(budgetReasons(last), "; ")+")")
-		} else if len(free) > 0 {
-			s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had its units free (the scheduler's last word: %s)",
-				p.name, strings.Join(free, ", "), lastRejection(s.res.Rejections[p.name])))
+		if free := s.freeFor(p); len(free) > 0 {
+			if refusal, ok := budgetRefusal(p.name, last, len(free)); ok {
+				s.res.Units.ByBudget = append(s.res.Units.ByBudget, refusal)
+			} else {
+				s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had its units free (the scheduler's last word: %s)",
+					p.name, strings.Join(free, ", "), last))
+			}
 		}
 		if err := s.kube.CoreV1().Pods(demoNamespace).Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s: %w", p.name, err)
@@ -374,8 +374,8 @@ func (s *sandbox) linkedPairStep(ctx context.Context) ([]podSpec, error) {
 			for _, h := range holds {
 				if _, ok := v.bound[demoNamespace+"/"+h.name]; !ok {
 					unbound = append(unbound, h.name)
-					if last := lastRejection(s.res.Rejections[h.name]); budgetRefusedNodes(last) >= 1 { // pinned to one node
-						byBudget = append(byBudget, h.name+" ("+strings.Join(budgetReasons(last), "; ")+")")
+					if refusal, ok := budgetRefusal(h.name, lastRejection(s.res.Rejections[h.name]), 1); ok { // pinned to one node
+						byBudget = append(byBudget, refusal)
 					}
 				}
 			}
@@ -427,8 +427,8 @@ func (s *sandbox) linkedPairStep(ctx context.Context) ([]podSpec, error) {
 	if err != nil {
 		s.res.Units.Refused = append(s.res.Units.Refused, pair.name)
 		last := lastRejection(s.res.Rejections[pair.name])
-		if budgetRefusedNodes(last) >= len(other) {
-			s.res.Units.ByBudget = append(s.res.Units.ByBudget, pair.name+" ("+strings.Join(budgetReasons(last), "; ")+")")
+		if refusal, ok := budgetRefusal(pair.name, last, len(other)); ok {
+			s.res.Units.ByBudget = append(s.res.Units.ByBudget, refusal)
 		} else {
 			s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s refused while %s had a free linked pair (the scheduler's last word: %s)",
 				pair.name, strings.Join(other, ", "), last))

@@ -6,6 +6,7 @@ package sandbox
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/telesched/telesched/agent/publisher"
@@ -47,8 +48,19 @@ func budgetRefusedNodes(msg string) int {
 	return n
 }
 
-// budgetCount is a budget reason's node count (see budgetReason).
-var budgetCount = regexp.MustCompile(`(?:^|[:,] )(\d+) (?:PowerBudget [^ :]+: measured |node has no [^,]*? and PowerBudget )`)
+// budgetRefusal is pod's entry in UnitsResult.ByBudget, "pod (its
+// PowerBudget reasons)", when last, the scheduler's last word on it, has
+// a PowerBudget refuse at least nodes nodes (those that had its units
+// free): the budget refused it rightly. ok is false otherwise.
+func budgetRefusal(pod, last string, nodes int) (entry string, ok bool) {
+	if budgetRefusedNodes(last) < nodes {
+		return "", false
+	}
+	return pod + " (" + strings.Join(budgetReasons(last), "; ") + ")", true
+}
+
+// budgetCount is a budget reason (budgetReason) with its node count.
+var budgetCount = regexp.MustCompile(`(?:^|[:,] )(\d+) (?:` + budgetReason.String() + `)`)
 
 // budgetSettle is how long the scenario waits, after the last binding or
 // creation of its pods, before it calls pending pods refused by the

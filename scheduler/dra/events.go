@@ -234,23 +234,7 @@ func (x *Index) claimInfo(c *resourceapi.ResourceClaim) *claimInfo {
 // exact count of a MIG class times the slices of the profile its
 // selectors name (1 when they name none); of alternatives, the least.
 func requestedSlices(cfg *Config, r *resourceapi.DeviceRequest) int64 {
-	count := func(class string, mode resourceapi.DeviceAllocationMode, n int64, sel []resourceapi.DeviceSelector) int64 {
-		if !slices.Contains(cfg.MIGDeviceClasses, class) || (mode != "" && mode != resourceapi.DeviceAllocationModeExactCount) {
-			return 0
-		}
-		return max(n, 1) * selectedSlices(sel)
-	}
-	if e := r.Exactly; e != nil {
-		return count(e.DeviceClassName, e.AllocationMode, e.Count, e.Selectors)
-	}
-	var least int64 = -1
-	for i := range r.FirstAvailable {
-		s := &r.FirstAvailable[i]
-		if n := count(s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors); least < 0 || n < least {
-			least = n
-		}
-	}
-	return max(least, 0)
+	return leastExact(r, cfg.MIGDeviceClasses, selectedSlices)
 }
 
 // profileLiteral finds a CEL comparison of a device's "profile" attribute
@@ -278,19 +262,27 @@ func selectedSlices(sel []resourceapi.DeviceSelector) int64 {
 // requestedGPUs is how many whole GPUs a request asks for: its exact
 // count of a GPU class; of alternatives, the least.
 func requestedGPUs(cfg *Config, r *resourceapi.DeviceRequest) int64 {
-	count := func(class string, mode resourceapi.DeviceAllocationMode, n int64) int64 {
-		if !slices.Contains(cfg.DeviceClasses, class) || (mode != "" && mode != resourceapi.DeviceAllocationModeExactCount) {
+	return leastExact(r, cfg.DeviceClasses, func([]resourceapi.DeviceSelector) int64 { return 1 })
+}
+
+// leastExact is what request r asks for of classes: a request or
+// subrequest of one of them in ExactCount mode counts its count (the API
+// server defaults it to 1) times each device's size by its selectors;
+// any other counts 0; of firstAvailable subrequests, the least.
+func leastExact(r *resourceapi.DeviceRequest, classes []string, size func([]resourceapi.DeviceSelector) int64) int64 {
+	count := func(class string, mode resourceapi.DeviceAllocationMode, n int64, sel []resourceapi.DeviceSelector) int64 {
+		if !slices.Contains(classes, class) || (mode != "" && mode != resourceapi.DeviceAllocationModeExactCount) {
 			return 0
 		}
-		return max(n, 1) // the API server defaults count to 1
+		return max(n, 1) * size(sel)
 	}
 	if e := r.Exactly; e != nil {
-		return count(e.DeviceClassName, e.AllocationMode, e.Count)
+		return count(e.DeviceClassName, e.AllocationMode, e.Count, e.Selectors)
 	}
 	var least int64 = -1
 	for i := range r.FirstAvailable {
 		s := &r.FirstAvailable[i]
-		if n := count(s.DeviceClassName, s.AllocationMode, s.Count); least < 0 || n < least {
+		if n := count(s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors); least < 0 || n < least {
 			least = n
 		}
 	}

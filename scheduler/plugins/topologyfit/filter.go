@@ -86,7 +86,7 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 		if len(tel.NUMA) == 0 {
 			return pl.missingStatus("NUMA")
 		}
-		fs, fm := s, &m
+		fs := s
 		var c podState
 		if units == 0 && s.claimPending > 0 {
 			// The GPUs its unallocated claims ask for must be free on
@@ -98,12 +98,12 @@ func (pl *TopologyFit) filter(ctx context.Context, s *podState, pod *v1.Pod, nod
 			} else {
 				c = *s
 				c.reqs = []unitRequest{{resource: pl.gpuResource, count: s.claimPending}}
-				units, fs, fm = 1, &c, &gpuMatcher{s: &c, claims: m.claims}
+				units, fs = 1, &c // m matches by model and memory, which c shares
 				pl.holdings(tel, nodeInfo, fs, &hs, m.claims)
 			}
 		}
-		if fitNUMA(tel, fs, fm, hs[:units], requested.GetMilliCPU()) < 0 {
-			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, fs, fm, hs[:units], requested.GetMilliCPU()))
+		if fitNUMA(tel, fs, &m, hs[:units], requested.GetMilliCPU()) < 0 {
+			return fwk.NewStatus(fwk.Unschedulable, numaReason(tel, fs, &m, hs[:units], requested.GetMilliCPU()))
 		}
 	}
 	if s.verbose {
