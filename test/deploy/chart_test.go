@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -525,17 +526,28 @@ func TestHelmAffinity(t *testing.T) {
 		"agent.podAnnotations.a=one", "scheduler.podAnnotations.s=two",
 		"agent.serviceAccount.annotations.iam=agent-role", "scheduler.serviceAccount.labels.sa=sched")
 	vk := map[string]any{"key": "type", "operator": "NotIn", "values": []any{"virtual-kubelet"}}
-	gpu := func(op string) map[string]any {
-		return map[string]any{"key": "nvidia.com/gpu.present", "operator": op, "values": []any{"true"}}
+	label := func(key, op string) map[string]any {
+		return map[string]any{"key": key, "operator": op, "values": []any{"true"}}
 	}
-	for name, op := range map[string]string{"telesched-agent": "NotIn", "telesched-agent-gpu": "In"} {
+	zone, rack := map[string]any{"key": "zone", "operator": "Exists"}, map[string]any{"key": "rack", "operator": "Exists"}
+	nfd, present := "feature.node.kubernetes.io/pci-10de.present", "nvidia.com/gpu.present"
+	for name, want := range map[string][]any{
+		// Off both GPU labels: one term for each of the user's.
+		"telesched-agent": {
+			map[string]any{"matchExpressions": []any{zone, vk, label(nfd, "NotIn"), label(present, "NotIn")}},
+			map[string]any{"matchExpressions": []any{rack, vk, label(nfd, "NotIn"), label(present, "NotIn")}},
+		},
+		// On either: each of the user's terms once per label.
+		"telesched-agent-gpu": {
+			map[string]any{"matchExpressions": []any{zone, vk, label(nfd, "In")}},
+			map[string]any{"matchExpressions": []any{zone, vk, label(present, "In")}},
+			map[string]any{"matchExpressions": []any{rack, vk, label(nfd, "In")}},
+			map[string]any{"matchExpressions": []any{rack, vk, label(present, "In")}},
+		},
+	} {
 		ds := findObject(t, objs, "DaemonSet", name)
 		terms, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "affinity", "nodeAffinity",
 			"requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-		want := []any{
-			map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "Exists"}, vk, gpu(op)}},
-			map[string]any{"matchExpressions": []any{map[string]any{"key": "rack", "operator": "Exists"}, vk, gpu(op)}},
-		}
 		if diff := cmp.Diff(want, terms); diff != "" {
 			t.Errorf("DaemonSet %s nodeSelectorTerms (-want +got):\n%s", name, diff)
 		}
@@ -543,6 +555,11 @@ func TestHelmAffinity(t *testing.T) {
 			t.Errorf("DaemonSet %s: pod annotation a=%q, want one", name, a)
 		}
 	}
+	// Without agent.affinity, one agent per node, the GPU one on GPU nodes.
+	gpuOn := renderHelm(t, "agent.gpu.enabled=true")
+	checkOneAgentPerNode(t, decodeObject[appsv1.DaemonSet](t, findObject(t, gpuOn, "DaemonSet", "telesched-agent")),
+		decodeObject[appsv1.DaemonSet](t, findObject(t, gpuOn, "DaemonSet", "telesched-agent-gpu")))
+
 	d := findObject(t, objs, "Deployment", "telesched-scheduler")
 	aff, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec", "affinity")
 	if aff["podAntiAffinity"] == nil || aff["nodeAffinity"] == nil {

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -706,28 +707,12 @@ func TestDeployVariants(t *testing.T) {
 			t.Error("the GPU agent requests nvidia.com/gpu: it would take a GPU from workloads")
 		}
 
-		// Exactly one agent per node: the same node label, In on one
-		// DaemonSet and NotIn on the other.
-		term := func(ds *appsv1.DaemonSet) corev1.NodeSelectorRequirement {
-			a := ds.Spec.Template.Spec.Affinity
-			if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-				t.Fatalf("DaemonSet %s has no required node affinity", ds.Name)
-			}
-			terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-			if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 || len(terms[0].MatchFields) != 0 {
-				t.Fatalf("DaemonSet %s: node selector terms %v, want one with two expressions (virtual-kubelet, GPU)", ds.Name, terms)
-			}
-			i := slices.IndexFunc(terms[0].MatchExpressions, func(r corev1.NodeSelectorRequirement) bool { return r.Key != "type" })
-			if i < 0 {
-				t.Fatalf("DaemonSet %s: node selector terms %v name no GPU label", ds.Name, terms)
-			}
-			return terms[0].MatchExpressions[i]
-		}
-		in, notIn := term(gpu), term(base)
-		if in.Operator != corev1.NodeSelectorOpIn || notIn.Operator != corev1.NodeSelectorOpNotIn || in.Key != notIn.Key || !slices.Equal(in.Values, notIn.Values) {
-			t.Errorf("GPU agent on %v, base agent on %v; want the same key and values, In and NotIn", in, notIn)
-		}
-
+		// Exactly one agent per node, and the GPU agent on the nodes that
+		// NVIDIA's device plugin selects (its chart's node affinity: NFD's
+		// PCI vendor label, or the GPU Operator's gpu.present), judged by
+		// the scheduler's own node affinity matcher over every combination
+		// of the labels.
+		checkOneAgentPerNode(t, base, gpu)
 		// The selectors must not overlap, or each DaemonSet would see the
 		// other's pods as its own.
 		if metav1.FormatLabelSelector(base.Spec.Selector) == metav1.FormatLabelSelector(gpu.Spec.Selector) {
@@ -761,6 +746,52 @@ func TestDeployVariants(t *testing.T) {
 			t.Errorf("update strategies differ (-base +gpu):\n%s", diff)
 		}
 	})
+}
+
+// gpuNodeLabels are the node labels that mark an NVIDIA GPU node, as
+// NVIDIA's device plugin and GPU Feature Discovery select their nodes
+// (deployments/helm/nvidia-device-plugin/values.yaml in
+// NVIDIA/k8s-device-plugin): Node Feature Discovery's label for a PCI
+// device of vendor 10de, and the GPU Operator's.
+var gpuNodeLabels = []string{"feature.node.kubernetes.io/pci-10de.present", "nvidia.com/gpu.present"}
+
+// checkOneAgentPerNode: on nodes with every combination of the GPU labels
+// (absent, true, false) and of type=virtual-kubelet, exactly one of the
+// two DaemonSets runs, the GPU one where a GPU label is true, and none on
+// a virtual-kubelet node. The DaemonSets' required node affinity decides,
+// through k8s.io/component-helpers' matcher, which the DaemonSet
+// controller and the scheduler use.
+func checkOneAgentPerNode(t *testing.T, base, gpu *appsv1.DaemonSet) {
+	t.Helper()
+	runs := func(ds *appsv1.DaemonSet, node *corev1.Node) bool {
+		ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: ds.Spec.Template.Spec}).Match(node)
+		if err != nil {
+			t.Fatalf("DaemonSet %s: %v", ds.Name, err)
+		}
+		return ok
+	}
+	values := []string{"", "true", "false"} // "" is no label
+	for _, vk := range []bool{false, true} {
+		for _, a := range values {
+			for _, b := range values {
+				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"kubernetes.io/os": "linux"}}}
+				isGPU := false
+				for i, v := range []string{a, b} {
+					if v != "" {
+						node.Labels[gpuNodeLabels[i]] = v
+					}
+					isGPU = isGPU || v == "true"
+				}
+				if vk {
+					node.Labels["type"] = "virtual-kubelet"
+				}
+				wantGPU, wantBase := isGPU && !vk, !isGPU && !vk
+				if gotGPU, gotBase := runs(gpu, node), runs(base, node); gotGPU != wantGPU || gotBase != wantBase {
+					t.Errorf("node labelled %v: %s runs %t, %s runs %t; want %t, %t", node.Labels, gpu.Name, gotGPU, base.Name, gotBase, wantGPU, wantBase)
+				}
+			}
+		}
+	}
 }
 
 // TestDeployNetworkPolicies: the agent's and the scheduler's pods are each
