@@ -5,6 +5,9 @@ package collector
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,13 +65,19 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 	if c.socket == "" {
 		return Unavailable("Disabled", "no pod-resources socket configured")
 	}
-	if !c.root.Exists(c.socket) {
+	switch _, err := socketStat(c.root.Path(c.socket)); {
+	case errors.Is(err, fs.ErrPermission):
+		// The kubelet creates its pod-resources directory root's, mode
+		// 0750: a non-root agent that mounts it cannot even look inside.
 		c.close()
-		return Unavailable("SocketNotMounted", "kubelet pod-resources socket %s not found; mount it to report exclusive CPU allocations", c.root.Path(c.socket))
+		return Unavailable("SocketPermissionDenied", "kubelet pod-resources socket %s: %v: the kubelet's pod-resources directory is root's (mode 0750); read it through the pod-resources relay (the podresources-relay container of the shipped DaemonSets), or run the agent as uid 0", c.root.Path(c.socket), err)
+	case err != nil:
+		c.close()
+		return Unavailable("SocketNotMounted", "kubelet pod-resources socket %s not found; mount it, or the volume of the pod-resources relay (telesched-agent podresources-relay, whose log says why it is not listening), to report exclusive CPU and GPU allocations", c.root.Path(c.socket))
 	}
 	if err := socketAccess(c.root.Path(c.socket)); err != nil {
 		c.close()
-		return Unavailable("SocketPermissionDenied", "kubelet pod-resources socket %s: %v: connecting needs write permission on it, and the kubelet creates it as root's; run the agent as uid 0 to read it (deploy/variants/rapl, or the chart's agent.rapl.enabled)", c.root.Path(c.socket), err)
+		return Unavailable("SocketPermissionDenied", "kubelet pod-resources socket %s: %v: connecting needs write permission on it, and the kubelet creates it as root's; read it through the pod-resources relay (the podresources-relay container of the shipped DaemonSets), or run the agent as uid 0", c.root.Path(c.socket), err)
 	}
 	if c.client == nil {
 		conn, err := grpc.NewClient("unix://"+c.root.Path(c.socket),
@@ -128,6 +137,10 @@ func errSuffix(err error) string {
 	}
 	return "; " + err.Error()
 }
+
+// socketStat stats the socket; a variable so that tests, which run as
+// root, can see what a non-root agent sees.
+var socketStat = os.Stat
 
 // socketAccess reports whether this process may connect to the unix
 // socket at path: connect(2) needs write permission on it.

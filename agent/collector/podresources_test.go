@@ -6,6 +6,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -102,6 +103,20 @@ func TestPodResourcesCollector(t *testing.T) {
 	}
 	if s.NUMA[0].AllocatedExclusiveCPUs != nil {
 		t.Error("allocations reported without access to the socket")
+	}
+
+	// The kubelet's directory is root's, mode 0750: a non-root agent's
+	// stat of the socket fails with EACCES. That is a permission, not a
+	// missing mount.
+	savedStat := socketStat
+	socketStat = func(name string) (fs.FileInfo, error) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: unix.EACCES}
+	}
+	s = twoNodes()
+	err = c.Collect(context.Background(), s)
+	socketStat = savedStat
+	if !errors.As(err, &se) || se.Reason != "SocketPermissionDenied" || !strings.Contains(err.Error(), "mode 0750") {
+		t.Errorf("Collect where the socket's directory may not be searched = %v, want SocketPermissionDenied naming the directory's mode", err)
 	}
 
 	// Without NUMA topology there is nothing to count against.
