@@ -9,19 +9,26 @@ import (
 	"context"
 	goflag "flag"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/telesched/telesched/agent/app"
+	"github.com/telesched/telesched/agent/relay"
 	"github.com/telesched/telesched/internal/version"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "podresources-relay" {
+		relayMain(os.Args[2:])
+		return
+	}
 	opts := app.NewOptions()
 	fs := pflag.NewFlagSet("telesched-agent", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -47,6 +54,7 @@ fails once no sample has completed for --healthz-missed-intervals x
 Usage:
   telesched-agent [flags]
   telesched-agent --once [-o json|yaml]   print one sample and exit; no cluster needed
+  telesched-agent podresources-relay [flags]   relay the kubelet's pod-resources socket (see its --help)
 
 Flags:
 %s`, fs.FlagUsages())
@@ -75,6 +83,64 @@ Flags:
 	ctx = klog.NewContext(ctx, klog.Background())
 	if err := app.Run(ctx, opts, os.Stdout); err != nil {
 		klog.FromContext(ctx).Error(err, "telesched-agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+// relayMain runs the pod-resources relay (package relay) with args.
+func relayMain(args []string) {
+	o := relay.Options{Mode: relay.DefaultMode, MaxConnections: relay.DefaultMaxConnections,
+		CheckInterval: relay.DefaultCheckInterval, DialTimeout: relay.DefaultDialTimeout}
+	fs := pflag.NewFlagSet("podresources-relay", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.Listen, "listen", "", "Path of the relay's own socket, in a volume shared with the agent, where the agent's --podresources-socket points. Required.")
+	fs.StringVar(&o.Upstream, "kubelet-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "Path of the kubelet's pod-resources socket.")
+	mode := fs.String("socket-mode", fmt.Sprintf("%#o", relay.DefaultMode), "Permission bits of the relay's socket, octal; its group is the relay's group (the pod's runAsGroup), which the agent shares. The owner's read and write are required.")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "Connections relayed at once; more are closed when accepted. The agent holds one.")
+	fs.DurationVar(&o.CheckInterval, "check-interval", o.CheckInterval, "How often the kubelet's socket is looked for: the relay listens only while it is there and connectable.")
+	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to the kubelet's socket.")
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, `telesched-agent podresources-relay relays the kubelet's pod-resources socket
+to a socket of its own, so that an agent that does not run as root can read
+the pod-resources API. The kubelet's socket is root's, and connect(2) needs
+write permission on it: the relay runs as uid 0 with every capability
+dropped and sees nothing of the host but the kubelet's pod-resources
+directory. It listens only while the kubelet's socket is there and
+connectable, and copies bytes without reading them (the API is read-only).
+
+Usage:
+  telesched-agent podresources-relay --listen PATH [flags]
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == pflag.ErrHelp {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "telesched-agent podresources-relay: %v (see --help)\n", err)
+		os.Exit(2)
+	}
+	m, err := strconv.ParseUint(*mode, 8, 32)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent podresources-relay: --socket-mode %q: not an octal mode\n", *mode)
+		os.Exit(2)
+	}
+	o.Mode = iofs.FileMode(m)
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent podresources-relay: invalid flags:\n%v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if err := relay.Run(ctx, o); err != nil {
+		klog.FromContext(ctx).Error(err, "telesched-agent podresources-relay failed")
 		klog.Flush()
 		os.Exit(1)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -326,7 +327,7 @@ func valuePaths(prefix string, m map[string]any, out *[]string) {
 // passedWhole are the maps of values.yaml the chart passes to Kubernetes
 // as they are; the README lists the map, not its keys.
 var passedWhole = map[string]bool{
-	"agent.nodeSelector": true, "agent.resources": true, "agent.gpu.resources": true,
+	"agent.nodeSelector": true, "agent.resources": true, "agent.gpu.resources": true, "agent.podResources.relay.resources": true,
 	"scheduler.resources": true, "scheduler.affinity": true, "scheduler.featureGates": true,
 	"descheduler.resources": true, "dashboards.labels": true,
 }
@@ -718,5 +719,48 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	}
 	if _, err := pbRes.Get(ctx, "rack-a", metav1.GetOptions{}); err != nil {
 		t.Errorf("PowerBudget rack-a after helm uninstall: %v, want kept", err)
+	}
+}
+
+// TestHelmPodResourcesRelay: the relay is on by default in both agent
+// DaemonSets (checkRelay), follows agent.podResourcesHostPath, and with
+// agent.podResources.relay.enabled=false the agent mounts the kubelet's
+// directory itself and no container runs as root.
+func TestHelmPodResourcesRelay(t *testing.T) {
+	objs := renderHelm(t, "agent.gpu.enabled=true", "agent.podResourcesHostPath=/data/kubelet/pod-resources")
+	for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
+		ds := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", name))
+		spec := ds.Spec.Template.Spec
+		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "podresources-relay" {
+			t.Fatalf("DaemonSet %s: init containers %v, want the relay", name, spec.InitContainers)
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == "host-pod-resources" && (v.HostPath == nil || v.HostPath.Path != "/data/kubelet/pod-resources") {
+				t.Errorf("DaemonSet %s: volume host-pod-resources %+v, want hostPath /data/kubelet/pod-resources", name, v.VolumeSource)
+			}
+		}
+	}
+
+	objs = renderHelm(t, "agent.gpu.enabled=true", "agent.podResources.relay.enabled=false")
+	for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
+		ds := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", name))
+		spec := ds.Spec.Template.Spec
+		if len(spec.InitContainers) != 0 {
+			t.Errorf("DaemonSet %s with the relay off: init containers %v, want none", name, spec.InitContainers)
+		}
+		hostPath := map[string]string{}
+		for _, v := range spec.Volumes {
+			if v.HostPath != nil {
+				hostPath[v.Name] = v.HostPath.Path
+			}
+			if v.Name == "pod-resources" {
+				t.Errorf("DaemonSet %s with the relay off: has the relay's volume", name)
+			}
+		}
+		if !slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+			return hostPath[m.Name] == "/var/lib/kubelet/pod-resources" && m.MountPath == "/host/var/lib/kubelet/pod-resources" && m.ReadOnly
+		}) {
+			t.Errorf("DaemonSet %s with the relay off: the agent mounts %v, want the kubelet's pod-resources directory read-only at /host/var/lib/kubelet/pod-resources", name, spec.Containers[0].VolumeMounts)
+		}
 	}
 }

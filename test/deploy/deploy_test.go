@@ -485,6 +485,66 @@ func checkHardened(t *testing.T, what string, spec corev1.PodSpec, wantRoot bool
 	}
 }
 
+// checkRelay checks the pod-resources relay of an agent DaemonSet: the
+// pod's one init container, a sidecar (restartPolicy Always) that runs
+// telesched-agent podresources-relay as uid 0 with every capability
+// dropped, no privilege escalation and a read-only root, that mounts the
+// kubelet's pod-resources directory (read-only) and an emptyDir and
+// nothing else, and listens there on the socket the agent's default
+// --podresources-socket finds under its --host-root: the agent mounts the
+// same emptyDir at /host/var/lib/kubelet/pod-resources.
+func checkRelay(t *testing.T, what string, spec corev1.PodSpec) {
+	t.Helper()
+	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "podresources-relay" {
+		t.Errorf("%s: init containers %v, want the podresources-relay sidecar alone", what, spec.InitContainers)
+		return
+	}
+	r := spec.InitContainers[0]
+	if ptr.Deref(r.RestartPolicy, "") != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("%s: relay restartPolicy %v, want Always (a sidecar, started before the agent)", what, r.RestartPolicy)
+	}
+	if r.Image != spec.Containers[0].Image {
+		t.Errorf("%s: relay image %s, want the agent's %s", what, r.Image, spec.Containers[0].Image)
+	}
+	sc := ptr.Deref(r.SecurityContext, corev1.SecurityContext{})
+	caps := ptr.Deref(sc.Capabilities, corev1.Capabilities{})
+	if ptr.Deref(sc.RunAsUser, -1) != 0 || ptr.Deref(sc.RunAsNonRoot, true) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+		ptr.Deref(sc.Privileged, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+		!slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) || len(caps.Add) != 0 {
+		t.Errorf("%s: relay securityContext %+v, want uid 0, no privilege escalation, a read-only root and every capability dropped", what, sc)
+	}
+	if r.Resources.Requests.Cpu().IsZero() || r.Resources.Requests.Memory().IsZero() || r.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: relay resources %v, want CPU and memory requests and a memory limit", what, r.Resources)
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	var hostDir, relayDir string
+	for _, m := range r.VolumeMounts {
+		switch v := volumes[m.Name]; {
+		case v.HostPath != nil && v.HostPath.Path == "/var/lib/kubelet/pod-resources" && m.ReadOnly:
+			hostDir = m.MountPath
+		case v.EmptyDir != nil:
+			relayDir = m.MountPath
+		default:
+			t.Errorf("%s: the relay mounts %s (%+v) at %s readOnly %t; want the kubelet's pod-resources directory read-only and an emptyDir only", what, m.Name, v.VolumeSource, m.MountPath, m.ReadOnly)
+		}
+	}
+	args := strings.Join(r.Args, " ")
+	if hostDir == "" || relayDir == "" || !strings.HasPrefix(args, "podresources-relay ") ||
+		!slices.Contains(r.Args, "--kubelet-socket="+hostDir+"/kubelet.sock") || !slices.Contains(r.Args, "--listen="+relayDir+"/kubelet.sock") {
+		t.Errorf("%s: relay args %q with the host's directory at %q and the emptyDir at %q; want podresources-relay from one socket to the other", what, args, hostDir, relayDir)
+	}
+	shared := slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+		return volumes[m.Name].EmptyDir != nil && slices.ContainsFunc(r.VolumeMounts, func(rm corev1.VolumeMount) bool { return rm.Name == m.Name }) &&
+			m.MountPath == "/host/var/lib/kubelet/pod-resources" && m.ReadOnly
+	})
+	if !shared {
+		t.Errorf("%s: the agent does not mount the relay's emptyDir read-only at /host/var/lib/kubelet/pod-resources, where its --podresources-socket looks", what)
+	}
+}
+
 // checkAgent checks what an agent DaemonSet must do to read its node and
 // publish: host /proc and /sys read-only under --host-root, every node,
 // NODE_NAME from the downward API, probes on a port of their own, apart
@@ -494,7 +554,10 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.Daem
 	t.Helper()
 	what := "DaemonSet " + ds.Name
 	spec := ds.Spec.Template.Spec
-	checkHardened(t, what, spec, wantRoot)
+	checkRelay(t, what, spec)
+	agentSpec := *spec.DeepCopy()
+	agentSpec.InitContainers = nil
+	checkHardened(t, what, agentSpec, wantRoot)
 	c := spec.Containers[0]
 
 	if !slices.Contains(c.Args, "--host-root=/host") {
@@ -512,10 +575,10 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.Daem
 			mounted[p] = m
 		}
 	}
-	if len(mounted) != 3 {
-		t.Errorf("%s: host paths mounted %v, want /proc, /sys and the kubelet's pod-resources directory only", what, mounted)
+	if len(mounted) != 2 {
+		t.Errorf("%s: host paths mounted in the agent %v, want /proc and /sys only (the relay mounts the kubelet's pod-resources directory)", what, mounted)
 	}
-	for _, p := range []string{"/proc", "/sys", "/var/lib/kubelet/pod-resources"} {
+	for _, p := range []string{"/proc", "/sys"} {
 		m, ok := mounted[p]
 		switch {
 		case !ok:

@@ -157,6 +157,10 @@ func TestRealNode(t *testing.T) {
 		e.runWorkload(ctx, "hello-telesched")
 	})
 
+	step(t, "the non-root agent reads the kubelet's pod-resources API through the relay", func() {
+		e.checkPodResources(ctx)
+	})
+
 	step(t, "the API server refuses the agent's own token a write to another node's NodeTelemetry", func() {
 		e.checkNodeBoundWrites(ctx)
 	})
@@ -208,6 +212,46 @@ func TestRealNode(t *testing.T) {
 		t.Logf("$ kubectl -n %s logs deploy/telesched-descheduler | tail\n%s", namespace, tailLines(logs, 8))
 		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
 	})
+}
+
+// checkPodResources waits for the node's NodeTelemetry to report the
+// podresources source Available: the agent, uid 48811, lists the real
+// kubelet's pod-resources API through the podresources-relay sidecar (uid
+// 0, no capabilities), where on its own it reports
+// SocketPermissionDenied. The kubelet's socket and the relay's log are
+// shown.
+func (e *env) checkPodResources(ctx context.Context) {
+	t := e.t
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the podresources source, last seen: %s", last)
+		}
+	}()
+	waitFor(ctx, t, "the podresources source to be Available", readyTimeout, func(ctx context.Context) bool {
+		nt, err := e.dyn.Resource(ntResource).Get(ctx, e.c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		sources, _, _ := unstructured.NestedSlice(nt.Object, "status", "sources")
+		for _, src := range sources {
+			m, _ := src.(map[string]any)
+			if m["name"] == "podresources" {
+				last = fmt.Sprint(m)
+				return m["state"] == "Available"
+			}
+		}
+		last = fmt.Sprintf("no podresources source in %v", sources)
+		return false
+	})
+	sock := filepath.Join(e.c.KubeletRootDir(), "pod-resources", "kubelet.sock")
+	if fi, err := os.Stat(sock); err == nil {
+		t.Logf("the kubelet's socket %s: %v", sock, fi.Mode())
+	}
+	t.Logf("the podresources source: %s", last)
+	t.Logf("$ kubectl -n %s logs ds/telesched-agent -c podresources-relay\n%s", namespace,
+		tailLines(e.kubectl(ctx, "--namespace="+namespace, "logs", "ds/telesched-agent", "-c", "podresources-relay"), 5))
 }
 
 // step runs f as a named, timed part of the test.
