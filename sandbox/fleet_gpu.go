@@ -125,9 +125,6 @@ func (g *FleetGPUs) applyGPUOptions(at string, spec *sim.NodeSpec) error {
 	if mig == nil {
 		return nil
 	}
-	if g.DRA {
-		return fmt.Errorf("%s.gpus.dra: the sandbox publishes whole GPUs as ResourceSlices, not MIG devices; drop gpus.mig or gpus.dra", at)
-	}
 	n := mig.GPUs
 	switch {
 	case n == 0:
@@ -135,14 +132,16 @@ func (g *FleetGPUs) applyGPUOptions(at string, spec *sim.NodeSpec) error {
 	case n < 0 || n > g.Count:
 		return fmt.Errorf("%s.gpus.mig.gpus: %d must be within 1-%d (gpus.count)", at, mig.GPUs, g.Count)
 	}
-	switch mig.Strategy {
-	case sim.MIGMixed:
-	case sim.MIGSingle:
+	switch {
+	case g.DRA && mig.Strategy != "":
+		return fmt.Errorf("%s.gpus.mig.strategy: %q is the device plugin's; a DRA node publishes each MIG device as a device of class mig.nvidia.com (leave the strategy out)", at, mig.Strategy)
+	case g.DRA, mig.Strategy == sim.MIGMixed:
+	case mig.Strategy == sim.MIGSingle:
 		if n != g.Count {
 			return fmt.Errorf("%s.gpus.mig.gpus: %d of %d GPUs in MIG mode; the single strategy needs all of them (use mixed)", at, n, g.Count)
 		}
 	default:
-		return fmt.Errorf("%s.gpus.mig.strategy: %q is not one of single, mixed", at, mig.Strategy)
+		return fmt.Errorf("%s.gpus.mig.strategy: %q is not one of single, mixed (a DRA node takes none)", at, mig.Strategy)
 	}
 	layouts := mig.Layouts
 	switch {

@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -57,7 +58,8 @@ func TestFleetGPUErrors(t *testing.T) {
 		{"mig gpus", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 9, profiles: [1g.10gb]}}`, "nodes[1].gpus.mig.gpus: 9 must be within 1-8"},
 		{"nvlink", `{type: a100, count: 8, perNUMA: 4, nvlink: mesh}`, `nodes[1].gpus.nvlink: "mesh" is not one of nvswitch, pairs, none`},
 		{"odd pairs", `{type: a100, count: 3, perNUMA: 3, nvlink: pairs}`, "nodes[1].gpus.nvlink: pairs need an even count and perNUMA (3, 3)"},
-		{"DRA with MIG", `{type: a100-80gb, count: 8, perNUMA: 4, dra: true, mig: {strategy: mixed, profiles: [1g.10gb]}}`, "nodes[1].gpus.dra: the sandbox publishes whole GPUs"},
+		{"DRA with a MIG strategy", `{type: a100-80gb, count: 8, perNUMA: 4, dra: true, mig: {strategy: mixed, profiles: [1g.10gb]}}`, `nodes[1].gpus.mig.strategy: "mixed" is the device plugin's; a DRA node publishes each MIG device`},
+		{"DRA MIG layout too big", `{type: h100, count: 8, perNUMA: 4, dra: true, mig: {gpus: 1, layouts: [[4g.40gb, 4g.40gb]]}}`, "nodes[1].gpus.mig.layouts[0]: 8 compute slices, a GPU has 7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFleet([]byte(gpuFleet(tc.gpus)))
@@ -186,5 +188,22 @@ func TestUnitsWorkloadCoversEveryMixedProfile(t *testing.T) {
 	want := []string{"slice-mixed-0 1g.10gb", "slice-mixed-1 2g.20gb", "slice-mixed-2 3g.40gb", "slice-mixed-3 4g.40gb", "slice-mixed-4 7g.80gb"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("MIG pods (-want +got):\n%s", diff)
+	}
+
+	// gpu-frontier's DRA node publishes MIG devices: one claim for each
+	// of its profiles, beside the whole-GPU claim.
+	f, err = ReadFleet("fleets/gpu-frontier.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, p := range unitsWorkload(f.Nodes) {
+		if p.claimed() {
+			got = append(got, fmt.Sprintf("%s %d %s", p.name, p.claimGPUs, p.claimMIG))
+		}
+	}
+	want = []string{"claim-0 1 ", "claim-mig-0 0 1g.10gb", "claim-mig-1 0 1g.20gb", "claim-mig-2 0 2g.20gb", "claim-mig-3 0 3g.40gb"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("gpu-frontier's claim pods (-want +got):\n%s", diff)
 	}
 }

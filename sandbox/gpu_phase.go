@@ -80,8 +80,13 @@ func unitsWorkload(specs []sim.NodeSpec) []podSpec {
 	if n := first(func(s sim.NodeSpec) bool { return s.NVLink == sim.NVLinkPairs && s.WholeGPUs() >= 2 }); n != "" {
 		out = append(out, podSpec{name: "pair-0", phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, nodeName: n, workSeconds: unitsWorkSeconds})
 	}
-	if first(func(s sim.NodeSpec) bool { return s.DRA && len(s.GPUs) > 0 }) != "" {
+	if first(func(s sim.NodeSpec) bool {
+		return s.DRA && slices.ContainsFunc(s.GPUs, func(g sim.GPUSpec) bool { return g.MIG == nil })
+	}) != "" {
 		out = append(out, podSpec{name: "claim-0", phase: phaseUnits, cpu: "2", memory: "8Gi", claimGPUs: 1, workSeconds: unitsWorkSeconds})
+	}
+	for i, p := range draMIGProfiles(specs) {
+		out = append(out, podSpec{name: fmt.Sprintf("claim-mig-%d", i), phase: phaseUnits, cpu: "2", memory: "8Gi", claimMIG: p, workSeconds: unitsWorkSeconds})
 	}
 	return out
 }
@@ -148,8 +153,14 @@ func (s *sandbox) unitsPhase(ctx context.Context) error {
 func (s *sandbox) freeFor(p podSpec) []string {
 	var out []string
 	for _, n := range s.sortedNodes() {
-		if p.claimGPUs > 0 {
-			if n.Spec.DRA && n.BusyShare() <= float64(len(n.Spec.GPUs))-float64(p.claimGPUs) {
+		switch {
+		case p.claimGPUs > 0:
+			if n.Spec.DRA && int64(n.FreeGPUs()) >= p.claimGPUs {
+				out = append(out, n.Spec.Name)
+			}
+			continue
+		case p.claimMIG != "":
+			if n.Spec.DRA && n.FreeMIG(p.claimMIG) >= 1 {
 				out = append(out, n.Spec.Name)
 			}
 			continue
@@ -197,6 +208,10 @@ func (s *sandbox) printUnits(pods []podSpec) {
 				if p.claimGPUs > 0 && (!n.Spec.DRA || int64(len(pl.GPUs)) != p.claimGPUs) {
 					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s went to %s (DRA: %v) and holds simulated GPUs %v, want %d of a DRA node's",
 						p.name, pl.Node, n.Spec.DRA, pl.GPUs, p.claimGPUs))
+				}
+				if p.claimMIG != "" && (!n.Spec.DRA || len(pl.GPUs) != 0 || len(pl.Slices) != 1 || n.Spec.GPUs[pl.Slices[0].GPU].MIG[pl.Slices[0].Device].Profile != p.claimMIG) {
+					s.res.Units.Violations = append(s.res.Units.Violations, fmt.Sprintf("%s went to %s (DRA: %v) and holds simulated GPUs %v and MIG devices %s, want one %s MIG device of a DRA node's",
+						p.name, pl.Node, n.Spec.DRA, pl.GPUs, deviceCell(n.Spec, pl), p.claimMIG))
 				}
 			}
 			if p.claimGPUs > 0 {
@@ -254,6 +269,9 @@ func unitsRequest(p podSpec) string {
 	}
 	if p.claimGPUs > 0 {
 		parts = append(parts, fmt.Sprintf("claim: %d x %s", p.claimGPUs, draDriver))
+	}
+	if p.claimMIG != "" {
+		parts = append(parts, fmt.Sprintf("claim: 1 x %s %s", draMIGClass, p.claimMIG))
 	}
 	if p.nodeName != "" {
 		parts = append(parts, "pinned")
@@ -545,9 +563,21 @@ func (s *sandbox) releaseUnits(ctx context.Context, pods []podSpec) error {
 // hold, fewest compute slices first, then by name: the unit phase asks
 // for one device of each, so every profile the fleet holds is placed.
 func mixedProfiles(specs []sim.NodeSpec) []string {
+	return profilesOf(specs, func(s sim.NodeSpec) bool { return s.MIGStrategy == sim.MIGMixed })
+}
+
+// draMIGProfiles are the MIG profiles the fleet's DRA nodes publish, in
+// mixedProfiles' order: the unit phase claims one device of each.
+func draMIGProfiles(specs []sim.NodeSpec) []string {
+	return profilesOf(specs, func(s sim.NodeSpec) bool { return s.DRA })
+}
+
+// profilesOf are the MIG profiles of the nodes of specs that ok takes,
+// fewest compute slices first, then by name.
+func profilesOf(specs []sim.NodeSpec, ok func(sim.NodeSpec) bool) []string {
 	slices := map[string]int{}
 	for _, s := range specs {
-		if s.MIGStrategy == sim.MIGMixed {
+		if ok(s) {
 			for _, g := range s.GPUs {
 				for _, d := range g.MIG {
 					slices[d.Profile] = d.Slices

@@ -39,7 +39,7 @@ func oraclePods(pods []podSpec) []oracle.Pod {
 	for _, p := range pods {
 		cpu, mem := resource.MustParse(p.cpu), resource.MustParse(p.memory)
 		out = append(out, oracle.Pod{Name: p.name, Phase: p.phase, CPUMilli: cpu.MilliValue(), MemoryBytes: mem.Value(), GPUs: int(p.gpus),
-			MIG: p.mig, ClaimGPUs: int(p.claimGPUs), Node: p.nodeName, SingleNUMA: p.singleNUMA, Seconds: p.workSeconds})
+			MIG: p.mig, ClaimGPUs: int(p.claimGPUs), ClaimMIG: p.claimMIGs(), Node: p.nodeName, SingleNUMA: p.singleNUMA, Seconds: p.workSeconds})
 	}
 	return out
 }
@@ -83,7 +83,15 @@ func (s *sandbox) placedPods() []podSpec {
 }
 
 // gpuPod: a pod that asks for GPU units of any kind.
-func (p podSpec) gpuPod() bool { return p.gpus > 0 || len(p.mig) > 0 || p.claimGPUs > 0 }
+func (p podSpec) gpuPod() bool { return p.gpus > 0 || len(p.mig) > 0 || p.claimed() }
+
+// claimMIGs is the MIG device its claim asks for, per profile (nil none).
+func (p podSpec) claimMIGs() map[string]int {
+	if p.claimMIG == "" {
+		return nil
+	}
+	return map[string]int{p.claimMIG: 1}
+}
 
 // oracleReport runs the oracle on pods, the whole workload's energy and
 // the CPU pods' apart. The caller holds the watcher's lock;

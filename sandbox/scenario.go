@@ -49,6 +49,7 @@ type podSpec struct {
 	gpus        int64
 	mig         map[string]int // MIG devices per profile (gpu_phase.go)
 	claimGPUs   int64          // GPUs of a DRA ResourceClaim (dra.go)
+	claimMIG    string         // the profile of one MIG device of a DRA ResourceClaim (dra.go)
 	singleNUMA  bool
 	nodeName    string // pinned through the hostname label
 	// wholeGPUs keeps the pod off nodes whose GPU resource is MIG
@@ -60,6 +61,10 @@ type podSpec struct {
 	// (docs/energy-models.md, "Energy for the same work").
 	workSeconds float64
 }
+
+// claimed reports whether the pod's devices come from a DRA
+// ResourceClaim (claimOf).
+func (p podSpec) claimed() bool { return p.claimGPUs > 0 || p.claimMIG != "" }
 
 // The scenario's work: its services (the CPU pods) do an hour's work
 // (serviceHorizon, oracle.DefaultHorizon); a training job an hour on four
@@ -134,7 +139,7 @@ func (p podSpec) pod(namespace, scheduler string) *corev1.Pod {
 			}}}},
 		}}}
 	}
-	if p.claimGPUs > 0 {
+	if p.claimed() {
 		withClaim(pod, p)
 	}
 	return pod
@@ -162,7 +167,7 @@ func (s *sandbox) createPods(ctx context.Context, namespace, scheduler string, s
 				return err
 			}
 		}
-		if p.claimGPUs > 0 {
+		if p.claimed() {
 			if _, err := s.kube.ResourceV1().ResourceClaims(namespace).Create(ctx, claimOf(p, namespace), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating ResourceClaim %s/%s: %w", namespace, p.name, err)
 			}
@@ -212,9 +217,8 @@ func (s *sandbox) baseline(ctx context.Context) error {
 	if err := s.kube.CoreV1().Pods(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 		return err
 	}
-	// Its claims too: an allocated claim holds its GPUs (no controller
-	// here deallocates it).
-	if err := s.kube.ResourceV1().ResourceClaims(baselineNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	// Its claims too: an allocated claim holds its devices.
+	if err := s.releaseClaims(ctx, baselineNamespace); err != nil {
 		return err
 	}
 	if err := s.watch.waitFor(ctx, "the baseline's pods to be deleted", func(v *view) bool {

@@ -245,9 +245,10 @@ func (w *watcher) onPod(obj any) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
-	var uuids []string // the GPUs its claims got, read before the lock
+	var uuids []string // the GPUs and MIG devices its claims got, read before the lock
+	var claimGPUs, claimSlices int64
 	if n := w.nodes[pod.Spec.NodeName]; n != nil && pod.Namespace == demoNamespace && len(pod.Spec.ResourceClaims) > 0 {
-		uuids = w.claimUUIDs(pod, n.Spec)
+		uuids, claimGPUs, claimSlices = w.claimUUIDs(pod, n.Spec)
 	}
 	started := false
 	defer func() {
@@ -278,7 +279,7 @@ func (w *watcher) onPod(obj any) {
 				if p.Work, _ = estimate.WorkOf(pod); p.Work == estimate.WorkService {
 					cpu = int64(math.Round(float64(cpu) / n.Spec.CPUPace()))
 				}
-				p.PodMIGSlices = podCounter.Of(pod).MIGSlices
+				p.PodMIGSlices = podCounter.Of(pod).MIGSlices + claimSlices
 				// What the pod adds by the simulation's physics, from the
 				// node's load before it; and, until its binding is judged
 				// against the sample the scheduler had, what the scheduler
@@ -290,7 +291,7 @@ func (w *watcher) onPod(obj any) {
 				if len(uuids) > 0 && len(pod.Spec.ResourceClaims) > 0 && pod.Spec.ResourceClaims[0].ResourceClaimName != nil {
 					req.Claim = *pod.Spec.ResourceClaims[0].ResourceClaimName
 				}
-				p.PodClaimGPUs = int64(len(uuids))
+				p.PodClaimGPUs = claimGPUs
 				alloc := n.AddPodDevices(pod.UID, cpu, req)
 				p.GPUs, p.Slices, p.Linked = alloc.GPUs, alloc.Slices, n.Spec.Linked(alloc.GPUs)
 				p.TrueWatts, p.HasTrue = trueMarginal(n.Spec, u, busy, cpu, allocShare(n.Spec, alloc)), true

@@ -5,6 +5,7 @@ package oracle
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -142,8 +143,21 @@ func newOracle(fleet Fleet, pods []Pod, opts Options) *oracle {
 	for _, s := range specs {
 		for _, g := range s.GPUs {
 			for _, d := range g.MIG {
-				o.profile(d.Profile)
+				o.profile(migKey(s.DRA, d.Profile))
 			}
+		}
+	}
+	pods = slices.Clone(pods) // the caller's, with ClaimMIG moved into MIG below
+	for i, p := range pods {
+		if len(p.ClaimMIG) > 0 {
+			mig := maps.Clone(p.MIG)
+			if mig == nil {
+				mig = map[string]int{}
+			}
+			for pr, c := range p.ClaimMIG {
+				mig[migKey(true, pr)] += c
+			}
+			pods[i].MIG = mig
 		}
 	}
 	for _, p := range pods {

@@ -38,9 +38,11 @@ type Pod struct {
 	GPUs int
 	// MIG are MIG devices per profile (the mixed strategy's resources);
 	// ClaimGPUs whole GPUs a DRA claim asks for, which only a DRA node's
-	// GPUs meet.
+	// GPUs meet; ClaimMIG MIG devices per profile that DRA claims ask for,
+	// which only a DRA node's MIG devices meet.
 	MIG       map[string]int
 	ClaimGPUs int
+	ClaimMIG  map[string]int
 	// Node pins the pod to the node of that name ("" none).
 	Node       string
 	SingleNUMA bool

@@ -5,6 +5,7 @@ package oracle
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/telesched/telesched/sandbox/sim"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -45,8 +46,9 @@ func (o *oracle) newNode(s sim.NodeSpec) oNode {
 				shares += share
 				continue
 			}
-			n.migFree[o.profiles[d.Profile]]++
-			n.migShare[o.profiles[d.Profile]] = share
+			k := o.profiles[migKey(s.DRA, d.Profile)]
+			n.migFree[k]++
+			n.migShare[k] = share
 		}
 	}
 	if single && n.gpus > 0 {
@@ -63,15 +65,29 @@ func (o *oracle) newNode(s sim.NodeSpec) oNode {
 	return n
 }
 
-// profile is a MIG profile's index, added when new.
+// profile is a MIG profile's index (by migKey), added when new.
 func (o *oracle) profile(p string) int {
 	i, ok := o.profiles[p]
 	if !ok {
 		i = len(o.profiles)
 		o.profiles[p] = i
-		o.slices = append(o.slices, int(telemetry.ProfileSlices(p)))
+		o.slices = append(o.slices, int(telemetry.ProfileSlices(strings.TrimPrefix(p, claimPrefix))))
 	}
 	return i
+}
+
+// claimPrefix keys a DRA node's MIG devices apart from the device
+// plugin's: a claim for a MIG device (Pod.ClaimMIG) takes only the former,
+// a pod of the mixed strategy's resources (Pod.MIG) only the latter.
+const claimPrefix = "claim:"
+
+// migKey is the key of a profile's MIG devices, a DRA node's or claim's
+// (dra) or the device plugin's.
+func migKey(dra bool, profile string) string {
+	if dra {
+		return claimPrefix + profile
+	}
+	return profile
 }
 
 func sortedKeys(m map[string]int) []string {

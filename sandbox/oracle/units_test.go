@@ -47,6 +47,7 @@ func TestSolveGPUUnits(t *testing.T) {
 	broken := fleetNode("d-pairs", "", 32, 1, curveR740, 10, withGPUs(4, 4), withNVLink(sim.NVLinkPairs), withMIGOn(0), withMIGOn(3))
 	pairs := fleetNode("e-pairs", "", 32, 1, curveR830, 10, withGPUs(4, 4), withNVLink(sim.NVLinkPairs))
 	dra := fleetNode("f-dra", "", 32, 1, curveR830, 10, withGPUs(2, 2), func(n *sim.NodeSpec) { n.DRA = true })
+	draMIG := fleetNode("g-dra-mig", "", 32, 1, curveR740, 10, withGPUs(2, 2), withMIG("", "3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"), func(n *sim.NodeSpec) { n.DRA = true })
 	pod := func(name string, gpus int, mig map[string]int) Pod {
 		return Pod{Name: name, CPUMilli: 1000, MemoryBytes: 1 << 30, GPUs: gpus, MIG: mig}
 	}
@@ -100,6 +101,26 @@ func TestSolveGPUUnits(t *testing.T) {
 		nodes: []sim.NodeSpec{dra, cheap},
 		pods:  []Pod{{Name: "claim", CPUMilli: 1000, ClaimGPUs: 1}, pod("whole", 2, nil)},
 		want:  map[string]string{"claim": "f-dra", "whole": "a-cheap"},
+	}, {
+		name:  "a DRA claim for a MIG device takes a DRA node's, and the mixed strategy's resource only the device plugin's",
+		nodes: []sim.NodeSpec{draMIG, mixed},
+		pods: []Pod{{Name: "claim", CPUMilli: 1000, ClaimMIG: map[string]int{"3g.40gb": 1}},
+			pod("slice", 0, map[string]int{"3g.40gb": 1})},
+		want: map[string]string{"claim": "g-dra-mig", "slice": "c-mixed"},
+	}, {
+		name:     "a DRA claim for a MIG device finds none on a node of the mixed strategy",
+		nodes:    []sim.NodeSpec{mixed},
+		pods:     []Pod{{Name: "claim", CPUMilli: 1000, ClaimMIG: map[string]int{"1g.10gb": 1}}},
+		unplaced: true,
+	}, {
+		name:  "a DRA claim for a MIG device adds its slice share of the GPU's busy watts",
+		nodes: []sim.NodeSpec{draMIG},
+		pods:  []Pod{{Name: "claim", CPUMilli: 1000, ClaimMIG: map[string]int{"2g.20gb": 1}}},
+		want:  map[string]string{"claim": "g-dra-mig"},
+		wantWatts: func() float64 {
+			s := draMIG.WithDefaults()
+			return s.EstimatedWattsShare(s.BaseUtilization+1.0/32, 2.0/7) - s.EstimatedWattsShare(s.BaseUtilization, 0)
+		},
 	}, {
 		name:  "a pinned pod goes to its node only",
 		nodes: []sim.NodeSpec{cheap, pairs},

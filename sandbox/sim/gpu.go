@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/telesched/telesched/agent/nvml/nvmltest"
 )
 
 // The device plugin's MIG strategies (k8s-device-plugin's
@@ -37,8 +39,8 @@ type Slice struct{ GPU, Device int }
 // Request is what a pod asks of a node's GPUs, as the kubelet's device
 // manager sees it: GPUs of the GPU resource (whole GPUs, or on a node of
 // the single MIG strategy MIG devices), MIG devices of each profile (the
-// mixed strategy's resources), and the GPUs a DRA claim was allocated, by
-// UUID. Pod names the pod, and Claim the ResourceClaim of UUIDs, as the
+// mixed strategy's resources), and the GPUs and MIG devices a DRA claim
+// was allocated, by UUID (a MIG device's nvmltest.MIGUUID). Pod names the pod, and Claim the ResourceClaim of UUIDs, as the
 // kubelet's pod-resources API reports them (ServePodResources); both may
 // be empty.
 type Request struct {
@@ -80,6 +82,7 @@ func (n *Node) AddPodDevices(uid types.UID, cpuMilli int64, req Request) Alloc {
 		a.Slices = append(a.Slices, n.takeSlices(p, req.MIG[p])...)
 	}
 	var claimed []int
+	var claimedSlices []Slice
 	for _, uuid := range req.UUIDs {
 		for i, g := range n.Spec.GPUs {
 			if g.UUID == uuid && !n.gpuBusy[i] && g.MIG == nil {
@@ -87,9 +90,17 @@ func (n *Node) AddPodDevices(uid types.UID, cpuMilli int64, req Request) Alloc {
 				a.GPUs = append(a.GPUs, i)
 				claimed = append(claimed, i)
 			}
+			for j := range g.MIG {
+				if nvmltest.MIGUUID(i, j) == uuid && !n.migBusy[i][j] {
+					n.migBusy[i][j] = true
+					s := Slice{GPU: i, Device: j}
+					a.Slices = append(a.Slices, s)
+					claimedSlices = append(claimedSlices, s)
+				}
+			}
 		}
 	}
-	n.pods[uid] = podLoad{cpuMilli: cpuMilli, gpus: a.GPUs, slices: a.Slices, claimed: claimed, name: req.Pod, claim: req.Claim}
+	n.pods[uid] = podLoad{cpuMilli: cpuMilli, gpus: a.GPUs, slices: a.Slices, claimed: claimed, claimedSlices: claimedSlices, name: req.Pod, claim: req.Claim}
 	return a
 }
 
@@ -200,6 +211,34 @@ func (spec NodeSpec) WholeGPUs() int {
 		}
 	}
 	return n
+}
+
+// FreeGPUs is how many of the node's GPUs not in MIG mode are free.
+func (n *Node) FreeGPUs() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := 0
+	for i, g := range n.Spec.GPUs {
+		if g.MIG == nil && !n.gpuBusy[i] {
+			k++
+		}
+	}
+	return k
+}
+
+// FreeMIG is how many of the node's MIG devices of profile are free.
+func (n *Node) FreeMIG(profile string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := 0
+	for i, g := range n.Spec.GPUs {
+		for j, d := range g.MIG {
+			if !n.migBusy[i][j] && d.Profile == profile {
+				k++
+			}
+		}
+	}
+	return k
 }
 
 // Fits reports whether the node's free devices meet req, by the GPU

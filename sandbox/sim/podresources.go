@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,6 +34,15 @@ const (
 
 // DRADevice is GPU i's device name in its node's ResourceSlice.
 func DRADevice(i int) string { return fmt.Sprintf("gpu-%d", i) }
+
+// DRAMIGDevice is the device name of MIG device j of GPU i, of profile,
+// in its node's ResourceSlice. NVIDIA's DRA driver names one
+// gpu-<minor>-mig-<profile without dots>-<profile id>-<placement start>;
+// the simulation has no profile ids or placements, and ends the name with
+// the device's index instead.
+func DRAMIGDevice(i, j int, profile string) string {
+	return fmt.Sprintf("gpu-%d-mig-%s-%d", i, strings.ReplaceAll(profile, ".", ""), j)
+}
 
 // draCDIDevice is the CDI device name the simulated DRA driver gives a
 // claimed GPU: the driver's CDI vendor and class and the GPU's UUID, which
@@ -144,14 +154,26 @@ func (n *Node) podResources() []*podresourcesv1.PodResources {
 				whole = append(whole, g)
 			}
 		}
-		ctr := &podresourcesv1.ContainerResources{Name: "app", Devices: n.Spec.containerDevices(whole, p.slices)}
-		if len(p.claimed) > 0 {
+		var devs []Slice
+		for _, s := range p.slices {
+			if !slices.Contains(p.claimedSlices, s) {
+				devs = append(devs, s)
+			}
+		}
+		ctr := &podresourcesv1.ContainerResources{Name: "app", Devices: n.Spec.containerDevices(whole, devs)}
+		if len(p.claimed)+len(p.claimedSlices) > 0 {
 			dr := &podresourcesv1.DynamicResource{ClaimName: p.claim, ClaimNamespace: name.Namespace}
-			for _, g := range p.claimed {
+			add := func(device, uuid string) {
 				dr.ClaimResources = append(dr.ClaimResources, &podresourcesv1.ClaimResource{
-					DriverName: DRADriver, PoolName: n.Spec.Name, DeviceName: DRADevice(g),
-					CdiDevices: []*podresourcesv1.CDIDevice{{Name: draCDIDevice(n.Spec.GPUs[g].UUID)}},
+					DriverName: DRADriver, PoolName: n.Spec.Name, DeviceName: device,
+					CdiDevices: []*podresourcesv1.CDIDevice{{Name: draCDIDevice(uuid)}},
 				})
+			}
+			for _, g := range p.claimed {
+				add(DRADevice(g), n.Spec.GPUs[g].UUID)
+			}
+			for _, s := range p.claimedSlices {
+				add(DRAMIGDevice(s.GPU, s.Device, n.Spec.GPUs[s.GPU].MIG[s.Device].Profile), nvmltest.MIGUUID(s.GPU, s.Device))
 			}
 			ctr.DynamicResources = []*podresourcesv1.DynamicResource{dr}
 		}

@@ -16,13 +16,15 @@ import (
 	"github.com/telesched/telesched/agent/app"
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/hostfs"
+	"github.com/telesched/telesched/agent/nvml/nvmltest"
 	"github.com/telesched/telesched/sandbox/hosttree"
 )
 
 // TestPodResourcesAgentAllocations: the agent's collectors, reading a
 // simulated node's tree, its NVML and its pod-resources socket, publish
 // as allocated exactly the GPUs and MIG devices the simulation gave its
-// pods: whole GPUs, MIG devices of both strategies, a DRA claim's GPUs.
+// pods: whole GPUs, MIG devices of both strategies, a DRA claim's GPUs
+// and MIG devices.
 func TestPodResourcesAgentAllocations(t *testing.T) {
 	mixed := func(i int) []MIGDevice {
 		if i < 2 {
@@ -61,6 +63,14 @@ func TestPodResourcesAgentAllocations(t *testing.T) {
 			dra:  true, mig: func(int) []MIGDevice { return nil },
 			pods: []pod{{"a", Request{UUIDs: []string{uuid(1), uuid(3)}, Claim: "a"}}},
 		},
+		{
+			name: "DRA with MIG devices: a claim's MIG devices and another's whole GPU, named by the CDI device",
+			dra:  true, mig: mixed,
+			pods: []pod{
+				{"a", Request{UUIDs: []string{nvmltest.MIGUUID(2, 0), nvmltest.MIGUUID(3, 2)}, Claim: "a"}},
+				{"b", Request{UUIDs: []string{uuid(0)}, Claim: "b"}},
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +91,13 @@ func TestPodResourcesAgentAllocations(t *testing.T) {
 			for _, p := range tc.pods {
 				p.req.Pod = types.NamespacedName{Namespace: "demo", Name: p.name}
 				a := n.AddPodDevices(types.UID(p.name), 1000, p.req)
+				asked := p.req.GPUs + len(p.req.UUIDs)
+				for _, c := range p.req.MIG {
+					asked += c
+				}
+				if got := len(a.GPUs) + len(a.Slices); got != asked {
+					t.Fatalf("pod %s took GPUs %v and MIG devices %v, want %d devices", p.name, a.GPUs, a.Slices, asked)
+				}
 				for _, g := range a.GPUs {
 					want.Whole[g] = true
 				}

@@ -284,11 +284,13 @@ type podLoad struct {
 	cpuMilli int64
 	gpus     []int // claimed among them
 	slices   []Slice
-	// claimed are the GPUs of gpus a DRA claim named claim got; name is
-	// the pod's (Request.Pod).
-	claimed []int
-	name    types.NamespacedName
-	claim   string
+	// claimed are the GPUs of gpus, and claimedSlices the MIG devices of
+	// slices, that a DRA claim named claim got; name is the pod's
+	// (Request.Pod).
+	claimed       []int
+	claimedSlices []Slice
+	name          types.NamespacedName
+	claim         string
 }
 
 // NewNode writes the node's tree under dir.
