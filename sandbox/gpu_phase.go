@@ -432,6 +432,10 @@ func (s *sandbox) linkedPairStep(ctx context.Context) ([]podSpec, error) {
 	}
 	s.printf("      %s publishes GPUs %s allocated, %s free (no linked pair); free linked pairs on %s\n", pairs.Spec.Name,
 		heldList(pairs.HeldGPUs(), true), heldList(pairs.HeldGPUs(), false), strings.Join(other, ", "))
+	// The unit pods' watts counted once, in their nodes' samples, not on
+	// top of them as well: the step asks where the pod's topology is, not
+	// how the reservation hold meets a rack's budget.
+	s.waitSampled(ctx, phaseUnits)
 	pair := podSpec{name: pairFreePod, phase: phaseUnits, cpu: "4", memory: "16Gi", gpus: 2, wholeGPUs: true}
 	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, []podSpec{pair}, 0); err != nil {
 		return nil, err

@@ -423,6 +423,10 @@ func (s *sandbox) scenario(ctx context.Context) error {
 	}
 
 	s.printf("\n  gpu: %d training pods, each asking for %d GPUs, 16 CPUs, 64Gi and %s: %s\n", len(w[phaseGPU]), trainingGPUs, config.PodAnnotationNUMAPolicy, config.NUMAPolicySingleNUMANode)
+	// The unit phase's watts in its nodes' samples, and the linked-pair
+	// step's gone from them, before the jobs come (as the heat phase waits
+	// for the jobs' below).
+	s.waitSampled(ctx, phaseUnits)
 	s.watch.update(func(*view) { s.res.JobsCreated = time.Now() })
 	if err := s.createPods(ctx, demoNamespace, s.opts.Profile, w[phaseGPU], 0); err != nil {
 		return err
