@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,14 +48,7 @@ func (busyKubelet) List(context.Context, *podresourcesv1.ListPodResourcesRequest
 func BenchmarkRelay(b *testing.B) {
 	dir := b.TempDir()
 	upstream := filepath.Join(dir, "kubelet.sock")
-	ln, err := net.Listen("unix", upstream)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(srv, busyKubelet{})
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
+	defer serveKubelet(b, upstream, busyKubelet{})()
 
 	lists := func(b *testing.B, path string) {
 		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -80,11 +72,8 @@ func BenchmarkRelay(b *testing.B) {
 	b.Run("relay", func(b *testing.B) {
 		o := Options{Listen: filepath.Join(dir, "relay.sock"), Upstream: upstream, Mode: DefaultMode,
 			MaxConnections: DefaultMaxConnections, CheckInterval: 100 * time.Millisecond, DialTimeout: time.Second}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- Run(ctx, o) }()
-		defer func() { cancel(); <-done }()
-		waitFor(b, o.Listen)
+		defer start(b, o)()
+		waitSocket(b, o.Listen, true)
 		lists(b, o.Listen)
 	})
 	bin := os.Getenv("TELESCHED_AGENT_BIN")
@@ -98,7 +87,7 @@ func BenchmarkRelay(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
-		waitFor(b, listen)
+		waitSocket(b, listen, true)
 		lists(b, listen)
 		b.StopTimer()
 		anon, file, err := rss(cmd.Process.Pid)
@@ -108,20 +97,6 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportMetric(float64(anon), "rss-anon-KiB")
 		b.ReportMetric(float64(file), "rss-file-KiB")
 	})
-}
-
-func waitFor(b *testing.B, path string) {
-	b.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("no socket at %s after 10s", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // rss is a process's resident anonymous and file-backed memory, in KiB

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,14 +36,19 @@ func (kubelet) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*
 	}}}, nil
 }
 
-func serveKubelet(t *testing.T, path string) (stop func()) {
-	t.Helper()
+// serveKubelet serves the pod-resources API of server (kubelet{} when
+// nil) on a unix socket at path.
+func serveKubelet(tb testing.TB, path string, server podresourcesv1.PodResourcesListerServer) (stop func()) {
+	tb.Helper()
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
+	}
+	if server == nil {
+		server = kubelet{}
 	}
 	srv := grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(srv, kubelet{})
+	podresourcesv1.RegisterPodResourcesListerServer(srv, server)
 	go func() { _ = srv.Serve(ln) }()
 	return srv.Stop // closes the listener, which removes the socket
 }
@@ -58,25 +64,29 @@ func list(ctx context.Context, path string) (*podresourcesv1.ListPodResourcesRes
 	return podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 }
 
-// start runs the relay until the test ends and returns a channel that
-// receives Run's result.
-func start(t *testing.T, o Options) <-chan error {
-	t.Helper()
+// start runs the relay until stop, or the test's end: stop ends its
+// context and fails the test unless Run returns nil within 10s.
+func start(tb testing.TB, o Options) (stop func()) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("Run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				tb.Error("Run did not return 10s after its context ended")
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return 10s after its context ended")
-		}
-	})
-	return done
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
 }
 
 func options(dir string) Options {
@@ -87,8 +97,8 @@ func options(dir string) Options {
 }
 
 // waitSocket waits until a socket is (want) or is not at path.
-func waitSocket(t *testing.T, path string, want bool) {
-	t.Helper()
+func waitSocket(tb testing.TB, path string, want bool) {
+	tb.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		fi, err := os.Lstat(path)
@@ -96,7 +106,7 @@ func waitSocket(t *testing.T, path string, want bool) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("socket at %s: want %t after 5s, stat err %v", path, want, err)
+			tb.Fatalf("socket at %s: want %t after 5s, stat err %v", path, want, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -105,7 +115,7 @@ func waitSocket(t *testing.T, path string, want bool) {
 func TestRelayListsThroughToTheKubelet(t *testing.T) {
 	dir := t.TempDir()
 	o := options(dir)
-	stopKubelet := serveKubelet(t, o.Upstream)
+	stopKubelet := serveKubelet(t, o.Upstream, nil)
 	defer stopKubelet()
 	start(t, o)
 	waitSocket(t, o.Listen, true)
@@ -140,7 +150,7 @@ func TestRelayListensOnlyWhileTheKubeletDoes(t *testing.T) {
 	time.Sleep(5 * o.CheckInterval)
 	waitSocket(t, o.Listen, false)
 
-	stopKubelet := serveKubelet(t, o.Upstream)
+	stopKubelet := serveKubelet(t, o.Upstream, nil)
 	waitSocket(t, o.Listen, true)
 	if _, err := list(context.Background(), o.Listen); err != nil {
 		t.Fatalf("List through the relay: %v", err)
@@ -148,7 +158,7 @@ func TestRelayListensOnlyWhileTheKubeletDoes(t *testing.T) {
 	stopKubelet()
 	waitSocket(t, o.Listen, false)
 
-	stopKubelet = serveKubelet(t, o.Upstream)
+	stopKubelet = serveKubelet(t, o.Upstream, nil)
 	defer stopKubelet()
 	waitSocket(t, o.Listen, true)
 	if _, err := list(context.Background(), o.Listen); err != nil {
@@ -164,7 +174,7 @@ func TestRelayLeavesWhatIsNotItsSocket(t *testing.T) {
 	if err := os.WriteFile(o.Listen, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stopKubelet := serveKubelet(t, o.Upstream)
+	stopKubelet := serveKubelet(t, o.Upstream, nil)
 	defer stopKubelet()
 	err := Run(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "listening") {
@@ -182,7 +192,7 @@ func TestRelayHoldsAtMostMaxConnections(t *testing.T) {
 	dir := t.TempDir()
 	o := options(dir)
 	o.MaxConnections = 1
-	stopKubelet := serveKubelet(t, o.Upstream)
+	stopKubelet := serveKubelet(t, o.Upstream, nil)
 	defer stopKubelet()
 	start(t, o)
 	waitSocket(t, o.Listen, true)
@@ -219,11 +229,9 @@ func TestRelayHoldsAtMostMaxConnections(t *testing.T) {
 func TestRelayStopsCleanly(t *testing.T) {
 	dir := t.TempDir()
 	o := options(dir)
-	stopKubelet := serveKubelet(t, o.Upstream)
+	stopKubelet := serveKubelet(t, o.Upstream, nil)
 	defer stopKubelet()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, o) }()
+	stop := start(t, o)
 	waitSocket(t, o.Listen, true)
 	c, err := net.Dial("unix", o.Listen)
 	if err != nil {
@@ -231,15 +239,7 @@ func TestRelayStopsCleanly(t *testing.T) {
 	}
 	defer c.Close()
 	time.Sleep(100 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return 10s after its context ended")
-	}
+	stop()
 	if _, err := os.Lstat(o.Listen); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("relay socket after Run returned: stat err %v, want not exist", err)
 	}
