@@ -36,7 +36,8 @@ const (
 )
 
 // migProfile is a MIG profile's name: "<slices>g.<memory>gb", with "+me"
-// for an instance that holds the GPU's media engines.
+// for the one instance a GPU may give its media extensions (the agent
+// tells it by its optical flow accelerator).
 var migProfile = regexp.MustCompile(`^([1-7])g\.([0-9]+)gb(\+me)?$`)
 
 // migGPU is what a GPU type's MIG profiles are named by: the type's name
@@ -83,18 +84,20 @@ func migDevice(profile, gpuType string) (sim.MIGDevice, int, error) {
 	if m == nil {
 		return sim.MIGDevice{}, 0, fmt.Errorf("%q is not a MIG profile <slices>g.<memory>gb", profile)
 	}
-	if m[3] != "" {
-		return sim.MIGDevice{}, 0, fmt.Errorf("%q: the agent names a MIG device from NVML's device attributes, which do not show the media extensions, so it would publish %q while the device plugin advertises %q; the sandbox takes profiles without +me",
-			profile, strings.TrimSuffix(profile, "+me"), profile)
-	}
 	gpu, ok := migGPUs[gpuType]
 	if !ok {
 		return sim.MIGDevice{}, 0, fmt.Errorf("GPU type %q has no MIG profiles here", gpuType)
 	}
 	names, shapes := migProfiles(gpu)
-	sh, ok := shapes[profile]
+	base := strings.TrimSuffix(profile, "+me")
+	sh, ok := shapes[base]
 	if !ok {
 		return sim.MIGDevice{}, 0, fmt.Errorf("%q is no MIG profile of an %s (%s)", profile, gpu.name, strings.Join(names, ", "))
+	}
+	if m[3] != "" && (sh[0] != 1 || sh[1] != 1) {
+		// NVIDIA's tables list one media-extensions profile on these GPUs:
+		// 1g with one memory slice (1g.10gb+me on an 80 GB GPU).
+		return sim.MIGDevice{}, 0, fmt.Errorf("%q: only the 1g profile of one memory slice has media extensions on an %s (%s+me)", profile, gpu.name, names[0])
 	}
 	gb, _ := strconv.ParseUint(m[2], 10, 32)
 	return sim.MIGDevice{Profile: profile, Slices: sh[0], MemoryMiB: gb * 1024 * 95 / 100}, sh[1], nil
@@ -163,9 +166,14 @@ func (g *FleetGPUs) applyGPUOptions(at string, spec *sim.NodeSpec) error {
 		if len(layout) == 0 {
 			return fmt.Errorf("%s: a GPU in MIG mode needs at least one MIG device", lat)
 		}
-		slices, memory := 0, 0
+		slices, memory, media := 0, 0, 0
 		devs := make([]sim.MIGDevice, 0, len(layout))
 		for j, p := range layout {
+			if strings.HasSuffix(p, "+me") {
+				if media++; media > 1 {
+					return fmt.Errorf("%s[%d]: a second %q; a GPU has one set of media extensions", lat, j, p)
+				}
+			}
 			d, mem, err := migDevice(p, g.Type)
 			if err != nil {
 				return fmt.Errorf("%s[%d]: %w", lat, j, err)

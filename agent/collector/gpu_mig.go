@@ -34,15 +34,22 @@ type GPUDevice struct {
 // nearest GB. An A100 80GB's 9728 MiB instance: 9728/81920 = 0.119 -> 1/8,
 // x 80 = "1g.10gb".
 //
-// The plugin's "+me" suffix (an instance holding the GPU's media engines)
-// comes from the instance profile id alone, which the attributes lack: such
-// a device is named without it.
-func migProfileName(d nvml.MIGDevice, gpuMemoryBytes uint64) string {
+// The plugin's "+me" suffix (an instance holding the GPU's media
+// extensions) comes from the instance profile id, which an unprivileged
+// user cannot read. The attributes show it all the same: of the instances
+// smaller than the whole GPU (maxDevices slices), only a "+me" one holds
+// an optical flow accelerator (nvml.MIGDevice.OFAs says where that is
+// seen). maxDevices 0 (unknown) names no "+me".
+func migProfileName(d nvml.MIGDevice, gpuMemoryBytes uint64, maxDevices int) string {
 	gb := migMemoryGB(d.MemoryBytes, gpuMemoryBytes)
-	if d.ComputeInstanceSlices == d.GPUInstanceSlices {
-		return fmt.Sprintf("%dg.%dgb", d.GPUInstanceSlices, gb)
+	media := ""
+	if d.OFAs > 0 && d.GPUInstanceSlices < maxDevices {
+		media = "+me"
 	}
-	return fmt.Sprintf("%dc.%dg.%dgb", d.ComputeInstanceSlices, d.GPUInstanceSlices, gb)
+	if d.ComputeInstanceSlices == d.GPUInstanceSlices {
+		return fmt.Sprintf("%dg.%dgb%s", d.GPUInstanceSlices, gb, media)
+	}
+	return fmt.Sprintf("%dc.%dg.%dgb%s", d.ComputeInstanceSlices, d.GPUInstanceSlices, gb, media)
 }
 
 // migMemoryGB is the "gb" of a MIG profile's name; see migProfileName.
@@ -68,7 +75,7 @@ func migStatus(layout nvml.MIGLayout, gpuIndex int32, gpuMemoryBytes uint64, dev
 	byName := map[string]*telemetryv1alpha1.MIGProfile{}
 	slicesOf := map[string]int{}
 	for _, d := range layout.Devices {
-		name := migProfileName(d, gpuMemoryBytes)
+		name := migProfileName(d, gpuMemoryBytes, layout.MaxDevices)
 		used[d.GPUInstanceID] = d.GPUInstanceSlices
 		p, ok := byName[name]
 		if !ok {

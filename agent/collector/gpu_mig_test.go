@@ -50,7 +50,46 @@ func TestMIGProfileName(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := migProfileName(tc.dev, tc.gpuMemory); got != tc.want {
+			if got := migProfileName(tc.dev, tc.gpuMemory, 7); got != tc.want {
+				t.Errorf("migProfileName = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMIGProfileNameMediaExtensions: a "+me" instance is told by its
+// optical flow accelerator, which of the instances smaller than the GPU
+// only "+me" ones hold. The figures are a real H200's GPU instance
+// profiles (agent/nvml/testdata/h200-vm/nvmlprobe.jsonl, and the names
+// nvidia-smi mig -lgip gives them in host.txt: 1g.18gb+me with OFA 1,
+// 1g.18gb with 0, 7g.141gb with 1) and NVIDIA's DGX A100 mock's
+// (go-nvml's mock/dgxa100 MIGProfiles).
+func TestMIGProfileNameMediaExtensions(t *testing.T) {
+	const h200 = 150754820096
+	a100 := dgxa100.MIGProfiles.GpuInstanceProfiles
+	fromMock := func(id int) nvml.MIGDevice {
+		p := a100[id]
+		return nvml.MIGDevice{GPUInstanceSlices: int(p.SliceCount), ComputeInstanceSlices: int(p.SliceCount), MemoryBytes: p.MemorySizeMB << 20, OFAs: int(p.OfaCount)}
+	}
+	tests := []struct {
+		name      string
+		dev       nvml.MIGDevice
+		gpuMemory uint64
+		max       int
+		want      string
+	}{
+		{name: "H200 1g.18gb+me, real (profile 20)", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 16384 << 20, OFAs: 1}, gpuMemory: h200, max: 7, want: "1g.18gb+me"},
+		{name: "H200 1g.18gb, real (profile 19)", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 16384 << 20, OFAs: 0}, gpuMemory: h200, max: 7, want: "1g.18gb"},
+		{name: "H200 7g.141gb, real (profile 0): the whole GPU's OFA is no +me", dev: nvml.MIGDevice{GPUInstanceSlices: 7, ComputeInstanceSlices: 7, MemoryBytes: 143360 << 20, OFAs: 1}, gpuMemory: h200, max: 7, want: "7g.141gb"},
+		{name: "A100 40GB 1g.5gb+me, NVIDIA's mock", dev: fromMock(gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1), gpuMemory: 40960 << 20, max: 7, want: "1g.5gb+me"},
+		{name: "A100 40GB 1g.5gb, NVIDIA's mock", dev: fromMock(gonvml.GPU_INSTANCE_PROFILE_1_SLICE), gpuMemory: 40960 << 20, max: 7, want: "1g.5gb"},
+		{name: "A100 40GB 1g.10gb, NVIDIA's mock", dev: fromMock(gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2), gpuMemory: 40960 << 20, max: 7, want: "1g.10gb"},
+		{name: "A100 40GB 7g.40gb, NVIDIA's mock", dev: fromMock(gonvml.GPU_INSTANCE_PROFILE_7_SLICE), gpuMemory: 40960 << 20, max: 7, want: "7g.40gb"},
+		{name: "unknown GPU size: no +me", dev: nvml.MIGDevice{GPUInstanceSlices: 1, ComputeInstanceSlices: 1, MemoryBytes: 16384 << 20, OFAs: 1}, gpuMemory: h200, max: 0, want: "1g.18gb"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := migProfileName(tc.dev, tc.gpuMemory, tc.max); got != tc.want {
 				t.Errorf("migProfileName = %q, want %q", got, tc.want)
 			}
 		})

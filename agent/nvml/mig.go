@@ -80,5 +80,6 @@ func readMIGDevice(h gonvml.Device) (MIGDevice, error) {
 		GPUInstanceSlices:     int(attrs.GpuInstanceSliceCount),
 		ComputeInstanceSlices: int(attrs.ComputeInstanceSliceCount),
 		MemoryBytes:           attrs.MemorySizeMB << 20, // nvml.h: "Device memory size (in MiB)"
+		OFAs:                  int(attrs.SharedOfaCount),
 	}, nil
 }

@@ -106,6 +106,14 @@ type MIGDevice struct {
 	ComputeInstanceSlices int
 	// MemoryBytes is its GPU instance's memory.
 	MemoryBytes uint64
+	// OFAs are the optical flow accelerators its GPU instance holds
+	// (nvmlDeviceGetAttributes' sharedOfaCount). Of the profiles smaller
+	// than the whole GPU, only a "+me" one (media extensions) holds one: a
+	// real H200's GPU instance profiles list OFA 1 for 1g.18gb+me and
+	// 7g.141gb and 0 for every other (agent/nvml/testdata/h200-vm,
+	// host.txt and nvmlprobe.jsonl), and NVIDIA's DGX A100 mock
+	// (go-nvml's mock/dgxa100) 1 for 1g.5gb+me and 7g.40gb.
+	OFAs int
 }
 
 // NVLinkRemote is what an NVLink connects to.

@@ -4,6 +4,8 @@
 package sim
 
 import (
+	"strings"
+
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
@@ -107,7 +109,14 @@ func (n *Node) NVML() nvml.Library {
 func migSpecs(devs []MIGDevice) []nvmltest.MIGSpec {
 	out := make([]nvmltest.MIGSpec, len(devs))
 	for j, d := range devs {
-		out[j] = nvmltest.MIGSpec{GPUInstanceID: 1 + j, GPUInstanceSlices: d.Slices, ComputeInstanceSlices: d.Slices, MemoryMiB: d.MemoryMiB}
+		// An optical flow accelerator on a "+me" instance and on the whole
+		// GPU's, as a real GPU's instance profiles list them
+		// (nvml.MIGDevice.OFAs).
+		ofas := 0
+		if strings.HasSuffix(d.Profile, "+me") || d.Slices == 7 {
+			ofas = 1
+		}
+		out[j] = nvmltest.MIGSpec{GPUInstanceID: 1 + j, GPUInstanceSlices: d.Slices, ComputeInstanceSlices: d.Slices, MemoryMiB: d.MemoryMiB, OFAs: ofas}
 	}
 	return out
 }

@@ -54,6 +54,13 @@ func TestPodResourcesAgentAllocations(t *testing.T) {
 			pods: []pod{{"a", Request{GPUs: 1}}, {"b", Request{MIG: map[string]int{"1g.10gb": 3}}}, {"c", Request{MIG: map[string]int{"3g.40gb": 1}}}},
 		},
 		{
+			name:     "mixed strategy with media extensions: the agent names the +me device by its OFA",
+			strategy: MIGMixed, mig: func(i int) []MIGDevice {
+				return []MIGDevice{{Profile: "1g.10gb+me", Slices: 1, MemoryMiB: 9728}, {Profile: "1g.10gb", Slices: 1, MemoryMiB: 9728}, {Profile: "3g.40gb", Slices: 3, MemoryMiB: 40192}}
+			},
+			pods: []pod{{"a", Request{MIG: map[string]int{"1g.10gb+me": 2}}}, {"b", Request{MIG: map[string]int{"1g.10gb": 1}}}},
+		},
+		{
 			name:     "single strategy: the GPU resource takes MIG devices",
 			strategy: MIGSingle, mig: ones,
 			pods: []pod{{"a", Request{GPUs: 3}}, {"b", Request{GPUs: 8}}},

@@ -135,6 +135,9 @@ type MIGSpec struct {
 	GPUInstanceSlices     int
 	ComputeInstanceSlices int
 	MemoryMiB             uint64
+	// OFAs are its shared optical flow accelerators: 1 on a "+me" profile
+	// and on the whole-GPU profile (nvmlDeviceGetAttributes' sharedOfaCount).
+	OFAs int
 }
 
 // MIGUUID is the UUID MIG gives MIG device j of GPU i.
@@ -169,6 +172,7 @@ func MIGOn(d *dgxa100.Device, i, maxDevices int, devs []MIGSpec) {
 				GpuInstanceSliceCount:     uint32(spec.GPUInstanceSlices),
 				ComputeInstanceSliceCount: uint32(spec.ComputeInstanceSlices),
 				MemorySizeMB:              spec.MemoryMiB,
+				SharedOfaCount:            uint32(spec.OFAs),
 			}, gonvml.SUCCESS
 		}
 		h.GetGpuInstanceIdFunc = func() (int, gonvml.Return) { return spec.GPUInstanceID, gonvml.SUCCESS }
