@@ -40,9 +40,9 @@ type Slice struct{ GPU, Device int }
 // manager sees it: GPUs of the GPU resource (whole GPUs, or on a node of
 // the single MIG strategy MIG devices), MIG devices of each profile (the
 // mixed strategy's resources), and the GPUs and MIG devices a DRA claim
-// was allocated, by UUID (a MIG device's nvmltest.MIGUUID). Pod names the pod, and Claim the ResourceClaim of UUIDs, as the
-// kubelet's pod-resources API reports them (ServePodResources); both may
-// be empty.
+// was allocated, by UUID (a MIG device's nvmltest.MIGUUID). Pod names the
+// pod, and Claim the ResourceClaim of UUIDs, as the kubelet's
+// pod-resources API reports them (ServePodResources); both may be empty.
 type Request struct {
 	GPUs  int
 	MIG   map[string]int
@@ -217,6 +217,18 @@ func (spec NodeSpec) WholeGPUs() int {
 func (n *Node) FreeGPUs() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.freeGPUs()
+}
+
+// FreeMIG is how many of the node's MIG devices of profile are free.
+func (n *Node) FreeMIG(profile string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.freeMIG(profile)
+}
+
+// freeGPUs is FreeGPUs; the caller holds n.mu.
+func (n *Node) freeGPUs() int {
 	k := 0
 	for i, g := range n.Spec.GPUs {
 		if g.MIG == nil && !n.gpuBusy[i] {
@@ -226,14 +238,12 @@ func (n *Node) FreeGPUs() int {
 	return k
 }
 
-// FreeMIG is how many of the node's MIG devices of profile are free.
-func (n *Node) FreeMIG(profile string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// freeMIG is FreeMIG, of any profile for ""; the caller holds n.mu.
+func (n *Node) freeMIG(profile string) int {
 	k := 0
 	for i, g := range n.Spec.GPUs {
 		for j, d := range g.MIG {
-			if !n.migBusy[i][j] && d.Profile == profile {
+			if !n.migBusy[i][j] && (profile == "" || d.Profile == profile) {
 				k++
 			}
 		}
@@ -248,39 +258,20 @@ func (n *Node) FreeMIG(profile string) int {
 func (n *Node) Fits(req Request) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	free := func(profile string) int {
-		k := 0
-		for i, g := range n.Spec.GPUs {
-			for j, d := range g.MIG {
-				if !n.migBusy[i][j] && (profile == "" || d.Profile == profile) {
-					k++
-				}
-			}
-		}
-		return k
-	}
 	if req.GPUs > 0 {
 		if n.Spec.MIGStrategy == MIGSingle {
-			if free("") < req.GPUs {
+			if n.freeMIG("") < req.GPUs {
 				return false
 			}
-		} else {
-			whole := 0
-			for i, g := range n.Spec.GPUs {
-				if !n.Spec.DRA && g.MIG == nil && !n.gpuBusy[i] {
-					whole++
-				}
-			}
-			if whole < req.GPUs {
-				return false
-			}
+		} else if n.Spec.DRA || n.freeGPUs() < req.GPUs {
+			return false // a DRA node's GPUs are no device plugin resource
 		}
 	}
 	if len(req.MIG) > 0 && n.Spec.MIGStrategy != MIGMixed {
 		return false // only the mixed strategy advertises a resource per profile
 	}
 	for p, k := range req.MIG {
-		if free(p) < k {
+		if n.freeMIG(p) < k {
 			return false
 		}
 	}

@@ -93,7 +93,7 @@ func (n *Node) NVML() nvml.Library {
 		d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return n.gpu(i).energyMJ, gonvml.SUCCESS }
 		nvmltest.Healthy(d)
 		if spec.MIG != nil {
-			nvmltest.MIGOn(d, i, spec.ComputeSlices, migSpecs(spec.MIG))
+			nvmltest.MIGOn(d, i, spec.ComputeSlices, migSpecs(spec))
 			d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
 				used := n.gpu(i).memUsed
 				return gonvml.Memory{Total: spec.MemoryBytes, Used: used, Free: spec.MemoryBytes - used}, gonvml.SUCCESS
@@ -104,16 +104,16 @@ func (n *Node) NVML() nvml.Library {
 	return nvml.NewWith(s)
 }
 
-// migSpecs are a GPU's MIG devices as nvmltest.MIG sets them up, each its
+// migSpecs are GPU g's MIG devices as nvmltest.MIG sets them up, each its
 // own GPU instance, numbered as MIG numbers an A100's.
-func migSpecs(devs []MIGDevice) []nvmltest.MIGSpec {
-	out := make([]nvmltest.MIGSpec, len(devs))
-	for j, d := range devs {
+func migSpecs(g GPUSpec) []nvmltest.MIGSpec {
+	out := make([]nvmltest.MIGSpec, len(g.MIG))
+	for j, d := range g.MIG {
 		// An optical flow accelerator on a "+me" instance and on the whole
 		// GPU's, as a real GPU's instance profiles list them
 		// (nvml.MIGDevice.OFAs).
 		ofas := 0
-		if strings.HasSuffix(d.Profile, "+me") || d.Slices == 7 {
+		if strings.HasSuffix(d.Profile, "+me") || d.Slices == g.ComputeSlices {
 			ofas = 1
 		}
 		out[j] = nvmltest.MIGSpec{GPUInstanceID: 1 + j, GPUInstanceSlices: d.Slices, ComputeInstanceSlices: d.Slices, MemoryMiB: d.MemoryMiB, OFAs: ofas}
