@@ -218,7 +218,7 @@ func TestNodeBoundWrites(t *testing.T) {
 	})
 
 	// Where the overheating taint's RBAC is installed
-	// (deploy/agent/node-taint-rbac.yaml, which other tests of this API
+	// (deploy/policy/node-taint-rbac.yaml, which other tests of this API
 	// server apply) the agent may patch Nodes, and the node-taint policy
 	// refuses it anything but that taint and condition, such as a label on
 	// its own Node; without it, RBAC refuses. Either way: refused.

@@ -42,7 +42,7 @@ func installNodeTaint(ctx context.Context, t *testing.T, admin clients) {
 	applyManifests(ctx, t, admin,
 		filepath.Join(deployDir, "namespace.yaml"),
 		filepath.Join(deployDir, "agent", "rbac.yaml"),
-		filepath.Join(deployDir, "agent", "node-taint-rbac.yaml"),
+		filepath.Join(deployDir, "policy", "node-taint-rbac.yaml"),
 		filepath.Join(deployDir, "policy", "node-taint.yaml"),
 		filepath.Join(deployDir, "policy", "agent-events.yaml"),
 	)
