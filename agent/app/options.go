@@ -124,6 +124,8 @@ type Options struct {
 	// cool for OverheatingTaintHold (status.TaintTracker).
 	OverheatingTaint     bool
 	OverheatingTaintHold time.Duration
+	// OverheatingConditionHeartbeat: DefaultConditionHeartbeat.
+	OverheatingConditionHeartbeat time.Duration
 	// StateFile keeps the models' state on the node between restarts;
 	// "" keeps none. StateEvery is how often it is written.
 	StateFile    string
@@ -175,19 +177,20 @@ func NewOptions() *Options {
 			BackoffMax:      publisher.DefaultBackoffMax,
 			Deadbands:       publisher.DefaultDeadbands(),
 		},
-		SensorHold:                 collector.DefaultSensorHold,
-		OverheatingTaint:           true,
-		OverheatingTaintHold:       status.DefaultTaintHold,
-		StateEvery:                 DefaultStateEvery,
-		GCPercent:                  DefaultGCPercent,
-		PowerModel:                 powermodel.DefaultConfig(),
-		ThermalModel:               thermalmodel.DefaultConfig(),
-		hotHeadroomCelsius:         float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
-		coolHeadroomCelsius:        float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
-		absoluteLimitCelsius:       float64(heat.DefaultAbsoluteLimitMilliCelsius) / 1000,
-		gpuThrottleQuiet:           status.DefaultGPUThrottleQuiet,
-		gpuThrottleMinInterval:     status.DefaultGPUThrottleMinInterval,
-		deadbandTemperatureCelsius: float64(publisher.DefaultTemperatureMilliCelsius) / 1000,
+		SensorHold:                    collector.DefaultSensorHold,
+		OverheatingTaint:              true,
+		OverheatingTaintHold:          status.DefaultTaintHold,
+		OverheatingConditionHeartbeat: DefaultConditionHeartbeat,
+		StateEvery:                    DefaultStateEvery,
+		GCPercent:                     DefaultGCPercent,
+		PowerModel:                    powermodel.DefaultConfig(),
+		ThermalModel:                  thermalmodel.DefaultConfig(),
+		hotHeadroomCelsius:            float64(status.DefaultHotHeadroomMilliCelsius) / 1000,
+		coolHeadroomCelsius:           float64(status.DefaultCoolHeadroomMilliCelsius) / 1000,
+		absoluteLimitCelsius:          float64(heat.DefaultAbsoluteLimitMilliCelsius) / 1000,
+		gpuThrottleQuiet:              status.DefaultGPUThrottleQuiet,
+		gpuThrottleMinInterval:        status.DefaultGPUThrottleMinInterval,
+		deadbandTemperatureCelsius:    float64(publisher.DefaultTemperatureMilliCelsius) / 1000,
 	}
 }
 
@@ -232,6 +235,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.absoluteLimitCelsius, "absolute-limit-celsius", o.absoluteLimitCelsius, "Limit of a sensor that reports none (no crit, no max, no known vendor limit), e.g. AMD k10temp Tctl on an unlisted part. Keep it equal to EnergyAware's absoluteLimitCelsius.")
 	fs.Float64Var(&o.coolHeadroomCelsius, "cool-headroom-celsius", o.coolHeadroomCelsius, "An overheating node recovers (NodeTemperatureNormal event) when every sensor is at least this far below its limit. Must be at least --overheat-headroom-celsius; the gap is the hysteresis.")
 	fs.BoolVar(&o.OverheatingTaint, "overheating-taint", o.OverheatingTaint, "While the node is Overheating (--overheat-headroom-celsius), taint its Node telesched.io/overheating:NoSchedule, which every scheduler honours, with the Node condition TeleschedOverheating and an Event saying why; remove the taint once every sensor has stayed at least --cool-headroom-celsius below its limit, without throttling, for --overheating-taint-hold. Needs patch on nodes and nodes/status (deploy/agent/node-taint-rbac.yaml), held to this taint and condition of the agent's own Node by deploy/policy/node-taint.yaml.")
+	fs.DurationVar(&o.OverheatingConditionHeartbeat, "overheating-condition-heartbeat", o.OverheatingConditionHeartbeat, "How often the Node condition TeleschedOverheating's lastHeartbeatTime is written while nothing changes, so a condition (and taint) whose agent stopped can be told from a live one by its age; 0 writes it only on change. With --overheating-taint=false the agent removes an earlier agent's taint at start and sets the condition False (reason TaintTurnedOff).")
 	fs.DurationVar(&o.OverheatingTaintHold, "overheating-taint-hold", o.OverheatingTaintHold, "How long the node must stay cool (headroom at or above --cool-headroom-celsius, no throttling, in every sample) before its overheating taint is removed; a sample between the two headrooms starts the hold again. 0 removes it at the first cool sample.")
 	fs.DurationVar(&o.gpuThrottleQuiet, "gpu-throttle-event-quiet-period", o.gpuThrottleQuiet, "A GPU that starts thermal throttling records a GPUThermalThrottling Event on its Node only when it has not throttled for this long: one hovering at its slowdown temperature flips from sample to sample, and would record an Event each time. 0 records every start.")
 	fs.DurationVar(&o.gpuThrottleMinInterval, "gpu-throttle-event-min-interval", o.gpuThrottleMinInterval, "Least time between two GPUThermalThrottling Events of the node: the GPUs that start throttling in between are named together in the next one. 0 records each sample's at once.")
@@ -296,6 +300,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Heat.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--overheat-headroom-celsius/--cool-headroom-celsius/--gpu-throttle-event-*: %w", err))
+	}
+	if o.OverheatingConditionHeartbeat < 0 {
+		errs = append(errs, fmt.Errorf("--overheating-condition-heartbeat %v: must not be negative (0 writes the condition only on change)", o.OverheatingConditionHeartbeat))
 	}
 	if o.OverheatingTaintHold < 0 {
 		errs = append(errs, fmt.Errorf("--overheating-taint-hold %v: must not be negative (0 removes the taint at the first cool sample)", o.OverheatingTaintHold))

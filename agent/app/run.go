@@ -257,7 +257,7 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 		events = newNodeEvents(ctx, client, o.NodeName)
 		defer events.shutdown()
 		if o.OverheatingTaint {
-			taint = NewNodeTaint(ctx, client, o.NodeName, o.Heat, o.OverheatingTaintHold, o.Publisher.BackoffInitial, o.Publisher.BackoffMax, clock.RealClock{},
+			taint = NewNodeTaint(ctx, client, o.NodeName, o.Heat, o.OverheatingTaintHold, o.Publisher.BackoffInitial, o.Publisher.BackoffMax, o.OverheatingConditionHeartbeat, clock.RealClock{},
 				func(ev kube.Event) {
 					if events.queueEvent(ev) {
 						m.Event(ev.Reason)
@@ -265,6 +265,11 @@ func loop(ctx context.Context, o *Options, sampler *agent.Sampler) error {
 				})
 			// Before events.shutdown: its last Event is still sent.
 			defer taint.Shutdown()
+		} else if err := ClearOverheatingTaint(ctx, client, o.NodeName, time.Now()); err != nil {
+			// Without patch on Nodes (an install without the taint's
+			// grant) an earlier agent's taint cannot be there either,
+			// unless an operator took the grant away after it.
+			klog.FromContext(ctx).Error(err, "clearing an earlier agent's overheating taint and condition (--overheating-taint=false)", "node", o.NodeName)
 		}
 		resumeModels(ctx, o, client, sampler)
 		nodeSpeed(ctx, o, client, sampler)

@@ -55,6 +55,10 @@ type NodeTaint struct {
 	// retryMax bounds wait, the time after a failure before the next
 	// try: retry after one failure, doubling with each in a row.
 	retryMax time.Duration
+	// heartbeat is how often the condition's lastHeartbeatTime is
+	// written while nothing changes (0: only on change), so a condition
+	// whose agent stopped can be told from a live one by its age.
+	heartbeat time.Duration
 
 	queue chan status.TaintState
 	done  chan struct{}
@@ -64,12 +68,21 @@ type NodeTaint struct {
 	wroteTaint bool
 	failedAt   time.Time
 	wait       time.Duration
+	beatAt     time.Time // when the condition was last written
 }
+
+// DefaultConditionHeartbeat is how often the agent writes its Node's
+// TeleschedOverheating condition while nothing changes: the agent's
+// NodeTelemetry heartbeat (--heartbeat, 5m), as the kubelet reports its
+// own conditions every nodeStatusReportFrequency (5m). A condition whose
+// lastHeartbeatTime is older than a few of them is no agent's word any
+// more. --overheating-condition-heartbeat changes it.
+const DefaultConditionHeartbeat = 5 * time.Minute
 
 // NewNodeTaint reads whether the Node carries the taint already (an agent
 // restarted on a hot node keeps it and its hold) and starts the writer,
 // which runs until Shutdown. events records an Event (nil: none).
-func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat status.HeatConfig, hold, retry, retryMax time.Duration,
+func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat status.HeatConfig, hold, retry, retryMax, heartbeat time.Duration,
 	clk clock.Clock, events func(kube.Event)) *NodeTaint {
 	logger := klog.FromContext(ctx)
 	tainted := false
@@ -86,7 +99,7 @@ func NewNodeTaint(ctx context.Context, client *kube.Client, node string, heat st
 	}
 	t := &NodeTaint{
 		client: client, node: node, tracker: status.NewTaintTracker(heat, hold, tainted),
-		events: events, clock: clk, retry: retry, retryMax: max(retry, retryMax),
+		events: events, clock: clk, retry: retry, retryMax: max(retry, retryMax), heartbeat: heartbeat,
 		queue: make(chan status.TaintState, 1), done: make(chan struct{}),
 	}
 	go t.run(ctx)
@@ -126,7 +139,7 @@ func (t *NodeTaint) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			continue // drain until Shutdown
 		}
-		if t.written && t.wroteTaint == st.Tainted {
+		if t.written && t.wroteTaint == st.Tainted && !t.beatDue() {
 			continue
 		}
 		if !t.failedAt.IsZero() && t.clock.Since(t.failedAt) < t.wait {
@@ -145,6 +158,11 @@ func (t *NodeTaint) run(ctx context.Context) {
 		}
 		t.failedAt, t.wait, t.written, t.wroteTaint = time.Time{}, 0, true, st.Tainted
 	}
+}
+
+// beatDue reports whether the condition's heartbeat is due.
+func (t *NodeTaint) beatDue() bool {
+	return t.heartbeat > 0 && !t.beatAt.IsZero() && t.clock.Since(t.beatAt) >= t.heartbeat
 }
 
 // write makes the Node carry the taint or not, and its condition say so,
@@ -193,7 +211,7 @@ func (t *NodeTaint) write(ctx context.Context, st status.TaintState) error {
 		want = metav1.ConditionTrue
 	}
 	i := slices.IndexFunc(n.Conditions, func(c kube.NodeCondition) bool { return c.Type == OverheatingConditionType })
-	if changed || i < 0 || n.Conditions[i].Status != string(want) {
+	if changed || i < 0 || n.Conditions[i].Status != string(want) || t.beatDue() {
 		now := metav1.NewTime(t.clock.Now())
 		cond := kube.NodeCondition{
 			Type: OverheatingConditionType, Status: string(want),
@@ -209,6 +227,7 @@ func (t *NodeTaint) write(ctx context.Context, st status.TaintState) error {
 		if err != nil {
 			return fmt.Errorf("setting the condition %s of Node %s: %w", OverheatingConditionType, t.node, err)
 		}
+		t.beatAt = now.Time
 	}
 	if changed && t.events != nil {
 		ev := kube.Event{Type: kube.EventTypeNormal, Reason: EventOverheatingTaintRemoved}
@@ -220,4 +239,55 @@ func (t *NodeTaint) write(ctx context.Context, st status.TaintState) error {
 		t.events(ev)
 	}
 	return nil
+}
+
+// ReasonTaintTurnedOff is the condition's reason on a Node whose agent
+// runs with --overheating-taint=false.
+const ReasonTaintTurnedOff = "TaintTurnedOff"
+
+// ClearOverheatingTaint is what an agent run with --overheating-taint=false
+// does at start: it removes the overheating taint an earlier agent left on
+// its Node and, where that agent left the condition, sets it False with
+// reason TaintTurnedOff, so no taint outlives the setting that made it and
+// no condition says True with nobody keeping it. A Node with neither is
+// not written.
+func ClearOverheatingTaint(ctx context.Context, client *kube.Client, node string, now time.Time) error {
+	for try := 0; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		n, err := client.GetNode(rctx, node)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading Node %s: %w", node, err)
+		}
+		if slices.ContainsFunc(n.Taints, isOverheatingTaint) {
+			rctx, cancel = context.WithTimeout(ctx, requestTimeout)
+			err = client.SetNodeTaints(rctx, node, n.ResourceVersion, slices.DeleteFunc(slices.Clone(n.Taints), isOverheatingTaint))
+			cancel()
+			if apierrors.IsConflict(err) && try < taintConflictRetries {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("removing the taint %s from Node %s: %w", OverheatingTaintKey, node, err)
+			}
+			klog.FromContext(ctx).Info("overheating taint removed: --overheating-taint=false", "node", node)
+		}
+		i := slices.IndexFunc(n.Conditions, func(c kube.NodeCondition) bool { return c.Type == OverheatingConditionType })
+		if i < 0 || (n.Conditions[i].Status == string(metav1.ConditionFalse) && n.Conditions[i].Reason == ReasonTaintTurnedOff) {
+			return nil
+		}
+		at := metav1.NewTime(now)
+		cond := kube.NodeCondition{Type: OverheatingConditionType, Status: string(metav1.ConditionFalse),
+			LastHeartbeatTime: at, LastTransitionTime: at, Reason: ReasonTaintTurnedOff,
+			Message: "the agent runs with --overheating-taint=false: it neither taints this node nor keeps this condition"}
+		if n.Conditions[i].Status == string(metav1.ConditionFalse) {
+			cond.LastTransitionTime = n.Conditions[i].LastTransitionTime
+		}
+		rctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		err = client.SetNodeCondition(rctx, node, cond)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("setting the condition %s of Node %s: %w", OverheatingConditionType, node, err)
+		}
+		return nil
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent/app"
@@ -225,7 +226,7 @@ func TestOverheatingTaintHysteresisAndDefaultScheduler(t *testing.T) {
 	heat := status.NewHeatTracker(cfg)
 	var events []kube.Event
 	evCh := make(chan kube.Event, 16)
-	nt := app.NewNodeTaint(ctx, kc, node, cfg, hold, time.Second, time.Second, clock.RealClock{}, func(ev kube.Event) {
+	nt := app.NewNodeTaint(ctx, kc, node, cfg, hold, time.Second, time.Second, 0, clock.RealClock{}, func(ev kube.Event) {
 		ev.Node, ev.Component = node, "telesched-agent"
 		if err := kc.CreateEvent(context.WithoutCancel(ctx), ev, time.Now()); err != nil {
 			t.Errorf("recording %s: %v", ev.Reason, err)
@@ -376,4 +377,87 @@ func startKubeScheduler(t *testing.T) {
 			t.Logf("kube-scheduler output:\n%s", tail(out.String(), 40))
 		}
 	})
+}
+
+// TestOverheatingConditionHeartbeatAndTurnOff: the agent writes its
+// condition's heartbeat while nothing changes, so a condition nobody keeps
+// can be told from a live one; and an agent run with
+// --overheating-taint=false removes the taint and sets the condition
+// False (TaintTurnedOff) that an earlier agent left, under the real RBAC
+// and node-taint policy with a real pod-bound token.
+func TestOverheatingConditionHeartbeatAndTurnOff(t *testing.T) {
+	needControlPlane(t)
+	ctx := t.Context()
+	admin := newClients(t)
+	installNodeTaint(ctx, t, admin)
+	suffix := utilrand.String(5)
+	node := "taint-beat-" + suffix
+	taintNodes(ctx, t, admin, "taint-beat-"+suffix, node)
+	agent := agentClients(t, agentToken(ctx, t, admin, createAgentPod(ctx, t, admin, "taint-beat-agent-"+suffix, node)))
+	kc, err := kube.New(agent.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the agent's patch on Nodes", 30*time.Second, func() bool {
+		_, err := agent.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return isNodeTaintDenial(err)
+	})
+	condition := func() (bool, *corev1.NodeCondition) {
+		n, err := admin.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tainted := slices.ContainsFunc(n.Spec.Taints, func(tt corev1.Taint) bool { return tt.Key == app.OverheatingTaintKey })
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == app.OverheatingConditionType {
+				return tainted, &n.Status.Conditions[i]
+			}
+		}
+		return tainted, nil
+	}
+
+	// The samples' and the writer's clock: a fake one, stepped.
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	cfg := status.DefaultHeatConfig()
+	heat := status.NewHeatTracker(cfg)
+	nt := app.NewNodeTaint(ctx, kc, node, cfg, time.Minute, time.Second, time.Second, 5*time.Minute, clk, nil)
+	hot := func(headroomC int64) status.TaintState {
+		th := &telemetryv1alpha1.ThermalStatus{HottestSensor: "coretemp.0/Package id 0", HottestMilliCelsius: (100 - headroomC) * 1000,
+			HeadroomSensor: "coretemp.0/Package id 0", HeadroomMilliCelsius: ptr.To(headroomC * 1000)}
+		return nt.Update(clk.Now(), heat.Update(th, nil))
+	}
+	hot(4)
+	var first metav1.Time
+	waitFor(t, "the taint and the condition True", 10*time.Second, func() bool {
+		tainted, c := condition()
+		if c != nil {
+			first = c.LastHeartbeatTime
+		}
+		return tainted && c != nil && c.Status == corev1.ConditionTrue
+	})
+	// Six minutes of hot samples later (past the 5m heartbeat), nothing
+	// changed but the condition's heartbeat.
+	for range 6 {
+		clk.Step(time.Minute)
+		hot(4)
+	}
+	waitFor(t, "the condition's heartbeat written again", 10*time.Second, func() bool {
+		_, c := condition()
+		return c != nil && c.LastHeartbeatTime.After(first.Time)
+	})
+	if _, c := condition(); c.Status != corev1.ConditionTrue || !c.LastTransitionTime.Equal(&first) {
+		t.Errorf("after a heartbeat: condition %+v; want True, its transition time kept at %v", c, first)
+	}
+	nt.Shutdown()
+
+	// The agent comes back with --overheating-taint=false: the taint and
+	// the condition an earlier agent left do not outlive it.
+	if err := app.ClearOverheatingTaint(ctx, kc, node, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tainted, c := condition()
+	if tainted || c == nil || c.Status != corev1.ConditionFalse || c.Reason != app.ReasonTaintTurnedOff {
+		t.Errorf("after --overheating-taint=false: tainted %v, condition %+v; want no taint and False, %s", tainted, c, app.ReasonTaintTurnedOff)
+	}
 }
