@@ -8,17 +8,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/telesched/telesched/apis/config"
 	configscheme "github.com/telesched/telesched/apis/config/scheme"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/apis/config/validation"
+	schedulerdeploy "github.com/telesched/telesched/deploy/scheduler"
 	"github.com/telesched/telesched/scheduler/plugins/energyaware"
 	"github.com/telesched/telesched/scheduler/plugins/loadaware"
+	powerbudgetplugin "github.com/telesched/telesched/scheduler/plugins/powerbudget"
 )
 
 // DefaultSchedulerProfile is the scheduler profile whose args
@@ -136,4 +143,74 @@ func pluginArgs(vla *configv1.LoadAwareArgs, vea *configv1.EnergyAwareArgs) (con
 		return la, ea, fmt.Errorf("EnergyAware args: %w", err)
 	}
 	return la, ea, nil
+}
+
+// LoadSchedulerProfile reads the scheduler profile schedulerName of the
+// KubeSchedulerConfiguration file at path (the scheduler's --config) as
+// kube-scheduler does: decoded, defaulted (the default plugins merged
+// into the profile's) and validated, telesched's plugin args included.
+// An empty path is the configuration telesched-scheduler ships
+// (deploy/scheduler/scheduler-config.yaml).
+func LoadSchedulerProfile(path, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
+	data := schedulerdeploy.Config
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, err
+		}
+	}
+	p, err := loadSchedulerProfile(data, schedulerName)
+	if err != nil && path != "" {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, err
+}
+
+var registerArgs = sync.OnceValue(configscheme.Register)
+
+func loadSchedulerProfile(data []byte, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
+	if err := registerArgs(); err != nil {
+		return nil, err
+	}
+	obj, gvk, err := schedscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg, ok := obj.(*schedconfig.KubeSchedulerConfiguration)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a KubeSchedulerConfiguration", gvk)
+	}
+	cfg.TypeMeta.APIVersion = gvk.GroupVersion().String()
+	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range cfg.Profiles {
+		if cfg.Profiles[i].SchedulerName == schedulerName {
+			return &cfg.Profiles[i], nil
+		}
+		names = append(names, cfg.Profiles[i].SchedulerName)
+	}
+	return nil, fmt.Errorf("no profile with schedulerName %q (profiles: %q)", schedulerName, names)
+}
+
+// PowerBudgetMaxAge is the telemetryMaxAge of the profile's PowerBudget
+// args (its default when the profile sets none): how old a member's watts
+// may be for the scheduler to count them fresh.
+func PowerBudgetMaxAge(p *schedconfig.KubeSchedulerProfile) time.Duration {
+	for _, pc := range p.PluginConfig {
+		if a, ok := pc.Args.(*config.PowerBudgetArgs); ok && pc.Name == powerbudgetplugin.Name {
+			return a.TelemetryMaxAge
+		}
+	}
+	var v configv1.PowerBudgetArgs
+	var a config.PowerBudgetArgs
+	s := runtime.NewScheme()
+	if configscheme.AddToScheme(s) == nil {
+		s.Default(&v)
+		if s.Convert(&v, &a, nil) == nil {
+			return a.TelemetryMaxAge
+		}
+	}
+	return 0
 }

@@ -6,6 +6,7 @@ package descheduler
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,34 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// TestLoadSchedulerProfile: the descheduler builds the scheduler's own
+// profile, defaulted as kube-scheduler defaults it (the in-tree plugins
+// merged in), from the shipped configuration or a file, and says which
+// file and why when it cannot.
+func TestLoadSchedulerProfile(t *testing.T) {
+	p, err := LoadSchedulerProfile("", DefaultSchedulerProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugins []string
+	for _, pl := range p.Plugins.MultiPoint.Enabled {
+		plugins = append(plugins, pl.Name)
+	}
+	for _, want := range []string{"NodeResourcesFit", "VolumeBinding", "InterPodAffinity", "NodePorts", "DynamicResources", "LoadAware", "TopologyFit", "EnergyAware", "PowerBudget"} {
+		if !slices.Contains(plugins, want) {
+			t.Errorf("the shipped profile's plugins %q lack %s", plugins, want)
+		}
+	}
+	if _, err := LoadSchedulerProfile("", "nosuch"); err == nil || !strings.Contains(err.Error(), `no profile with schedulerName "nosuch"`) {
+		t.Errorf("unknown profile: err %v, want it named", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: -1\nprofiles:\n- schedulerName: telesched\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSchedulerProfile(bad, "telesched"); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a file the scheduler would refuse: err %v, want an error naming %s", err, bad)
+	}
 }

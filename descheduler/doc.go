@@ -18,7 +18,9 @@
 // needs, returns 4). The wiring goes once nodeutilization moves to
 // client_golang >= 1.25's promv1 API and upstream's run loop builds here.
 //
-// Every eviction goes through a Gate: a pod is evicted only when
-// telesched's filters find it a destination now (Checker), never twice
-// within a cool-down, and the Event on the pod names the destination.
+// Every eviction goes through a Gate: a pod is evicted only when the
+// scheduler's own profile, run in process on a snapshot of the cluster
+// that holds every move the cycle planned (Simulator), finds it a
+// destination, never twice within a cool-down, and the Event on the pod
+// names the destination.
 package descheduler

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
@@ -29,6 +31,9 @@ const (
 	// retried within the cool-down.
 	ReasonEvictionRefused = "TeleschedEvictionRefused"
 )
+
+// ReportingController is the controller the descheduler's Events name.
+const ReportingController = "telesched-descheduler"
 
 // DefaultCooldown is how long a pod, once evicted (or refused by its
 // PodDisruptionBudget, or reported in dry-run), is left alone: longer than
@@ -79,12 +84,65 @@ func (g *Gate) Cooling(pod *v1.Pod) bool {
 }
 
 func (g *Gate) remember(pod *v1.Pod) {
+	g.rememberAt(keys(pod), g.now())
+}
+
+// rememberAt records keys as acted on at t, and forgets every pod whose
+// cool-down has ended, so the record holds the pods of one cool-down at
+// most.
+func (g *Gate) rememberAt(ks [2]string, t time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	for _, k := range keys(pod) {
-		g.recent[k] = now
+	if now.Sub(t) >= g.cooldown {
+		return
 	}
+	for k, at := range g.recent {
+		if now.Sub(at) >= g.cooldown {
+			delete(g.recent, k)
+		}
+	}
+	for _, k := range ks {
+		if at, ok := g.recent[k]; !ok || t.After(at) {
+			g.recent[k] = t
+		}
+	}
+}
+
+// Remembered is the number of keys the cool-down holds.
+func (g *Gate) Remembered() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.recent)
+}
+
+// Recall fills the cool-down from the Events the descheduler recorded
+// (TeleschedEvicted, TeleschedWouldEvict, TeleschedEvictionRefused) within
+// it: a replica that starts leading leaves alone the pods its predecessor
+// acted on. It returns how many pods it recalled.
+func (g *Gate) Recall(ctx context.Context, client kubernetes.Interface) (int, error) {
+	n := 0
+	for _, reason := range []string{ReasonEvicted, ReasonWouldEvict, ReasonEvictionRefused} {
+		list, err := client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+		if err != nil {
+			return n, err
+		}
+		for _, e := range list.Items {
+			if e.ReportingController != ReportingController || e.Regarding.Kind != "Pod" {
+				continue
+			}
+			at := e.EventTime.Time
+			if e.Series != nil && !e.Series.LastObservedTime.IsZero() {
+				at = e.Series.LastObservedTime.Time
+			}
+			if at.IsZero() {
+				continue
+			}
+			g.rememberAt([2]string{"uid/" + string(e.Regarding.UID), "name/" + e.Regarding.Namespace + "/" + e.Regarding.Name}, at)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // NoDestination reports that plugin chose pod but no node takes it.

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/telesched/telesched/descheduler/minset"
@@ -23,23 +23,24 @@ type Move struct {
 	Refit func(gone []*v1.Pod) float64
 }
 
-// FindDestination finds a checked destination for pod, given the pods
-// already planned onto nodes this cycle; "" and why not when there is none
-// (Checker.Destination, Checker.DestinationOutside).
-type FindDestination func(ctx context.Context, pod *v1.Pod, planned map[string][]*v1.Pod) (dest, whyNot string)
-
 // Shed evicts, for plugin, the fewest of moves whose watts reach need
 // (minset.ChooseWhere, each pod's watts refit to the pods of its node
 // chosen before it), at most limit of them (0: no limit): only pods the
-// evictor's PreEvictionFilter lets go and for which find names a
-// destination; a pod without one is reported (NoDestination). It returns
-// how many it acted on (evicted or, in dry-run, reported).
-func (g *Gate) Shed(ctx context.Context, ev frameworktypes.Evictor, nodes corelisters.NodeLister, plugin, why string,
-	moves []Move, need float64, limit int, find FindDestination) int {
+// evictor's PreEvictionFilter lets go and for which sim finds a
+// destination (among the nodes exclude does not refuse; nil: any), each
+// planned there for the rest of the cycle, so the next pod's destination
+// counts it. A pod without a destination is reported (NoDestination).
+// When the pods with a destination cannot meet need together, only the
+// one that frees most goes: its node or budget is judged again on samples
+// taken after it left, not emptied up to the limits on one reading.
+// It returns the moves it acted on (evicted or, in dry-run, reported),
+// each with what it frees in the order they went.
+func (g *Gate) Shed(ctx context.Context, ev frameworktypes.Evictor, sim *Simulator, plugin, why string,
+	moves []Move, need float64, limit int, exclude func(node string) string) []Move {
 	byKey := make(map[string]Move, len(moves))
 	cands := make([]minset.Candidate, 0, len(moves))
 	for _, m := range moves {
-		key := m.Pod.Namespace + "/" + m.Pod.Name
+		key := podKey(m.Pod)
 		byKey[key] = m
 		var prio int32
 		if m.Pod.Spec.Priority != nil {
@@ -58,34 +59,48 @@ func (g *Gate) Shed(ctx context.Context, ev frameworktypes.Evictor, nodes coreli
 		}
 		return m.Refit(pods)
 	}
-	planned := map[string][]*v1.Pod{}
-	dests := map[string]*v1.Node{}
-	chosen, _ := minset.ChooseWhere(cands, need, refit, func(c minset.Candidate) bool {
+	dests := map[string]string{}
+	chosen, met := minset.ChooseWhere(cands, need, refit, func(c minset.Candidate) bool {
 		pod := byKey[c.Key].Pod
 		if !ev.PreEvictionFilter(pod) {
 			return false
 		}
-		dest, whyNot := find(ctx, pod, planned)
+		dest, whyNot := sim.Destination(ctx, pod, exclude)
 		if dest == "" {
 			g.NoDestination(pod, plugin, why, whyNot)
 			return false
 		}
-		dn, err := nodes.Get(dest)
-		if err != nil {
+		if err := sim.Plan(ctx, pod, dest); err != nil {
+			klog.FromContext(ctx).Error(err, "Planning a move", "pod", klog.KObj(pod), "destination", dest)
 			return false
 		}
-		planned[dest] = append(planned[dest], pod)
-		dests[c.Key] = dn
+		dests[c.Key] = dest
 		return true
 	})
-	if limit > 0 && len(chosen) > limit {
-		chosen = chosen[:limit]
+	keep := len(chosen)
+	if !met && keep > 1 {
+		var freed float64
+		for _, c := range chosen {
+			freed += c.Frees
+		}
+		klog.FromContext(ctx).Info("Need not met by the pods with a destination: one pod goes, the rest wait for a sample taken after it left",
+			"plugin", plugin, "needWatts", need, "freedWatts", freed, "candidates", keep, "reason", why)
+		keep = 1
 	}
-	acted := 0
-	for _, c := range chosen {
-		switch g.Evict(ctx, ev, plugin, byKey[c.Key].Pod, dests[c.Key], fmt.Sprintf("%s; pod frees ~%.0fW", why, c.Frees)) {
+	if limit > 0 && keep > limit {
+		keep = limit
+	}
+	for _, c := range chosen[keep:] {
+		sim.Unplan(ctx, byKey[c.Key].Pod)
+	}
+	var acted []Move
+	for _, c := range chosen[:keep] {
+		pod := byKey[c.Key].Pod
+		switch g.Evict(ctx, ev, plugin, pod, sim.Node(dests[c.Key]), fmt.Sprintf("%s; pod frees ~%.0fW", why, c.Frees)) {
 		case ResultEvicted, ResultWouldEvict:
-			acted++
+			acted = append(acted, Move{Pod: pod, Frees: c.Frees})
+		default:
+			sim.Unplan(ctx, pod) // still on its node
 		}
 	}
 	return acted

@@ -37,6 +37,7 @@ import (
 	"github.com/telesched/telesched/descheduler/plugins/thermal"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/registry"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
@@ -84,6 +85,13 @@ type Options struct {
 	CacheSyncTimeout time.Duration
 	// LeaderElection: only the replica holding the Lease runs cycles.
 	LeaderElection LeaderElection
+	// ThermalHold, PowerHold and ReservationMaxAge are the scheduler's
+	// --telemetry-thermal-hold, --telemetry-power-hold and
+	// --reservation-max-age: how long a failed sensor's last reading
+	// counts, how long a node's last watts count while its samples lack
+	// them, and how long a bound pod counts toward its node before a
+	// sample shows it. Set them as the scheduler's.
+	ThermalHold, PowerHold, ReservationMaxAge time.Duration
 	// SchedulerConfig is the scheduler's KubeSchedulerConfiguration file,
 	// SchedulerProfile the profile whose LoadAware and EnergyAware args
 	// the descheduler judges nodes by (descheduler.PluginArgsFrom); empty
@@ -99,6 +107,7 @@ func DefaultOptions() Options {
 		Cooldown: descheduler.DefaultCooldown, ThermalSustain: thermal.DefaultSustain, BudgetSustain: budgetplugin.DefaultSustain,
 		PriorityThreshold: DefaultPriorityThreshold, AgentNamespace: telemetry.DefaultAgentNamespace, CacheSyncTimeout: time.Minute,
 		LeaderElection: DefaultLeaderElection(), SchedulerProfile: descheduler.DefaultSchedulerProfile,
+		ThermalHold: telemetry.DefaultThermalHold, PowerHold: telemetry.DefaultPowerHold, ReservationMaxAge: estimate.DefaultMaxReservationAge,
 	}
 }
 
@@ -117,6 +126,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--thermal-sustain must be >= 0, got %s", o.ThermalSustain)
 	case o.BudgetSustain < 0:
 		return fmt.Errorf("--budget-sustain must be >= 0, got %s", o.BudgetSustain)
+	case o.ThermalHold < 0:
+		return fmt.Errorf("--telemetry-thermal-hold must be >= 0, got %s", o.ThermalHold)
+	case o.PowerHold < 0:
+		return fmt.Errorf("--telemetry-power-hold must be >= 0, got %s", o.PowerHold)
 	}
 	return o.LeaderElection.Validate()
 }
@@ -130,6 +143,10 @@ type Descheduler struct {
 	profile interface {
 		RunDeschedulePlugins(context.Context, []*v1.Node) *frameworktypes.Status
 	}
+	sim       *descheduler.Simulator
+	windows   []interface{ Reset() }
+	gate      *descheduler.Gate
+	client    kubernetes.Interface
 	broadcast events.EventBroadcaster
 }
 
@@ -146,7 +163,6 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	podInformer := factory.Core().V1().Pods().Informer()
-	nodeLister := factory.Core().V1().Nodes().Lister()
 	factory.Core().V1().Namespaces().Informer()
 	factory.Policy().V1().PodDisruptionBudgets().Informer()
 	podsOn, err := podutil.BuildGetPodsAssignedToNodeFunc(podInformer)
@@ -157,7 +173,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	// events.k8s.io/v1 Events, which every supported API server serves
 	// (the adapter that falls back to core/v1 is deprecated).
 	broadcast := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	recorder := broadcast.NewRecorder(scheme.Scheme, "telesched-descheduler")
+	recorder := broadcast.NewRecorder(scheme.Scheme, descheduler.ReportingController)
 
 	la, ea, err := descheduler.PluginArgsFrom(opts.SchedulerConfig, opts.SchedulerProfile)
 	if err != nil {
@@ -174,15 +190,30 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	if err := cache.SetAgentOwners(opts.AgentNamespace, telemetry.DefaultAgentDaemonSets); err != nil {
 		return nil, fmt.Errorf("--telemetry-agent-namespace=%s: %w", opts.AgentNamespace, err)
 	}
+	cache.SetThermalHold(opts.ThermalHold)
+	cache.SetPowerHold(opts.PowerHold)
 	book := estimate.NewBook(cache, estimate.DefaultOptions())
+	if err := book.SetMaxAge(opts.ReservationMaxAge); err != nil {
+		return nil, fmt.Errorf("--reservation-max-age: %w", err)
+	}
 	// The budgets' status is the scheduler's to write (nil: no writer).
 	domains := powerbudget.NewDomains(cache, book, nil)
+	// The scheduler's own profile, built before the informers start: its
+	// plugins register theirs.
+	schedProfile, err := descheduler.LoadSchedulerProfile(opts.SchedulerConfig, opts.SchedulerProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-config: %w", err)
+	}
+	sim, err := descheduler.NewSimulator(ctx, descheduler.SimulatorConfig{
+		Profile: schedProfile, Client: client, Config: cfg, Factory: factory, Recorder: recorder,
+		Shared: &registry.Shared{Cache: cache, Book: book, Domains: domains},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-config %q, --scheduler-profile %q: %w", opts.SchedulerConfig, opts.SchedulerProfile, err)
+	}
 	if err := domains.Start(ctx, cfg, factory, config.PowerBudgetArgs{}, nil); err != nil {
 		return nil, err
 	}
-	checker := descheduler.NewChecker(nodeLister, func(node string) ([]*v1.Pod, error) {
-		return podsOn(node, func(*v1.Pod) bool { return true })
-	}, cache, book, la, ea)
 	gate := descheduler.NewGate(recorder, opts.Cooldown, opts.DryRun, time.Now)
 
 	podEvictor, err := evictions.NewPodEvictor(ctx, evictClient{client, opts.DryRun}, recorder, podInformer, features.DefaultMutableFeatureGate,
@@ -201,12 +232,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 		MarginMilli: int64(ea.ThermalMarginCelsius) * 1000, AbsoluteMilli: int64(ea.AbsoluteLimitCelsius) * 1000,
 		Sustain: opts.ThermalSustain, MaxAge: ea.TelemetryMaxAge,
 	}
+	var windows []interface{ Reset() }
 	pluginregistry.Register(thermal.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
-		return thermal.New(h, cache, book, checker, gate, thermalOpts), nil
+		p := thermal.New(h, cache, book, sim, gate, thermalOpts)
+		windows = append(windows, p)
+		return p, nil
 	}, &thermal.Plugin{}, nil, nil, nil, reg)
-	budgetOpts := budgetplugin.Options{Sustain: opts.BudgetSustain, MaxAge: ea.TelemetryMaxAge}
+	budgetOpts := budgetplugin.Options{Sustain: opts.BudgetSustain, MaxAge: descheduler.PowerBudgetMaxAge(schedProfile)}
 	pluginregistry.Register(budgetplugin.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
-		return budgetplugin.New(h, domains, book, checker, gate, budgetOpts, cache.Now), nil
+		p := budgetplugin.New(h, domains, book, sim, gate, budgetOpts, cache.Now)
+		windows = append(windows, p)
+		return p, nil
 	}, &budgetplugin.Plugin{}, nil, nil, nil, reg)
 
 	prof, err := profile.NewProfile(ctx, api.DeschedulerProfile{
@@ -244,7 +280,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	if err := cache.Start(ctx, cfg, opts.CacheSyncTimeout); err != nil {
 		return nil, fmt.Errorf("starting the telemetry cache: %w", err)
 	}
-	return &Descheduler{opts: opts, factory: factory, evictor: podEvictor, profile: prof, broadcast: broadcast}, nil
+	return &Descheduler{opts: opts, factory: factory, evictor: podEvictor, profile: prof, sim: sim, windows: windows, gate: gate, client: client, broadcast: broadcast}, nil
 }
 
 // Cycle runs one descheduling cycle over every node; the per-node and
@@ -257,15 +293,40 @@ func (d *Descheduler) Cycle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One snapshot for the cycle: every pod either plugin plans to move
+	// counts at its destination for the next.
+	if err := d.sim.BeginCycle(); err != nil {
+		return err
+	}
+	defer d.sim.EndCycle()
 	if st := d.profile.RunDeschedulePlugins(ctx, nodes); st != nil && st.Err != nil {
 		return st.Err
 	}
 	return nil
 }
 
-// Run runs a cycle every interval until ctx ends.
+// Lead starts this replica's term as the one that evicts: every window
+// starts afresh, so a node or budget is judged on what this replica sees
+// from now on, not on samples it watched as a standby while another
+// replica acted on them; and the pods the replicas before it evicted,
+// reported or saw refused within the cool-down (their Events) are left
+// alone for the rest of it.
+func (d *Descheduler) Lead(ctx context.Context) {
+	for _, w := range d.windows {
+		w.Reset()
+	}
+	n, err := d.gate.Recall(ctx, d.client)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the cool-down from Events: pods evicted before this replica led may be evicted again within it")
+		return
+	}
+	klog.FromContext(ctx).Info("Leading: windows start afresh", "podsInCooldown", n)
+}
+
+// Run leads (Lead) and runs a cycle every interval until ctx ends.
 func (d *Descheduler) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	d.Lead(ctx)
 	t := time.NewTicker(d.opts.Interval)
 	defer t.Stop()
 	for {

@@ -93,6 +93,7 @@ type Book struct {
 
 	mu         sync.Mutex
 	pods       map[string]map[types.UID]*reservation // by node, then pod
+	plans      map[types.UID]string                  // planned reservations' node (Plan)
 	undone     map[types.UID]undone                  // recently undone, for hints
 	ended      map[types.UID]time.Time               // pods seen deleted or finished, for a minute
 	loads      map[string]nodeLoad                   // each node's part of the LoadBound
@@ -117,6 +118,8 @@ type reservation struct {
 	// rebuilt is true for a pod the book found running when it started
 	// (the informer's first list): its jump is not measured.
 	rebuilt bool
+	// planned is a descheduler's what-if (Plan), not a pod.
+	planned bool
 }
 
 type undone struct {

@@ -49,6 +49,13 @@ func deschedNode(ctx context.Context, t *testing.T, c clients, name, group strin
 // recreates it.
 func deschedPod(ctx context.Context, t *testing.T, c clients, name, node, group string) {
 	t.Helper()
+	deschedPodWith(ctx, t, c, name, node, group, nil)
+}
+
+// deschedPodWith is deschedPod with the pod changed by mutate (nil: none)
+// before it is created.
+func deschedPodWith(ctx context.Context, t *testing.T, c clients, name, node, group string, mutate func(*corev1.Pod)) {
+	t.Helper()
 	owner, err := c.kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-owner", Namespace: "default"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +73,9 @@ func deschedPod(ctx context.Context, t *testing.T, c clients, name, node, group 
 			}}},
 			NodeSelector: map[string]string{"telesched-desched": group},
 		},
+	}
+	if mutate != nil {
+		mutate(pod)
 	}
 	p, err := c.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -213,7 +223,7 @@ func TestDeschedulerEvictsNothingWithoutDestination(t *testing.T) {
 	d := startDescheduler(t, func(o *app.Options) { o.DryRun = false })
 	cycle(t, d)
 	note := podEvent(t, c, "dsnodest-pod", descheduler.ReasonNoDestination)
-	if !strings.Contains(note, "EnergyAware refuses") {
+	if !strings.Contains(note, "EnergyAware: node thermal headroom 3.0°C <= margin 5.0°C") {
 		t.Errorf("no-destination Event %q does not say EnergyAware refused the other node", note)
 	}
 	if evicted(t, c, "dsnodest-pod") {
@@ -301,10 +311,10 @@ func TestDeschedulerHoldsTheCooldown(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		cooldown time.Duration
-		want     float64 // would_evict over two cycles
+		want     float64 // would_evict over three cycles, a fresh hot sample before the third
 	}{
 		{name: "within cool-down the pod is reported once", cooldown: time.Hour, want: 1},
-		{name: "without cool-down it is reported each cycle", cooldown: 0, want: 2},
+		{name: "without cool-down it is reported again on a fresh sample", cooldown: 0, want: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, c := t.Context(), newClients(t)
@@ -314,9 +324,21 @@ func TestDeschedulerHoldsTheCooldown(t *testing.T) {
 			before := evictions(t, descheduler.ResultWouldEvict)
 			d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.Cooldown = tc.cooldown })
 			cycle(t, d)
+			// The node's sample is the one taken before the pod was
+			// reported: no evidence of what its leaving did.
+			cycle(t, d)
+			if got := evictions(t, descheduler.ResultWouldEvict) - before; got != 1 {
+				t.Errorf("would_evict rose by %v over two cycles on one sample with --cooldown=%s, want 1", got, tc.cooldown)
+			}
+			// A sample taken after it, still hot.
+			time.Sleep(1100 * time.Millisecond)
+			if _, err := c.applyStatus(ctx, "dscool-hot", nodeStatus(10, 97, 100)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second) // the descheduler's cache sees it
 			cycle(t, d)
 			if got := evictions(t, descheduler.ResultWouldEvict) - before; got != tc.want {
-				t.Errorf("would_evict rose by %v over two cycles with --cooldown=%s, want %v", got, tc.cooldown, tc.want)
+				t.Errorf("would_evict rose by %v over three cycles, a fresh hot sample before the third, with --cooldown=%s, want %v", got, tc.cooldown, tc.want)
 			}
 		})
 	}

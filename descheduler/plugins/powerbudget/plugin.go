@@ -10,8 +10,10 @@
 package powerbudget
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Name is the plugin's name in a descheduler profile.
@@ -46,38 +49,103 @@ type Plugin struct {
 	handle  frameworktypes.Handle
 	domains *powerbudget.Domains
 	book    *estimate.Book
-	checker *descheduler.Checker
+	sim     *descheduler.Simulator
 	gate    *descheduler.Gate
 	opts    Options
 	now     func() time.Time
 
 	mu        sync.Mutex
 	overSince map[string]time.Time // budget → first cycle seen over
+	// evictedAt is when pods last left a node, until a sample taken after
+	// it comes: until then its watts are not evidence.
+	evictedAt map[string]time.Time
 }
 
 var _ frameworktypes.DeschedulePlugin = &Plugin{}
 
 // New returns the plugin.
-func New(h frameworktypes.Handle, domains *powerbudget.Domains, book *estimate.Book, checker *descheduler.Checker, gate *descheduler.Gate, opts Options, now func() time.Time) *Plugin {
-	return &Plugin{handle: h, domains: domains, book: book, checker: checker, gate: gate, opts: opts, now: now, overSince: map[string]time.Time{}}
+func New(h frameworktypes.Handle, domains *powerbudget.Domains, book *estimate.Book, sim *descheduler.Simulator, gate *descheduler.Gate, opts Options, now func() time.Time) *Plugin {
+	return &Plugin{handle: h, domains: domains, book: book, sim: sim, gate: gate, opts: opts, now: now,
+		overSince: map[string]time.Time{}, evictedAt: map[string]time.Time{}}
 }
 
 // Name implements frameworktypes.Plugin.
 func (p *Plugin) Name() string { return Name }
 
-// Deschedule implements frameworktypes.DeschedulePlugin.
+// Reset forgets every window: see thermal.Plugin.Reset.
+func (p *Plugin) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.overSince)
+}
+
+// evidence is what the descheduler judges a budget by: the watts its
+// members were measured drawing, fresh (within telemetryMaxAge, or held
+// within the cache's power hold while a sample lacks them) and taken
+// after pods last left them. A member without such watts adds nothing:
+// the scheduler counts its last watts or the budget's unmeteredNodeWatts
+// to stay careful, but an eviction needs watts a meter showed. The sum
+// is a lower bound of the budget's draw; missing names the members left
+// out.
+func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (watts float64, missing []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range dom.Members {
+		ns := snap.Node(m)
+		if ns == nil || ns.View == nil || !ns.FreshPower {
+			missing = append(missing, m+" (no fresh watts)")
+			continue
+		}
+		if at, ok := p.evictedAt[m]; ok {
+			if !sampledAfter(ns.View, at) {
+				missing = append(missing, m+" (no sample since pods left it)")
+				continue
+			}
+			delete(p.evictedAt, m)
+		}
+		watts += ns.Watts
+	}
+	return watts, missing
+}
+
+// sampledAfter reports whether n's sample was taken after t, by its
+// agent's clock and seen after it by the cache's.
+func sampledAfter(n *telemetry.Node, t time.Time) bool {
+	return n.Observed.After(t) && (n.SampleTime.IsZero() || n.SampleTime.After(t))
+}
+
+// Deschedule implements frameworktypes.DeschedulePlugin. Budgets are
+// judged innermost first (fewest members), and what a budget's evictions
+// free counts for every budget its nodes are in: a rack inside a row,
+// both over because of one node, loses the pods that bring the rack under
+// and the row only what it still needs after them.
 func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	now := p.now()
 	snap := p.domains.Snapshot(now, p.opts.MaxAge)
+	type judged struct {
+		dom     *powerbudget.Domain
+		watts   float64
+		missing []string
+	}
+	var overs []judged
 	over := map[string]string{} // node → the over budget it is in
 	seen := map[string]bool{}
 	for i := range snap.Domains {
 		dom := &snap.Domains[i]
 		seen[dom.Name] = true
-		if !overBudget(dom) {
+		w, missing := p.evidence(snap, dom)
+		if w <= float64(dom.LimitWatts()) {
+			p.mu.Lock()
+			delete(p.overSince, dom.Name)
+			p.mu.Unlock()
+			if dom.MeasuredWatts > float64(dom.LimitWatts()) {
+				logger.V(2).Info("Budget over only by watts no meter showed fresh: no eviction", "budget", dom.Name,
+					"measuredWatts", dom.MeasuredWatts, "evidenceWatts", w, "limitWatts", dom.LimitWatts(), "without", missing)
+			}
 			continue
 		}
+		overs = append(overs, judged{dom, w, missing})
 		for _, m := range dom.Members {
 			over[m] = dom.Name
 		}
@@ -89,14 +157,16 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 		}
 	}
 	p.mu.Unlock()
-	for i := range snap.Domains {
-		dom := &snap.Domains[i]
-		p.mu.Lock()
-		if !overBudget(dom) {
-			delete(p.overSince, dom.Name)
-			p.mu.Unlock()
-			continue
+	slices.SortFunc(overs, func(a, b judged) int {
+		if c := cmp.Compare(len(a.dom.Members), len(b.dom.Members)); c != 0 {
+			return c
 		}
+		return cmp.Compare(a.dom.Name, b.dom.Name)
+	})
+	freed := map[string]float64{} // budget → watts freed this cycle from its nodes
+	for _, o := range overs {
+		dom := o.dom
+		p.mu.Lock()
 		since, ok := p.overSince[dom.Name]
 		if !ok {
 			since = now
@@ -107,25 +177,48 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 			logger.V(2).Info("Budget over, window not yet sustained", "budget", dom.Name, "overFor", now.Sub(since).Round(time.Second))
 			continue
 		}
-		why := fmt.Sprintf("PowerBudget %s over for %s: measured %.0fW > limit %dW (budget %dW - reserve %dW)",
-			dom.Name, now.Sub(since).Round(time.Second), dom.MeasuredWatts, dom.LimitWatts(), dom.BudgetWatts, dom.ReserveWatts)
-		if p.shed(ctx, snap, dom, over, why) > 0 {
+		// Shed 1 mW more than over, so the sum ends under.
+		need := o.watts - float64(dom.LimitWatts()) - freed[dom.Name] + 0.001
+		if need <= 0 {
+			logger.Info("Budget over, brought under by this cycle's evictions from a budget inside it", "budget", dom.Name,
+				"evidenceWatts", o.watts, "freedWatts", freed[dom.Name], "limitWatts", dom.LimitWatts())
 			p.mu.Lock()
 			p.overSince[dom.Name] = now
 			p.mu.Unlock()
-		} else {
+			continue
+		}
+		why := fmt.Sprintf("PowerBudget %s over for %s: measured %.0fW > limit %dW (budget %dW - reserve %dW)",
+			dom.Name, now.Sub(since).Round(time.Second), o.watts, dom.LimitWatts(), dom.BudgetWatts, dom.ReserveWatts)
+		if freed[dom.Name] > 0 {
+			why += fmt.Sprintf(", %.0fW of it freed already this cycle", freed[dom.Name])
+		}
+		acted := p.shed(ctx, snap, dom, over, why, need)
+		if len(acted) == 0 {
 			// Nothing moved: no pod the evictor may evict (bare pods,
 			// DaemonSets, local storage, priority, cool-down) freed
 			// watts with a checked destination outside the budget.
 			logger.Info("Budget over, no pod to evict", "budget", dom.Name, "reason", why)
+			continue
 		}
+		p.mu.Lock()
+		p.overSince[dom.Name] = now
+		for _, m := range acted {
+			node := m.Pod.Spec.NodeName
+			p.evictedAt[node] = now
+			if ns := snap.Node(node); ns != nil {
+				for _, i := range ns.Domains {
+					freed[snap.Domains[i].Name] += m.Frees
+				}
+			}
+		}
+		p.mu.Unlock()
 	}
 	return nil
 }
 
 // shed evicts the fewest pods of dom's metered nodes whose marginal watts
-// bring it under, and returns how many it acted on.
-func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powerbudget.Domain, over map[string]string, why string) int {
+// reach need, and returns those it acted on.
+func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powerbudget.Domain, over map[string]string, why string, need float64) []descheduler.Move {
 	ev := p.handle.Evictor()
 	var moves []descheduler.Move
 	for _, m := range dom.Members {
@@ -158,25 +251,11 @@ func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powe
 			moves = append(moves, descheduler.Move{Pod: pod, Frees: w, Refit: func(gone []*v1.Pod) float64 { w, _ := frees(gone); return w }})
 		}
 	}
-	// Shed 1 mW more than over, so the sum ends under.
-	need := dom.MeasuredWatts - float64(dom.LimitWatts()) + 0.001
 	outside := func(node string) string {
 		if b, ok := over[node]; ok {
 			return "node in PowerBudget " + b + ", over"
 		}
 		return ""
 	}
-	return p.gate.Shed(ctx, ev, p.handle.SharedInformerFactory().Core().V1().Nodes().Lister(), Name, why, moves, need, 0,
-		func(ctx context.Context, pod *v1.Pod, planned map[string][]*v1.Pod) (string, string) {
-			return p.checker.DestinationOutside(ctx, pod, planned, outside)
-		})
-}
-
-// overBudget is whether dom's measured watts are over its limit. The
-// watts reserved for pods placed since their nodes' samples do not count:
-// the scheduler reserves them to keep a burst out, but a descheduler that
-// counted them would evict for watts no meter has shown (and, just
-// started, its book holds every running pod it sees as newly placed).
-func overBudget(dom *powerbudget.Domain) bool {
-	return dom.MeasuredWatts > float64(dom.LimitWatts())
+	return p.gate.Shed(ctx, ev, p.sim, Name, why, moves, need, 0, outside)
 }

@@ -51,33 +51,54 @@ type Options struct {
 
 // Plugin is TeleschedThermal.
 type Plugin struct {
-	handle  frameworktypes.Handle
-	cache   *telemetry.Cache
-	book    *estimate.Book
-	checker *descheduler.Checker
-	gate    *descheduler.Gate
-	opts    Options
+	handle frameworktypes.Handle
+	cache  *telemetry.Cache
+	book   *estimate.Book
+	sim    *descheduler.Simulator
+	gate   *descheduler.Gate
+	opts   Options
 
-	mu       sync.Mutex
-	hotSince map[string]time.Time // node → when it was first seen hot, by the cache's clock
+	mu sync.Mutex
+	// windows are the nodes hot now, by the cache's clock.
+	windows map[string]window
+	// evictedAt is when pods last left a node, until a sample taken after
+	// it comes: until then the node's samples are not evidence.
+	evictedAt map[string]time.Time
+}
+
+// window is a node's hot spell: since its first hot sample, through its
+// last.
+type window struct {
+	since time.Time
+	last  *telemetry.Node
 }
 
 var _ frameworktypes.DeschedulePlugin = &Plugin{}
 
 // New returns the plugin. It watches every sample the cache sees, so a
 // node that cools between two cycles restarts its window.
-func New(h frameworktypes.Handle, cache *telemetry.Cache, book *estimate.Book, checker *descheduler.Checker, gate *descheduler.Gate, opts Options) *Plugin {
-	p := &Plugin{handle: h, cache: cache, book: book, checker: checker, gate: gate, opts: opts, hotSince: map[string]time.Time{}}
+func New(h frameworktypes.Handle, cache *telemetry.Cache, book *estimate.Book, sim *descheduler.Simulator, gate *descheduler.Gate, opts Options) *Plugin {
+	p := &Plugin{handle: h, cache: cache, book: book, sim: sim, gate: gate, opts: opts, windows: map[string]window{}, evictedAt: map[string]time.Time{}}
 	cache.Watch(func(name string, _, cur *telemetry.Node) {
 		if cur == nil {
 			p.mu.Lock()
-			delete(p.hotSince, name)
+			delete(p.windows, name)
+			delete(p.evictedAt, name)
 			p.mu.Unlock()
 			return
 		}
-		p.observe(cur)
+		p.observe(cur, cache.Now())
 	})
 	return p
+}
+
+// Reset forgets every window: a replica that starts leading judges nodes
+// on what it sees from then on, not on samples it watched as a standby
+// while another replica evicted.
+func (p *Plugin) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.windows)
 }
 
 // Name implements frameworktypes.Plugin.
@@ -98,9 +119,17 @@ type Judgement struct {
 
 // Judge applies the rule to node n: EnergyAware's measured "too hot"
 // (heat.Effective against the margin) and its prediction (estimate
-// Book.Heat: the node's thermal model at its CPU-side watts).
-func Judge(n *telemetry.Node, book *estimate.Book, marginMilli, absoluteMilli int64) Judgement {
+// Book.Heat: the node's thermal model at its CPU-side watts). A node
+// whose heat is not known (heatKnown false: its thermal source failed and
+// the reading it holds is older than the cache's thermal hold,
+// telemetry.Node.ThermalKnown) is not hot: EnergyAware no longer counts
+// that reading, and neither does an eviction.
+func Judge(n *telemetry.Node, book *estimate.Book, marginMilli, absoluteMilli int64, heatKnown bool) Judgement {
 	var j Judgement
+	if !heatKnown {
+		j.Why = "heat unknown: " + n.ThermalFailed
+		return j
+	}
 	if n.HasThermal {
 		if h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, absoluteMilli); ok && h <= marginMilli {
 			j.Hot = true
@@ -127,34 +156,58 @@ func Judge(n *telemetry.Node, book *estimate.Book, marginMilli, absoluteMilli in
 	return j
 }
 
-// observe starts or ends a node's hot window from a sample.
-func (p *Plugin) observe(n *telemetry.Node) bool {
-	j := Judge(n, p.book, p.opts.MarginMilli, p.opts.AbsoluteMilli)
+// judge is Judge at now, with the cache's thermal hold.
+func (p *Plugin) judge(n *telemetry.Node, now time.Time) Judgement {
+	return Judge(n, p.book, p.opts.MarginMilli, p.opts.AbsoluteMilli, n.ThermalKnown(now, p.cache.ThermalHold()))
+}
+
+// takenAfter reports whether n's sample was taken after t, by its agent's
+// clock and seen after it by the cache's: a sample taken before pods left
+// shows them still there.
+func takenAfter(n *telemetry.Node, t time.Time) bool {
+	return n.Observed.After(t) && (n.SampleTime.IsZero() || n.SampleTime.After(t))
+}
+
+// observe starts, continues or ends a node's hot window from a sample:
+// only a sample taken after the node's last eviction counts, and one that
+// comes after a gap (the window's last sample stale by then) starts the
+// window again.
+func (p *Plugin) observe(n *telemetry.Node, now time.Time) bool {
+	j := p.judge(n, now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if at, ok := p.evictedAt[n.Name]; ok {
+		if !takenAfter(n, at) {
+			delete(p.windows, n.Name)
+			return false
+		}
+		delete(p.evictedAt, n.Name)
+	}
 	if !j.Hot {
-		delete(p.hotSince, n.Name)
+		delete(p.windows, n.Name)
 		return false
 	}
-	if _, ok := p.hotSince[n.Name]; !ok {
-		at := n.Observed
-		if at.IsZero() {
-			at = p.cache.Now()
-		}
-		p.hotSince[n.Name] = at
+	at := n.Observed
+	if at.IsZero() {
+		at = now
 	}
+	w, ok := p.windows[n.Name]
+	if !ok || !w.last.Fresh(at, p.opts.MaxAge) {
+		w.since = at
+	}
+	w.last = n
+	p.windows[n.Name] = w
 	return true
 }
 
-// restart begins a node's window again after pods left it: its sensor
-// takes its time constant to settle, and more pods go only if it is
-// still hot a whole window later.
-func (p *Plugin) restart(node string, now time.Time) {
+// evicted ends a node's window when pods left it: its sensor takes its
+// time constant to settle, and more pods go only if samples taken after
+// these left show it hot for a whole window again.
+func (p *Plugin) evicted(node string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.hotSince[node]; ok {
-		p.hotSince[node] = now
-	}
+	delete(p.windows, node)
+	p.evictedAt[node] = now
 }
 
 // Deschedule implements frameworktypes.DeschedulePlugin.
@@ -165,58 +218,70 @@ func (p *Plugin) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktyp
 	for _, node := range nodes {
 		n, ok := p.cache.Get(node.Name)
 		if !ok || !n.Fresh(now, p.opts.MaxAge) {
+			// Stale: no evidence; a sample after the gap starts anew.
+			p.mu.Lock()
+			delete(p.windows, node.Name)
+			p.mu.Unlock()
 			continue
 		}
-		if !p.observe(n) {
+		if !p.observe(n, now) {
 			continue
 		}
 		hot++
 		p.mu.Lock()
-		since := p.hotSince[node.Name]
+		since := p.windows[node.Name].since
 		p.mu.Unlock()
 		if now.Sub(since) < p.opts.Sustain {
 			logger.V(2).Info("Node hot, window not yet sustained", "node", klog.KObj(node), "hotFor", now.Sub(since).Round(time.Second), "sustain", p.opts.Sustain)
 			continue
 		}
-		j := Judge(n, p.book, p.opts.MarginMilli, p.opts.AbsoluteMilli)
+		j := p.judge(n, now)
 		why := fmt.Sprintf("node %s at or past limit - margin for %s: %s", node.Name, now.Sub(since).Round(time.Second), j.Why)
-		if p.shed(ctx, node, n, j, why) > 0 {
-			p.restart(node.Name, now)
+		if len(p.shed(ctx, node, n, j, why)) > 0 {
+			p.evicted(node.Name, now)
 		}
 	}
 	descheduler.SetHotNodes(hot)
 	return nil
 }
 
+// Frees is what pod's leaving node n cools its sensor by, in the watts of
+// the node's thermal model, once the pods gone have left: the CPU side of
+// its marginal watts on the node's power curve. The sensor is the node's
+// hottest (hwmon, thermal zones: CPU packages, board), which a GPU's watts
+// reach only through the air; a GPU's heat is its own, which NVML
+// reports and EnergyAware judges per GPU. A pod's load is its requests
+// over the node's speed (estimate.Book.Busy): the agent measures no
+// per-pod use. A node without a power curve: its CPUs, as watts.
+func Frees(book *estimate.Book, n *telemetry.Node, pod *v1.Pod, gone []*v1.Pod) float64 {
+	d := book.Busy(n, pod).CPUOnly()
+	less := d.CPUMilli
+	for _, g := range gone {
+		less += book.Busy(n, g).CPUMilli
+	}
+	if w, ok := book.PodWatts(n, d, estimate.Demand{CPUMilli: -less}); ok {
+		return w.Mean
+	}
+	return float64(d.CPUMilli) / 1000
+}
+
 // shed evicts the fewest pods of node that bring it under (one when the
-// need is unknown) and returns how many it acted on (evicted or, in
+// need is unknown) and returns those it acted on (evicted or, in
 // dry-run, reported).
-func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j Judgement, why string) int {
+func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j Judgement, why string) []descheduler.Move {
 	ev := p.handle.Evictor()
 	pods, err := p.handle.GetPodsAssignedToNodeFunc()(node.Name, func(pod *v1.Pod) bool {
 		return ev.Filter(pod) && !p.gate.Cooling(pod)
 	})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Listing pods", "node", klog.KObj(node))
-		return 0
+		return nil
 	}
 	moves := make([]descheduler.Move, 0, len(pods))
 	for _, pod := range pods {
 		// What the pod keeps busy: a service its requests over the
 		// node's speed (estimate.Busy).
-		d := p.book.Busy(n, pod)
-		// What the node's curve drops by without the pod and those
-		// chosen before it; no power curve: rank by CPU.
-		frees := func(gone []*v1.Pod) float64 {
-			less := d.CPUMilli
-			for _, g := range gone {
-				less += p.book.Busy(n, g).CPUMilli
-			}
-			if w, ok := p.book.PodWatts(n, d, estimate.Demand{CPUMilli: -less}); ok {
-				return w.Mean
-			}
-			return float64(d.CPUMilli) / 1000
-		}
+		frees := func(gone []*v1.Pod) float64 { return Frees(p.book, n, pod, gone) }
 		moves = append(moves, descheduler.Move{Pod: pod, Frees: frees(nil), Refit: frees})
 	}
 	need, limit := j.NeedWatts, 0
@@ -224,5 +289,5 @@ func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j J
 		// Need unknown: one pod, the one that frees most.
 		need, limit = math.SmallestNonzeroFloat64, 1
 	}
-	return p.gate.Shed(ctx, ev, p.handle.SharedInformerFactory().Core().V1().Nodes().Lister(), Name, why, moves, need, limit, p.checker.Destination)
+	return p.gate.Shed(ctx, ev, p.sim, Name, why, moves, need, limit, nil)
 }
