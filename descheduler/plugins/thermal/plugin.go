@@ -64,6 +64,9 @@ type Plugin struct {
 	// evictedAt is when pods last left a node, until a sample taken after
 	// it comes: until then the node's samples are not evidence.
 	evictedAt map[string]time.Time
+	// ledSince is when this replica started leading (Reset): no window
+	// starts before it.
+	ledSince time.Time
 }
 
 // window is a node's hot spell: since its first hot sample, through its
@@ -99,6 +102,7 @@ func (p *Plugin) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.windows)
+	p.ledSince = p.cache.Now()
 }
 
 // Name implements frameworktypes.Plugin.
@@ -190,6 +194,9 @@ func (p *Plugin) observe(n *telemetry.Node, now time.Time) bool {
 	at := n.Observed
 	if at.IsZero() {
 		at = now
+	}
+	if at.Before(p.ledSince) {
+		at = p.ledSince
 	}
 	w, ok := p.windows[n.Name]
 	if !ok || !w.last.Fresh(at, p.opts.MaxAge) {
