@@ -152,6 +152,28 @@ func pluginArgs(vla *configv1.LoadAwareArgs, vea *configv1.EnergyAwareArgs) (con
 // An empty path is the configuration telesched-scheduler ships
 // (deploy/scheduler/scheduler-config.yaml).
 func LoadSchedulerProfile(path, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
+	cfg, err := LoadSchedulerConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range cfg.Profiles {
+		if cfg.Profiles[i].SchedulerName == schedulerName {
+			return &cfg.Profiles[i], nil
+		}
+		names = append(names, cfg.Profiles[i].SchedulerName)
+	}
+	err = fmt.Errorf("no profile with schedulerName %q (profiles: %q)", schedulerName, names)
+	if path != "" {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return nil, err
+}
+
+// LoadSchedulerConfig reads the KubeSchedulerConfiguration file at path
+// as kube-scheduler does (see LoadSchedulerProfile); "" is the shipped
+// one.
+func LoadSchedulerConfig(path string) (*schedconfig.KubeSchedulerConfiguration, error) {
 	data := schedulerdeploy.Config
 	if path != "" {
 		var err error
@@ -159,16 +181,26 @@ func LoadSchedulerProfile(path, schedulerName string) (*schedconfig.KubeSchedule
 			return nil, err
 		}
 	}
-	p, err := loadSchedulerProfile(data, schedulerName)
+	cfg, err := loadSchedulerConfig(data)
 	if err != nil && path != "" {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return p, err
+	return cfg, err
+}
+
+// SchedulerNames are the profiles' schedulerNames: the schedulers whose
+// pods telesched's filters place.
+func SchedulerNames(cfg *schedconfig.KubeSchedulerConfiguration) []string {
+	var names []string
+	for _, p := range cfg.Profiles {
+		names = append(names, p.SchedulerName)
+	}
+	return names
 }
 
 var registerArgs = sync.OnceValue(configscheme.Register)
 
-func loadSchedulerProfile(data []byte, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
+func loadSchedulerConfig(data []byte) (*schedconfig.KubeSchedulerConfiguration, error) {
 	if err := registerArgs(); err != nil {
 		return nil, err
 	}
@@ -184,14 +216,7 @@ func loadSchedulerProfile(data []byte, schedulerName string) (*schedconfig.KubeS
 	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
 		return nil, err
 	}
-	var names []string
-	for i := range cfg.Profiles {
-		if cfg.Profiles[i].SchedulerName == schedulerName {
-			return &cfg.Profiles[i], nil
-		}
-		names = append(names, cfg.Profiles[i].SchedulerName)
-	}
-	return nil, fmt.Errorf("no profile with schedulerName %q (profiles: %q)", schedulerName, names)
+	return cfg, nil
 }
 
 // PowerBudgetMaxAge is the telemetryMaxAge of the profile's PowerBudget

@@ -97,6 +97,10 @@ type Options struct {
 	// the descheduler judges nodes by (descheduler.PluginArgsFrom); empty
 	// SchedulerConfig: their defaults.
 	SchedulerConfig, SchedulerProfile string
+	// Policy is the policy file (descheduler.LoadPolicy): the evictor's
+	// settings and the pods each plugin may choose; empty:
+	// descheduler.DefaultPolicy.
+	Policy string
 }
 
 // DefaultOptions are the documented defaults.
@@ -204,6 +208,21 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	if err != nil {
 		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}
+	schedConfig, err := descheduler.LoadSchedulerConfig(opts.SchedulerConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-config: %w", err)
+	}
+	policy, err := descheduler.LoadPolicy(opts.Policy, opts.PriorityThreshold, descheduler.SchedulerNames(schedConfig))
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	var enabled []string
+	for _, name := range []string{thermal.Name, budgetplugin.Name} {
+		if sel, ok := policy.Plugins[name]; ok {
+			enabled = append(enabled, name)
+			klog.FromContext(ctx).Info("Plugin runs", "plugin", name, "schedulerNames", sel.SchedulerNames, "namespaces", sel.Namespaces)
+		}
+	}
 	sim, err := descheduler.NewSimulator(ctx, descheduler.SimulatorConfig{
 		Profile: schedProfile, Client: client, Config: cfg, Factory: factory, Recorder: recorder,
 		Shared: &registry.Shared{Cache: cache, Book: book, Domains: domains},
@@ -230,7 +249,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	pluginregistry.Register(defaultevictor.PluginName, defaultevictor.New, &defaultevictor.DefaultEvictor{}, &defaultevictor.DefaultEvictorArgs{}, nil, nil, reg)
 	thermalOpts := thermal.Options{
 		MarginMilli: int64(ea.ThermalMarginCelsius) * 1000, AbsoluteMilli: int64(ea.AbsoluteLimitCelsius) * 1000,
-		Sustain: opts.ThermalSustain, MaxAge: ea.TelemetryMaxAge,
+		Sustain: opts.ThermalSustain, MaxAge: ea.TelemetryMaxAge, Chooses: policy.Plugins[thermal.Name].Chooses,
 	}
 	var windows []interface{ Reset() }
 	pluginregistry.Register(thermal.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
@@ -238,24 +257,23 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 		windows = append(windows, p)
 		return p, nil
 	}, &thermal.Plugin{}, nil, nil, nil, reg)
-	budgetOpts := budgetplugin.Options{Sustain: opts.BudgetSustain, MaxAge: descheduler.PowerBudgetMaxAge(schedProfile)}
+	budgetOpts := budgetplugin.Options{Sustain: opts.BudgetSustain, MaxAge: descheduler.PowerBudgetMaxAge(schedProfile), Chooses: policy.Plugins[budgetplugin.Name].Chooses}
 	pluginregistry.Register(budgetplugin.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
 		p := budgetplugin.New(h, domains, book, sim, gate, budgetOpts, cache.Now)
 		windows = append(windows, p)
 		return p, nil
 	}, &budgetplugin.Plugin{}, nil, nil, nil, reg)
 
+	evictorArgs := policy.Evictor.DeepCopy()
+	pluginConfigs := []api.PluginConfig{{Name: defaultevictor.PluginName, Args: evictorArgs}}
+	for _, name := range enabled {
+		pluginConfigs = append(pluginConfigs, api.PluginConfig{Name: name})
+	}
 	prof, err := profile.NewProfile(ctx, api.DeschedulerProfile{
-		Name: ProfileName,
-		PluginConfigs: []api.PluginConfig{
-			{Name: defaultevictor.PluginName, Args: &defaultevictor.DefaultEvictorArgs{
-				PriorityThreshold: &api.PriorityThreshold{Value: ptr.To(opts.PriorityThreshold)},
-			}},
-			{Name: thermal.Name},
-			{Name: budgetplugin.Name},
-		},
+		Name:          ProfileName,
+		PluginConfigs: pluginConfigs,
 		Plugins: api.Plugins{
-			Deschedule:        api.PluginSet{Enabled: []string{thermal.Name, budgetplugin.Name}},
+			Deschedule:        api.PluginSet{Enabled: enabled},
 			Filter:            api.PluginSet{Enabled: []string{defaultevictor.PluginName}},
 			PreEvictionFilter: api.PluginSet{Enabled: []string{defaultevictor.PluginName}},
 		},

@@ -47,6 +47,10 @@ var deschedulerFlags = map[string]string{
 	"Interval": "interval", "DryRun": "dry-run", "MaxEvictionsPerNode": "max-evictions-per-node-per-cycle",
 	"MaxEvictionsPerCycle": "max-evictions-per-cycle", "Cooldown": "cooldown", "ThermalSustain": "thermal-sustain", "BudgetSustain": "budget-sustain",
 	"PriorityThreshold": "priority-threshold", "AgentNamespace": "telemetry-agent-namespace", "CacheSyncTimeout": "",
+	"ThermalHold": "telemetry-thermal-hold", "PowerHold": "telemetry-power-hold", "ReservationMaxAge": "reservation-max-age",
+	// No policy file by default: descheduler.DefaultPolicy (the chart's
+	// descheduler.policy renders one: TestHelmDeschedulerPolicy).
+	"Policy": "",
 	// Their own maps below; the scheduler's configuration only where the
 	// install has it (the chart with its scheduler).
 	"LeaderElection": "", "SchedulerConfig": "", "SchedulerProfile": "",
@@ -188,9 +192,11 @@ func TestHelmDescheduler(t *testing.T) {
 		{"evicting", []string{"descheduler.enabled=true", "descheduler.dryRun=false"}, map[string]string{"dry-run": "false"}},
 		{"every value", []string{"descheduler.enabled=true", "descheduler.interval=30s", "descheduler.thermalSustain=5m", "descheduler.budgetSustain=3m",
 			"descheduler.cooldown=1h", "descheduler.maxEvictionsPerNodePerCycle=1", "descheduler.maxEvictionsPerCycle=3",
-			"descheduler.priorityThreshold=100000", "descheduler.logVerbosity=4", "descheduler.extraArgs={--kubeconfig=/k}"},
+			"descheduler.priorityThreshold=100000", "descheduler.logVerbosity=4", "descheduler.extraArgs={--kubeconfig=/k}",
+			"descheduler.telemetryThermalHold=1m", "descheduler.telemetryPowerHold=3m", "descheduler.reservationMaxAge=5m"},
 			map[string]string{"interval": "30s", "thermal-sustain": "5m", "budget-sustain": "3m", "cooldown": "1h", "max-evictions-per-node-per-cycle": "1",
-				"max-evictions-per-cycle": "3", "priority-threshold": "100000", "v": "4", "kubeconfig": "/k"}},
+				"max-evictions-per-cycle": "3", "priority-threshold": "100000", "v": "4", "kubeconfig": "/k",
+				"telemetry-thermal-hold": "1m", "telemetry-power-hold": "3m", "reservation-max-age": "5m"}},
 		{"leader election", []string{"descheduler.enabled=true", "descheduler.replicas=2", "descheduler.leaderElection.resourceNamespace=telesched-system",
 			"descheduler.leaderElection.leaseDuration=30s", "descheduler.leaderElection.renewDeadline=20s", "descheduler.leaderElection.retryPeriod=4s"},
 			map[string]string{"leader-elect-resource-namespace": "telesched-system", "leader-elect-lease-duration": "30s", "leader-elect-renew-deadline": "20s",
@@ -249,10 +255,21 @@ func TestDeschedulerRBAC(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "list", Group: "resource.k8s.io", Resource: "resourceslices"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "telemetry.telesched.io", Resource: "nodetelemetries"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods", Subresource: "eviction", Name: "p"}, true},
-		// The telemetry cache's informer on the agent's DaemonSets, in
-		// the install's namespace alone.
+		// The telemetry cache's informer on the agent's DaemonSets, and
+		// LoadAware's in every namespace (the scheduler's profile, run
+		// in process to check destinations).
 		{authorizationv1.ResourceAttributes{Namespace: "telesched-system", Verb: "watch", Group: "apps", Resource: "daemonsets"}, true},
-		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "list", Group: "apps", Resource: "daemonsets"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "list", Group: "apps", Resource: "daemonsets"}, true},
+		// The scheduler's in-tree plugins' reads: volumes, storage,
+		// DRA, spread; none of its writes.
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "watch", Resource: "persistentvolumeclaims"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "list", Group: "storage.k8s.io", Resource: "csinodes"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "list", Group: "resource.k8s.io", Resource: "deviceclasses"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "list", Group: "apps", Resource: "statefulsets"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Resource: "pods", Subresource: "binding", Name: "p"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Resource: "persistentvolumeclaims", Name: "c"}, false},
+		// A new leader reads its predecessor's cool-down from Events.
+		{authorizationv1.ResourceAttributes{Verb: "list", Group: "events.k8s.io", Resource: "events"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: "events.k8s.io", Resource: "events"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: "default", Verb: "patch", Group: "events.k8s.io", Resource: "events", Name: "e"}, true},
 		// It evicts; it never deletes a pod itself (that would skip PDBs).
@@ -357,5 +374,38 @@ func TestHelmDeschedulerFollowsTheSchedulersArgs(t *testing.T) {
 	// The same value written another way is the same value.
 	if _, err := runHelm(t, helmTemplateArgs("descheduler.enabled=true", "scheduler.enabled=false", "shared.telemetryMaxAge=1m")...); err != nil {
 		t.Errorf("shared.telemetryMaxAge=1m is 60s: %v", err)
+	}
+}
+
+// TestHelmDeschedulerPolicy: descheduler.policy renders into the ConfigMap
+// telesched-descheduler-policy, mounted where --policy reads it, and the
+// descheduler takes it as written.
+func TestHelmDeschedulerPolicy(t *testing.T) {
+	objs := renderHelm(t, "descheduler.enabled=true", "descheduler.policy.apiVersion=descheduler/v1alpha2", "descheduler.policy.kind=DeschedulerPolicy",
+		"descheduler.policy.profiles[0].name=telesched", "descheduler.policy.profiles[0].plugins.deschedule.enabled[0]=TeleschedPowerBudget")
+	dep := decodeObject[appsv1.Deployment](t, findObject(t, objs, "Deployment", "telesched-descheduler"))
+	path := deschedulerArgs(t, dep)["policy"]
+	cm := decodeObject[corev1.ConfigMap](t, findObject(t, objs, "ConfigMap", "telesched-descheduler-policy"))
+	mounted := false
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name && filepath.Join(m.MountPath, "policy.yaml") == path {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Fatalf("--policy=%q is not the ConfigMap %s's policy.yaml mounted", path, cm.Name)
+	}
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["policy.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := descheduler.LoadPolicy(file, app.DefaultPriorityThreshold, []string{"telesched"})
+	if err != nil {
+		t.Fatalf("the rendered policy: %v\n%s", err, cm.Data["policy.yaml"])
+	}
+	if _, on := p.Plugins[descheduler.ThermalPluginName]; on || len(p.Plugins) != 1 {
+		t.Errorf("the rendered policy runs %v; want TeleschedPowerBudget alone", p.Plugins)
 	}
 }

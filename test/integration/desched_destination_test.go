@@ -5,6 +5,8 @@ package integration
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +190,10 @@ func TestDeschedulerKeepsPodsWhereOnlyTheirNodeTakesThem(t *testing.T) {
 			deschedNode(ctx, t, c, tc.prefix+"-cool", tc.prefix, false)
 			deschedPodWith(ctx, t, c, tc.prefix+"-pod", tc.prefix+"-hot", tc.prefix, tc.setup(ctx, t, c, tc.prefix))
 			would := evictions(t, descheduler.ResultWouldEvict)
-			d := startDescheduler(t, func(o *app.Options) { o.DryRun = true })
+			// Upstream's DefaultEvictor defaults, which let pods with
+			// PVCs go: the destination check alone keeps it.
+			policy := policyFile(t, evictorOnly("{}"))
+			d := startDescheduler(t, func(o *app.Options) { o.DryRun, o.Policy = true, policy })
 			cycle(t, d)
 			note := podEvent(t, c, tc.prefix+"-pod", descheduler.ReasonNoDestination)
 			if !strings.Contains(note, tc.why) {
@@ -251,5 +256,114 @@ func localVolume(ctx context.Context, t *testing.T, c clients, prefix, node stri
 	claim.Status.Phase = corev1.ClaimBound
 	if _, err := c.kube.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// policyFile writes a descheduler policy file.
+func policyFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// evictorOnly is a policy of DefaultEvictor's args (JSON) and both plugins
+// at their defaults.
+func evictorOnly(args string) string {
+	return `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: telesched
+  pluginConfig:
+  - name: DefaultEvictor
+    args: ` + args + `
+  plugins:
+    deschedule:
+      enabled: [TeleschedThermal, TeleschedPowerBudget]
+`
+}
+
+// TestDeschedulerPolicy: what an operator who turns eviction on decides
+// in the policy, and its defaults: a pod with a PersistentVolumeClaim is
+// protected by default; a pod of another scheduler is not chosen by
+// default (only telesched's profiles place its replacement by telesched's
+// filters); a namespace excluded is left alone; each is moved when the
+// policy allows it.
+func TestDeschedulerPolicy(t *testing.T) {
+	needControlPlane(t)
+	pvc := func(prefix string) func(ctx context.Context, t *testing.T, c clients) func(*corev1.Pod) {
+		return func(ctx context.Context, t *testing.T, c clients) func(*corev1.Pod) {
+			// A PVC with no volume node affinity: any node may take it.
+			localVolume(ctx, t, c, prefix, prefix+"-cool")
+			return func(p *corev1.Pod) {
+				p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: prefix + "-pvc"}}}}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, prefix, policy string
+		pod                  func(ctx context.Context, t *testing.T, c clients) func(*corev1.Pod)
+		want                 float64
+	}{
+		{name: "PVC pod, default policy: protected", prefix: "dspolpvc", pod: pvc("dspolpvc"), want: 0},
+		{name: "PVC pod, upstream's defaults: moved", prefix: "dspolpvc2", pod: pvc("dspolpvc2"), policy: evictorOnly("{}"), want: 1},
+		{name: "default-scheduler pod, default policy: not chosen", prefix: "dspolsched", want: 0,
+			pod: func(context.Context, *testing.T, clients) func(*corev1.Pod) {
+				return func(p *corev1.Pod) { p.Spec.SchedulerName = corev1.DefaultSchedulerName }
+			}},
+		{name: "default-scheduler pod, named in the policy: moved", prefix: "dspolsched2", want: 1,
+			pod: func(context.Context, *testing.T, clients) func(*corev1.Pod) {
+				return func(p *corev1.Pod) { p.Spec.SchedulerName = corev1.DefaultSchedulerName }
+			},
+			policy: `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: telesched
+  pluginConfig:
+  - name: TeleschedThermal
+    args:
+      schedulerNames: [default-scheduler, telesched]
+  plugins:
+    deschedule:
+      enabled: [TeleschedThermal]
+`},
+		{name: "namespace excluded: left alone", prefix: "dspolns", want: 0,
+			policy: `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: telesched
+  pluginConfig:
+  - name: TeleschedThermal
+    args:
+      namespaces:
+        exclude: [default]
+  plugins:
+    deschedule:
+      enabled: [TeleschedThermal]
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, c := t.Context(), newClients(t)
+			deschedNode(ctx, t, c, tc.prefix+"-hot", tc.prefix, true)
+			deschedNode(ctx, t, c, tc.prefix+"-cool", tc.prefix, false)
+			var mutate func(*corev1.Pod)
+			if tc.pod != nil {
+				mutate = tc.pod(ctx, t, c)
+			}
+			deschedPodWith(ctx, t, c, tc.prefix+"-pod", tc.prefix+"-hot", tc.prefix, mutate)
+			var policy string
+			if tc.policy != "" {
+				policy = policyFile(t, tc.policy)
+			}
+			would := evictions(t, descheduler.ResultWouldEvict)
+			d := startDescheduler(t, func(o *app.Options) { o.DryRun, o.Policy = true, policy })
+			cycle(t, d)
+			if got := evictions(t, descheduler.ResultWouldEvict) - would; got != tc.want {
+				t.Errorf("would_evict rose by %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -67,7 +67,10 @@ func deschedPodWith(ctx context.Context, t *testing.T, c clients, name, node, gr
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}},
 		Spec: corev1.PodSpec{
-			NodeName: node,
+			// A pod of telesched's profile: the descheduler's default
+			// policy chooses no other scheduler's pods.
+			SchedulerName: "telesched",
+			NodeName:      node,
 			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 			}}},

@@ -42,6 +42,8 @@ type Options struct {
 	Sustain time.Duration
 	// MaxAge is PowerBudget's telemetryMaxAge.
 	MaxAge time.Duration
+	// Chooses: see thermal.Options.
+	Chooses func(*v1.Pod) bool
 }
 
 // Plugin is TeleschedPowerBudget.
@@ -227,7 +229,7 @@ func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powe
 			continue
 		}
 		pods, err := p.handle.GetPodsAssignedToNodeFunc()(m, func(pod *v1.Pod) bool {
-			return ev.Filter(pod) && !p.gate.Cooling(pod)
+			return ev.Filter(pod) && !p.gate.Cooling(pod) && (p.opts.Chooses == nil || p.opts.Chooses(pod))
 		})
 		if err != nil {
 			continue

@@ -47,6 +47,9 @@ type Options struct {
 	// MaxAge is how old a node's telemetry may be and still count; a
 	// node with stale telemetry is left alone.
 	MaxAge time.Duration
+	// Chooses, when set, says which pods the plugin may choose beside the
+	// evictor's rules (the policy's namespaces and schedulerNames).
+	Chooses func(*v1.Pod) bool
 }
 
 // Plugin is TeleschedThermal.
@@ -278,7 +281,7 @@ func Frees(book *estimate.Book, n *telemetry.Node, pod *v1.Pod, gone []*v1.Pod) 
 func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j Judgement, why string) []descheduler.Move {
 	ev := p.handle.Evictor()
 	pods, err := p.handle.GetPodsAssignedToNodeFunc()(node.Name, func(pod *v1.Pod) bool {
-		return ev.Filter(pod) && !p.gate.Cooling(pod)
+		return ev.Filter(pod) && !p.gate.Cooling(pod) && (p.opts.Chooses == nil || p.opts.Chooses(pod))
 	})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Listing pods", "node", klog.KObj(node))
