@@ -149,3 +149,36 @@ func TestLoadSchedulerProfile(t *testing.T) {
 		t.Errorf("a file the scheduler would refuse: err %v, want an error naming %s", err, bad)
 	}
 }
+
+// TestPowerBudgetMaxAgeIsPowerBudgets: TeleschedPowerBudget judges
+// members' watts fresh by PowerBudget's telemetryMaxAge, as the
+// scheduler's PowerBudget does, not EnergyAware's.
+func TestPowerBudgetMaxAgeIsPowerBudgets(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "deploy", "scheduler", "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PowerBudget's args come last in each profile.
+	s := string(data)
+	i := strings.LastIndex(s, "kind: PowerBudgetArgs\n      telemetryMaxAge: 60s")
+	if i < 0 {
+		t.Fatal("the shipped configuration's PowerBudget args moved; update this test")
+	}
+	s = s[:i] + strings.Replace(s[i:], "telemetryMaxAge: 60s", "telemetryMaxAge: 7s", 1)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadSchedulerConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &cfg.Profiles[len(cfg.Profiles)-1]
+	_, ea, err := PluginArgsFrom(path, last.SchedulerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PowerBudgetMaxAge(last); got != 7*time.Second || ea.TelemetryMaxAge != time.Minute {
+		t.Errorf("PowerBudget's telemetryMaxAge %v (EnergyAware's %v): want 7s, PowerBudget's own", got, ea.TelemetryMaxAge)
+	}
+}

@@ -597,6 +597,8 @@ func agentClients(t *testing.T, token string) tokenClients {
 	t.Helper()
 	c := rest.AnonymousClientConfig(cfg)
 	c.BearerToken = token
+	// As the agent names itself (agent/app/run.go): its field manager.
+	c.UserAgent = "telesched-agent/test"
 	return tokenClients{
 		clients: clients{kube: kubernetes.NewForConfigOrDie(c), dyn: dynamic.NewForConfigOrDie(c)},
 		cfg:     c,

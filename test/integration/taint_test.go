@@ -144,6 +144,9 @@ func TestNodeTaintPolicy(t *testing.T) {
 		{"own key with NoExecute", agentA, patch{nodeA, "", types.MergePatchType, taints(theirs, `{"key":"telesched.io/overheating","effect":"NoExecute"}`)},
 			"only with effect NoSchedule and no value"},
 		{"a label", agentA, patch{nodeA, "", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`)}, "not its metadata"},
+		{"another manager's managedFields entry", agentA, patch{nodeA, "", types.MergePatchType, []byte(`{"metadata":{"managedFields":[` +
+			`{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{}}}}]},` +
+			`"spec":{"taints":[` + theirs + `,` + ours + `]}}`)}, "may not write the managedFields of other managers"},
 		{"an annotation through status", agentA, patch{nodeA, "status", types.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`)}, "not its metadata"},
 		{"cordoning", agentA, patch{nodeA, "", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`)}, "not the rest of its spec"},
 		{"the Ready condition", agentA, patch{nodeA, "status", types.StrategicMergePatchType, condition(string(corev1.NodeReady))},
