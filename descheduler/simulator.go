@@ -172,9 +172,15 @@ func (s *Simulator) BeginCycle() error {
 	if err != nil {
 		return err
 	}
+	known := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		known[n.Name] = true
+	}
+	// Pods bound to a node that is gone (deleted before its pods) are
+	// left out, as kube-scheduler's cache keeps them off its snapshot.
 	bound := make([]*v1.Pod, 0, len(all))
 	for _, p := range all {
-		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		if known[p.Spec.NodeName] && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
 			bound = append(bound, p)
 		}
 	}

@@ -67,6 +67,26 @@ func taintNodes(ctx context.Context, t *testing.T, admin clients, label string, 
 	}
 }
 
+// taintingAgent installs the taint's grant and policy, creates node
+// (labelled telesched-test=node) with an agent pod on it, and returns the
+// agent's client on that pod's bound token once the policy is in force.
+func taintingAgent(ctx context.Context, t *testing.T, admin clients, node, pod string) *kube.Client {
+	t.Helper()
+	installNodeTaint(ctx, t, admin)
+	taintNodes(ctx, t, admin, node, node)
+	agent := agentClients(t, agentToken(ctx, t, admin, createAgentPod(ctx, t, admin, pod, node)))
+	kc, err := kube.New(agent.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the agent's patch on Nodes", 30*time.Second, func() bool {
+		_, err := agent.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return isNodeTaintDenial(err)
+	})
+	return kc
+}
+
 func isNodeTaintDenial(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodeTaintPolicy+"'")
 }
@@ -206,21 +226,9 @@ func TestOverheatingTaintHysteresisAndDefaultScheduler(t *testing.T) {
 	needControlPlane(t)
 	ctx := t.Context()
 	admin := newClients(t)
-	installNodeTaint(ctx, t, admin)
-
 	suffix := utilrand.String(5)
 	node := "taint-hot-" + suffix
-	taintNodes(ctx, t, admin, "taint-hot-"+suffix, node)
-	agent := agentClients(t, agentToken(ctx, t, admin, createAgentPod(ctx, t, admin, "taint-agent-"+suffix, node)))
-	kc, err := kube.New(agent.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the agent's patch on Nodes", 30*time.Second, func() bool {
-		_, err := agent.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`),
-			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return isNodeTaintDenial(err)
-	})
+	kc := taintingAgent(ctx, t, admin, node, "taint-agent-"+suffix)
 
 	startKubeScheduler(t)
 
@@ -392,20 +400,9 @@ func TestOverheatingConditionHeartbeatAndTurnOff(t *testing.T) {
 	needControlPlane(t)
 	ctx := t.Context()
 	admin := newClients(t)
-	installNodeTaint(ctx, t, admin)
 	suffix := utilrand.String(5)
 	node := "taint-beat-" + suffix
-	taintNodes(ctx, t, admin, "taint-beat-"+suffix, node)
-	agent := agentClients(t, agentToken(ctx, t, admin, createAgentPod(ctx, t, admin, "taint-beat-agent-"+suffix, node)))
-	kc, err := kube.New(agent.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the agent's patch on Nodes", 30*time.Second, func() bool {
-		_, err := agent.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`),
-			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return isNodeTaintDenial(err)
-	})
+	kc := taintingAgent(ctx, t, admin, node, "taint-beat-agent-"+suffix)
 	condition := func() (bool, *corev1.NodeCondition) {
 		n, err := admin.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
