@@ -221,7 +221,7 @@ func (s *Simulator) Destination(ctx context.Context, pod *v1.Pod, exclude func(n
 	}
 	// The pod as its replacement would be: gone from its node, unbound.
 	if err := s.snap.RemovePod(klog.FromContext(ctx), pod, pod.Spec.NodeName); err != nil {
-		return "", fmt.Sprintf("pod not in the snapshot of its node %s: %v", pod.Spec.NodeName, err)
+		return "", fmt.Sprintf("bound to %s after this cycle's snapshot was taken: judged next cycle", pod.Spec.NodeName)
 	}
 	defer func() {
 		if pi, err := framework.NewPodInfo(pod); err == nil {

@@ -88,8 +88,8 @@ func (p *Plugin) Reset() {
 // the scheduler counts its last watts or the budget's unmeteredNodeWatts
 // to stay careful, but an eviction needs watts a meter showed. The sum
 // is a lower bound of the budget's draw; missing names the members left
-// out.
-func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (watts float64, missing []string) {
+// out, and oldest is when the oldest sample counted was taken.
+func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (watts float64, missing []string, oldest time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range dom.Members {
@@ -106,8 +106,11 @@ func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (
 			delete(p.evictedAt, m)
 		}
 		watts += ns.Watts
+		if t := ns.View.SampleTime; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
 	}
-	return watts, missing
+	return watts, missing, oldest
 }
 
 // sampledAfter reports whether n's sample was taken after t, by its
@@ -129,6 +132,7 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 		dom     *powerbudget.Domain
 		watts   float64
 		missing []string
+		oldest  time.Time
 	}
 	var overs []judged
 	over := map[string]string{} // node → the over budget it is in
@@ -136,7 +140,7 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 	for i := range snap.Domains {
 		dom := &snap.Domains[i]
 		seen[dom.Name] = true
-		w, missing := p.evidence(snap, dom)
+		w, missing, oldest := p.evidence(snap, dom)
 		if w <= float64(dom.LimitWatts()) {
 			p.mu.Lock()
 			delete(p.overSince, dom.Name)
@@ -147,7 +151,7 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 			}
 			continue
 		}
-		overs = append(overs, judged{dom, w, missing})
+		overs = append(overs, judged{dom, w, missing, oldest})
 		for _, m := range dom.Members {
 			over[m] = dom.Name
 		}
@@ -193,6 +197,9 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 			dom.Name, now.Sub(since).Round(time.Second), o.watts, dom.LimitWatts(), dom.BudgetWatts, dom.ReserveWatts)
 		if freed[dom.Name] > 0 {
 			why += fmt.Sprintf(", %.0fW of it freed already this cycle", freed[dom.Name])
+		}
+		if !o.oldest.IsZero() {
+			why += " (samples taken since " + o.oldest.UTC().Format(time.RFC3339) + ")"
 		}
 		acted := p.shed(ctx, snap, dom, over, why, need)
 		if len(acted) == 0 {
