@@ -156,6 +156,12 @@ func LoadSchedulerProfile(path, schedulerName string) (*schedconfig.KubeSchedule
 	if err != nil {
 		return nil, err
 	}
+	return ProfileOf(cfg, path, schedulerName)
+}
+
+// ProfileOf is the profile schedulerName of cfg, read from path ("": the
+// shipped configuration), which an error names.
+func ProfileOf(cfg *schedconfig.KubeSchedulerConfiguration, path, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
 	var names []string
 	for i := range cfg.Profiles {
 		if cfg.Profiles[i].SchedulerName == schedulerName {
@@ -163,7 +169,7 @@ func LoadSchedulerProfile(path, schedulerName string) (*schedconfig.KubeSchedule
 		}
 		names = append(names, cfg.Profiles[i].SchedulerName)
 	}
-	err = fmt.Errorf("no profile with schedulerName %q (profiles: %q)", schedulerName, names)
+	err := fmt.Errorf("no profile with schedulerName %q (profiles: %q)", schedulerName, names)
 	if path != "" {
 		err = fmt.Errorf("%s: %w", path, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -64,7 +65,11 @@ func NewGate(recorder events.EventRecorder, cooldown time.Duration, dryRun bool,
 // keys are what the cool-down knows a pod by: its UID, and its namespace
 // and name (a StatefulSet's pod comes back with the same name, a new UID).
 func keys(pod *v1.Pod) [2]string {
-	return [2]string{"uid/" + string(pod.UID), "name/" + pod.Namespace + "/" + pod.Name}
+	return keysOf(pod.UID, pod.Namespace, pod.Name)
+}
+
+func keysOf(uid types.UID, namespace, name string) [2]string {
+	return [2]string{"uid/" + string(uid), "name/" + namespace + "/" + name}
 }
 
 // Cooling reports whether pod was acted on within the cool-down.
@@ -138,7 +143,7 @@ func (g *Gate) Recall(ctx context.Context, client kubernetes.Interface) (int, er
 			if at.IsZero() {
 				continue
 			}
-			g.rememberAt([2]string{"uid/" + string(e.Regarding.UID), "name/" + e.Regarding.Namespace + "/" + e.Regarding.Name}, at)
+			g.rememberAt(keysOf(e.Regarding.UID, e.Regarding.Namespace, e.Regarding.Name), at)
 			n++
 		}
 	}

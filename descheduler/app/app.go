@@ -204,11 +204,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	domains := powerbudget.NewDomains(cache, book, nil)
 	// The scheduler's own profile, built before the informers start: its
 	// plugins register theirs.
-	schedProfile, err := descheduler.LoadSchedulerProfile(opts.SchedulerConfig, opts.SchedulerProfile)
+	schedConfig, err := descheduler.LoadSchedulerConfig(opts.SchedulerConfig)
 	if err != nil {
 		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}
-	schedConfig, err := descheduler.LoadSchedulerConfig(opts.SchedulerConfig)
+	schedProfile, err := descheduler.ProfileOf(schedConfig, opts.SchedulerConfig, opts.SchedulerProfile)
 	if err != nil {
 		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/powerbudget"
-	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Name is the plugin's name in a descheduler profile.
@@ -99,7 +98,7 @@ func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (
 			continue
 		}
 		if at, ok := p.evictedAt[m]; ok {
-			if !sampledAfter(ns.View, at) {
+			if !descheduler.SampledAfter(ns.View, at) {
 				missing = append(missing, m+" (no sample since pods left it)")
 				continue
 			}
@@ -111,12 +110,6 @@ func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (
 		}
 	}
 	return watts, missing, oldest
-}
-
-// sampledAfter reports whether n's sample was taken after t, by its
-// agent's clock and seen after it by the cache's.
-func sampledAfter(n *telemetry.Node, t time.Time) bool {
-	return n.Observed.After(t) && (n.SampleTime.IsZero() || n.SampleTime.After(t))
 }
 
 // Deschedule implements frameworktypes.DeschedulePlugin. Budgets are
@@ -245,14 +238,7 @@ func (p *Plugin) shed(ctx context.Context, snap *powerbudget.Snapshot, dom *powe
 			// What the pod keeps busy: a service its requests over the
 			// node's speed (estimate.Busy).
 			d := p.book.Busy(ns.View, pod)
-			frees := func(gone []*v1.Pod) (float64, bool) {
-				less := d.CPUMilli
-				for _, g := range gone {
-					less += p.book.Busy(ns.View, g).CPUMilli
-				}
-				w, ok := p.book.PodWatts(ns.View, d, estimate.Demand{CPUMilli: -less})
-				return w.Mean, ok
-			}
+			frees := func(gone []*v1.Pod) (float64, bool) { return descheduler.PodFrees(p.book, ns.View, d, gone) }
 			w, ok := frees(nil)
 			if !ok {
 				continue

@@ -168,13 +168,6 @@ func (p *Plugin) judge(n *telemetry.Node, now time.Time) Judgement {
 	return Judge(n, p.book, p.opts.MarginMilli, p.opts.AbsoluteMilli, n.ThermalKnown(now, p.cache.ThermalHold()))
 }
 
-// takenAfter reports whether n's sample was taken after t, by its agent's
-// clock and seen after it by the cache's: a sample taken before pods left
-// shows them still there.
-func takenAfter(n *telemetry.Node, t time.Time) bool {
-	return n.Observed.After(t) && (n.SampleTime.IsZero() || n.SampleTime.After(t))
-}
-
 // observe starts, continues or ends a node's hot window from a sample:
 // only a sample taken after the node's last eviction counts, and one that
 // comes after a gap (the window's last sample stale by then) starts the
@@ -184,7 +177,7 @@ func (p *Plugin) observe(n *telemetry.Node, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at, ok := p.evictedAt[n.Name]; ok {
-		if !takenAfter(n, at) {
+		if !descheduler.SampledAfter(n, at) {
 			delete(p.windows, n.Name)
 			return false
 		}
@@ -268,12 +261,8 @@ func (p *Plugin) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktyp
 // per-pod use. A node without a power curve: its CPUs, as watts.
 func Frees(book *estimate.Book, n *telemetry.Node, pod *v1.Pod, gone []*v1.Pod) float64 {
 	d := book.Busy(n, pod).CPUOnly()
-	less := d.CPUMilli
-	for _, g := range gone {
-		less += book.Busy(n, g).CPUMilli
-	}
-	if w, ok := book.PodWatts(n, d, estimate.Demand{CPUMilli: -less}); ok {
-		return w.Mean
+	if w, ok := descheduler.PodFrees(book, n, d, gone); ok {
+		return w
 	}
 	return float64(d.CPUMilli) / 1000
 }
