@@ -167,6 +167,8 @@ func TestNodeTaintPolicy(t *testing.T) {
 		{"another manager's managedFields entry", agentA, patch{nodeA, "", types.MergePatchType, []byte(`{"metadata":{"managedFields":[` +
 			`{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{}}}}]},` +
 			`"spec":{"taints":[` + theirs + `,` + ours + `]}}`)}, "may not write the managedFields of other managers"},
+		{"resetting managedFields", agentA, patch{nodeA, "", types.MergePatchType, []byte(`{"metadata":{"managedFields":[{}]},` +
+			`"spec":{"taints":[` + theirs + `,` + ours + `]}}`)}, "may not write the managedFields of other managers"},
 		{"an annotation through status", agentA, patch{nodeA, "status", types.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`)}, "not its metadata"},
 		{"cordoning", agentA, patch{nodeA, "", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`)}, "not the rest of its spec"},
 		{"the Ready condition", agentA, patch{nodeA, "status", types.StrategicMergePatchType, condition(string(corev1.NodeReady))},
@@ -188,6 +190,13 @@ func TestNodeTaintPolicy(t *testing.T) {
 		})
 	}
 
+	// Another manager owning only the taints (an atomic list): the agent's
+	// write takes them over, and the API server drops that manager's
+	// entry, which the policy allows.
+	if _, err := admin.kube.CoreV1().Nodes().Patch(ctx, nodeA, types.MergePatchType, taints(theirs), metav1.PatchOptions{FieldManager: "taint-only"}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The agent's own calls, for real: set, read back, remove.
 	n, err := kc.GetNode(ctx, nodeA)
 	if err != nil {
@@ -207,6 +216,11 @@ func TestNodeTaintPolicy(t *testing.T) {
 	want := []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}, {Key: app.OverheatingTaintKey, Effect: corev1.TaintEffectNoSchedule}}
 	if diff := cmp.Diff(want, got.Spec.Taints); diff != "" {
 		t.Errorf("Node %s taints (-want +got):\n%s", nodeA, diff)
+	}
+	for _, m := range got.ManagedFields {
+		if m.Manager == "taint-only" {
+			t.Errorf("Node %s still has the managedFields entry of taint-only (%s): the agent's write was to take its taints over", nodeA, m.FieldsV1)
+		}
 	}
 
 	// Admins and the kubelet's own writes are not evaluated.
