@@ -66,6 +66,9 @@ type Host struct {
 	last        time.Time
 	utilization float64 // 0..1
 	tempMilli   int64
+	// tempsFailed makes every temperature file read as a failed sensor
+	// (FailTemperatures).
+	tempsFailed bool
 	watts       float64 // CPU-side power when set by SetWatts (haveWatts)
 	haveWatts   bool
 	userTicks   []float64
@@ -226,6 +229,22 @@ func (h *Host) SetTemperature(milli int64) {
 	h.mu.Unlock()
 }
 
+// FailTemperatures makes every temperature file (hwmon tempN_input,
+// thermal_zoneN/temp) hold a value no sensor can have, as the agent's
+// thermal collector reads a failed sensor (see agent/collector's
+// ThermalCollector: a read error or an impossible value fails the
+// sensor alike), from the next Advance; false restores the readings.
+func (h *Host) FailTemperatures(failed bool) {
+	h.mu.Lock()
+	h.tempsFailed = failed
+	h.mu.Unlock()
+}
+
+// tempFailed is what a failed temperature file holds: below absolute
+// zero, the -274000 some broken thermal zones report (the collector
+// refuses it as out of range).
+const tempFailed = "-274000\n"
+
 // Advance moves every counter forward by the time since the last call and
 // rewrites the files that change: /proc/stat and RAPL energy every time;
 // meminfo, NUMA meminfo and temperatures when their content differs from
@@ -242,7 +261,7 @@ func (h *Host) AdvanceTo(now time.Time) error {
 	}
 	dt := now.Sub(h.last).Seconds()
 	h.last = now
-	u, temp, spec := h.utilization, h.tempMilli, h.spec
+	u, temp, spec, failed := h.utilization, h.tempMilli, h.spec, h.tempsFailed
 	var stat strings.Builder
 	stat.WriteString("cpu  0 0 0 0 0 0 0 0 0 0\n")
 	for cpu := range h.userTicks {
@@ -275,9 +294,9 @@ func (h *Host) AdvanceTo(now time.Time) error {
 	}
 	for p := 0; p < spec.Packages; p++ {
 		hw := fmt.Sprintf("/sys/class/hwmon/hwmon%d", p)
-		files[hw+"/temp1_input"] = fmt.Sprintf("%d\n", temp)
+		files[hw+"/temp1_input"] = tempFile(failed, temp)
 		for c := 0; c < 8; c++ {
-			files[fmt.Sprintf("%s/temp%d_input", hw, c+2)] = fmt.Sprintf("%d\n", temp-int64(1000*(c%3)))
+			files[fmt.Sprintf("%s/temp%d_input", hw, c+2)] = tempFile(failed, temp-int64(1000*(c%3)))
 		}
 		zone := fmt.Sprintf("/sys/class/powercap/intel-rapl:%d", p)
 		files[zone+"/energy_uj"] = fmt.Sprintf("%d\n", uint64(energy[p])%raplRange)
@@ -286,7 +305,7 @@ func (h *Host) AdvanceTo(now time.Time) error {
 	for z := 0; z < 2; z++ {
 		// The zones read a little below the package sensor, as on real
 		// hosts, so the hottest sensor is the package with its hwmon limits.
-		files[fmt.Sprintf("/sys/class/thermal/thermal_zone%d/temp", z)] = fmt.Sprintf("%d\n", temp-int64(1000+2000*z))
+		files[fmt.Sprintf("/sys/class/thermal/thermal_zone%d/temp", z)] = tempFile(failed, temp-int64(1000+2000*z))
 	}
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
@@ -296,6 +315,14 @@ func (h *Host) AdvanceTo(now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// tempFile is a temperature file's content: milli, or tempFailed.
+func tempFile(failed bool, milli int64) string {
+	if failed {
+		return tempFailed
+	}
+	return fmt.Sprintf("%d\n", milli)
 }
 
 // RateCounter reports whether hostPath is a counter an agent turns into a

@@ -4,12 +4,16 @@
 package hosttree
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/telesched/telesched/agent/collector"
+	"github.com/telesched/telesched/agent/hostfs"
 )
 
 // newHost writes a small host's tree for a test.
@@ -119,5 +123,51 @@ func TestBeforeRead(t *testing.T) {
 	}
 	if read(t, h, energy) == uj {
 		t.Errorf("a read of %s did not advance the host", energy)
+	}
+}
+
+// TestFailTemperatures reads a tree with the agent's own thermal
+// collector: while FailTemperatures holds, every sensor fails (its last
+// reading held for the hold time, then none), and its readings come back
+// when it is lifted.
+func TestFailTemperatures(t *testing.T) {
+	h := newHost(t)
+	start := time.Now().Add(time.Second) // after New's write
+	h.SetTemperature(91_000)
+	hottest := func(th *collector.Thermal) int64 {
+		var m int64
+		for _, s := range th.Sensors {
+			m = max(m, s.MilliCelsius)
+		}
+		return m
+	}
+	c := collector.NewThermalCollector(hostfs.New(h.Dir)).WithSensorHold(10 * time.Second)
+	collect := func(at time.Time) (*collector.Thermal, error) {
+		t.Helper()
+		if err := h.AdvanceTo(at); err != nil {
+			t.Fatal(err)
+		}
+		s := &collector.Sample{Time: at}
+		err := c.Collect(context.Background(), s)
+		return s.Thermal, err
+	}
+	if th, err := collect(start); err != nil || th == nil || hottest(th) != 91_000 {
+		t.Fatalf("before the failure: %+v, %v; want the package at 91°C", th, err)
+	}
+	h.FailTemperatures(true)
+	th, err := collect(start.Add(5 * time.Second))
+	if err == nil || th == nil || hottest(th) != 91_000 {
+		t.Fatalf("failed, within the hold: %+v, %v; want the held 91°C and an error", th, err)
+	}
+	if !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("failed, within the hold: error %q does not say the value is out of range", err)
+	}
+	if th, err := collect(start.Add(11 * time.Second)); err == nil || th != nil {
+		t.Fatalf("failed, past the hold: %+v, %v; want no reading and an error", th, err)
+	}
+	h.FailTemperatures(false)
+	h.SetTemperature(60_000)
+	if th, err := collect(start.Add(12 * time.Second)); err != nil || th == nil || hottest(th) != 60_000 {
+		t.Fatalf("restored: %+v, %v; want 60°C and no error", th, err)
 	}
 }

@@ -341,6 +341,10 @@ func (n *Node) SetFaultHeat(celsius float64) {
 	n.mu.Unlock()
 }
 
+// FailSensors makes every temperature sensor of the node read as failed
+// (hosttree.Host.FailTemperatures), or, with false, read again.
+func (n *Node) FailSensors(failed bool) { n.host.FailTemperatures(failed) }
+
 // SetExtraUtilization adds u (0..1) to the node's base CPU load and to
 // each GPU's busy share: work the scheduler does not see rises (or, with
 // 0, falls back).
