@@ -32,3 +32,8 @@ func PodFrees(book *estimate.Book, n *telemetry.Node, d estimate.Demand, gone []
 	w, ok := book.PodWatts(n, d, estimate.Demand{CPUMilli: -less})
 	return w.Mean, ok
 }
+
+// SampleTimeLayout is how an eviction's Event names the time of the
+// sample it was decided on: RFC 3339 to the millisecond, as a sample a
+// moment after an eviction must read as after it.
+const SampleTimeLayout = "2006-01-02T15:04:05.000Z07:00"

@@ -192,7 +192,7 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 			why += fmt.Sprintf(", %.0fW of it freed already this cycle", freed[dom.Name])
 		}
 		if !o.oldest.IsZero() {
-			why += " (samples taken since " + o.oldest.UTC().Format(time.RFC3339) + ")"
+			why += " (samples taken since " + o.oldest.UTC().Format(descheduler.SampleTimeLayout) + ")"
 		}
 		acted := p.shed(ctx, snap, dom, over, why, need)
 		if len(acted) == 0 {

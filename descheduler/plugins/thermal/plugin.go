@@ -242,7 +242,7 @@ func (p *Plugin) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktyp
 		// The sample it is decided on, so an Event says what evidence
 		// moved the pod.
 		why := fmt.Sprintf("node %s at or past limit - margin for %s: %s (sample taken %s, seen %s ago)", node.Name, now.Sub(since).Round(time.Second), j.Why,
-			n.SampleTime.UTC().Format(time.RFC3339), now.Sub(n.Observed).Round(time.Second))
+			n.SampleTime.UTC().Format(descheduler.SampleTimeLayout), now.Sub(n.Observed).Round(time.Second))
 		if len(p.shed(ctx, node, n, j, why)) > 0 {
 			p.evicted(node.Name, now)
 		}
