@@ -364,6 +364,10 @@ DEMOFLAGS ?=
 demo: demo-banner build ## Run the embedded sandbox: a local cluster, real and simulated nodes, scheduled by telesched (DEMOFLAGS=--keep).
 	$(BIN)/telesched-sandbox $(DEMOFLAGS)
 
+.PHONY: soak
+soak: demo-banner build ## Run the sandbox's soak: telesched-descheduler evicting, two replicas, through churn and faults (docs/sandbox.md; about 11 minutes).
+	$(BIN)/telesched-sandbox --descheduler=skip --soak $(DEMOFLAGS)
+
 .PHONY: demo-banner
 demo-banner:
 	@echo "make demo: building etcd, kube-apiserver and the telesched binaries into bin/"

@@ -94,6 +94,9 @@ type Result struct {
 	// After are the after-placement passes, without the descheduler
 	// first (--descheduler).
 	After []AfterResult
+	// Soak is the soak's evictions and goals (Options.Soak), nil when it
+	// did not run.
+	Soak *SoakResult `json:",omitempty"`
 	// Tables are the NodeTelemetry tables printed, as kubectl prints them;
 	// BudgetTables the PowerBudget tables.
 	Tables       []string

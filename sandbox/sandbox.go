@@ -35,7 +35,10 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultTimeout  = 10 * time.Minute
+	DefaultTimeout = 10 * time.Minute
+	// SoakTimeout is what the soak adds to Options.Timeout: it runs
+	// about 7 minutes.
+	SoakTimeout     = 12 * time.Minute
 	DefaultInterval = time.Second
 )
 
@@ -50,7 +53,8 @@ type Options struct {
 	Dir string
 	// Keep leaves the cluster up after the scenario until ctx ends.
 	Keep bool
-	// Timeout bounds the whole run, Keep's wait excepted.
+	// Timeout bounds the whole run, Keep's wait excepted; with Soak,
+	// SoakTimeout more.
 	Timeout time.Duration
 	// Interval is every agent's sampling interval.
 	Interval time.Duration
@@ -74,6 +78,10 @@ type Options struct {
 	// BudgetSustain is the descheduler's --budget-sustain, fit to the
 	// rack phase (rackHold).
 	BudgetSustain time.Duration
+	// Soak runs the soak (soak.go) after the after-placement phases:
+	// telesched-descheduler evicting, two replicas, through churn and
+	// faults; a missed goal fails the run.
+	Soak bool
 	// WorkSpeedup is how many seconds of a job's work the simulation runs
 	// in a second: the GPU phase's training jobs end when their work is
 	// done at their devices' speed, WorkSpeedup times sooner than they
@@ -108,6 +116,9 @@ const (
 func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.Soak {
+		opts.Timeout += SoakTimeout
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
@@ -208,12 +219,23 @@ type sandbox struct {
 	watch  *watcher
 	stops  []func()
 	agents sync.WaitGroup
+	// agentCtx, kubeconfig and agentRuns are the agents' (startAgents),
+	// so that one can be stopped and started again (startAgent).
+	agentCtx   context.Context
+	kubeconfig string
+	agentRuns  map[string]*agentRun
+	// soakBudgets are the soak's PowerBudgets' nodes, by name.
+	soakBudgets map[string][]string
 }
 
 // progress prints a numbered step and remembers it for error messages.
 func (s *sandbox) progress(n int, format string, args ...any) {
 	s.step = fmt.Sprintf(format, args...)
-	fmt.Fprintf(s.opts.Out, "[%d/8] %-64s (%s)\n", n, s.step, time.Since(s.start).Round(100*time.Millisecond))
+	steps := 8
+	if s.opts.Soak {
+		steps = 9
+	}
+	fmt.Fprintf(s.opts.Out, "[%d/%d] %-64s (%s)\n", n, steps, s.step, time.Since(s.start).Round(100*time.Millisecond))
 }
 
 func (s *sandbox) printf(format string, args ...any) { fmt.Fprintf(s.opts.Out, format, args...) }
@@ -313,7 +335,16 @@ func (s *sandbox) run(ctx context.Context, binDir, schedulerBin string) error {
 			return err
 		}
 	}
+	if s.opts.Soak {
+		s.progress(9, "soak: the descheduler evicting through churn and faults")
+		if err := s.soakPhase(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.res.afterVerdict(); err != nil {
+		return err
+	}
+	if err := s.res.Soak.soakVerdict(); err != nil {
 		return err
 	}
 	return s.res.unitsVerdict()
@@ -435,51 +466,82 @@ func (s *sandbox) startAgents(ctx context.Context, kubeconfig string) error {
 			}
 		}
 	}()
-	start := func(name, root string, configure func(*app.Options)) error {
-		o := app.NewOptions()
-		o.NodeName, o.HostRoot, o.Kubeconfig, o.Interval = name, root, kubeconfig, s.opts.Interval
-		o.MetricsAddress, o.HealthAddress = "", ""
-		// The scenario's heat phase shows EnergyAware refusing the heater
-		// and requeueing its pinned pod as the node cools; the overheating
-		// taint would refuse it first and hold it for --overheating-taint-hold
-		// after. test/integration's TestOverheatingTaint* cover the taint.
-		o.OverheatingTaint = false
-		// Publish on every meaningful change, at most twice a second.
-		o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
-		o.Publisher.BackoffMax = 5 * time.Second
-		o.PowerModel.MinSamples = 8
-		// The ramp gives 48 samples of changing power; learn from most
-		// of them.
-		o.ThermalModel.MinSamples, o.ThermalModel.Memory = 30, 60
-		configure(o)
-		o.Complete()
-		if err := o.Validate(); err != nil {
-			return fmt.Errorf("agent for %s: %w", name, err)
-		}
-		s.agents.Add(1)
-		go func() {
-			defer s.agents.Done()
-			logger := klog.NewKlogr().WithValues("node", name)
-			if err := app.Run(klog.NewContext(agentCtx, logger), o, io.Discard); err != nil && agentCtx.Err() == nil {
-				logger.Error(err, "agent stopped")
-			}
-		}()
-		return nil
-	}
+	s.agentCtx, s.kubeconfig, s.agentRuns = agentCtx, kubeconfig, map[string]*agentRun{}
 	for _, n := range s.sortedNodes() {
-		if err := start(n.Spec.Name, n.Dir, func(o *app.Options) {
-			o.NVMLLibrary = n.NVML()
-			o.NVML = o.NVMLLibrary != nil
-			o.BeforeHostRead = func(hostPath string) {
-				if err := n.BeforeRead(hostPath); err != nil {
-					klog.FromContext(ctx).Error(err, "advancing a simulated node", "node", n.Spec.Name)
-				}
-			}
-		}); err != nil {
+		if err := s.startAgent(n.Spec.Name, nil); err != nil {
 			return err
 		}
 	}
-	return start(s.res.RealHost, "/", func(*app.Options) {})
+	return s.startAgent(s.res.RealHost, nil)
+}
+
+// agentRun is one node's running agent: cancel stops it, done closes
+// when it has.
+type agentRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startAgent starts the agent of node name (a simulated node, or the real
+// host) with the sandbox's settings, then configure's.
+func (s *sandbox) startAgent(name string, configure func(*app.Options)) error {
+	o := app.NewOptions()
+	o.NodeName, o.HostRoot, o.Kubeconfig, o.Interval = name, "/", s.kubeconfig, s.opts.Interval
+	o.MetricsAddress, o.HealthAddress = "", ""
+	// The scenario's heat phase shows EnergyAware refusing the heater
+	// and requeueing its pinned pod as the node cools; the overheating
+	// taint would refuse it first and hold it for --overheating-taint-hold
+	// after. test/integration's TestOverheatingTaint* cover the taint; the
+	// soak (soak.go) turns it on for the heater.
+	o.OverheatingTaint = false
+	// Publish on every meaningful change, at most twice a second.
+	o.Publisher.RateLimitQPS, o.Publisher.RateLimitBurst = 2, 4
+	o.Publisher.BackoffMax = 5 * time.Second
+	o.PowerModel.MinSamples = 8
+	// The ramp gives 48 samples of changing power; learn from most
+	// of them.
+	o.ThermalModel.MinSamples, o.ThermalModel.Memory = 30, 60
+	if n := s.nodes[name]; n != nil {
+		o.HostRoot = n.Dir
+		o.NVMLLibrary = n.NVML()
+		o.NVML = o.NVMLLibrary != nil
+		ctx := s.agentCtx
+		o.BeforeHostRead = func(hostPath string) {
+			if err := n.BeforeRead(hostPath); err != nil {
+				klog.FromContext(ctx).Error(err, "advancing a simulated node", "node", n.Spec.Name)
+			}
+		}
+	}
+	if configure != nil {
+		configure(o)
+	}
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("agent for %s: %w", name, err)
+	}
+	ctx, cancel := context.WithCancel(s.agentCtx)
+	run := &agentRun{cancel: cancel, done: make(chan struct{})}
+	s.agentRuns[name] = run
+	s.agents.Add(1)
+	go func() {
+		defer s.agents.Done()
+		defer close(run.done)
+		logger := klog.NewKlogr().WithValues("node", name)
+		if err := app.Run(klog.NewContext(ctx, logger), o, io.Discard); err != nil && ctx.Err() == nil {
+			logger.Error(err, "agent stopped")
+		}
+	}()
+	return nil
+}
+
+// stopAgent stops node name's agent, as a crash would (it publishes
+// nothing more), and waits for it to end.
+func (s *sandbox) stopAgent(name string) {
+	if run := s.agentRuns[name]; run != nil {
+		run.cancel()
+		<-run.done
+		delete(s.agentRuns, name)
+	}
 }
 
 func (s *sandbox) sortedNodes() []*sim.Node {

@@ -120,6 +120,8 @@ type watcher struct {
 
 	// after runs the after-placement phases' pods (after.go).
 	after afterPods
+	// soak is what the soak's pods did (soak.go).
+	soak soakLog
 	// jobs says how long a demo job bound to a node runs, in the run's
 	// seconds; nil or false: it runs to the end of the scenario.
 	jobs func(pod, node string) (time.Duration, bool)
@@ -239,6 +241,10 @@ func (w *watcher) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if ok && pod.Namespace == afterNamespace {
 		w.onAfterPod(pod)
+		return
+	}
+	if ok && pod.Namespace == soakNamespace {
+		w.onSoakPod(pod)
 		return
 	}
 	if !ok || pod.Spec.NodeName == "" || (pod.Namespace != demoNamespace && pod.Namespace != baselineNamespace) {
@@ -491,6 +497,10 @@ func (w *watcher) onPodDelete(obj any) {
 		w.onAfterDelete(pod)
 		return
 	}
+	if pod.Namespace == soakNamespace {
+		w.onSoakDelete(pod)
+		return
+	}
 	if n := w.nodes[pod.Spec.NodeName]; n != nil && pod.Namespace == demoNamespace {
 		n.RemovePod(pod.UID)
 	}
@@ -501,6 +511,10 @@ func (w *watcher) onEvent(obj any) {
 	ev, ok := obj.(*corev1.Event)
 	if ok && ev.InvolvedObject.Namespace == afterNamespace {
 		w.onAfterEvent(ev)
+		return
+	}
+	if ok && ev.InvolvedObject.Namespace == soakNamespace {
+		w.onSoakEvent(ev)
 		return
 	}
 	if !ok || ev.Reason != "FailedScheduling" || ev.InvolvedObject.Namespace != demoNamespace {
