@@ -61,7 +61,9 @@ type Simulator struct {
 	pods   corelisters.PodLister
 	book   *estimate.Book
 
-	// this cycle's snapshot and moves; snap is nil outside a cycle.
+	// this cycle's snapshot and moves: open within a cycle, snap nil
+	// until the cycle first asks for a destination (and outside one).
+	open  bool
 	snap  *internalcache.Snapshot
 	moves map[string]move // by pod key (namespace/name)
 }
@@ -158,12 +160,19 @@ type sharedLister struct{ fwk.SharedLister }
 // Profile is the scheduler profile the simulator runs.
 func (s *Simulator) Profile() string { return s.fw.ProfileName() }
 
-// BeginCycle takes the cycle's snapshot: every node and every pod bound to
-// one, from the informers.
+// BeginCycle opens a cycle. Its snapshot, of every node and every pod
+// bound to one, from the informers, is taken when the cycle first asks
+// for a destination: a cycle with nothing to move (most of them) takes
+// none, which at 1000 nodes of 10 pods each saves ~0.16 s of CPU and
+// ~127 MB of allocations a cycle (BenchmarkSimulatorCycle).
 func (s *Simulator) BeginCycle() error {
-	if s.snap != nil {
-		s.EndCycle()
-	}
+	s.EndCycle()
+	s.open, s.moves = true, map[string]move{}
+	return nil
+}
+
+// take takes the snapshot.
+func (s *Simulator) take() error {
 	nodes, err := s.nodes.List(labels.Everything())
 	if err != nil {
 		return err
@@ -189,18 +198,20 @@ func (s *Simulator) BeginCycle() error {
 		return err
 	}
 	s.snap, s.lister.SharedLister = snap, snap
-	s.moves = map[string]move{}
+	if s.moves == nil {
+		s.moves = map[string]move{}
+	}
 	return nil
 }
 
 // EndCycle forgets the cycle's snapshot and plans.
 func (s *Simulator) EndCycle() {
+	s.open, s.moves = false, nil
 	if s.snap == nil {
 		return
 	}
 	_ = s.snap.EndMutations()
 	s.snap, s.lister.SharedLister = nil, internalcache.NewEmptySnapshot()
-	s.moves = nil
 	s.book.ClearPlans()
 }
 
@@ -214,10 +225,13 @@ func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 // it. exclude, when not nil, refuses a node with a reason of its own.
 func (s *Simulator) Destination(ctx context.Context, pod *v1.Pod, exclude func(node string) string) (string, string) {
 	if s.snap == nil {
-		if err := s.BeginCycle(); err != nil {
+		if !s.open {
+			// Outside a cycle: a snapshot for this pod alone.
+			defer s.EndCycle()
+		}
+		if err := s.take(); err != nil {
 			return "", "snapshot: " + err.Error()
 		}
-		defer s.EndCycle()
 	}
 	// The pod as its replacement would be: gone from its node, unbound.
 	if err := s.snap.RemovePod(klog.FromContext(ctx), pod, pod.Spec.NodeName); err != nil {
@@ -310,7 +324,7 @@ func (s *Simulator) Node(name string) *v1.Node {
 // the cycle.
 func (s *Simulator) Plan(ctx context.Context, pod *v1.Pod, dest string) error {
 	if s.snap == nil {
-		return errors.New("no cycle begun")
+		return errors.New("no destination asked for in this cycle")
 	}
 	key := podKey(pod)
 	if _, ok := s.moves[key]; ok {
