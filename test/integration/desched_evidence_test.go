@@ -97,6 +97,36 @@ func TestDeschedulerShedsNestedBudgetsOnce(t *testing.T) {
 	}
 }
 
+// TestDeschedulerJudgesAnOuterBudgetAgainAfterItsRackShed: the rack of
+// TestDeschedulerShedsNestedBudgetsOnce inside a row over by 60 W more
+// than the rack. The rack sheds its two pods; the row, whose samples of
+// the rack's node were taken before they left, sheds nothing more this
+// cycle: it is judged again on samples taken after, for a whole window.
+func TestDeschedulerJudgesAnOuterBudgetAgainAfterItsRackShed(t *testing.T) {
+	needControlPlane(t)
+	ctx, c := t.Context(), newClients(t)
+	for _, n := range []string{"dsouter-0", "dsouter-1", "dsouter-out"} {
+		deschedNode(ctx, t, c, n, "dsouter", false)
+	}
+	for _, p := range []string{"dsouter-a", "dsouter-b", "dsouter-c"} {
+		deschedPod(ctx, t, c, p, "dsouter-0", "dsouter")
+	}
+	for _, p := range []string{"dsouter-d", "dsouter-e"} {
+		deschedPod(ctx, t, c, p, "dsouter-1", "dsouter")
+	}
+	budgetRack(ctx, t, c, "dsouter-rack", 460, "dsouter-0")
+	if _, err := c.applyStatus(ctx, "dsouter-1", rackNode(50, 500)); err != nil {
+		t.Fatal(err)
+	}
+	labelBudget(ctx, t, c, "example.com/outer-row", "dsouter-row", 900, "dsouter-0", "dsouter-1")
+	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
+	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0 })
+	cycle(t, d)
+	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict) - before; got != 2 {
+		t.Errorf("would_evict rose by %v, want 2: the rack's two pods, and none for the row until samples taken after they left", got)
+	}
+}
+
 // TestDeschedulerEvictsOnlyOnMeteredWatts: a rack of two nodes under a
 // 960 W budget, one of them an agent that died at 600 W (its watts a
 // minute stale by PowerBudget's telemetryMaxAge, here 2s), the other

@@ -113,10 +113,11 @@ func (p *Plugin) evidence(snap *powerbudget.Snapshot, dom *powerbudget.Domain) (
 }
 
 // Deschedule implements frameworktypes.DeschedulePlugin. Budgets are
-// judged innermost first (fewest members), and what a budget's evictions
-// free counts for every budget its nodes are in: a rack inside a row,
-// both over because of one node, loses the pods that bring the rack under
-// and the row only what it still needs after them.
+// judged innermost first (fewest members); a budget whose nodes lost pods
+// this cycle, for a budget inside it, sheds nothing more this cycle: a
+// rack inside a row, both over because of one node, loses the pods that
+// bring the rack under, and the row is judged again on samples taken
+// after they left.
 func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	now := p.now()
@@ -176,21 +177,24 @@ func (p *Plugin) Deschedule(ctx context.Context, _ []*v1.Node) *frameworktypes.S
 			logger.V(2).Info("Budget over, window not yet sustained", "budget", dom.Name, "overFor", now.Sub(since).Round(time.Second))
 			continue
 		}
-		// Shed 1 mW more than over, so the sum ends under.
-		need := o.watts - float64(dom.LimitWatts()) - freed[dom.Name] + 0.001
-		if need <= 0 {
-			logger.Info("Budget over, brought under by this cycle's evictions from a budget inside it", "budget", dom.Name,
-				"evidenceWatts", o.watts, "freedWatts", freed[dom.Name], "limitWatts", dom.LimitWatts())
+		if freed[dom.Name] > 0 {
+			// A budget inside it shed pods from its nodes this cycle: its
+			// samples of them were taken before they left, so it is judged
+			// again, for a whole window, on samples taken after (as a
+			// budget is after its own evictions), never shed twice on one
+			// reading of an excess that estimates, off by a few watts,
+			// leave a watt or two of.
+			logger.Info("Budget over, but pods left its nodes this cycle for a budget inside it: judged again on samples taken after they left",
+				"budget", dom.Name, "evidenceWatts", o.watts, "freedWatts", freed[dom.Name], "limitWatts", dom.LimitWatts())
 			p.mu.Lock()
 			p.overSince[dom.Name] = now
 			p.mu.Unlock()
 			continue
 		}
+		// Shed 1 mW more than over, so the sum ends under.
+		need := o.watts - float64(dom.LimitWatts()) + 0.001
 		why := fmt.Sprintf("PowerBudget %s over for %s: measured %.0fW > limit %dW (budget %dW - reserve %dW)",
 			dom.Name, now.Sub(since).Round(time.Second), o.watts, dom.LimitWatts(), dom.BudgetWatts, dom.ReserveWatts)
-		if freed[dom.Name] > 0 {
-			why += fmt.Sprintf(", %.0fW of it freed already this cycle", freed[dom.Name])
-		}
 		if !o.oldest.IsZero() {
 			why += " (samples taken since " + o.oldest.UTC().Format(descheduler.SampleTimeLayout) + ")"
 		}
