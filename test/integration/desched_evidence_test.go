@@ -73,28 +73,37 @@ func labelBudget(ctx context.Context, t *testing.T, c clients, key, name string,
 // 1000 W under a 960 W row). Two 25 W pods bring the rack under, and with
 // it the row: two pods go, not four.
 func TestDeschedulerShedsNestedBudgetsOnce(t *testing.T) {
+	if got := nestedBudgetsWouldEvict(t, "dsnest", 960); got != 2 {
+		t.Errorf("would_evict rose by %v, want 2: the rack's two pods bring the row under too", got)
+	}
+}
+
+// nestedBudgetsWouldEvict sets up a rack of one node (prefix-0, three
+// pods, 500 W against 460 W) inside a row of rowWatts with prefix-1 (two
+// pods, 500 W), and prefix-out with room, runs one dry-run cycle and
+// returns how many pods TeleschedPowerBudget would evict.
+func nestedBudgetsWouldEvict(t *testing.T, prefix string, rowWatts int64) float64 {
+	t.Helper()
 	needControlPlane(t)
 	ctx, c := t.Context(), newClients(t)
-	for _, n := range []string{"dsnest-0", "dsnest-1", "dsnest-out"} {
-		deschedNode(ctx, t, c, n, "dsnest", false)
+	for _, n := range []string{prefix + "-0", prefix + "-1", prefix + "-out"} {
+		deschedNode(ctx, t, c, n, prefix, false)
 	}
-	for _, p := range []string{"dsnest-a", "dsnest-b", "dsnest-c"} {
-		deschedPod(ctx, t, c, p, "dsnest-0", "dsnest")
+	for _, p := range []string{"a", "b", "c"} {
+		deschedPod(ctx, t, c, prefix+"-"+p, prefix+"-0", prefix)
 	}
-	for _, p := range []string{"dsnest-d", "dsnest-e"} {
-		deschedPod(ctx, t, c, p, "dsnest-1", "dsnest")
+	for _, p := range []string{"d", "e"} {
+		deschedPod(ctx, t, c, prefix+"-"+p, prefix+"-1", prefix)
 	}
-	budgetRack(ctx, t, c, "dsnest-rack", 460, "dsnest-0")
-	if _, err := c.applyStatus(ctx, "dsnest-1", rackNode(50, 500)); err != nil {
+	budgetRack(ctx, t, c, prefix+"-rack", 460, prefix+"-0")
+	if _, err := c.applyStatus(ctx, prefix+"-1", rackNode(50, 500)); err != nil {
 		t.Fatal(err)
 	}
-	labelBudget(ctx, t, c, "example.com/row", "dsnest-row", 960, "dsnest-0", "dsnest-1")
+	labelBudget(ctx, t, c, "example.com/"+prefix+"-row", prefix+"-row", rowWatts, prefix+"-0", prefix+"-1")
 	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
 	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0 })
 	cycle(t, d)
-	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict) - before; got != 2 {
-		t.Errorf("would_evict rose by %v, want 2: the rack's two pods bring the row under too", got)
-	}
+	return pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict) - before
 }
 
 // TestDeschedulerJudgesAnOuterBudgetAgainAfterItsRackShed: the rack of
@@ -103,26 +112,7 @@ func TestDeschedulerShedsNestedBudgetsOnce(t *testing.T) {
 // the rack's node were taken before they left, sheds nothing more this
 // cycle: it is judged again on samples taken after, for a whole window.
 func TestDeschedulerJudgesAnOuterBudgetAgainAfterItsRackShed(t *testing.T) {
-	needControlPlane(t)
-	ctx, c := t.Context(), newClients(t)
-	for _, n := range []string{"dsouter-0", "dsouter-1", "dsouter-out"} {
-		deschedNode(ctx, t, c, n, "dsouter", false)
-	}
-	for _, p := range []string{"dsouter-a", "dsouter-b", "dsouter-c"} {
-		deschedPod(ctx, t, c, p, "dsouter-0", "dsouter")
-	}
-	for _, p := range []string{"dsouter-d", "dsouter-e"} {
-		deschedPod(ctx, t, c, p, "dsouter-1", "dsouter")
-	}
-	budgetRack(ctx, t, c, "dsouter-rack", 460, "dsouter-0")
-	if _, err := c.applyStatus(ctx, "dsouter-1", rackNode(50, 500)); err != nil {
-		t.Fatal(err)
-	}
-	labelBudget(ctx, t, c, "example.com/outer-row", "dsouter-row", 900, "dsouter-0", "dsouter-1")
-	before := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict)
-	d := startDescheduler(t, func(o *app.Options) { o.DryRun = true; o.BudgetSustain = 0 })
-	cycle(t, d)
-	if got := pluginEvictions(t, budgetplugin.Name, descheduler.ResultWouldEvict) - before; got != 2 {
+	if got := nestedBudgetsWouldEvict(t, "dsouter", 900); got != 2 {
 		t.Errorf("would_evict rose by %v, want 2: the rack's two pods, and none for the row until samples taken after they left", got)
 	}
 }
