@@ -7,9 +7,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/scheduler/registry"
 	"github.com/telesched/telesched/scheduler/telemetry"
