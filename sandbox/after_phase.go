@@ -450,14 +450,7 @@ func (l rackLoad) extraFor(watts float64, k int) float64 {
 	if l.leastWithout(hi, k) < watts {
 		return hi
 	}
-	for range 40 {
-		mid := (lo + hi) / 2
-		if l.leastWithout(mid, k) < watts {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
+	_, hi = bisect(lo, hi, 40, func(extra float64) bool { return l.leastWithout(extra, k) < watts })
 	return hi
 }
 
@@ -490,16 +483,26 @@ func afterBound(oracleMin int, sustain, interval, tau time.Duration) time.Durati
 // faultFor is the fault heat that makes spec settle at celsius at
 // utilization u (bisection: Steady rises with the fault heat).
 func faultFor(spec sim.NodeSpec, u, celsius float64) float64 {
-	lo, hi := -100.0, 200.0
-	for range 60 {
+	lo, hi := bisect(-100, 200, 60, func(fault float64) bool {
+		c, _ := spec.Steady(u, fault)
+		return c < celsius
+	})
+	return (lo + hi) / 2
+}
+
+// bisect narrows [lo, hi] in steps halvings to where below, false at hi
+// and true below some point (a quantity rising with x under its target),
+// turns false, and returns the bounds: below(lo) holds, below(hi) not.
+func bisect(lo, hi float64, steps int, below func(x float64) bool) (float64, float64) {
+	for range steps {
 		mid := (lo + hi) / 2
-		if c, _ := spec.Steady(u, mid); c < celsius {
+		if below(mid) {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return (lo + hi) / 2
+	return lo, hi
 }
 
 // printAfter prints the passes side by side: the fault, then the rack.

@@ -220,26 +220,30 @@ func (s *sandbox) createBudgets(ctx context.Context) error {
 		return err
 	}
 	for _, b := range s.opts.Fleet.Budgets {
-		spec := map[string]any{
-			"nodeSelector": map[string]any{"matchLabels": map[string]any{RackLabel: b.Rack}},
-			"budgetWatts":  b.BudgetWatts,
-		}
+		obj := powerBudgetObject(b.Name, map[string]any{"matchLabels": map[string]any{RackLabel: b.Rack}}, b.BudgetWatts)
+		spec := obj.Object["spec"].(map[string]any)
 		if b.ReserveWatts > 0 {
 			spec["reserveWatts"] = b.ReserveWatts
 		}
 		if b.UnmeteredNodeWatts != nil {
 			spec["unmeteredNodeWatts"] = *b.UnmeteredNodeWatts
 		}
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
-			"metadata": map[string]any{"name": b.Name}, "spec": spec,
-		}}
 		if _, err := dyn.Resource(powerbudget.Resource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("PowerBudget %s: %w", b.Name, err)
 		}
 		s.printf("      PowerBudget %s: rack %s, %d W (reserve %d W)\n", b.Name, b.Rack, b.BudgetWatts, b.ReserveWatts)
 	}
 	return nil
+}
+
+// powerBudgetObject is a PowerBudget of the nodes selector selects (a
+// LabelSelector), budgetWatts, nothing reserved.
+func powerBudgetObject(name string, selector map[string]any, budgetWatts int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"nodeSelector": selector, "budgetWatts": budgetWatts},
+	}}
 }
 
 // waitBudgetStatus waits for the scheduler's first status of every

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,14 +23,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
 	agentapp "github.com/telesched/telesched/agent/app"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/proc"
 	"github.com/telesched/telesched/sandbox/sim"
 	"github.com/telesched/telesched/scheduler/powerbudget"
@@ -424,22 +421,11 @@ type soakReplica struct {
 // the sandbox's scheduler configuration and profile, under leader
 // election with short leases; its log is logs/descheduler-<name>.log.
 func (s *sandbox) startSoakReplica(name string) (*soakReplica, error) {
-	bin := filepath.Join(s.binDir, "telesched-descheduler")
-	path := filepath.Join(s.dir, "logs", "descheduler-"+name+".log")
-	log, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--kubeconfig="+s.res.Kubeconfig, "--dry-run=false", "--metrics-bind-address=",
+	p, path, err := s.runDescheduler("descheduler-"+name+".log",
 		"--scheduler-config="+filepath.Join(s.dir, "scheduler-config.yaml"), "--scheduler-profile="+s.opts.Profile,
-		"--interval="+s.opts.DeschedulerInterval.String(), "--thermal-sustain="+s.opts.ThermalSustain.String(),
-		"--budget-sustain="+s.opts.BudgetSustain.String(), fmt.Sprintf("--max-evictions-per-node-per-cycle=%d", deschedulerPerNode),
 		"--telemetry-thermal-hold="+soakThermalHold.String(),
 		"--leader-elect-lease-duration="+soakLeaseDuration.String(), "--leader-elect-renew-deadline="+soakRenewDeadline.String(),
-		"--leader-elect-retry-period="+soakRetryPeriod.String(), "-v=2")
-	cmd.Stdout, cmd.Stderr = log, log
-	p, err := proc.Start(cmd, proc.DefaultGrace)
-	_ = log.Close()
+		"--leader-elect-retry-period="+soakRetryPeriod.String())
 	if err != nil {
 		return nil, err
 	}
@@ -806,15 +792,7 @@ func (s *sandbox) publishedWatts(nodes ...string) float64 {
 // about watts more, settled (bisection: watts rise with load).
 func extraFor(n *sim.Node, watts float64) float64 {
 	base := n.SteadyLoadWatts(0, 0, 0)
-	lo, hi := 0.0, 1.0
-	for range 40 {
-		mid := (lo + hi) / 2
-		if n.SteadyLoadWatts(mid, 0, 0)-base < watts {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
+	_, hi := bisect(0, 1, 40, func(u float64) bool { return n.SteadyLoadWatts(u, 0, 0)-base < watts })
 	return hi
 }
 
@@ -878,14 +856,7 @@ func (s *sandbox) createSoakBudget(ctx context.Context, budgets dynamic.Namespac
 	for i, n := range nodes {
 		values[i] = n
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": telemetryv1alpha1.SchemeGroupVersion.String(), "kind": "PowerBudget",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"nodeSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "kubernetes.io/hostname", "operator": "In", "values": values}}},
-			"budgetWatts":  int64(watts),
-		},
-	}}
+	obj := powerBudgetObject(name, map[string]any{"matchExpressions": []any{map[string]any{"key": "kubernetes.io/hostname", "operator": "In", "values": values}}}, int64(watts))
 	if _, err := budgets.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("PowerBudget %s: %w", name, err)
 	}
