@@ -312,3 +312,50 @@ func TestIndexCountsOnlyAPoolsNewestGeneration(t *testing.T) {
 		t.Errorf("an older generation added late: node (-want +got):\n%s", diff)
 	}
 }
+
+// TestPodHeldGPUs: the GPUs a pod's allocated claims hold, by UUID, with
+// the compute slices of its MIG devices on each (a MIG device's GPU is its
+// parentUUID); an unallocated claim, a device without a UUID and a shared
+// claim's later consumer hold none.
+func TestPodHeldGPUs(t *testing.T) {
+	x := New(DefaultConfig())
+	mig3 := migDevice("gpu-2-mig-1", "MIG-y", "GPU-c")
+	mig3.Attributes[AttributeProfile] = resourceapi.DeviceAttribute{StringValue: ptr.To("3g.40gb")}
+	noUUID := resourceapi.Device{Name: "gpu-9"}
+	x.UpdateSlice(slice("s1", "n1", driver, gpuDevice("gpu-0", "GPU-a"), gpuDevice("gpu-1", "GPU-b"),
+		migDevice("gpu-2-mig-0", "MIG-x", "GPU-c"), mig3, noUUID))
+	x.UpdateClaim(allocated("two", "n1", "gpu-0", "gpu-1"))
+	x.UpdateClaim(allocated("migs", "n1", "gpu-2-mig-0", "gpu-2-mig-1"))
+	x.UpdateClaim(allocated("anon", "n1", "gpu-9"))
+	x.UpdateClaim(requesting("three", exactly("gpu.nvidia.com", 3)))
+	shared := allocated("shared", "n1", "gpu-0")
+	shared.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "first-user", UID: "uid-first"}}
+	x.UpdateClaim(shared)
+	pod := func(uid types.UID, names ...string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: uid}}
+		for _, n := range names {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: n, ResourceClaimName: ptr.To(n)})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want map[string]int64
+	}{
+		{"whole GPUs", pod("", "two"), map[string]int64{"GPU-a": 0, "GPU-b": 0}},
+		{"MIG devices: their GPU, their slices", pod("", "migs"), map[string]int64{"GPU-c": 4}},
+		{"both", pod("", "two", "migs"), map[string]int64{"GPU-a": 0, "GPU-b": 0, "GPU-c": 4}},
+		{"a device without a UUID", pod("", "anon"), nil},
+		{"unallocated", pod("", "three"), nil},
+		{"shared claim, first consumer", pod("uid-first", "shared"), map[string]int64{"GPU-a": 0}},
+		{"shared claim, another pod", pod("uid-other", "shared"), nil},
+		{"no claims", pod(""), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, x.PodHeldGPUs(tc.pod)); diff != "" {
+				t.Errorf("PodHeldGPUs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

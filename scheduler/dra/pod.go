@@ -50,6 +50,35 @@ func (x *Index) PodMIGSlices(pod *v1.Pod) int64 {
 	})
 }
 
+// PodHeldGPUs is, for each GPU the pod's allocated claims hold, by its
+// UUID (a MIG device's parentUUID), the compute slices of the pod's MIG
+// devices on it: 0 for a GPU held whole. Devices published without a UUID
+// are left out; nil for a pod whose claims hold no GPU device.
+func (x *Index) PodHeldGPUs(pod *v1.Pod) map[string]int64 {
+	var held map[string]int64
+	x.sumClaims(pod, func(c *claimInfo) int64 {
+		for _, id := range c.allocated {
+			d, ok := x.devices[id]
+			if !ok {
+				continue
+			}
+			uuid := d.uuid
+			if d.parentUUID != "" {
+				uuid = d.parentUUID
+			}
+			if uuid == "" {
+				continue
+			}
+			if held == nil {
+				held = map[string]int64{}
+			}
+			held[uuid] += d.slices
+		}
+		return 0
+	})
+	return held
+}
+
 // PodPendingGPUs is how many whole GPUs the pod's unallocated claims ask
 // for (PodGPUs less what its allocated claims hold): the GPUs a node must
 // still have free for the pod. An allocated claim's devices are chosen.

@@ -34,6 +34,7 @@ func TestFromStatus(t *testing.T) {
 		Index: 0, UUID: "GPU-5ab4f5d1-8c3e-0000-b1f0-6a2e9c4d7e00", Model: "NVIDIA H100 80GB HBM3", NUMANode: 0,
 		MemoryTotalBytes: 85_520_809_984, MemoryUsedBytes: 61_203_283_968, Healthy: false,
 		HasTemperature: true, TemperatureMilli: 78_000, HasSlowdown: true, SlowdownMilli: 90_000, ThermalThrottled: true,
+		HasPower: true, PowerWatts: 175,
 		Speed: 2.06, SpeedSource: "table",
 	}
 	// The layout fields (MIG, allocation, links) are TestGPULayout's.

@@ -149,6 +149,9 @@ type GPU struct {
 	HasSlowdown      bool
 	SlowdownMilli    int64
 	ThermalThrottled bool
+	// HasPower and PowerWatts are the GPU's measured draw (powerWatts).
+	HasPower   bool
+	PowerWatts int32
 	// MIG is true when the GPU is in MIG mode (migEnabled): it runs no pod
 	// of its own, its MIG devices do. ComputeSlices and MIGProfiles are its
 	// published layout (mig), 0 and nil when not published.
@@ -490,6 +493,9 @@ func FromStatus(name string, st *telemetryv1alpha1.NodeTelemetryStatus) *Node {
 		}
 		if g.SlowdownMilliCelsius != nil {
 			gpu.HasSlowdown, gpu.SlowdownMilli = true, *g.SlowdownMilliCelsius
+		}
+		if g.PowerWatts != nil {
+			gpu.HasPower, gpu.PowerWatts = true, *g.PowerWatts
 		}
 		gpuLayout(&gpu, &g)
 		n.GPUs = append(n.GPUs, gpu)
