@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 		from = opts.SchedulerConfig + ", profile " + opts.SchedulerProfile
 	}
 	klog.FromContext(ctx).Info("Judging nodes by the scheduler's args", "from", from,
-		"thermalMarginCelsius", ea.ThermalMarginCelsius, "absoluteLimitCelsius", ea.AbsoluteLimitCelsius, "telemetryMaxAge", ea.TelemetryMaxAge,
+		"thermalMarginCelsius", ea.ThermalMarginCelsius, "absoluteLimitCelsius", ea.AbsoluteLimitCelsius, "gpuSlowdownMarginCelsius", ea.GPUSlowdownMarginCelsius, "telemetryMaxAge", ea.TelemetryMaxAge,
 		"cpuThresholdPercent", la.CPUThresholdPercent, "memoryThresholdPercent", la.MemoryThresholdPercent, "usage", la.Usage)
 	cache := telemetry.NewCache()
 	if err := cache.SetAgentOwners(opts.AgentNamespace, telemetry.DefaultAgentDaemonSets); err != nil {
@@ -249,7 +249,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	pluginregistry.Register(defaultevictor.PluginName, defaultevictor.New, &defaultevictor.DefaultEvictor{}, &defaultevictor.DefaultEvictorArgs{}, nil, nil, reg)
 	thermalOpts := thermal.Options{
 		MarginMilli: int64(ea.ThermalMarginCelsius) * 1000, AbsoluteMilli: int64(ea.AbsoluteLimitCelsius) * 1000,
-		Sustain: opts.ThermalSustain, MaxAge: ea.TelemetryMaxAge, Chooses: policy.Plugins[thermal.Name].Chooses,
+		GPUMarginMilli: int64(ea.GPUSlowdownMarginCelsius) * 1000,
+		Sustain:        opts.ThermalSustain, MaxAge: ea.TelemetryMaxAge, Chooses: policy.Plugins[thermal.Name].Chooses,
 	}
 	var windows []interface{ Reset() }
 	pluginregistry.Register(thermal.Name, func(_ context.Context, _ runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {

@@ -5,7 +5,9 @@
 // stays at or past its limit − margin (measured, or predicted steady with
 // its pods) for a sustained window loses the fewest pods, by their
 // marginal watts, that bring it back under, each only to a checked
-// destination.
+// destination; a GPU that stays at or past its slowdown temperature −
+// margin loses, each window, the pod that frees most of its watts among
+// the pods known to hold it (GPUHolders).
 package thermal
 
 import (
@@ -42,6 +44,10 @@ type Options struct {
 	// MarginMilli and AbsoluteMilli are EnergyAware's thermalMarginCelsius
 	// and absoluteLimitCelsius, in milli-°C: the same rule of "too hot".
 	MarginMilli, AbsoluteMilli int64
+	// GPUMarginMilli is EnergyAware's gpuSlowdownMarginCelsius, in
+	// milli-°C: a GPU at or past its slowdown temperature less it is hot
+	// (GPUHot).
+	GPUMarginMilli int64
 	// Sustain: see DefaultSustain.
 	Sustain time.Duration
 	// MaxAge is how old a node's telemetry may be and still count; a
@@ -70,6 +76,13 @@ type Plugin struct {
 	// ledSince is when this replica started leading (Reset): no window
 	// starts before it.
 	ledSince time.Time
+	// gpuWindows and gpuEvictedAt are windows and evictedAt per GPU: by
+	// node, then by GPU UUID.
+	gpuWindows   map[string]map[string]window
+	gpuEvictedAt map[string]map[string]time.Time
+	// unpinned are the hot GPUs, by node and UUID, whose window was
+	// sustained while no pod was known to hold them: said once a window.
+	unpinned map[string]map[string]bool
 }
 
 // window is a node's hot spell: since its first hot sample, through its
@@ -84,16 +97,21 @@ var _ frameworktypes.DeschedulePlugin = &Plugin{}
 // New returns the plugin. It watches every sample the cache sees, so a
 // node that cools between two cycles restarts its window.
 func New(h frameworktypes.Handle, cache *telemetry.Cache, book *estimate.Book, sim *descheduler.Simulator, gate *descheduler.Gate, opts Options) *Plugin {
-	p := &Plugin{handle: h, cache: cache, book: book, sim: sim, gate: gate, opts: opts, windows: map[string]window{}, evictedAt: map[string]time.Time{}}
+	p := &Plugin{handle: h, cache: cache, book: book, sim: sim, gate: gate, opts: opts, windows: map[string]window{}, evictedAt: map[string]time.Time{},
+		gpuWindows: map[string]map[string]window{}, gpuEvictedAt: map[string]map[string]time.Time{}, unpinned: map[string]map[string]bool{}}
 	cache.Watch(func(name string, _, cur *telemetry.Node) {
 		if cur == nil {
 			p.mu.Lock()
 			delete(p.windows, name)
 			delete(p.evictedAt, name)
+			delete(p.gpuWindows, name)
+			delete(p.gpuEvictedAt, name)
+			delete(p.unpinned, name)
 			p.mu.Unlock()
 			return
 		}
 		p.observe(cur, cache.Now())
+		p.observeGPUs(cur, cache.Now())
 	})
 	return p
 }
@@ -105,6 +123,8 @@ func (p *Plugin) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.windows)
+	clear(p.gpuWindows)
+	clear(p.unpinned)
 	p.ledSince = p.cache.Now()
 }
 
@@ -187,6 +207,14 @@ func (p *Plugin) observe(n *telemetry.Node, now time.Time) bool {
 		delete(p.windows, n.Name)
 		return false
 	}
+	p.windows[n.Name] = p.extend(p.windows[n.Name], n, now)
+	return true
+}
+
+// extend is window w, continued by sample n: started at n's arrival
+// (not before this replica led) when w is new or its last sample went
+// stale before n came. The caller holds mu.
+func (p *Plugin) extend(w window, n *telemetry.Node, now time.Time) window {
 	at := n.Observed
 	if at.IsZero() {
 		at = now
@@ -194,13 +222,11 @@ func (p *Plugin) observe(n *telemetry.Node, now time.Time) bool {
 	if at.Before(p.ledSince) {
 		at = p.ledSince
 	}
-	w, ok := p.windows[n.Name]
-	if !ok || !w.last.Fresh(at, p.opts.MaxAge) {
+	if w.last == nil || !w.last.Fresh(at, p.opts.MaxAge) {
 		w.since = at
 	}
 	w.last = n
-	p.windows[n.Name] = w
-	return true
+	return w
 }
 
 // evicted ends a node's window when pods left it: its sensor takes its
@@ -215,7 +241,6 @@ func (p *Plugin) evicted(node string, now time.Time) {
 
 // Deschedule implements frameworktypes.DeschedulePlugin.
 func (p *Plugin) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
-	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	now := p.cache.Now()
 	hot := 0
 	for _, node := range nodes {
@@ -224,31 +249,42 @@ func (p *Plugin) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktyp
 			// Stale: no evidence; a sample after the gap starts anew.
 			p.mu.Lock()
 			delete(p.windows, node.Name)
+			delete(p.gpuWindows, node.Name)
 			p.mu.Unlock()
 			continue
 		}
-		if !p.observe(n, now) {
-			continue
+		if p.node(ctx, node, n, now) {
+			hot++
 		}
-		hot++
-		p.mu.Lock()
-		since := p.windows[node.Name].since
-		p.mu.Unlock()
-		if now.Sub(since) < p.opts.Sustain {
-			logger.V(2).Info("Node hot, window not yet sustained", "node", klog.KObj(node), "hotFor", now.Sub(since).Round(time.Second), "sustain", p.opts.Sustain)
-			continue
-		}
-		j := p.judge(n, now)
-		// The sample it is decided on, so an Event says what evidence
-		// moved the pod.
-		why := fmt.Sprintf("node %s at or past limit - margin for %s: %s (sample taken %s, seen %s ago)", node.Name, now.Sub(since).Round(time.Second), j.Why,
-			n.SampleTime.UTC().Format(descheduler.SampleTimeLayout), now.Sub(n.Observed).Round(time.Second))
-		if len(p.shed(ctx, node, n, j, why)) > 0 {
-			p.evicted(node.Name, now)
-		}
+		p.gpus(ctx, node, n, now)
 	}
 	descheduler.SetHotNodes(hot)
 	return nil
+}
+
+// node judges node by its hottest sensor, and sheds its pods when its
+// window is sustained; it reports whether the node is hot.
+func (p *Plugin) node(ctx context.Context, node *v1.Node, n *telemetry.Node, now time.Time) bool {
+	logger := klog.FromContext(ctx).WithValues("plugin", Name)
+	if !p.observe(n, now) {
+		return false
+	}
+	p.mu.Lock()
+	since := p.windows[node.Name].since
+	p.mu.Unlock()
+	if now.Sub(since) < p.opts.Sustain {
+		logger.V(2).Info("Node hot, window not yet sustained", "node", klog.KObj(node), "hotFor", now.Sub(since).Round(time.Second), "sustain", p.opts.Sustain)
+		return true
+	}
+	j := p.judge(n, now)
+	// The sample it is decided on, so an Event says what evidence
+	// moved the pod.
+	why := fmt.Sprintf("node %s at or past limit - margin for %s: %s (sample taken %s, seen %s ago)", node.Name, now.Sub(since).Round(time.Second), j.Why,
+		n.SampleTime.UTC().Format(descheduler.SampleTimeLayout), now.Sub(n.Observed).Round(time.Second))
+	if len(p.shed(ctx, node, n, j, why)) > 0 {
+		p.evicted(node.Name, now)
+	}
+	return true
 }
 
 // Frees is what pod's leaving node n cools its sensor by, in the watts of
@@ -256,7 +292,7 @@ func (p *Plugin) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktyp
 // its marginal watts on the node's power curve. The sensor is the node's
 // hottest (hwmon, thermal zones: CPU packages, board), which a GPU's watts
 // reach only through the air; a GPU's heat is its own, which NVML
-// reports and EnergyAware judges per GPU. A pod's load is its requests
+// reports and the plugin judges per GPU (gpus). A pod's load is its requests
 // over the node's speed (estimate.Book.Busy): the agent measures no
 // per-pod use. A node without a power curve: its CPUs, as watts.
 func Frees(book *estimate.Book, n *telemetry.Node, pod *v1.Pod, gone []*v1.Pod) float64 {
@@ -272,9 +308,7 @@ func Frees(book *estimate.Book, n *telemetry.Node, pod *v1.Pod, gone []*v1.Pod) 
 // dry-run, reported).
 func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j Judgement, why string) []descheduler.Move {
 	ev := p.handle.Evictor()
-	pods, err := p.handle.GetPodsAssignedToNodeFunc()(node.Name, func(pod *v1.Pod) bool {
-		return ev.Filter(pod) && !p.gate.Cooling(pod) && (p.opts.Chooses == nil || p.opts.Chooses(pod))
-	})
+	pods, err := p.handle.GetPodsAssignedToNodeFunc()(node.Name, p.movable)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Listing pods", "node", klog.KObj(node))
 		return nil
@@ -292,4 +326,10 @@ func (p *Plugin) shed(ctx context.Context, node *v1.Node, n *telemetry.Node, j J
 		need, limit = math.SmallestNonzeroFloat64, 1
 	}
 	return p.gate.Shed(ctx, ev, p.sim, Name, why, moves, need, limit, nil)
+}
+
+// movable reports whether the plugin may choose pod: the evictor lets it
+// go, it is not cooling down, and the policy chooses it.
+func (p *Plugin) movable(pod *v1.Pod) bool {
+	return p.handle.Evictor().Filter(pod) && !p.gate.Cooling(pod) && (p.opts.Chooses == nil || p.opts.Chooses(pod))
 }
