@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,10 +83,10 @@ func GPUHolders(n *telemetry.Node, gi int, hot []bool, pods []*v1.Pod, book *est
 	var dp []dpPod
 	byResource := map[string]int{} // resource -> device-plugin pods of it
 	for _, pod := range pods {
-		if slices, ok := claims.PodHeldGPUs(pod)[g.UUID]; ok {
+		if migSlices, ok := claims.PodHeldGPUs(pod)[g.UUID]; ok {
 			share, how := 1.0, "its ResourceClaim holds the GPU"
-			if slices > 0 {
-				share, how = sliceShare(g, slices), fmt.Sprintf("its ResourceClaims hold %d compute slices of the GPU's MIG devices", slices)
+			if migSlices > 0 {
+				share, how = sliceShare(g, migSlices), fmt.Sprintf("its ResourceClaims hold %d compute slices of the GPU's MIG devices", migSlices)
 			}
 			held = append(held, Holder{Pod: pod, Share: share, How: how})
 			continue
@@ -243,10 +244,8 @@ func (p *Plugin) observeGPUs(n *telemetry.Node, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wins, evicted := p.gpuWindows[n.Name], p.gpuEvictedAt[n.Name]
-	present := make(map[string]bool, len(n.GPUs))
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		present[g.UUID] = true
 		if at, ok := evicted[g.UUID]; ok {
 			if !descheduler.SampledAfter(n, at) {
 				delete(wins, g.UUID)
@@ -266,8 +265,8 @@ func (p *Plugin) observeGPUs(n *telemetry.Node, now time.Time) {
 		wins[g.UUID] = p.extend(wins[g.UUID], n, now)
 	}
 	for uuid := range wins {
-		if !present[uuid] {
-			delete(wins, uuid)
+		if !slices.ContainsFunc(n.GPUs, func(g telemetry.GPU) bool { return g.UUID == uuid }) {
+			delete(wins, uuid) // the GPU is gone
 		}
 	}
 	if len(wins) == 0 {
