@@ -4,19 +4,15 @@
 package descheduler
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/telesched/telesched/apis/config"
 	configscheme "github.com/telesched/telesched/apis/config/scheme"
@@ -38,86 +34,54 @@ func DefaultPluginArgs() (config.LoadAwareArgs, config.EnergyAwareArgs, error) {
 	return pluginArgs(&configv1.LoadAwareArgs{}, &configv1.EnergyAwareArgs{})
 }
 
-// PluginArgsFrom reads LoadAware's and EnergyAware's args from profile of
-// the KubeSchedulerConfiguration file at path (the scheduler's --config),
-// defaulted and validated as the scheduler does, so that "too hot",
-// "stale" and "too busy" mean to the descheduler what they mean to the
-// scheduler. A plugin without args in the profile has its defaults. An
-// empty path is DefaultPluginArgs.
+// PluginArgsFrom is ProfileArgs of profile of the KubeSchedulerConfiguration
+// file at path (the scheduler's --config; "" is the configuration
+// telesched-scheduler ships), read by LoadSchedulerProfile: so that "too
+// hot", "stale" and "too busy" mean to the descheduler what they mean to
+// the scheduler, with one decoder, kube-scheduler's.
 func PluginArgsFrom(path, profile string) (config.LoadAwareArgs, config.EnergyAwareArgs, error) {
-	if path == "" {
-		return DefaultPluginArgs()
-	}
-	data, err := os.ReadFile(path)
+	p, err := LoadSchedulerProfile(path, profile)
 	if err != nil {
 		return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, err
 	}
-	la, ea, err := parsePluginArgs(data, profile)
+	la, ea, err := ProfileArgs(p)
 	if err != nil {
-		return la, ea, fmt.Errorf("%s: %w", path, err)
+		err = fmt.Errorf("profile %s: %w", profile, err)
+		if path != "" {
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return la, ea, err
+}
+
+// ProfileArgs are LoadAware's and EnergyAware's args of the scheduler
+// profile p as kube-scheduler decoded them (LoadSchedulerProfile), each
+// plugin's defaults when the profile gives it none, validated as the
+// plugins validate them.
+func ProfileArgs(p *schedconfig.KubeSchedulerProfile) (config.LoadAwareArgs, config.EnergyAwareArgs, error) {
+	la, ea, err := DefaultPluginArgs()
+	if err != nil {
+		return la, ea, err
+	}
+	for _, pc := range p.PluginConfig {
+		switch a := pc.Args.(type) {
+		case *config.LoadAwareArgs:
+			if pc.Name == loadaware.Name {
+				la = *a
+			}
+		case *config.EnergyAwareArgs:
+			if pc.Name == energyaware.Name {
+				ea = *a
+			}
+		}
+	}
+	if err := validation.ValidateLoadAwareArgs(nil, &la); err != nil {
+		return la, ea, fmt.Errorf("LoadAware args: %w", err)
+	}
+	if err := validation.ValidateEnergyAwareArgs(nil, &ea); err != nil {
+		return la, ea, fmt.Errorf("EnergyAware args: %w", err)
 	}
 	return la, ea, nil
-}
-
-// schedulerFile is what PluginArgsFrom reads of a
-// KubeSchedulerConfiguration: its kind and its profiles' plugin args.
-type schedulerFile struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Profiles   []struct {
-		SchedulerName string `json:"schedulerName"`
-		PluginConfig  []struct {
-			Name string          `json:"name"`
-			Args json.RawMessage `json:"args"`
-		} `json:"pluginConfig"`
-	} `json:"profiles"`
-}
-
-func parsePluginArgs(data []byte, profile string) (config.LoadAwareArgs, config.EnergyAwareArgs, error) {
-	var f schedulerFile
-	if err := yaml.Unmarshal(data, &f); err != nil {
-		return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, err
-	}
-	if f.Kind != "KubeSchedulerConfiguration" || f.APIVersion != "kubescheduler.config.k8s.io/v1" {
-		return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, fmt.Errorf("kind %q, apiVersion %q: want a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1", f.Kind, f.APIVersion)
-	}
-	vla, vea := &configv1.LoadAwareArgs{}, &configv1.EnergyAwareArgs{}
-	var names []string
-	for _, p := range f.Profiles {
-		names = append(names, p.SchedulerName)
-		if p.SchedulerName != profile {
-			continue
-		}
-		for _, pc := range p.PluginConfig {
-			var into any
-			var typ *metav1.TypeMeta
-			switch pc.Name {
-			case loadaware.Name:
-				into, typ = vla, &vla.TypeMeta
-			case energyaware.Name:
-				into, typ = vea, &vea.TypeMeta
-			default:
-				continue
-			}
-			if len(pc.Args) == 0 || string(pc.Args) == "null" {
-				continue
-			}
-			dec := json.NewDecoder(bytes.NewReader(pc.Args))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(into); err != nil {
-				return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, fmt.Errorf("profile %s, %s args: %w", profile, pc.Name, err)
-			}
-			if want := pc.Name + "Args"; typ.Kind != "" && typ.Kind != want {
-				return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, fmt.Errorf("profile %s, %s args: kind %q, want %q", profile, pc.Name, typ.Kind, want)
-			}
-		}
-		la, ea, err := pluginArgs(vla, vea)
-		if err != nil {
-			return la, ea, fmt.Errorf("profile %s: %w", profile, err)
-		}
-		return la, ea, nil
-	}
-	return config.LoadAwareArgs{}, config.EnergyAwareArgs{}, fmt.Errorf("no profile with schedulerName %q (profiles: %q)", profile, names)
 }
 
 // pluginArgs defaults, converts and validates versioned args.
@@ -211,6 +175,9 @@ func loadSchedulerConfig(data []byte) (*schedconfig.KubeSchedulerConfiguration, 
 		return nil, err
 	}
 	obj, gvk, err := schedscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	if runtime.IsNotRegisteredError(err) || runtime.IsMissingKind(err) || runtime.IsMissingVersion(err) {
+		return nil, fmt.Errorf("want a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1: %w", err)
+	}
 	if err != nil {
 		return nil, err
 	}

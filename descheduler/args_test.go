@@ -17,8 +17,10 @@ import (
 )
 
 // TestPluginArgsFromTheShippedSchedulerConfig: the descheduler reads the
-// very file the scheduler runs with (deploy/scheduler/scheduler-config.yaml)
-// and gets its telesched profile's LoadAware and EnergyAware args.
+// very file the scheduler runs with (deploy/scheduler/scheduler-config.yaml),
+// named or as it ships (no --scheduler-config), and gets its telesched
+// profile's LoadAware and EnergyAware args: the plugins' defaults,
+// written out.
 func TestPluginArgsFromTheShippedSchedulerConfig(t *testing.T) {
 	la, ea, err := PluginArgsFrom(filepath.Join("..", "deploy", "scheduler", "scheduler-config.yaml"), DefaultSchedulerProfile)
 	if err != nil {
@@ -30,15 +32,25 @@ func TestPluginArgsFromTheShippedSchedulerConfig(t *testing.T) {
 	if ea.ThermalMarginCelsius != 5 || ea.AbsoluteLimitCelsius != 90 || ea.TelemetryMaxAge != time.Minute {
 		t.Errorf("EnergyAware args %+v: want the file's thermalMarginCelsius 5, absoluteLimitCelsius 90, telemetryMaxAge 60s", ea)
 	}
-	dla, dea, err := PluginArgsFrom("", DefaultSchedulerProfile)
+	sla, sea, err := PluginArgsFrom("", DefaultSchedulerProfile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(dla, la); diff != "" {
-		t.Errorf("no --scheduler-config vs the shipped file's LoadAware args, which are its defaults written out (-default +file):\n%s", diff)
+	dla, dea, err := DefaultPluginArgs()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff(dea, ea); diff != "" {
-		t.Errorf("no --scheduler-config vs the shipped file's EnergyAware args (-default +file):\n%s", diff)
+	for _, got := range []struct {
+		from string
+		la   config.LoadAwareArgs
+		ea   config.EnergyAwareArgs
+	}{{"the file", la, ea}, {"no --scheduler-config", sla, sea}} {
+		if diff := cmp.Diff(dla, got.la); diff != "" {
+			t.Errorf("%s: LoadAware args are not the plugin's defaults (-default +got):\n%s", got.from, diff)
+		}
+		if diff := cmp.Diff(dea, got.ea); diff != "" {
+			t.Errorf("%s: EnergyAware args are not the plugin's defaults (-default +got):\n%s", got.from, diff)
+		}
 	}
 }
 
@@ -81,12 +93,12 @@ func TestPluginArgsFrom(t *testing.T) {
 			}},
 		{name: "no such profile", file: head + "- schedulerName: default-scheduler\n", wantErr: `no profile with schedulerName "telesched" (profiles: ["default-scheduler"])`},
 		{name: "a misspelt field", file: head + "- schedulerName: telesched\n  pluginConfig:\n  - name: EnergyAware\n    args: {thermalMarginCelcius: 8}\n",
-			wantErr: `profile telesched, EnergyAware args: json: unknown field "thermalMarginCelcius"`},
+			wantErr: `decoding args for plugin EnergyAware: strict decoding error: unknown field "thermalMarginCelcius"`},
 		{name: "args of another kind", file: head + "- schedulerName: telesched\n  pluginConfig:\n  - name: LoadAware\n    args: {kind: EnergyAwareArgs}\n",
-			wantErr: `profile telesched, LoadAware args: kind "EnergyAwareArgs", want "LoadAwareArgs"`},
+			wantErr: `args for plugin LoadAware were not of type LoadAwareArgs.kubescheduler.config.k8s.io, got EnergyAwareArgs.kubescheduler.config.k8s.io`},
 		{name: "a value the scheduler refuses", file: head + "- schedulerName: telesched\n  pluginConfig:\n  - name: LoadAware\n    args: {cpuThresholdPercent: 101}\n",
 			wantErr: "profile telesched: LoadAware args: cpuThresholdPercent"},
-		{name: "not a scheduler configuration", file: "apiVersion: v1\nkind: ConfigMap\n", wantErr: `kind "ConfigMap", apiVersion "v1": want a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1`},
+		{name: "not a scheduler configuration", file: "apiVersion: v1\nkind: ConfigMap\n", wantErr: `want a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1: no kind "ConfigMap" is registered for version "v1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "config.yaml")

@@ -93,9 +93,10 @@ type Options struct {
 	// sample shows it. Set them as the scheduler's.
 	ThermalHold, PowerHold, ReservationMaxAge time.Duration
 	// SchedulerConfig is the scheduler's KubeSchedulerConfiguration file,
-	// SchedulerProfile the profile whose LoadAware and EnergyAware args
-	// the descheduler judges nodes by (descheduler.PluginArgsFrom); empty
-	// SchedulerConfig: their defaults.
+	// SchedulerProfile the profile the descheduler checks destinations
+	// with and whose LoadAware and EnergyAware args it judges nodes by
+	// (descheduler.ProfileArgs); empty SchedulerConfig: the configuration
+	// telesched-scheduler ships.
 	SchedulerConfig, SchedulerProfile string
 	// Policy is the policy file (descheduler.LoadPolicy): the evictor's
 	// settings and the pods each plugin may choose; empty:
@@ -179,11 +180,21 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	broadcast := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	recorder := broadcast.NewRecorder(scheme.Scheme, descheduler.ReportingController)
 
-	la, ea, err := descheduler.PluginArgsFrom(opts.SchedulerConfig, opts.SchedulerProfile)
+	// The scheduler's own profile, built before the informers start: its
+	// plugins register theirs. Its args are what the plugins judge by.
+	schedConfig, err := descheduler.LoadSchedulerConfig(opts.SchedulerConfig)
 	if err != nil {
 		return nil, fmt.Errorf("--scheduler-config: %w", err)
 	}
-	from := "the plugins' defaults (no --scheduler-config)"
+	schedProfile, err := descheduler.ProfileOf(schedConfig, opts.SchedulerConfig, opts.SchedulerProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-config: %w", err)
+	}
+	la, ea, err := descheduler.ProfileArgs(schedProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-config %q, --scheduler-profile %q: %w", opts.SchedulerConfig, opts.SchedulerProfile, err)
+	}
+	from := "the shipped scheduler configuration, profile " + opts.SchedulerProfile + " (no --scheduler-config)"
 	if opts.SchedulerConfig != "" {
 		from = opts.SchedulerConfig + ", profile " + opts.SchedulerProfile
 	}
@@ -202,16 +213,6 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Descheduler, err
 	}
 	// The budgets' status is the scheduler's to write (nil: no writer).
 	domains := powerbudget.NewDomains(cache, book, nil)
-	// The scheduler's own profile, built before the informers start: its
-	// plugins register theirs.
-	schedConfig, err := descheduler.LoadSchedulerConfig(opts.SchedulerConfig)
-	if err != nil {
-		return nil, fmt.Errorf("--scheduler-config: %w", err)
-	}
-	schedProfile, err := descheduler.ProfileOf(schedConfig, opts.SchedulerConfig, opts.SchedulerProfile)
-	if err != nil {
-		return nil, fmt.Errorf("--scheduler-config: %w", err)
-	}
 	policy, err := descheduler.LoadPolicy(opts.Policy, opts.PriorityThreshold, descheduler.SchedulerNames(schedConfig))
 	if err != nil {
 		return nil, fmt.Errorf("--policy: %w", err)
