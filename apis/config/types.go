@@ -165,8 +165,9 @@ type EnergyAwareArgs struct {
 	// those GPUs whatever this says.
 	RejectThrottling bool
 	// GPUSlowdownMarginCelsius: a pod that requests GPUs is kept off nodes
-	// whose GPUs are within this many degrees of their slowdown temperature.
-	// 0 to 50.
+	// whose GPUs are within this many degrees of their slowdown temperature
+	// (too few cool ones, or a free one too hot: the kubelet may hand it
+	// to the pod). 0 to 50.
 	GPUSlowdownMarginCelsius int32
 	// GPUResourceName is the extended resource that counts a pod's GPUs;
 	// keep it equal to TopologyFit's.

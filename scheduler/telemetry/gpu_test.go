@@ -75,3 +75,25 @@ func TestGPULayout(t *testing.T) {
 		t.Errorf("GPU layout (-want +got):\n%s", diff)
 	}
 }
+
+// TestGPUTooHot: EnergyAware's rule of a GPU too hot for a GPU pod.
+func TestGPUTooHot(t *testing.T) {
+	at := func(tempC int64) GPU {
+		return GPU{Index: 2, Healthy: true, HasTemperature: true, TemperatureMilli: tempC * 1000, HasSlowdown: true, SlowdownMilli: 90_000}
+	}
+	for _, tc := range []struct {
+		name string
+		g    GPU
+		want string
+	}{
+		{"at slowdown - margin", at(87), "GPU 2 at 87.0°C >= slowdown 90.0°C - margin 3.0°C"},
+		{"under it", at(86), ""},
+		{"in thermal slowdown, cool by its reading", func() GPU { g := at(60); g.ThermalThrottled = true; return g }(), "GPU 2 in thermal slowdown"},
+		{"no temperature", func() GPU { g := at(95); g.HasTemperature = false; return g }(), ""},
+		{"no slowdown temperature", func() GPU { g := at(95); g.HasSlowdown = false; return g }(), ""},
+	} {
+		if got := tc.g.TooHot(3_000); got != tc.want {
+			t.Errorf("%s: TooHot = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -176,6 +177,23 @@ type GPU struct {
 	// unknown, and SpeedSource then "reference".
 	Speed       float64
 	SpeedSource telemetryv1alpha1.SpeedSource
+}
+
+// TooHot says why the GPU is too hot for a GPU pod, by EnergyAware's rule
+// (gpuSlowdownMarginCelsius): at or past its slowdown temperature less
+// marginMilli, or in thermal slowdown already (NVML's SwThermalSlowdown
+// or HwThermalSlowdown clock-event reason); "" when it is not. A GPU
+// whose temperature or slowdown NVML does not report, and that is not
+// slowing down, is not too hot.
+func (g *GPU) TooHot(marginMilli int64) string {
+	if g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli {
+		return fmt.Sprintf("GPU %d at %s >= slowdown %s - margin %s", g.Index,
+			heat.Celsius(g.TemperatureMilli), heat.Celsius(g.SlowdownMilli), heat.Celsius(marginMilli))
+	}
+	if g.ThermalThrottled {
+		return fmt.Sprintf("GPU %d in thermal slowdown", g.Index)
+	}
+	return ""
 }
 
 // MIGProfile is one MIG profile of a GPU in MIG mode: Count devices of

@@ -187,3 +187,49 @@ func TestDeschedulerJudgesAHotGPUAgainAfterItsPodLeft(t *testing.T) {
 		t.Errorf("dsmig-1g not evicted on a fresh sample of the GPU still hot")
 	}
 }
+
+// TestSchedulerKeepsGPUPodsOffAFreeHotGPU: the kubelet hands a
+// device-plugin pod any free GPU, so a node with a free GPU too hot
+// (88°C against slowdown 90°C less the 3°C margin) takes no GPU pod,
+// though 7 cool ones are free, and the Event says which GPU; once that GPU
+// is taken, the pod is queued again and placed. Without it, a pod moved
+// off a hot GPU could be handed the same GPU on its way back.
+func TestSchedulerKeepsGPUPodsOffAFreeHotGPU(t *testing.T) {
+	needControlPlane(t)
+	ctx, c := t.Context(), newClients(t)
+	node := schedNode(ctx, t, c, "gpu-hotfree")
+	node.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("8")
+	node.Status.Capacity["nvidia.com/gpu"] = resource.MustParse("8")
+	node, err := c.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := gpuStatus()
+	st.GPUs[0].TemperatureMilliCelsius, st.GPUs[0].SlowdownMilliCelsius = ptr.To[int64](88_000), ptr.To[int64](90_000)
+	if _, err := c.applyStatusCreating(ctx, node, st); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t, schedulerConfig(t, ""))
+	pod := testPod("gpu-hotfree-pod", "telesched")
+	pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "gpu-hotfree"}
+	withGPU(pod)
+	if _, err := c.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.kube.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	msg := waitFailedScheduling(t, c, pod.Name, 60*time.Second)
+	if want := "1 free GPU(s) too hot (GPU 0 at 88.0°C >= slowdown 90.0°C - margin 3.0°C): the kubelet may give one to the pod"; !strings.Contains(msg, want) {
+		t.Fatalf("FailedScheduling %q lacks %q", msg, want)
+	}
+	// Another pod takes the hot GPU.
+	st.SampleTime = metav1.NewTime(time.Now())
+	st.GPUs[0].Allocated = ptr.To(true)
+	if _, err := c.applyStatus(ctx, "gpu-hotfree", st); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitScheduled(t, c, pod.Name, 60*time.Second); got != "gpu-hotfree" {
+		t.Errorf("placed on %s, want gpu-hotfree", got)
+	}
+}

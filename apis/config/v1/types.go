@@ -221,8 +221,9 @@ type EnergyAwareArgs struct {
 	// +optional
 	RejectThrottling *bool `json:"rejectThrottling,omitempty"`
 	// gpuSlowdownMarginCelsius: a pod that requests GPUs is kept off nodes
-	// whose GPUs are within this many degrees of their slowdown temperature.
-	// 0 to 50, default 3.
+	// whose GPUs are within this many degrees of their slowdown temperature
+	// (too few cool ones, or a free one too hot: the kubelet may hand it
+	// to the pod). 0 to 50, default 3.
 	// +optional
 	GPUSlowdownMarginCelsius *int32 `json:"gpuSlowdownMarginCelsius,omitempty"`
 	// gpuResourceName is the extended resource that counts a pod's GPUs

@@ -15,27 +15,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/telesched/telesched/descheduler"
-	"github.com/telesched/telesched/internal/heat"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
-
-// GPUHot applies EnergyAware's rule of a GPU too hot for a GPU pod (its
-// Filter's cool GPUs): the GPU at or past its slowdown temperature less
-// gpuSlowdownMarginCelsius, or in thermal slowdown already (NVML's
-// SwThermalSlowdown or HwThermalSlowdown clock-event reason: NVIDIA's NVML
-// reference, nvmlClocksEventReasons). A GPU whose temperature or slowdown
-// NVML does not report, and that is not slowing down, is not hot.
-func GPUHot(g *telemetry.GPU, marginMilli int64) (bool, string) {
-	if g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli {
-		return true, fmt.Sprintf("GPU %d at %s >= slowdown %s - margin %s", g.Index,
-			heat.Celsius(g.TemperatureMilli), heat.Celsius(g.SlowdownMilli), heat.Celsius(marginMilli))
-	}
-	if g.ThermalThrottled {
-		return true, fmt.Sprintf("GPU %d in thermal slowdown", g.Index)
-	}
-	return false, ""
-}
 
 // Holder is a pod known to hold a hot GPU.
 type Holder struct {
@@ -253,7 +235,7 @@ func (p *Plugin) observeGPUs(n *telemetry.Node, now time.Time) {
 			}
 			delete(evicted, g.UUID)
 		}
-		if hot, _ := GPUHot(g, p.opts.GPUMarginMilli); !hot {
+		if g.TooHot(p.opts.GPUMarginMilli) == "" {
 			delete(wins, g.UUID)
 			delete(p.unpinned[n.Name], g.UUID)
 			continue
@@ -305,7 +287,7 @@ func (p *Plugin) gpus(ctx context.Context, node *v1.Node, n *telemetry.Node, now
 	p.observeGPUs(n, now)
 	hot := make([]bool, len(n.GPUs))
 	for i := range n.GPUs {
-		hot[i], _ = GPUHot(&n.GPUs[i], p.opts.GPUMarginMilli)
+		hot[i] = n.GPUs[i].TooHot(p.opts.GPUMarginMilli) != ""
 	}
 	var running []*v1.Pod
 	listed := false
@@ -332,7 +314,7 @@ func (p *Plugin) gpus(ctx context.Context, node *v1.Node, n *telemetry.Node, now
 			}
 			listed = true
 		}
-		_, hotWhy := GPUHot(g, p.opts.GPUMarginMilli)
+		hotWhy := g.TooHot(p.opts.GPUMarginMilli)
 		held, maybe := GPUHolders(n, i, hot, running, p.book)
 		var moves []descheduler.Move
 		var holders []string

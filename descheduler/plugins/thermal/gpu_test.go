@@ -146,7 +146,7 @@ func TestGPUHolders(t *testing.T) {
 			n := &telemetry.Node{Name: "n", GPUs: tc.gpus}
 			hot := make([]bool, len(tc.gpus))
 			for i := range tc.gpus {
-				hot[i], _ = GPUHot(&tc.gpus[i], 3_000)
+				hot[i] = tc.gpus[i].TooHot(3_000) != ""
 			}
 			held, maybe := GPUHolders(n, tc.gi, hot, tc.pods, book)
 			got := holding{Maybe: maybe}
@@ -163,24 +163,5 @@ func TestGPUHolders(t *testing.T) {
 				t.Errorf("GPUHolders (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestGPUHot: EnergyAware's rule, per GPU.
-func TestGPUHot(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		g    telemetry.GPU
-		want bool
-	}{
-		{"at slowdown - margin", wholeGPU(0, 87, 0), true},
-		{"under it", wholeGPU(0, 86, 0), false},
-		{"in thermal slowdown, cool by its reading", func() telemetry.GPU { g := wholeGPU(0, 60, 0); g.ThermalThrottled = true; return g }(), true},
-		{"no temperature", func() telemetry.GPU { g := wholeGPU(0, 95, 0); g.HasTemperature = false; return g }(), false},
-		{"no slowdown temperature", func() telemetry.GPU { g := wholeGPU(0, 95, 0); g.HasSlowdown = false; return g }(), false},
-	} {
-		if got, why := GPUHot(&tc.g, 3_000); got != tc.want {
-			t.Errorf("%s: GPUHot = %v (%s), want %v", tc.name, got, why, tc.want)
-		}
 	}
 }

@@ -46,21 +46,37 @@ func tooHot(n *telemetry.Node, l thermalLimits) string {
 	return why
 }
 
-// coolGPUs counts the node's GPUs that are healthy, not thermally
-// throttled and more than the margin below their slowdown temperature.
+// coolGPUs counts the node's GPUs that are healthy and not too hot
+// (telemetry.GPU.TooHot: thermally throttled, or within the margin of
+// their slowdown temperature).
 func coolGPUs(n *telemetry.Node, marginMilli int64) int {
 	cool := 0
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if !g.Healthy || g.ThermalThrottled {
-			continue
+		if g.Healthy && g.TooHot(marginMilli) == "" {
+			cool++
 		}
-		if g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli {
-			continue
-		}
-		cool++
 	}
 	return cool
+}
+
+// hotFreeGPUs counts the node's whole GPUs that its agent publishes free
+// (gpus[].allocated false), healthy and too hot: the kubelet hands a pod
+// any free GPU, and may hand it one of these.
+func hotFreeGPUs(n *telemetry.Node, marginMilli int64) (count int, first string) {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if g.MIG || g.Allocated != 0 || !g.Healthy {
+			continue
+		}
+		if why := g.TooHot(marginMilli); why != "" {
+			if count == 0 {
+				first = why
+			}
+			count++
+		}
+	}
+	return count, first
 }
 
 // podEstimate is what a pod would do to a node, by the node's models.
@@ -209,3 +225,9 @@ func combine(power, thermal int64, powerWeight, thermalWeight int64) int64 {
 }
 
 func celsius(milli int64) string { return heat.Celsius(milli) }
+
+// hotFree is hotFreeGPUs' count.
+func hotFree(n *telemetry.Node, marginMilli int64) int {
+	c, _ := hotFreeGPUs(n, marginMilli)
+	return c
+}

@@ -63,6 +63,28 @@ func TestCoolGPUs(t *testing.T) {
 	}
 }
 
+// TestHotFreeGPUs: the GPUs a device-plugin pod may be handed that are too
+// hot: published free, whole, healthy (the device plugin does not offer
+// an unhealthy GPU), at or past slowdown - margin or slowing down.
+func TestHotFreeGPUs(t *testing.T) {
+	gpu := func(i int32, tempC int64, alloc int8) telemetry.GPU {
+		return telemetry.GPU{Index: i, Healthy: true, HasTemperature: true, TemperatureMilli: tempC * 1000, HasSlowdown: true, SlowdownMilli: 90_000, Allocated: alloc}
+	}
+	n := &telemetry.Node{GPUs: []telemetry.GPU{
+		gpu(0, 70, 0),  // free, cool
+		gpu(1, 88, 1),  // hot, held
+		gpu(2, 88, -1), // hot, allocation unknown
+		func() telemetry.GPU { g := gpu(3, 88, 0); g.Healthy = false; return g }(),
+		func() telemetry.GPU { g := gpu(4, 88, 0); g.MIG = true; return g }(),
+		gpu(5, 87, 0), // free, 87 >= 90 - 3
+		func() telemetry.GPU { g := gpu(6, 50, 0); g.ThermalThrottled = true; return g }(),
+	}}
+	count, first := hotFreeGPUs(n, 3_000)
+	if count != 2 || first != "GPU 5 at 87.0°C >= slowdown 90.0°C - margin 3.0°C" {
+		t.Errorf("hotFreeGPUs = %d, %q; want 2 (GPUs 5 and 6), the first GPU 5's reason", count, first)
+	}
+}
+
 // r740 is the SPECpower_ssj2008 curve of result power_ssj2008-20170829-00780
 // (Dell PowerEdge R740): watts at 0 %, 10 % … 100 % load.
 var r740 = []int32{52, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457}

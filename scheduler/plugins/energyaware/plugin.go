@@ -229,6 +229,9 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy GPUs more than %d°C below slowdown, pod needs %d",
 				cool, pl.args.GPUSlowdownMarginCelsius, s.GPUs))
 		}
+		if hot, why := hotFreeGPUs(tel, pl.limits.gpuSlowdownMargin); hot > 0 {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%d free GPU(s) too hot (%s): the kubelet may give one to the pod", hot, why))
+		}
 	}
 	return nil
 }
@@ -353,8 +356,8 @@ func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWith
 // mayLetIn judges a NodeTelemetry update before any pod is looked at: may
 // is false when Filter rejects every pod on cur (too hot, stale while
 // staleness is ignored as before, or its heat unknown under Reject), or
-// when the node was usable before (not of unknown heat under Reject) and
-// no GPU came clear of slowdown. prevKnown: the previous view was stored
+// when the node was usable before (not of unknown heat under Reject), no
+// GPU came clear of slowdown and no free GPU too hot cooled or was taken. prevKnown: the previous view was stored
 // and fresh; one that was not proves nothing about why a pod was rejected.
 func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevKnown, may bool) {
 	if !cur.Fresh(now, pl.args.TelemetryMaxAge) || tooHot(cur, pl.limits) != "" {
@@ -370,7 +373,8 @@ func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevK
 	predicts := (cur.Models != nil && cur.Models.HasThermal) || (prev != nil && prev.Models != nil && prev.Models.HasThermal)
 	// So may heat unknown before, under Reject.
 	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && (!reject || pl.heatKnown(prev, now)) &&
-		coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) {
+		coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) &&
+		hotFree(cur, pl.limits.gpuSlowdownMargin) >= hotFree(prev, pl.limits.gpuSlowdownMargin) {
 		return prevKnown, false
 	}
 	return prevKnown, true
