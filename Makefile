@@ -81,9 +81,17 @@ $(BIN)/etcd: go.mod go.sum hack/etcd/main.go
 	@echo "building bin/etcd from go.etcd.io/etcd/server/v3 (first build takes a minute)"
 	$(GO) build -o $@ ./hack/etcd
 
+# Kubernetes' own release stamping for a build of version $(1) (v1.37.2),
+# so the binary reports it (/version, kubectl version, and the chart's
+# kubeVersion, which Helm checks against it) rather than v0.0.0-master.
+k8s_ldflags = -X k8s.io/component-base/version.gitVersion=$(1) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(patsubst v%,%,$(1)))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(1))) \
+	-X k8s.io/component-base/version.gitTreeState=clean
+
 $(BIN)/kube-apiserver: go.mod go.sum
 	@echo "building bin/kube-apiserver from k8s.io/kubernetes (first build takes several minutes)"
-	$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	$(GO) build -ldflags "$(call k8s_ldflags,$(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes))" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
 $(NODE_EXPORTER):
 	@echo "building bin/node_exporter $(NODE_EXPORTER_VERSION) from the Go module proxy"
@@ -187,7 +195,7 @@ COMPAT_VERSIONS ?= $(notdir $(wildcard hack/compat/v*))
 
 $(BIN)/compat/%/kube-apiserver: hack/compat/%/go.mod hack/compat/%/go.sum
 	@echo "building bin/compat/$*/kube-apiserver from hack/compat/$* (several minutes)"
-	$(GO) build -C hack/compat/$* -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	$(GO) build -C hack/compat/$* -ldflags "$(call k8s_ldflags,$(shell $(GO) list -C hack/compat/$* -m -f '{{.Version}}' k8s.io/kubernetes))" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
 .PHONY: test-compat
 test-compat: build $(KUSTOMIZE) $(HELM) $(PROMTOOL) $(addprefix $(BIN)/compat/,$(addsuffix /kube-apiserver,$(COMPAT_VERSIONS))) ## Run the integration and deploy tests against each API server of COMPAT_VERSIONS (hack/compat/*), built from source.
@@ -226,10 +234,7 @@ NODE_PACKAGES := runc containernetworking-plugins iptables
 # The release's version, as Kubernetes' own build stamps it, so the node
 # reports kubeletVersion v1.37.x rather than v0.0.0-master.
 KUBENODE_VERSION = $(shell $(GO) list -C $(KUBENODE_MOD) -m -f '{{.Version}}' k8s.io/kubernetes)
-KUBENODE_LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(KUBENODE_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(patsubst v%,%,$(KUBENODE_VERSION)))) \
-	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBENODE_VERSION))) \
-	-X k8s.io/component-base/version.gitTreeState=clean
+KUBENODE_LDFLAGS = $(call k8s_ldflags,$(KUBENODE_VERSION))
 
 $(KUBENODE_BINARIES): $(BIN)/%: $(KUBENODE_MOD)/go.mod $(KUBENODE_MOD)/go.sum
 	@echo "building bin/$* from k8s.io/kubernetes (first build takes minutes)"

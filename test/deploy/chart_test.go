@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +26,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/telesched/telesched/sandbox/controlplane"
+	"github.com/telesched/telesched/scheduler/compat"
 )
 
 // previousChart is the chart users upgrade from: 0.1.0, `helm package` of
@@ -645,6 +648,21 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	}}
 	if _, err := pbRes.Create(ctx, pb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating PowerBudget rack-a under 0.1.0: %v", err)
+	}
+
+	// An API server the scheduler does not start against (make
+	// test-compat's older one): the chart's kubeVersion refuses it.
+	info, err := discovery.NewDiscoveryClientForConfigOrDie(cp.Config).ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if minor, _ := strconv.Atoi(strings.TrimSuffix(info.Minor, "+")); minor < compat.MinServerMinor || minor > compat.MaxServerMinor {
+		_, err = helmAt("upgrade", release, chartDir)
+		if err == nil || !strings.Contains(err.Error(), "incompatible with Kubernetes "+info.GitVersion) {
+			t.Fatalf("helm upgrade on Kubernetes %s: error %v, want the chart's kubeVersion to refuse it", info.GitVersion, err)
+		}
+		t.Logf("on Kubernetes %s: %s", info.GitVersion, strings.SplitN(err.Error(), "\n", 3)[1])
+		return
 	}
 
 	// Without the adoption step Helm refuses the CRDs and changes nothing.

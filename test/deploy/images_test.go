@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/telesched/telesched/scheduler/compat"
 )
 
 // TestDockerfiles checks what can be checked of the images without a
@@ -41,6 +44,75 @@ func TestDockerfiles(t *testing.T) {
 		}
 		if !strings.Contains(text, "FROM --platform=$BUILDPLATFORM ") || !strings.Contains(text, "ARG TARGETARCH") || !strings.Contains(text, "GOARCH=${TARGETARCH}") {
 			t.Errorf("%s: the build stage does not cross-compile for TARGETARCH on $BUILDPLATFORM", file)
+		}
+	}
+}
+
+// imageRef is an image of telesched's with its tag, in a manifest or a
+// doc; newTagRE a kustomization's tag; versionRE a doc's VERSION=.
+var (
+	imageRef  = regexp.MustCompile(`ghcr\.io/telesched/telesched-(?:agent|scheduler|descheduler)(?:\{[a-z,]+\})?:(v[0-9][^\s"'` + "`" + `;]*)`)
+	newTagRE  = regexp.MustCompile(`(?m)^\s*newTag:\s*(\S+)`)
+	versionRE = regexp.MustCompile(`VERSION=(v[0-9]\S*)`)
+)
+
+// TestOneVersion: one version drives the install. The chart's appVersion
+// is the tag of every telesched image the manifests under deploy/ name
+// (each kustomization's newTag included) and the version the README and
+// docs/install.md build, push and name; and its kubeVersion is the range
+// of API servers the scheduler starts against (scheduler/compat), which
+// helm refuses to install outside of.
+func TestOneVersion(t *testing.T) {
+	meta := chartMeta(t)
+	want := fmt.Sprint(meta["appVersion"])
+	root := filepath.Join(manifestsRoot, "..")
+	files := []string{filepath.Join(root, "README.md"), filepath.Join(root, "docs", "install.md")}
+	if err := filepath.WalkDir(manifestsRoot, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".yaml") {
+			files = append(files, path)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, re := range []*regexp.Regexp{imageRef, newTagRE, versionRE} {
+			for _, m := range re.FindAllStringSubmatch(string(data), -1) {
+				found++
+				if m[1] != want {
+					t.Errorf("%s: %q names %s, want the chart's appVersion %s", path, m[0], m[1], want)
+				}
+			}
+		}
+	}
+	if found < 8 {
+		t.Errorf("found %d version references; the patterns no longer match the manifests", found)
+	}
+
+	wantKube := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", compat.MinServerMinor, compat.MaxServerMinor+1)
+	if got := fmt.Sprint(meta["kubeVersion"]); got != wantKube {
+		t.Errorf("Chart.yaml kubeVersion %q, want %q, the API servers the scheduler starts against", got, wantKube)
+	}
+	for _, tc := range []struct {
+		kube string
+		ok   bool
+	}{
+		{fmt.Sprintf("1.%d.0", compat.MinServerMinor-1), false},
+		{fmt.Sprintf("1.%d.2", compat.MinServerMinor), true},
+		{fmt.Sprintf("1.%d.0-eks-1234", compat.MaxServerMinor), true},
+		{fmt.Sprintf("1.%d.0", compat.MaxServerMinor+1), false},
+	} {
+		_, err := runHelm(t, "template", helmRelease, chartDir, "--kube-version", tc.kube)
+		if (err == nil) != tc.ok {
+			t.Errorf("helm template --kube-version %s: err %v, want ok %v", tc.kube, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "incompatible with Kubernetes") {
+			t.Errorf("helm template --kube-version %s: %v, want the kubeVersion refusal", tc.kube, err)
 		}
 	}
 }
