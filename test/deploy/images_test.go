@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/scheduler/compat"
@@ -114,5 +115,41 @@ func TestOneVersion(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "incompatible with Kubernetes") {
 			t.Errorf("helm template --kube-version %s: %v, want the kubeVersion refusal", tc.kube, err)
 		}
+	}
+}
+
+// TestHelmImageRegistryAndDigests: image.registry moves all three images
+// to one's own registry, keeping their names, and a digest pins an image
+// in place of its tag; a digest that is not one is refused.
+func TestHelmImageRegistryAndDigests(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs := renderHelm(t, "descheduler.enabled=true", "image.registry=registry.example.com:5000/ops/telesched",
+		"image.scheduler.digest="+digest)
+	images := map[string]string{}
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+			continue
+		}
+		ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+		for _, c := range append(ctrs, inits...) {
+			m := c.(map[string]any)
+			images[o.GetName()+"/"+fmt.Sprint(m["name"])] = fmt.Sprint(m["image"])
+		}
+	}
+	meta := chartMeta(t)
+	want := map[string]string{
+		"telesched-agent/agent":              "registry.example.com:5000/ops/telesched/telesched-agent:" + fmt.Sprint(meta["appVersion"]),
+		"telesched-agent/podresources-relay": "registry.example.com:5000/ops/telesched/telesched-agent:" + fmt.Sprint(meta["appVersion"]),
+		"telesched-scheduler/scheduler":      "registry.example.com:5000/ops/telesched/telesched-scheduler@" + digest,
+		"telesched-descheduler/descheduler":  "registry.example.com:5000/ops/telesched/telesched-descheduler:" + fmt.Sprint(meta["appVersion"]),
+	}
+	for k, v := range want {
+		if images[k] != v {
+			t.Errorf("%s: image %q, want %q (all: %v)", k, images[k], v, images)
+		}
+	}
+	if _, err := runHelm(t, helmTemplateArgs("image.agent.digest=abc123")...); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Errorf("a digest that is not sha256:<64 hex>: err %v, want the schema to refuse it", err)
 	}
 }

@@ -92,10 +92,20 @@ object; may be empty).
 {{- end }}
 
 {{/*
-An image reference: repository:tag, the tag defaulting to the appVersion.
+An image reference: repository:tag, the tag defaulting to the appVersion,
+or repository@digest when a digest is set; with registry set (the values'
+image.registry), the repository's last path element under it.
 */}}
 {{- define "telesched.image" -}}
-{{ .image.repository }}:{{ .image.tag | default .chart.AppVersion }}
+{{- $repo := .image.repository -}}
+{{- with .registry -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) (base $repo) -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{ $repo }}@{{ .image.digest }}
+{{- else -}}
+{{ $repo }}:{{ .image.tag | default .chart.AppVersion }}
+{{- end -}}
 {{- end }}
 
 {{/*
