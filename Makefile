@@ -356,6 +356,13 @@ images: ## Build the agent, scheduler and descheduler images (needs a running Do
 # IMAGES_DIR. Load one with `ctr -n k8s.io images import FILE`.
 IMAGES_DIR ?= _output/images
 
+# Where make release-local's registry listens.
+RELEASE_ADDR ?= 127.0.0.1:5000
+
+.PHONY: release-local
+release-local: $(HELM) images-local ## Publish the images and the chart to a registry served on this machine (in memory, RELEASE_ADDR) and serve it until Ctrl-C; prints the helm install that uses it.
+	$(GO) run ./hack/release -images $(IMAGES_DIR) -helm $(HELM) -serve $(RELEASE_ADDR)
+
 .PHONY: images-local
 images-local: ## Build the images without Docker or a registry into IMAGES_DIR (default _output/images; IMAGE_REGISTRY, VERSION): docker-archive tarballs for ctr images import.
 	$(GO) run ./hack/images -out $(IMAGES_DIR) -version $(VERSION) -registry $(IMAGE_REGISTRY)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,12 +37,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/internal/release"
 	"github.com/telesched/telesched/test/node/cluster"
 )
 
 const (
 	namespace    = "telesched-system"
-	release      = "telesched"
+	releaseName  = "telesched"
 	chartDir     = "../../deploy/helm/telesched"
 	previousTGZ  = "testdata/telesched-0.1.0.tgz"
 	agentLabel   = "app.kubernetes.io/name=telesched-agent"
@@ -118,7 +120,7 @@ func TestRealNode(t *testing.T) {
 	})
 
 	step(t, "install the previous chart ("+previousTGZ+")", func() {
-		e.helmRun(ctx, append([]string{"install", release, previousTGZ, "--namespace", namespace, "--create-namespace",
+		e.helmRun(ctx, append([]string{"install", releaseName, previousTGZ, "--namespace", namespace, "--create-namespace",
 			"--wait", "--timeout", installWait}, e.overrides()...)...)
 		e.waitAgentWrites(ctx, time.Now().Add(-time.Hour))
 	})
@@ -128,10 +130,10 @@ func TestRealNode(t *testing.T) {
 		timeline = e.watchTelemetry(ctx)
 		for _, crd := range []string{"nodetelemetries.telemetry.telesched.io", "powerbudgets.telemetry.telesched.io"} {
 			e.kubectl(ctx, "label", "crd", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
-			e.kubectl(ctx, "annotate", "crd", crd, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+namespace, "--overwrite")
+			e.kubectl(ctx, "annotate", "crd", crd, "meta.helm.sh/release-name="+releaseName, "meta.helm.sh/release-namespace="+namespace, "--overwrite")
 		}
 		began := time.Now()
-		e.helmRun(ctx, append([]string{"upgrade", release, chartDir, "--namespace", namespace,
+		e.helmRun(ctx, append([]string{"upgrade", releaseName, chartDir, "--namespace", namespace,
 			"--wait", "--timeout", installWait}, e.overrides()...)...)
 		e.waitAgentWrites(ctx, began)
 		timeline.stop()
@@ -166,7 +168,7 @@ func TestRealNode(t *testing.T) {
 	})
 
 	step(t, "helm uninstall keeps the CRDs and the NodeTelemetry", func() {
-		e.helmRun(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", installWait)
+		e.helmRun(ctx, "uninstall", releaseName, "--namespace", namespace, "--wait", "--timeout", installWait)
 		e.kubectlLog(ctx, "get", "crd", "-l", "app.kubernetes.io/part-of=telesched", "-o", "custom-columns=NAME:.metadata.name,KEEP:.metadata.annotations.helm\\.sh/resource-policy")
 		for _, crd := range []string{"nodetelemetries.telemetry.telesched.io", "powerbudgets.telemetry.telesched.io"} {
 			e.kubectl(ctx, "get", "crd", crd)
@@ -182,13 +184,27 @@ func TestRealNode(t *testing.T) {
 		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
 	})
 
-	step(t, "install this chart as the README says, with the descheduler (dry-run)", func() {
+	var published *release.Published
+	step(t, "publish the images and the chart to a registry on this machine (make release-local)", func() {
+		addr, _, err := release.Serve(ctx, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		published, err = release.Publish(ctx, release.Options{Images: imagesDir, Chart: chartDir, Registry: addr + "/telesched",
+			Helm: e.helm, PlainHTTP: true, Log: logWriter{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	step(t, "install this chart from the registry as docs/install.md says, with the descheduler (dry-run)", func() {
 		began := time.Now()
-		dr, dt := splitRef(e.images.descheduler)
-		e.helmRun(ctx, append([]string{"install", release, chartDir, "--namespace", namespace, "--create-namespace",
-			"--wait", "--timeout", installWait, "--set", "descheduler.enabled=true",
-			"--set", "image.descheduler.repository=" + dr, "--set", "image.descheduler.tag=" + dt, "--set", "image.descheduler.pullPolicy=Never"},
-			e.overrides()...)...)
+		registry := strings.TrimPrefix(strings.TrimSuffix(published.Chart, "/charts/telesched"), "oci://")
+		e.helmRun(ctx, "install", releaseName, published.Chart, "--version", published.ChartVersion, "--plain-http",
+			"--namespace", namespace, "--create-namespace", "--wait", "--timeout", installWait,
+			"--set", "image.registry="+registry, "--set", "descheduler.enabled=true",
+			"--set", "agent.podResourcesHostPath="+e.c.KubeletRootDir()+"/pod-resources")
+		e.checkPulled(ctx, published)
 		e.waitAgentWrites(ctx, began)
 		e.checkLeader(ctx)
 		e.runWorkload(ctx, "hello-again")
@@ -707,4 +723,39 @@ func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 func splitRef(ref string) (repo, tag string) {
 	i := strings.LastIndex(ref, ":")
 	return ref[:i], ref[i+1:]
+}
+
+// checkPulled shows the release's pods and the images the kubelet ran,
+// and checks that every telesched container ran an image pulled from the
+// registry p was published to, by the digest published: the operator's
+// path, with nothing imported.
+func (e *env) checkPulled(ctx context.Context, p *release.Published) {
+	t := e.t
+	e.kubectlLog(ctx, "--namespace="+namespace, "get", "pods", "-o", "wide")
+	e.kubectlLog(ctx, "--namespace="+namespace, "get", "pods", "-o",
+		`jsonpath={range .items[*]}{.metadata.name}{range .status.initContainerStatuses[*]}{"\n  "}{.name}{" "}{.imageID}{end}{range .status.containerStatuses[*]}{"\n  "}{.name}{" "}{.imageID}{end}{"\n"}{end}`)
+	pods, err := e.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, pod := range pods.Items {
+		for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+			for name, img := range p.Images {
+				repo := img.Ref[:strings.LastIndex(img.Ref, ":")]
+				if !strings.HasPrefix(cs.Image, repo+":") && !strings.HasPrefix(cs.Image, repo+"@") {
+					continue
+				}
+				seen[name] = true
+				if want := repo + "@" + img.Digest; cs.ImageID != want {
+					t.Errorf("%s/%s ran image %s, want %s, pulled from the registry", pod.Name, cs.Name, cs.ImageID, want)
+				}
+			}
+		}
+	}
+	for _, name := range release.Products {
+		if !seen[name] {
+			t.Errorf("no container of the release ran %s from %s", name, p.Images[name].Ref)
+		}
+	}
 }
