@@ -103,6 +103,11 @@ type Options struct {
 	// are read (see collector.CPUCollector.WithThrottleInterval).
 	ThrottleInterval time.Duration
 	PodResources     string
+	// PowercapRelay is the powercap relay's socket, a path in the agent's
+	// own filesystem (not under --host-root), through which RAPL's
+	// root-only energy_uj is read when the agent may not read it; ""
+	// reads it directly only.
+	PowercapRelay string
 	// GPUResources says which kubelet allocations are GPUs.
 	GPUResources collector.GPUResources
 	// NVMLLibrary, when set, is used instead of the system's
@@ -216,6 +221,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.NVMLTimeout, "nvml-timeout", o.NVMLTimeout, "Longest a sample waits for its NVML calls. When they do not return in time the sample is published without GPUs, the gpu source Failed with reason NVMLTimeout, and NVML is not called again until the stuck call returns. Must be shorter than --healthz-missed-intervals × --interval; left at its default, it is half of that when that is shorter than 10s.")
 	fs.DurationVar(&o.GPUTopologyInterval, "gpu-topology-interval", o.GPUTopologyInterval, "How often the GPUs' PCIe roots (sysfs) and NVLinks (NVML) are read again while the set of GPUs stays the same; they are always read at start and when a GPU comes, goes or changes. Must be positive.")
 	fs.DurationVar(&o.ThrottleInterval, "throttle-interval", o.ThrottleInterval, "How often the CPUs' thermal throttle counters (/sys/devices/system/cpu/cpuN/thermal_throttle, one file per CPU) are read; the samples in between carry the last reading. The counters count events since boot, so none is missed: a rise between two reads is throttling, seen at the later one. Temperatures are read every sample. 0 reads them every sample.")
+	fs.StringVar(&o.PowercapRelay, "powercap-relay-socket", o.PowercapRelay, "Path, in the agent's own filesystem, of the powercap relay's socket (telesched-agent powercap-relay): where RAPL's energy_uj is root's (Linux 5.10 and later) and the agent is not, it reads the counters through the relay. Empty: RAPL is read directly or not at all.")
 	fs.StringVar(&o.PodResources, "podresources-socket", o.PodResources, "Path, under --host-root, of the kubelet pod-resources socket, for per-NUMA exclusive CPU allocations and GPU and MIG device allocations. Absent socket: the source is reported unavailable and those fields are left out.")
 	fs.StringSliceVar(&o.GPUResources.Names, "gpu-resource-names", o.GPUResources.Names, "Device-plugin resources whose devices are whole GPUs (or MIG devices, by UUID, under the device plugin's single MIG strategy), for gpus[].allocated.")
 	fs.StringVar(&o.GPUResources.MIGPrefix, "mig-resource-prefix", o.GPUResources.MIGPrefix, "Prefix of the device-plugin resources of MIG devices (the device plugin's mixed MIG strategy: nvidia.com/mig-<profile>), for gpus[].mig.profiles[].allocated. Empty: none.")

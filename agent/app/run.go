@@ -71,7 +71,7 @@ func sources(o *Options, root hostfs.Root) []collector.Collector {
 		list = append(list, collector.NewGPUCollector(lib, root).WithTimeout(o.NVMLTimeout).WithTopologyInterval(o.GPUTopologyInterval))
 	}
 	return append(list,
-		collector.NewPowerCollector(root),
+		collector.NewPowerCollector(root).WithRAPLRelay(o.PowercapRelay),
 		collector.NewPodResourcesCollector(root, o.PodResources).WithGPUResources(o.GPUResources),
 	)
 }

@@ -5,6 +5,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/telesched/telesched/agent/hostfs"
+	"github.com/telesched/telesched/agent/relay"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 )
 
@@ -26,7 +28,11 @@ const (
 	// the whole platform.
 	acpiPowerMeterChip = "power_meter"
 
-	raplPermissionMessage = "energy_uj is readable by root only since CVE-2020-8694; run the agent as root to read RAPL"
+	raplPermissionMessage = "energy_uj is readable by root only since CVE-2020-8694; read it through the powercap relay (the powercap-relay container of the shipped DaemonSets, the agent's --powercap-relay-socket), or run the agent as root"
+
+	// powercapDevices is where the powercap class's zones live: each
+	// /sys/class/powercap entry links into it.
+	powercapDevices = "/sys/devices/virtual/powercap/"
 )
 
 // PowerCollector measures the node's power over the interval between two
@@ -115,6 +121,11 @@ type PowerCollector struct {
 	energyJoules float64
 	// raplErr is why RAPL could not be read in the last call.
 	raplErr *SourceError
+	// raplRelay is the powercap relay's socket (WithRAPLRelay), "" for
+	// none; viaRelay is true once energy_uj was refused and the relay
+	// reads it instead.
+	raplRelay string
+	viaRelay  bool
 }
 
 var _ Collector = (*PowerCollector)(nil)
@@ -129,6 +140,14 @@ func NewPowerCollector(root hostfs.Root) *PowerCollector {
 // replay a tree at times of their own).
 func (c *PowerCollector) WithClock(clk clock.PassiveClock) *PowerCollector {
 	c.clock = clk
+	return c
+}
+
+// WithRAPLRelay reads RAPL's energy_uj, when the agent may not (root's
+// since CVE-2020-8694), through the powercap relay listening at socket
+// (relay.RunPowercap; a path in the agent's own filesystem). It returns c.
+func (c *PowerCollector) WithRAPLRelay(socket string) *PowerCollector {
+	c.raplRelay = socket
 	return c
 }
 
@@ -161,6 +180,10 @@ type meter struct {
 	// (max_energy_range_uj); 0 when unknown, and then a counter that goes
 	// back is taken as reset.
 	maxRange uint64
+	// zone is a RAPL zone's directory under powercapDevices
+	// ("intel-rapl/intel-rapl:0"), which the powercap relay reads; ""
+	// when its class entry does not link there.
+	zone string
 	// limitWatts is a RAPL package zone's long-term power limit's maximum
 	// (constraint_0_max_power_uw, the package's TDP on Intel parts); 0
 	// when the zone has none, or for other meters.
@@ -237,15 +260,42 @@ type groupResult struct {
 // a new baseline when next read).
 func (c *PowerCollector) readGroup(meters []*meter) (groupResult, error) {
 	at := c.clock.Now()
+	if c.viaRelay && len(meters) > 0 && meters[0].source == telemetryv1alpha1.PowerSourceRAPL {
+		values, err := c.readRelay(meters)
+		if err != nil {
+			return groupResult{}, err
+		}
+		return c.updateGroup(meters, values, at), nil
+	}
 	values := make([]uint64, len(meters))
 	for i, m := range meters {
 		v, err := c.root.ReadUint(m.path)
 		if err != nil {
+			if m.source == telemetryv1alpha1.PowerSourceRAPL && c.raplRelay != "" && hostfs.IsPermission(err) {
+				c.viaRelay = true
+				return c.readGroup(meters)
+			}
 			return groupResult{}, err
 		}
 		values[i] = v
 	}
 	return c.updateGroup(meters, values, at), nil
+}
+
+// readRelay reads RAPL meters' counters through the powercap relay.
+func (c *PowerCollector) readRelay(meters []*meter) ([]uint64, error) {
+	zones := make([]string, len(meters))
+	for i, m := range meters {
+		if m.zone == "" {
+			return nil, fmt.Errorf("%s: energy_uj is root's, and %s does not link under %s, where the powercap relay reads", m.path, path.Dir(m.path), powercapDevices)
+		}
+		zones[i] = m.zone
+	}
+	values, err := relay.ReadPowercap(c.raplRelay, zones)
+	if err != nil {
+		return nil, fmt.Errorf("energy_uj is root's; reading it through the powercap relay %s: %w", c.raplRelay, err)
+	}
+	return values, nil
 }
 
 // updateGroup feeds each meter its value.
@@ -607,6 +657,12 @@ func discoverRAPL(r hostfs.Root) []*meter {
 		}
 		counted[name] = true
 		m := &meter{name: name, source: telemetryv1alpha1.PowerSourceRAPL, path: z.dir + "/energy_uj", counter: true}
+		if link, err := r.Readlink(z.dir); err == nil {
+			// "../../devices/virtual/powercap/intel-rapl/intel-rapl:0"
+			if _, zone, ok := strings.Cut(link, strings.TrimPrefix(powercapDevices, "/sys/")); ok {
+				m.zone = zone
+			}
+		}
 		if v, err := r.ReadUint(z.dir + "/max_energy_range_uj"); err == nil {
 			m.maxRange = v
 		}

@@ -87,7 +87,7 @@ func raplTree(t *testing.T, energy, max uint64) hostfs.Root {
 var raplPermissionDenied = &SourceError{
 	State:   telemetryv1alpha1.SourceFailed,
 	Reason:  "PermissionDenied",
-	Message: "energy_uj is readable by root only since CVE-2020-8694; run the agent as root to read RAPL",
+	Message: "energy_uj is readable by root only since CVE-2020-8694; read it through the powercap relay (the powercap-relay container of the shipped DaemonSets, the agent's --powercap-relay-socket), or run the agent as root",
 }
 
 func TestPowerCollector(t *testing.T) {

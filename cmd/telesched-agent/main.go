@@ -29,6 +29,10 @@ func main() {
 		relayMain(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "powercap-relay" {
+		powercapMain(os.Args[2:])
+		return
+	}
 	opts := app.NewOptions()
 	fs := pflag.NewFlagSet("telesched-agent", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -141,6 +145,61 @@ Flags:
 	ctx = klog.NewContext(ctx, klog.Background())
 	if err := relay.Run(ctx, o); err != nil {
 		klog.FromContext(ctx).Error(err, "telesched-agent podresources-relay failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func powercapMain(args []string) {
+	o := relay.PowercapOptions{Root: relay.DefaultPowercapRoot, Mode: relay.DefaultMode,
+		MinInterval: relay.DefaultPowercapMinInterval, MaxConnections: relay.DefaultMaxConnections}
+	fs := pflag.NewFlagSet("powercap-relay", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.Listen, "listen", "", "Path of the relay's socket, in a volume shared with the agent, where the agent's --powercap-relay-socket points. Required.")
+	fs.StringVar(&o.Root, "powercap-root", o.Root, "The host's powercap devices directory, mounted read-only: zones are read under it (<root>/intel-rapl/intel-rapl:0/energy_uj).")
+	mode := fs.String("socket-mode", fmt.Sprintf("%#o", relay.DefaultMode), "Permission bits of the relay's socket, octal; its group is the relay's group (the pod's runAsGroup), which the agent shares. The owner's read and write are required.")
+	fs.DurationVar(&o.MinInterval, "min-interval", o.MinInterval, "A counter is read at most once each interval, and requests in between get its last value: the agent reads once a sample (--interval, 1s and up), while the power side channel the kernel closed (CVE-2020-8694) reads counters thousands of times a second. 10ms to 10s.")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "Requests served at once; more are closed when accepted.")
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, `telesched-agent powercap-relay serves the host's RAPL energy counters
+(energy_uj), which Linux lets only root read since 5.10 (CVE-2020-8694), to
+an agent that does not run as root. It runs as uid 0 with every capability
+dropped (the files are root's: their owner needs no capability) and sees
+only the host's powercap devices, read-only. It answers with the counters
+asked for and nothing else, each read at most once each --min-interval.
+
+Usage:
+  telesched-agent powercap-relay --listen PATH [flags]
+
+Flags:
+%s`, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == pflag.ErrHelp {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "telesched-agent powercap-relay: %v (see --help)\n", err)
+		os.Exit(2)
+	}
+	m, err := strconv.ParseUint(*mode, 8, 32)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent powercap-relay: --socket-mode %q: not an octal mode\n", *mode)
+		os.Exit(2)
+	}
+	o.Mode = iofs.FileMode(m)
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent powercap-relay: invalid flags:\n%v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if err := relay.RunPowercap(ctx, o); err != nil {
+		klog.FromContext(ctx).Error(err, "telesched-agent powercap-relay failed")
 		klog.Flush()
 		os.Exit(1)
 	}

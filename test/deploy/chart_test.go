@@ -740,17 +740,19 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	}
 }
 
-// TestHelmPodResourcesRelay: the relay is on by default in both agent
-// DaemonSets (checkRelay), follows agent.podResourcesHostPath, and with
-// agent.podResources.relay.enabled=false the agent mounts the kubelet's
-// directory itself and no container runs as root.
+// TestHelmPodResourcesRelay: the relays are on by default in both agent
+// DaemonSets (checkRelay), the pod-resources relay follows
+// agent.podResourcesHostPath, and with agent.podResources.relay.enabled=false
+// the agent mounts the kubelet's directory itself; with
+// agent.powercapRelay.enabled=false (the hardened choice) no powercap
+// relay runs and the agent is not pointed at one.
 func TestHelmPodResourcesRelay(t *testing.T) {
 	objs := renderHelm(t, "agent.gpu.enabled=true", "agent.podResourcesHostPath=/data/kubelet/pod-resources")
 	for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
 		ds := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", name))
 		spec := ds.Spec.Template.Spec
-		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "podresources-relay" {
-			t.Fatalf("DaemonSet %s: init containers %v, want the relay", name, spec.InitContainers)
+		if len(spec.InitContainers) != 2 || spec.InitContainers[0].Name != "podresources-relay" || spec.InitContainers[1].Name != "powercap-relay" {
+			t.Fatalf("DaemonSet %s: init containers %v, want the relays", name, spec.InitContainers)
 		}
 		for _, v := range spec.Volumes {
 			if v.Name == "host-pod-resources" && (v.HostPath == nil || v.HostPath.Path != "/data/kubelet/pod-resources") {
@@ -763,8 +765,8 @@ func TestHelmPodResourcesRelay(t *testing.T) {
 	for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
 		ds := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", name))
 		spec := ds.Spec.Template.Spec
-		if len(spec.InitContainers) != 0 {
-			t.Errorf("DaemonSet %s with the relay off: init containers %v, want none", name, spec.InitContainers)
+		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "powercap-relay" {
+			t.Errorf("DaemonSet %s with the pod-resources relay off: init containers %v, want the powercap relay alone", name, spec.InitContainers)
 		}
 		hostPath := map[string]string{}
 		for _, v := range spec.Volumes {
@@ -779,6 +781,18 @@ func TestHelmPodResourcesRelay(t *testing.T) {
 			return hostPath[m.Name] == "/var/lib/kubelet/pod-resources" && m.MountPath == "/host/var/lib/kubelet/pod-resources" && m.ReadOnly
 		}) {
 			t.Errorf("DaemonSet %s with the relay off: the agent mounts %v, want the kubelet's pod-resources directory read-only at /host/var/lib/kubelet/pod-resources", name, spec.Containers[0].VolumeMounts)
+		}
+	}
+
+	objs = renderHelm(t, "agent.gpu.enabled=true", "agent.powercapRelay.enabled=false")
+	for _, name := range []string{"telesched-agent", "telesched-agent-gpu"} {
+		spec := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", name)).Spec.Template.Spec
+		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "podresources-relay" {
+			t.Errorf("DaemonSet %s with the powercap relay off: init containers %v, want the pod-resources relay alone", name, spec.InitContainers)
+		}
+		if slices.ContainsFunc(spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--powercap-relay-socket") }) ||
+			slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "powercap" }) {
+			t.Errorf("DaemonSet %s with the powercap relay off: the agent still points at it (%q) or its volume is there", name, spec.Containers[0].Args)
 		}
 	}
 }

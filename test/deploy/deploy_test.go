@@ -495,11 +495,27 @@ func checkHardened(t *testing.T, what string, spec corev1.PodSpec, wantRoot bool
 // same emptyDir at /host/var/lib/kubelet/pod-resources.
 func checkRelay(t *testing.T, what string, spec corev1.PodSpec) {
 	t.Helper()
-	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "podresources-relay" {
-		t.Errorf("%s: init containers %v, want the podresources-relay sidecar alone", what, spec.InitContainers)
+	var names []string
+	for _, c := range spec.InitContainers {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"podresources-relay", "powercap-relay"}) {
+		t.Errorf("%s: init containers %v, want the podresources-relay and powercap-relay sidecars alone", what, names)
 		return
 	}
-	r := spec.InitContainers[0]
+	for _, r := range spec.InitContainers {
+		checkSidecar(t, what, spec, r)
+	}
+	checkPodResourcesRelay(t, what, spec, spec.InitContainers[0])
+	checkPowercapRelay(t, what, spec, spec.InitContainers[1])
+}
+
+// checkSidecar checks what both relays share: a sidecar of the agent's
+// image, uid 0 with every capability dropped, a read-only root, and
+// resources.
+func checkSidecar(t *testing.T, what string, spec corev1.PodSpec, r corev1.Container) {
+	t.Helper()
+	what += " " + r.Name
 	if ptr.Deref(r.RestartPolicy, "") != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("%s: relay restartPolicy %v, want Always (a sidecar, started before the agent)", what, r.RestartPolicy)
 	}
@@ -516,6 +532,13 @@ func checkRelay(t *testing.T, what string, spec corev1.PodSpec) {
 	if r.Resources.Requests.Cpu().IsZero() || r.Resources.Requests.Memory().IsZero() || r.Resources.Limits.Memory().IsZero() {
 		t.Errorf("%s: relay resources %v, want CPU and memory requests and a memory limit", what, r.Resources)
 	}
+}
+
+// checkPodResourcesRelay: the pod-resources relay sees the kubelet's
+// directory read-only and an emptyDir the agent mounts where its
+// --podresources-socket looks.
+func checkPodResourcesRelay(t *testing.T, what string, spec corev1.PodSpec, r corev1.Container) {
+	t.Helper()
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {
 		volumes[v.Name] = v
@@ -542,6 +565,44 @@ func checkRelay(t *testing.T, what string, spec corev1.PodSpec) {
 	})
 	if !shared {
 		t.Errorf("%s: the agent does not mount the relay's emptyDir read-only at /host/var/lib/kubelet/pod-resources, where its --podresources-socket looks", what)
+	}
+}
+
+// checkPowercapRelay: the powercap relay sees the host's /sys read-only
+// and serves the powercap devices under it on a socket in an emptyDir,
+// which the agent mounts read-only where its --powercap-relay-socket
+// points.
+func checkPowercapRelay(t *testing.T, what string, spec corev1.PodSpec, r corev1.Container) {
+	t.Helper()
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	var sys, dir, dirVolume string
+	for _, m := range r.VolumeMounts {
+		switch v := volumes[m.Name]; {
+		case v.HostPath != nil && v.HostPath.Path == "/sys" && m.ReadOnly:
+			sys = m.MountPath
+		case v.EmptyDir != nil:
+			dir, dirVolume = m.MountPath, m.Name
+		default:
+			t.Errorf("%s: the powercap relay mounts %s (%+v) at %s readOnly %t; want the host's /sys read-only and an emptyDir only", what, m.Name, v.VolumeSource, m.MountPath, m.ReadOnly)
+		}
+	}
+	if sys == "" || dir == "" || len(r.Args) == 0 || r.Args[0] != "powercap-relay" ||
+		!slices.Contains(r.Args, "--powercap-root="+sys+"/devices/virtual/powercap") || !slices.Contains(r.Args, "--listen="+dir+"/relay.sock") {
+		t.Errorf("%s: powercap relay args %q, /sys at %q, emptyDir at %q; want powercap-relay serving <sys>/devices/virtual/powercap on <emptyDir>/relay.sock", what, r.Args, sys, dir)
+		return
+	}
+	agent := spec.Containers[0]
+	var at string
+	for _, m := range agent.VolumeMounts {
+		if m.Name == dirVolume && m.ReadOnly {
+			at = m.MountPath
+		}
+	}
+	if at == "" || !slices.Contains(agent.Args, "--powercap-relay-socket="+at+"/relay.sock") {
+		t.Errorf("%s: the agent mounts the powercap relay's emptyDir at %q with args %q; want it read-only and --powercap-relay-socket at its relay.sock", what, at, agent.Args)
 	}
 }
 
