@@ -404,7 +404,8 @@ func pluginArgs(t *testing.T, cfg map[string]any) map[string]map[string]any {
 func TestHelmSharedValues(t *testing.T) {
 	objs := renderHelm(t, "agent.gpu.enabled=true",
 		"shared.thermalMarginCelsius=7", "shared.absoluteLimitCelsius=95",
-		"shared.gpuResourceName=example.com/accelerator", "shared.telemetryMaxAge=2m",
+		"shared.gpuResourceName=example.com/accelerator", "shared.migResourcePrefix=example.com/slice-",
+		"shared.gpuDriverNames={accel.example.com,gpu.example.com}", "shared.telemetryMaxAge=2m",
 		"shared.staleTelemetryPolicy=Reject", "agent.heartbeat=45s")
 	args := pluginArgs(t, schedulerConfigOf(t, objs))
 	want := map[string]struct {
@@ -414,6 +415,8 @@ func TestHelmSharedValues(t *testing.T) {
 		"telemetryMaxAge":      {"2m", []string{"LoadAware", "TopologyFit", "EnergyAware", "PowerBudget"}},
 		"staleTelemetryPolicy": {"Reject", []string{"LoadAware", "TopologyFit", "EnergyAware"}},
 		"gpuResourceName":      {"example.com/accelerator", []string{"TopologyFit", "EnergyAware", "PowerBudget"}},
+		"migResourcePrefix":    {"example.com/slice-", []string{"TopologyFit"}},
+		"gpuDriverNames":       {[]any{"accel.example.com", "gpu.example.com"}, []string{"TopologyFit"}},
 		"thermalMarginCelsius": {float64(7), []string{"EnergyAware"}},
 		"absoluteLimitCelsius": {float64(95), []string{"EnergyAware"}},
 	}
@@ -438,7 +441,8 @@ func TestHelmSharedValues(t *testing.T) {
 		for _, a := range containers[0].(map[string]any)["args"].([]any) {
 			got = append(got, a.(string))
 		}
-		for _, flag := range []string{"--overheat-headroom-celsius=7", "--absolute-limit-celsius=95", "--heartbeat=45s"} {
+		for _, flag := range []string{"--overheat-headroom-celsius=7", "--absolute-limit-celsius=95", "--heartbeat=45s",
+			"--gpu-resource-names=example.com/accelerator", "--mig-resource-prefix=example.com/slice-", "--gpu-dra-drivers=accel.example.com,gpu.example.com"} {
 			if !slices.Contains(got, flag) {
 				t.Errorf("DaemonSet %s: args %v, want %s", name, got, flag)
 			}
