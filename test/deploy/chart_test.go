@@ -796,3 +796,41 @@ func TestHelmPodResourcesRelay(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmPolicySwitches: the agent's ValidatingAdmissionPolicies
+// (policy.enabled) and the opt-in MutatingAdmissionPolicy
+// (policy.optIn.enabled) are switched apart, so an API server without
+// MutatingAdmissionPolicy keeps the agent's, and the overheating taint
+// with them.
+func TestHelmPolicySwitches(t *testing.T) {
+	kinds := func(objs []*unstructured.Unstructured) map[string]int {
+		got := map[string]int{}
+		for _, o := range objs {
+			if strings.HasSuffix(o.GetKind(), "AdmissionPolicy") || strings.HasSuffix(o.GetKind(), "AdmissionPolicyBinding") {
+				got[o.GetKind()]++
+			}
+		}
+		return got
+	}
+	taint := func(objs []*unstructured.Unstructured) bool {
+		spec := decodeObject[appsv1.DaemonSet](t, findObject(t, objs, "DaemonSet", "telesched-agent")).Spec.Template.Spec
+		return slices.Contains(spec.Containers[0].Args, "--overheating-taint=true")
+	}
+	for _, tc := range []struct {
+		set       []string
+		want      map[string]int
+		wantTaint bool
+	}{
+		{nil, map[string]int{"ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3, "MutatingAdmissionPolicy": 1, "MutatingAdmissionPolicyBinding": 1}, true},
+		{[]string{"policy.optIn.enabled=false"}, map[string]int{"ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3}, true},
+		{[]string{"policy.enabled=false"}, map[string]int{"MutatingAdmissionPolicy": 1, "MutatingAdmissionPolicyBinding": 1}, false},
+	} {
+		objs := renderHelm(t, tc.set...)
+		if diff := cmp.Diff(tc.want, kinds(objs)); diff != "" {
+			t.Errorf("--set %v: admission policies (-want +got):\n%s", tc.set, diff)
+		}
+		if got := taint(objs); got != tc.wantTaint {
+			t.Errorf("--set %v: overheating taint %v, want %v", tc.set, got, tc.wantTaint)
+		}
+	}
+}

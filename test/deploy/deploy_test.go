@@ -149,7 +149,7 @@ func manifestSets(t *testing.T) []manifestSet {
 		{"helm gpu+rapl", renderHelm(t, "agent.gpu.enabled=true", "agent.rapl.enabled=true")},
 		{"helm single-scheduler", renderHelm(t, "scheduler.serveDefaultScheduler=true")},
 		{"helm descheduler", renderHelm(t, "descheduler.enabled=true")},
-		{"helm monitoring", renderHelm(t, "agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
+		{"helm monitoring", renderHelm(t, "agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false", "policy.optIn.enabled=false",
 			"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
 			"dashboards.enabled=true")},
 	}

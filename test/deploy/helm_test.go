@@ -143,7 +143,7 @@ var helmVariants = []struct {
 	{"gpu", []string{"namespace.create=true", "agent.gpu.enabled=true"}, "deploy+gpu"},
 	{"gpu+rapl", []string{"namespace.create=true", "agent.gpu.enabled=true", "agent.rapl.enabled=true"}, "deploy+gpu+rapl"},
 	{"descheduler", []string{"namespace.create=true", "descheduler.enabled=true"}, "deploy+descheduler"},
-	{"monitoring", []string{"agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false",
+	{"monitoring", []string{"agent.enabled=false", "scheduler.enabled=false", "policy.enabled=false", "policy.optIn.enabled=false",
 		"monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
 		"dashboards.enabled=true",
 		// deploy/monitoring's PodMonitor leaves both to Prometheus.
