@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	goflag "flag"
 	"fmt"
 	iofs "io/fs"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/telesched/telesched/agent/app"
 	"github.com/telesched/telesched/agent/relay"
+	"github.com/telesched/telesched/internal/logging"
 	"github.com/telesched/telesched/internal/version"
 )
 
@@ -37,9 +37,7 @@ func main() {
 	fs := pflag.NewFlagSet("telesched-agent", pflag.ContinueOnError)
 	fs.SortFlags = false
 	opts.AddFlags(fs)
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	logs := logging.AddFlags(fs)
 	var showVersion bool
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	fs.Usage = func() {
@@ -59,6 +57,7 @@ Usage:
   telesched-agent [flags]
   telesched-agent --once [-o json|yaml]   print one sample and exit; no cluster needed
   telesched-agent podresources-relay [flags]   relay the kubelet's pod-resources socket (see its --help)
+  telesched-agent powercap-relay [flags]       serve RAPL's root-only energy counters (see its --help)
 
 Flags:
 %s`, fs.FlagUsages())
@@ -68,6 +67,10 @@ Flags:
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "telesched-agent: %v (see --help)\n", err)
+		os.Exit(2)
+	}
+	if err := logging.Apply(logs); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent: %v\n", err)
 		os.Exit(2)
 	}
 	if showVersion {
@@ -105,9 +108,7 @@ func relayMain(args []string) {
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "Connections relayed at once; more are closed when accepted. The agent holds one.")
 	fs.DurationVar(&o.CheckInterval, "check-interval", o.CheckInterval, "How often the kubelet's socket is looked for: the relay listens only while it is there and connectable.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to the kubelet's socket.")
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	logs := logging.AddFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-agent podresources-relay relays the kubelet's pod-resources socket
 to a socket of its own, so that an agent that does not run as root can read
@@ -128,6 +129,10 @@ Flags:
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "telesched-agent podresources-relay: %v (see --help)\n", err)
+		os.Exit(2)
+	}
+	if err := logging.Apply(logs); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent podresources-relay: %v\n", err)
 		os.Exit(2)
 	}
 	m, err := strconv.ParseUint(*mode, 8, 32)
@@ -161,9 +166,7 @@ func powercapMain(args []string) {
 	mode := fs.String("socket-mode", fmt.Sprintf("%#o", relay.DefaultMode), "Permission bits of the relay's socket, octal; its group is the relay's group (the pod's runAsGroup), which the agent shares. The owner's read and write are required.")
 	fs.DurationVar(&o.MinInterval, "min-interval", o.MinInterval, "A counter is read at most once each interval, and requests in between get its last value: the agent reads once a sample (--interval, 1s and up), while the power side channel the kernel closed (CVE-2020-8694) reads counters thousands of times a second. 10ms to 10s.")
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "Requests served at once; more are closed when accepted.")
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	logs := logging.AddFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, `telesched-agent powercap-relay serves the host's RAPL energy counters
 (energy_uj), which Linux lets only root read since 5.10 (CVE-2020-8694), to
@@ -183,6 +186,10 @@ Flags:
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "telesched-agent powercap-relay: %v (see --help)\n", err)
+		os.Exit(2)
+	}
+	if err := logging.Apply(logs); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent powercap-relay: %v\n", err)
 		os.Exit(2)
 	}
 	m, err := strconv.ParseUint(*mode, 8, 32)

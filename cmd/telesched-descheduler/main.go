@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
+	"github.com/telesched/telesched/internal/logging"
 	"github.com/telesched/telesched/internal/version"
 )
 
@@ -65,13 +65,15 @@ func main() {
 	fs.StringVar(&le.Namespace, "leader-elect-resource-namespace", le.Namespace, "namespace of the leader Lease")
 	fs.StringVar(&le.Name, "leader-elect-resource-name", le.Name, "name of the leader Lease")
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	logs := logging.AddFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return
 		}
+		fmt.Fprintf(os.Stderr, "telesched-descheduler: %v\n", err)
+		os.Exit(2)
+	}
+	if err := logging.Apply(logs); err != nil {
 		fmt.Fprintf(os.Stderr, "telesched-descheduler: %v\n", err)
 		os.Exit(2)
 	}

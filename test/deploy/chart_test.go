@@ -834,3 +834,35 @@ func TestHelmPolicySwitches(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmLoggingFormat: logging.format=json gives every telesched
+// container --logging-format=json (the agent, its two relays, the
+// scheduler, the descheduler); text, the default, adds nothing; another
+// format is refused.
+func TestHelmLoggingFormat(t *testing.T) {
+	count := func(objs []*unstructured.Unstructured) (n int) {
+		for _, o := range objs {
+			for _, field := range []string{"containers", "initContainers"} {
+				ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+				for _, c := range ctrs {
+					args, _ := c.(map[string]any)["args"].([]any)
+					for _, a := range args {
+						if a == "--logging-format=json" {
+							n++
+						}
+					}
+				}
+			}
+		}
+		return n
+	}
+	if n := count(renderHelm(t, "descheduler.enabled=true", "logging.format=json")); n != 5 {
+		t.Errorf("logging.format=json: %d containers log JSON, want 5", n)
+	}
+	if n := count(renderHelm(t, "descheduler.enabled=true")); n != 0 {
+		t.Errorf("the default: %d containers pass --logging-format=json, want none", n)
+	}
+	if _, err := runHelm(t, helmTemplateArgs("logging.format=yaml")...); err == nil || !strings.Contains(err.Error(), "logging") {
+		t.Errorf("logging.format=yaml: err %v, want the schema to refuse it", err)
+	}
+}

@@ -5,6 +5,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,38 @@ func TestBinariesPrintTheirVersion(t *testing.T) {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), "--no-such-flag") {
 			t.Errorf("%s --no-such-flag: %v, stderr %q; want exit status 2 and the flag named", name, err, stderr.String())
+		}
+	}
+}
+
+// TestBinariesLogJSON: with --logging-format=json the agent writes its log
+// as one JSON object a line, as Kubernetes components do, and the
+// descheduler and both relays take the flag.
+func TestBinariesLogJSON(t *testing.T) {
+	binDir, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(filepath.Join(binDir, "telesched-agent"), "--once", "--once-window=100ms", "--nvml=false", "--logging-format=json")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("telesched-agent --once --logging-format=json: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	for _, l := range lines {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(l), &entry); err != nil || entry["msg"] == nil {
+			t.Errorf("log line %q is not a JSON object with a msg (%v)", l, err)
+		}
+	}
+	if len(lines) == 0 || lines[0] == "" {
+		t.Error("the agent logged nothing")
+	}
+	for _, args := range [][]string{{"telesched-descheduler"}, {"telesched-agent", "podresources-relay"}, {"telesched-agent", "powercap-relay"}} {
+		out, _ := exec.Command(filepath.Join(binDir, args[0]), append(args[1:], "--help")...).CombinedOutput()
+		if !strings.Contains(string(out), "--logging-format") {
+			t.Errorf("%s --help has no --logging-format", strings.Join(args, " "))
 		}
 	}
 }
