@@ -21,10 +21,17 @@ import (
 	"github.com/telesched/telesched/agent/app"
 	"github.com/telesched/telesched/agent/relay"
 	"github.com/telesched/telesched/internal/logging"
+	"github.com/telesched/telesched/internal/memlimit"
 	"github.com/telesched/telesched/internal/version"
 )
 
 func main() {
+	// The Go runtime's soft memory limit under the container's
+	// (internal/memlimit), for the relays too.
+	if _, err := memlimit.Apply(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-agent: %v\n", err)
+		os.Exit(2)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "podresources-relay" {
 		relayMain(os.Args[2:])
 		return

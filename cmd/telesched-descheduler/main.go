@@ -29,6 +29,7 @@ import (
 	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/descheduler/app"
 	"github.com/telesched/telesched/internal/logging"
+	"github.com/telesched/telesched/internal/memlimit"
 	"github.com/telesched/telesched/internal/version"
 )
 
@@ -36,6 +37,12 @@ import (
 const defaultMetricsAddress = ":10262"
 
 func main() {
+	// The Go runtime's soft memory limit under the container's
+	// (internal/memlimit), for the relays too.
+	if _, err := memlimit.Apply(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-descheduler: %v\n", err)
+		os.Exit(2)
+	}
 	opts := app.DefaultOptions()
 	fs := pflag.NewFlagSet("telesched-descheduler", pflag.ContinueOnError)
 	var kubeconfig, metricsAddress string

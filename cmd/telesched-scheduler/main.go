@@ -26,6 +26,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	configscheme "github.com/telesched/telesched/apis/config/scheme"
+	"github.com/telesched/telesched/internal/memlimit"
 	"github.com/telesched/telesched/internal/version"
 	"github.com/telesched/telesched/scheduler/compat"
 	"github.com/telesched/telesched/scheduler/estimate"
@@ -35,6 +36,13 @@ import (
 )
 
 func main() {
+	// The Go runtime's soft memory limit under the container's
+	// (internal/memlimit); the scheduler's log is not set up yet, so a
+	// bad value is said on stderr.
+	if _, err := memlimit.Apply(); err != nil {
+		fmt.Fprintf(os.Stderr, "telesched-scheduler: %v\n", err)
+		os.Exit(2)
+	}
 	if err := configscheme.Register(); err != nil {
 		fmt.Fprintf(os.Stderr, "telesched-scheduler: registering plugin args: %v\n", err)
 		os.Exit(1)

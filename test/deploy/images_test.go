@@ -153,3 +153,43 @@ func TestHelmImageRegistryAndDigests(t *testing.T) {
 		t.Errorf("a digest that is not sha256:<64 hex>: err %v, want the schema to refuse it", err)
 	}
 }
+
+// TestMemoryLimitHeadroom: the agent, the scheduler and the descheduler
+// get their container's memory limit as TELESCHED_MEMORY_LIMIT, from
+// which they set the Go runtime's soft limit with headroom
+// (internal/memlimit), and no GOMEMLIMIT, which would put the soft limit
+// at the hard one; in the chart and in the kustomize manifests alike.
+func TestMemoryLimitHeadroom(t *testing.T) {
+	for what, objs := range map[string][]*unstructured.Unstructured{
+		"helm":      renderHelm(t, "descheduler.enabled=true", "agent.gpu.enabled=true"),
+		"kustomize": append(renderWithComponents(t, "gpu"), renderKustomization(t, filepath.Join(manifestsRoot, "descheduler"))...),
+	} {
+		seen := 0
+		for _, o := range objs {
+			if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+				continue
+			}
+			ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			c := ctrs[0].(map[string]any)
+			env, _ := c["env"].([]any)
+			ok := false
+			for _, e := range env {
+				m := e.(map[string]any)
+				if m["name"] == "GOMEMLIMIT" {
+					t.Errorf("%s: %s sets GOMEMLIMIT", what, o.GetName())
+				}
+				res, _, _ := unstructured.NestedString(m, "valueFrom", "resourceFieldRef", "resource")
+				if m["name"] == "TELESCHED_MEMORY_LIMIT" && res == "limits.memory" {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s: %s's %v has no TELESCHED_MEMORY_LIMIT from limits.memory", what, o.GetName(), c["name"])
+			}
+			seen++
+		}
+		if seen < 4 {
+			t.Errorf("%s: %d workloads checked, want the two agents, the scheduler and the descheduler", what, seen)
+		}
+	}
+}
