@@ -186,14 +186,20 @@ type GPU struct {
 // whose temperature or slowdown NVML does not report, and that is not
 // slowing down, is not too hot.
 func (g *GPU) TooHot(marginMilli int64) string {
+	if !g.Hot(marginMilli) {
+		return ""
+	}
 	if g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli {
 		return fmt.Sprintf("GPU %d at %s >= slowdown %s - margin %s", g.Index,
 			heat.Celsius(g.TemperatureMilli), heat.Celsius(g.SlowdownMilli), heat.Celsius(marginMilli))
 	}
-	if g.ThermalThrottled {
-		return fmt.Sprintf("GPU %d in thermal slowdown", g.Index)
-	}
-	return ""
+	return fmt.Sprintf("GPU %d in thermal slowdown", g.Index)
+}
+
+// Hot is TooHot without the reason: whether the GPU is too hot, with no
+// allocation, for the paths that only count.
+func (g *GPU) Hot(marginMilli int64) bool {
+	return g.ThermalThrottled || (g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli)
 }
 
 // MIGProfile is one MIG profile of a GPU in MIG mode: Count devices of

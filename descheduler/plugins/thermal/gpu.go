@@ -235,7 +235,7 @@ func (p *Plugin) observeGPUs(n *telemetry.Node, now time.Time) {
 			}
 			delete(evicted, g.UUID)
 		}
-		if g.TooHot(p.opts.GPUMarginMilli) == "" {
+		if !g.Hot(p.opts.GPUMarginMilli) {
 			delete(wins, g.UUID)
 			delete(p.unpinned[n.Name], g.UUID)
 			continue
@@ -287,7 +287,7 @@ func (p *Plugin) gpus(ctx context.Context, node *v1.Node, n *telemetry.Node, now
 	p.observeGPUs(n, now)
 	hot := make([]bool, len(n.GPUs))
 	for i := range n.GPUs {
-		hot[i] = n.GPUs[i].TooHot(p.opts.GPUMarginMilli) != ""
+		hot[i] = n.GPUs[i].Hot(p.opts.GPUMarginMilli)
 	}
 	var running []*v1.Pod
 	listed := false

@@ -146,7 +146,7 @@ func TestGPUHolders(t *testing.T) {
 			n := &telemetry.Node{Name: "n", GPUs: tc.gpus}
 			hot := make([]bool, len(tc.gpus))
 			for i := range tc.gpus {
-				hot[i] = tc.gpus[i].TooHot(3_000) != ""
+				hot[i] = tc.gpus[i].Hot(3_000)
 			}
 			held, maybe := GPUHolders(n, tc.gi, hot, tc.pods, book)
 			got := holding{Maybe: maybe}

@@ -53,7 +53,7 @@ func coolGPUs(n *telemetry.Node, marginMilli int64) int {
 	cool := 0
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if g.Healthy && g.TooHot(marginMilli) == "" {
+		if g.Healthy && !g.Hot(marginMilli) {
 			cool++
 		}
 	}
@@ -69,9 +69,9 @@ func hotFreeGPUs(n *telemetry.Node, marginMilli int64) (count int, first string)
 		if g.MIG || g.Allocated != 0 || !g.Healthy {
 			continue
 		}
-		if why := g.TooHot(marginMilli); why != "" {
+		if g.Hot(marginMilli) {
 			if count == 0 {
-				first = why
+				first = g.TooHot(marginMilli)
 			}
 			count++
 		}
@@ -226,8 +226,19 @@ func combine(power, thermal int64, powerWeight, thermalWeight int64) int64 {
 
 func celsius(milli int64) string { return heat.Celsius(milli) }
 
-// hotFree is hotFreeGPUs' count.
-func hotFree(n *telemetry.Node, marginMilli int64) int {
-	c, _ := hotFreeGPUs(n, marginMilli)
-	return c
+// gpuCounts is coolGPUs and hotFreeGPUs' count in one pass, for the
+// hint, which asks both of every update.
+func gpuCounts(n *telemetry.Node, marginMilli int64) (cool, hotFree int) {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if !g.Healthy {
+			continue
+		}
+		if !g.Hot(marginMilli) {
+			cool++
+		} else if !g.MIG && g.Allocated == 0 {
+			hotFree++
+		}
+	}
+	return cool, hotFree
 }

@@ -372,10 +372,12 @@ func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevK
 	// its going may let it in: no shortcut then.
 	predicts := (cur.Models != nil && cur.Models.HasThermal) || (prev != nil && prev.Models != nil && prev.Models.HasThermal)
 	// So may heat unknown before, under Reject.
-	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && (!reject || pl.heatKnown(prev, now)) &&
-		coolGPUs(cur, pl.limits.gpuSlowdownMargin) <= coolGPUs(prev, pl.limits.gpuSlowdownMargin) &&
-		hotFree(cur, pl.limits.gpuSlowdownMargin) >= hotFree(prev, pl.limits.gpuSlowdownMargin) {
-		return prevKnown, false
+	if prevKnown && !predicts && tooHot(prev, pl.limits) == "" && (!reject || pl.heatKnown(prev, now)) {
+		coolNow, hotFreeNow := gpuCounts(cur, pl.limits.gpuSlowdownMargin)
+		coolBefore, hotFreeBefore := gpuCounts(prev, pl.limits.gpuSlowdownMargin)
+		if coolNow <= coolBefore && hotFreeNow >= hotFreeBefore {
+			return prevKnown, false
+		}
 	}
 	return prevKnown, true
 }
