@@ -21,8 +21,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/yaml"
 
+	"github.com/telesched/telesched/descheduler"
 	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
@@ -585,5 +587,62 @@ func dropSchedulerConfig(t *testing.T, dep *unstructured.Unstructured) {
 	delete(c, "volumeMounts")
 	if mounts != nil {
 		c["volumeMounts"] = mounts
+	}
+}
+
+// TestHelmExtraProfilesAndPluginConfig: scheduler.extraProfiles adds
+// profiles of one's own after the chart's, and scheduler.extraPluginConfig
+// adds args for plugins the chart does not configure to both telesched
+// profiles; the result is a configuration kube-scheduler's own decoder and
+// validation accept (as the descheduler reads it). A profile named as one
+// of the chart's, or args for a plugin the chart configures, stop the
+// render, naming the value.
+func TestHelmExtraProfilesAndPluginConfig(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`scheduler:
+  extraPluginConfig:
+  - name: NodeResourcesFit
+    args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: NodeResourcesFitArgs, scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 1}]}}
+  extraProfiles:
+  - schedulerName: telesched-gpu
+    plugins: {multiPoint: {enabled: [{name: TopologyFit, weight: 20}]}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runHelm(t, append(helmTemplateArgs(), "-f", values)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := findObject(t, decodeManifests(t, "helm template", out), "ConfigMap", "telesched-scheduler-config")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "scheduler-config.yaml")
+	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := descheduler.LoadSchedulerConfig(path)
+	if err != nil {
+		t.Fatalf("kube-scheduler's decoder refuses the rendered configuration: %v", err)
+	}
+	var names []string
+	for _, p := range cfg.Profiles {
+		names = append(names, p.SchedulerName)
+		if p.SchedulerName == "telesched-gpu" {
+			continue
+		}
+		if !slices.ContainsFunc(p.PluginConfig, func(pc schedconfig.PluginConfig) bool { return pc.Name == "NodeResourcesFit" }) {
+			t.Errorf("profile %s lacks the extra NodeResourcesFit args", p.SchedulerName)
+		}
+	}
+	if !slices.Equal(names, []string{"telesched", "telesched-energy", "telesched-gpu"}) {
+		t.Errorf("profiles %v, want telesched, telesched-energy and the extra telesched-gpu", names)
+	}
+	for _, tc := range []struct{ set, want string }{
+		{`scheduler.extraProfiles=[{"schedulerName":"telesched"}]`, "scheduler.extraProfiles: schedulerName \"telesched\""},
+		{`scheduler.extraPluginConfig=[{"name":"EnergyAware","args":{}}]`, "scheduler.extraPluginConfig: EnergyAware's args are the chart's"},
+	} {
+		_, err := runHelm(t, append(helmTemplateArgs(), "--set-json", tc.set)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set-json %s: err %v, want %q", tc.set, err, tc.want)
+		}
 	}
 }
