@@ -383,10 +383,12 @@ func runDeschedulerBinary(t *testing.T, c clients, group string) map[string]*dto
 	out := startProcess(t, filepath.Join(binDir, "telesched-descheduler"),
 		"--kubeconfig="+kubeconfig, "--metrics-bind-address="+addr, "--interval=1s", "--thermal-sustain=0s")
 	var fams map[string]*dto.MetricFamily
-	waitReady(t, "telesched_descheduler_evictions_total on /metrics", out, 30*time.Second, func() bool {
+	// The eviction counter has a series once a pod was reported, the
+	// cycle histogram once a cycle ended.
+	waitReady(t, "telesched_descheduler_evictions_total and a cycle's duration on /metrics", out, 30*time.Second, func() bool {
 		var err error
 		fams, err = tryScrape(http.DefaultClient, "http://"+addr+"/metrics")
-		return err == nil && fams["telesched_descheduler_evictions_total"] != nil
+		return err == nil && fams["telesched_descheduler_evictions_total"] != nil && fams["telesched_descheduler_cycle_duration_seconds"] != nil
 	})
 	return fams
 }

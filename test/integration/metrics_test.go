@@ -862,9 +862,5 @@ func startHostTree(t *testing.T) (host *hosttree.Host, stop <-chan struct{}) {
 // exports once it has reported a pod on a hot node (runDeschedulerBinary).
 func deschedulerMetricNames(t *testing.T, c clients) map[string]bool {
 	t.Helper()
-	names := map[string]bool{}
-	for name := range runDeschedulerBinary(t, c, "metrics-ds") {
-		names[name] = true
-	}
-	return names
+	return familyNames(runDeschedulerBinary(t, c, "metrics-ds"))
 }
