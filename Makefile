@@ -339,9 +339,9 @@ images: ## Build the agent, scheduler and descheduler images (needs a running Do
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "make images: needs a running Docker engine (none is reachable)" >&2; exit 1; }
 	@if [ -n "$(PLATFORMS)" ]; then \
 		set -x; \
-		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \
-		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) . && \
-		$(DOCKER) buildx build --platform $(PLATFORMS) --push -f Dockerfile.descheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-descheduler:$(VERSION) .; \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push --sbom=true --provenance=mode=max -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push --sbom=true --provenance=mode=max -f Dockerfile.scheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-scheduler:$(VERSION) . && \
+		$(DOCKER) buildx build --platform $(PLATFORMS) --push --sbom=true --provenance=mode=max -f Dockerfile.descheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-descheduler:$(VERSION) .; \
 	else \
 		set -x; \
 		$(DOCKER) build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-agent:$(VERSION) . && \

@@ -193,3 +193,31 @@ func TestMemoryLimitHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowsPinActions: every action the workflows use is pinned by a
+// commit (a tag can be moved to other code), with the tag it was read
+// from in a comment.
+func TestWorkflowsPinActions(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(manifestsRoot, "..", ".github", "workflows", "*.yml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no workflows (%v)", err)
+	}
+	uses := regexp.MustCompile(`(?m)^\s*-?\s*uses:\s*(\S+)(.*)$`)
+	pinned := regexp.MustCompile(`^[\w.-]+/[\w.-]+@[0-9a-f]{40}$`)
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range uses.FindAllStringSubmatch(string(data), -1) {
+			n++
+			if !pinned.MatchString(m[1]) || !strings.Contains(m[2], "# v") {
+				t.Errorf("%s: uses %s%s, want owner/repo@<commit> # <tag>", filepath.Base(f), m[1], m[2])
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no uses: found; the pattern no longer matches the workflows")
+	}
+}
