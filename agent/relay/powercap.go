@@ -68,14 +68,9 @@ func (o PowercapOptions) Validate() error {
 	if o.Listen == "" {
 		errs = append(errs, errors.New("--listen: a socket path is required"))
 	}
-	if len(o.Listen) > 107 {
-		errs = append(errs, fmt.Errorf("--listen %s: %d bytes, over the 107 a unix socket path may have", o.Listen, len(o.Listen)))
-	}
+	errs = append(errs, socketErrors(o.Mode, map[string]string{"--listen": o.Listen})...)
 	if o.Root == "" || !filepath.IsAbs(o.Root) {
 		errs = append(errs, fmt.Errorf("--powercap-root %q: an absolute path is required", o.Root))
-	}
-	if o.Mode&^0o777 != 0 || o.Mode&0o600 != 0o600 {
-		errs = append(errs, fmt.Errorf("--socket-mode %#o: want permission bits only, with the owner's read and write", o.Mode))
 	}
 	if o.MinInterval < 10*time.Millisecond || o.MinInterval > 10*time.Second {
 		errs = append(errs, fmt.Errorf("--min-interval %v: must be 10ms to 10s", o.MinInterval))
@@ -111,18 +106,9 @@ func RunPowercap(ctx context.Context, o PowercapOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if fi, err := os.Lstat(o.Listen); err == nil && fi.Mode().Type() == fs.ModeSocket {
-		if err := os.Remove(o.Listen); err != nil {
-			return fmt.Errorf("removing the stale socket %s: %w", o.Listen, err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: o.Listen, Net: "unix"})
+	ln, err := listenSocket(o.Listen, o.Mode)
 	if err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
-	if err := os.Chmod(o.Listen, o.Mode); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("setting the mode of %s: %w", o.Listen, err)
+		return err
 	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Serving the host's RAPL energy counters", "listen", o.Listen, "root", o.Root, "mode", fmt.Sprintf("%#o", o.Mode), "minInterval", o.MinInterval)

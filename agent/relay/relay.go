@@ -75,15 +75,7 @@ func (o Options) Validate() error {
 	if o.Listen != "" && o.Listen == o.Upstream {
 		errs = append(errs, fmt.Errorf("--listen and --kubelet-socket are both %s", o.Listen))
 	}
-	// sockaddr_un.sun_path holds 108 bytes with the terminating NUL (unix(7)).
-	for flag, p := range map[string]string{"--listen": o.Listen, "--kubelet-socket": o.Upstream} {
-		if len(p) > 107 {
-			errs = append(errs, fmt.Errorf("%s %s: %d bytes, over the 107 a unix socket path may have", flag, p, len(p)))
-		}
-	}
-	if o.Mode&^0o777 != 0 || o.Mode&0o600 != 0o600 {
-		errs = append(errs, fmt.Errorf("--socket-mode %#o: want permission bits only, with the owner's read and write", o.Mode))
-	}
+	errs = append(errs, socketErrors(o.Mode, map[string]string{"--listen": o.Listen, "--kubelet-socket": o.Upstream})...)
 	if o.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("--max-connections %d: must be at least 1", o.MaxConnections))
 	}
@@ -170,24 +162,49 @@ type relay struct {
 }
 
 func (r *relay) listen(ctx context.Context) error {
-	// A socket left by a relay that did not stop cleanly; anything else at
-	// the path is not ours to remove, and Listen reports it.
-	if fi, err := os.Lstat(r.o.Listen); err == nil && fi.Mode().Type() == fs.ModeSocket {
-		if err := os.Remove(r.o.Listen); err != nil {
-			return fmt.Errorf("removing the stale socket %s: %w", r.o.Listen, err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: r.o.Listen, Net: "unix"})
+	ln, err := listenSocket(r.o.Listen, r.o.Mode)
 	if err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
-	if err := os.Chmod(r.o.Listen, r.o.Mode); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("setting the mode of %s: %w", r.o.Listen, err)
+		return err
 	}
 	r.ln, r.done = ln, make(chan struct{})
 	go r.accept(ctx, ln, r.done)
 	return nil
+}
+
+// listenSocket listens on a unix socket at path with mode: both relays'
+// sockets. A socket left by a relay that did not stop cleanly is removed;
+// anything else at the path is not ours to remove, and Listen reports it.
+func listenSocket(path string, mode fs.FileMode) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listening: %w", err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("setting the mode of %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// socketErrors says what is wrong with a relay's --socket-mode, and with
+// its socket paths (flag name to path), which sockaddr_un bounds.
+func socketErrors(mode fs.FileMode, paths map[string]string) []error {
+	var errs []error
+	// sockaddr_un.sun_path holds 108 bytes with the terminating NUL (unix(7)).
+	for flag, p := range paths {
+		if len(p) > 107 {
+			errs = append(errs, fmt.Errorf("%s %s: %d bytes, over the 107 a unix socket path may have", flag, p, len(p)))
+		}
+	}
+	if mode&^0o777 != 0 || mode&0o600 != 0o600 {
+		errs = append(errs, fmt.Errorf("--socket-mode %#o: want permission bits only, with the owner's read and write", mode))
+	}
+	return errs
 }
 
 // stopListening closes the listener and removes its socket; connections
