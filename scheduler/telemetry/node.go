@@ -186,20 +186,26 @@ type GPU struct {
 // whose temperature or slowdown NVML does not report, and that is not
 // slowing down, is not too hot.
 func (g *GPU) TooHot(marginMilli int64) string {
-	if !g.Hot(marginMilli) {
-		return ""
-	}
-	if g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli {
+	switch {
+	case g.nearSlowdown(marginMilli):
 		return fmt.Sprintf("GPU %d at %s >= slowdown %s - margin %s", g.Index,
 			heat.Celsius(g.TemperatureMilli), heat.Celsius(g.SlowdownMilli), heat.Celsius(marginMilli))
+	case g.ThermalThrottled:
+		return fmt.Sprintf("GPU %d in thermal slowdown", g.Index)
 	}
-	return fmt.Sprintf("GPU %d in thermal slowdown", g.Index)
+	return ""
 }
 
 // Hot is TooHot without the reason: whether the GPU is too hot, with no
 // allocation, for the paths that only count.
 func (g *GPU) Hot(marginMilli int64) bool {
-	return g.ThermalThrottled || (g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli)
+	return g.ThermalThrottled || g.nearSlowdown(marginMilli)
+}
+
+// nearSlowdown: the GPU's temperature is at or past its slowdown
+// temperature less marginMilli, both reported.
+func (g *GPU) nearSlowdown(marginMilli int64) bool {
+	return g.HasTemperature && g.HasSlowdown && g.TemperatureMilli >= g.SlowdownMilli-marginMilli
 }
 
 // MIGProfile is one MIG profile of a GPU in MIG mode: Count devices of

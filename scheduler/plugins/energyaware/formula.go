@@ -46,37 +46,40 @@ func tooHot(n *telemetry.Node, l thermalLimits) string {
 	return why
 }
 
-// coolGPUs counts the node's GPUs that are healthy and not too hot
-// (telemetry.GPU.TooHot: thermally throttled, or within the margin of
-// their slowdown temperature).
-func coolGPUs(n *telemetry.Node, marginMilli int64) int {
-	cool := 0
+// gpuCounts counts the node's GPUs that are healthy and not too hot
+// (telemetry.GPU.Hot: thermally throttled, or within the margin of their
+// slowdown temperature), and its whole GPUs that its agent publishes free
+// (gpus[].allocated false), healthy and too hot: the kubelet hands a pod
+// any free GPU, and may hand it one of these. One pass, no allocation:
+// Filter and the hint ask both of every GPU pod and every update.
+func gpuCounts(n *telemetry.Node, marginMilli int64) (cool, hotFree int) {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if g.Healthy && !g.Hot(marginMilli) {
+		switch {
+		case !g.Healthy:
+		case !g.Hot(marginMilli):
 			cool++
+		case hotAndFree(g):
+			hotFree++
 		}
 	}
-	return cool
+	return cool, hotFree
 }
 
-// hotFreeGPUs counts the node's whole GPUs that its agent publishes free
-// (gpus[].allocated false), healthy and too hot: the kubelet hands a pod
-// any free GPU, and may hand it one of these.
-func hotFreeGPUs(n *telemetry.Node, marginMilli int64) (count int, first string) {
+// hotAndFree is true of a too hot GPU (the caller has said so) that is
+// whole and published free.
+func hotAndFree(g *telemetry.GPU) bool { return !g.MIG && g.Allocated == 0 }
+
+// firstHotFree says why the node's first healthy, free, whole GPU that is
+// too hot is (gpuCounts' hotFree), "" when it has none.
+func firstHotFree(n *telemetry.Node, marginMilli int64) string {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		if g.MIG || g.Allocated != 0 || !g.Healthy {
-			continue
-		}
-		if g.Hot(marginMilli) {
-			if count == 0 {
-				first = g.TooHot(marginMilli)
-			}
-			count++
+		if g.Healthy && hotAndFree(g) && g.Hot(marginMilli) {
+			return g.TooHot(marginMilli)
 		}
 	}
-	return count, first
+	return ""
 }
 
 // podEstimate is what a pod would do to a node, by the node's models.
@@ -225,20 +228,3 @@ func combine(power, thermal int64, powerWeight, thermalWeight int64) int64 {
 }
 
 func celsius(milli int64) string { return heat.Celsius(milli) }
-
-// gpuCounts is coolGPUs and hotFreeGPUs' count in one pass, for the
-// hint, which asks both of every update.
-func gpuCounts(n *telemetry.Node, marginMilli int64) (cool, hotFree int) {
-	for i := range n.GPUs {
-		g := &n.GPUs[i]
-		if !g.Healthy {
-			continue
-		}
-		if !g.Hot(marginMilli) {
-			cool++
-		} else if !g.MIG && g.Allocated == 0 {
-			hotFree++
-		}
-	}
-	return cool, hotFree
-}

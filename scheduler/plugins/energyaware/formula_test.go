@@ -58,8 +58,8 @@ func TestCoolGPUs(t *testing.T) {
 		{Healthy: true, ThermalThrottled: true}, // throttled
 		{Healthy: true},                         // no temperature: counted as cool
 	}}
-	if got := coolGPUs(n, 3_000); got != 2 {
-		t.Errorf("coolGPUs = %d, want 2", got)
+	if got, _ := gpuCounts(n, 3_000); got != 2 {
+		t.Errorf("gpuCounts' cool = %d, want 2", got)
 	}
 }
 
@@ -79,9 +79,10 @@ func TestHotFreeGPUs(t *testing.T) {
 		gpu(5, 87, 0), // free, 87 >= 90 - 3
 		func() telemetry.GPU { g := gpu(6, 50, 0); g.ThermalThrottled = true; return g }(),
 	}}
-	count, first := hotFreeGPUs(n, 3_000)
+	_, count := gpuCounts(n, 3_000)
+	first := firstHotFree(n, 3_000)
 	if count != 2 || first != "GPU 5 at 87.0°C >= slowdown 90.0°C - margin 3.0°C" {
-		t.Errorf("hotFreeGPUs = %d, %q; want 2 (GPUs 5 and 6), the first GPU 5's reason", count, first)
+		t.Errorf("gpuCounts' hotFree = %d, firstHotFree %q; want 2 (GPUs 5 and 6), the first GPU 5's reason", count, first)
 	}
 }
 

@@ -225,12 +225,14 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	if s.GPUs > 0 && tel.HasGPUSource {
-		if cool := coolGPUs(tel, pl.limits.gpuSlowdownMargin); int64(cool) < s.GPUs {
+		cool, hotFree := gpuCounts(tel, pl.limits.gpuSlowdownMargin)
+		if int64(cool) < s.GPUs {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node has %d healthy GPUs more than %d°C below slowdown, pod needs %d",
 				cool, pl.args.GPUSlowdownMarginCelsius, s.GPUs))
 		}
-		if hot, why := hotFreeGPUs(tel, pl.limits.gpuSlowdownMargin); hot > 0 {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%d free GPU(s) too hot (%s): the kubelet may give one to the pod", hot, why))
+		if hotFree > 0 {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%d free GPU(s) too hot (%s): the kubelet may give one to the pod",
+				hotFree, firstHotFree(tel, pl.limits.gpuSlowdownMargin)))
 		}
 	}
 	return nil
