@@ -179,6 +179,10 @@ func mayHoldMIG(n *telemetry.Node, gi int, reqs []estimate.MIGRequest, cand func
 // allocated (of any profile when profile is ""), and whether its
 // allocation is published. A GPU without the profile is free of it.
 func migFree(g *telemetry.GPU, profile string) (free, known bool) {
+	if g.MIGProfiles == nil {
+		// Layout not published: any device may be anyone's.
+		return false, false
+	}
 	free, known = true, true
 	for _, p := range g.MIGProfiles {
 		if profile != "" && p.Profile != profile {
@@ -190,10 +194,6 @@ func migFree(g *telemetry.GPU, profile string) (free, known bool) {
 		case p.Allocated > 0:
 			free = false
 		}
-	}
-	if g.MIGProfiles == nil {
-		// Layout not published: any device may be anyone's.
-		return false, false
 	}
 	return free, known
 }
