@@ -308,8 +308,27 @@ func roundWatts(w float64) int32 {
 // notAvailable is a summary cell for data the agent does not have.
 const notAvailable = "n/a"
 
+// maxSummaryCell is the longest summary cell the API takes for TEMP and
+// POWER (summary.temperature and summary.power, MaxLength 16).
+const maxSummaryCell = 16
+
+// missing is the cell for a source that gave nothing: its reason
+// (NoPowerMeter, PermissionDenied, NoSensors), so that kubectl get nt says
+// why, not only that, a node publishes no watts or degrees; n/a when the
+// source gave no reason or one too long for the cell (status.sources has it
+// whole).
+func missing(sources []telemetryv1alpha1.SourceStatus, name telemetryv1alpha1.SourceName) string {
+	for _, s := range sources {
+		if s.Name == name && s.State != telemetryv1alpha1.SourceAvailable && s.Reason != "" && len(s.Reason) <= maxSummaryCell {
+			return s.Reason
+		}
+	}
+	return notAvailable
+}
+
 func summary(st *telemetryv1alpha1.NodeTelemetryStatus) *telemetryv1alpha1.Summary {
-	sum := &telemetryv1alpha1.Summary{CPU: notAvailable, Memory: notAvailable, Temperature: notAvailable, Power: notAvailable, GPUs: notAvailable}
+	sum := &telemetryv1alpha1.Summary{CPU: notAvailable, Memory: notAvailable, GPUs: notAvailable,
+		Temperature: missing(st.Sources, telemetryv1alpha1.SourceThermal), Power: missing(st.Sources, telemetryv1alpha1.SourcePower)}
 	if st.CPU != nil {
 		sum.CPU = fmt.Sprintf("%d%%", st.CPU.UtilizationPercent)
 	}

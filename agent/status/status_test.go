@@ -166,6 +166,43 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// TestSummarySaysWhyASourceIsMissing: a node without watts or degrees says
+// why in kubectl get nt's POWER and TEMP cells, the reason its source gave
+// (collector.Unavailable/Failed), so an operator sees PermissionDenied
+// (RAPL is root's since Linux 5.10) apart from a VM's NoPowerMeter.
+func TestSummarySaysWhyASourceIsMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		sources           []telemetryv1alpha1.SourceStatus
+		wantTemp, wantPow string
+	}{
+		{"vm", []telemetryv1alpha1.SourceStatus{
+			{Name: telemetryv1alpha1.SourceThermal, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoSensors"},
+			{Name: telemetryv1alpha1.SourcePower, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoPowerMeter"},
+		}, "NoSensors", "NoPowerMeter"},
+		{"rapl root-only", []telemetryv1alpha1.SourceStatus{
+			{Name: telemetryv1alpha1.SourcePower, State: telemetryv1alpha1.SourceFailed, Reason: "PermissionDenied"},
+		}, "n/a", "PermissionDenied"},
+		// Too long for the 16-character cell: n/a, the reason stays in
+		// status.sources.
+		{"long reason", []telemetryv1alpha1.SourceStatus{
+			{Name: telemetryv1alpha1.SourcePower, State: telemetryv1alpha1.SourceFailed, Reason: "SomethingMuchTooLong"},
+		}, "n/a", "n/a"},
+		// Available but gave no section this sample (the first RAPL read
+		// has no rate yet): no reason to show.
+		{"available", []telemetryv1alpha1.SourceStatus{
+			{Name: telemetryv1alpha1.SourcePower, State: telemetryv1alpha1.SourceAvailable},
+		}, "n/a", "n/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Build(Input{Sample: &collector.Sample{Time: time.Now(), Sources: tc.sources}, Interval: time.Second})
+			if st.Summary.Temperature != tc.wantTemp || st.Summary.Power != tc.wantPow {
+				t.Errorf("TEMP, POWER = %q, %q; want %q, %q", st.Summary.Temperature, st.Summary.Power, tc.wantTemp, tc.wantPow)
+			}
+		})
+	}
+}
+
 func TestSummaryShowsMissingSources(t *testing.T) {
 	st := Build(Input{Sample: &collector.Sample{Time: time.Now(), CPU: &telemetryv1alpha1.CPUStatus{UtilizationPercent: 3}}, Interval: time.Second})
 	// No memory, sensor, power or GPU data: "n/a", never 0 or blank.

@@ -212,8 +212,9 @@ func TestSandboxScenario(t *testing.T) {
 	if len(host) != 7 {
 		t.Fatalf("real host row = %v", host)
 	}
-	if !hasSensors() && (host[3] != "n/a" || host[4] != "n/a") {
-		t.Errorf("real host row %v: this machine has no thermal sensors or power meter, want n/a", host)
+	// The agent says why: its thermal and power sources' reasons.
+	if !hasSensors() && (host[3] != "NoSensors" || host[4] != "NoPowerMeter") {
+		t.Errorf("real host row %v: this machine has no thermal sensors or power meter, want TEMP NoSensors and POWER NoPowerMeter", host)
 	}
 }
 

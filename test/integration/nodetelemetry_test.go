@@ -162,14 +162,14 @@ func TestNodeTelemetryTable(t *testing.T) {
 	if _, err := c.applyStatus(ctx, gpu.Name, gpuStatus); err != nil {
 		t.Fatalf("applying status: %v", err)
 	}
-	// A VM: no thermal, power or GPU source. Those cells must read n/a, as
-	// the agent writes them, not 0.
+	// A VM: no thermal, power or GPU source. TEMP and POWER say why, GPUS
+	// n/a, as the agent writes them, never 0.
 	vm := c.createNodeAndTelemetry(ctx, t, "table-vm-node")
 	vmStatus := telemetryv1alpha1.NodeTelemetryStatus{
 		SampleTime:      metav1.NewTime(time.Now().Add(-5 * time.Second)),
 		IntervalSeconds: 5,
 		AgentVersion:    "v0.1.0",
-		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%", Temperature: "n/a", Power: "n/a", GPUs: "n/a", Speed: "cpu ref?"},
+		Summary:         &telemetryv1alpha1.Summary{CPU: "3%", Memory: "18%", Temperature: "NoSensors", Power: "NoPowerMeter", GPUs: "n/a", Speed: "cpu ref?"},
 		CPU:             &telemetryv1alpha1.CPUStatus{LogicalCores: 2, OnlineCores: 2, UtilizationPercent: 3},
 		Memory:          &telemetryv1alpha1.MemoryStatus{TotalBytes: 24 << 30, AvailableBytes: 20 << 30, UtilizationPercent: 18},
 		// A CPU no table names: judged as the reference, and said so.
@@ -177,6 +177,7 @@ func TestNodeTelemetryTable(t *testing.T) {
 			CPUBasis: "no table row for CPU Intel Xeon Processor (Skylake, IBRS)"},
 		Sources: []telemetryv1alpha1.SourceStatus{
 			{Name: telemetryv1alpha1.SourceThermal, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoSensors", Message: "no thermal zones or hwmon temperature sensors"},
+			{Name: telemetryv1alpha1.SourcePower, State: telemetryv1alpha1.SourceUnavailable, Reason: "NoPowerMeter", Message: "no powercap (RAPL), hwmon power sensor or ACPI power meter (typical in VMs)"},
 		},
 		Conditions: []metav1.Condition{{
 			Type: telemetryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SampleCollected",
@@ -218,11 +219,11 @@ func TestNodeTelemetryTable(t *testing.T) {
 		fields := strings.Fields(line)
 		printed[fields[0]] = fields
 	}
-	// The VM's TEMP, POWER and GPUS read n/a.
+	// The VM's TEMP and POWER say why they are empty, its GPUS read n/a.
 	for name, want := range map[string][]string{
 		"NAME":   {"NAME", "CPU", "MEMORY", "TEMP", "POWER", "GPUS", "SAMPLED"},
 		gpu.Name: {gpu.Name, "45%", "62%", "71°C", "2150W", "7/8", "<age>"},
-		vm.Name:  {vm.Name, "3%", "18%", "n/a", "n/a", "n/a", "<age>"},
+		vm.Name:  {vm.Name, "3%", "18%", "NoSensors", "NoPowerMeter", "n/a", "<age>"},
 	} {
 		got := append([]string(nil), printed[name]...)
 		if name != "NAME" && len(got) > 0 {
@@ -269,9 +270,10 @@ func TestNodeTelemetryTable(t *testing.T) {
 		},
 		{
 			node: vm.Name,
-			// No thermal, power or GPU data: n/a, never 0. No Overheating
-			// condition, hottest sensor or calibration: empty cells.
-			want:       []any{vm.Name, "3%", "18%", "n/a", "n/a", nil, "n/a", "cpu ref?", "True", nil, nil, nil, nil, "v0.1.0"},
+			// No thermal, power or GPU data: the reason or n/a, never 0. No
+			// Overheating condition, hottest sensor or calibration: empty
+			// cells.
+			want:       []any{vm.Name, "3%", "18%", "NoSensors", "NoPowerMeter", nil, "n/a", "cpu ref?", "True", nil, nil, nil, nil, "v0.1.0"},
 			sampledAge: regexp.MustCompile(`^[5-9]s$`), // 5 seconds old
 		},
 	} {

@@ -21,8 +21,8 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.summary.cpu`,description="CPU utilization over the last interval."
 // +kubebuilder:printcolumn:name="MEMORY",type=string,JSONPath=`.status.summary.memory`,description="Memory in use (total minus available)."
-// +kubebuilder:printcolumn:name="TEMP",type=string,JSONPath=`.status.summary.temperature`,description="Hottest sensor on the node."
-// +kubebuilder:printcolumn:name="POWER",type=string,JSONPath=`.status.summary.power`,description="Measured node power."
+// +kubebuilder:printcolumn:name="TEMP",type=string,JSONPath=`.status.summary.temperature`,description="Hottest sensor on the node, or why the node has none (e.g. NoSensors)."
+// +kubebuilder:printcolumn:name="POWER",type=string,JSONPath=`.status.summary.power`,description="Measured node power, or why there is none (e.g. NoPowerMeter, PermissionDenied)."
 // +kubebuilder:printcolumn:name="POWER-SRC",type=string,JSONPath=`.status.power.sources`,priority=1,description="Where the measured node power comes from: rapl (CPU packages and DRAM only), acpi or hwmon meters, nvml (GPUs)."
 // +kubebuilder:printcolumn:name="GPUS",type=string,JSONPath=`.status.summary.gpus`,description="Healthy GPUs / all GPUs."
 // +kubebuilder:printcolumn:name="SPEED",type=string,JSONPath=`.status.summary.speed`,priority=1,description="Work a CPU core (and each GPU model) does per second against the reference, with the figure's source; ref? means unknown, judged as the reference."
@@ -272,7 +272,8 @@ type Summary struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	Temperature string `json:"temperature,omitempty"`
-	// power is the measured node power, e.g. "230W".
+	// power is the measured node power, e.g. "230W"; without it, the power
+	// source's reason (NoPowerMeter, PermissionDenied) or n/a.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	Power string `json:"power,omitempty"`
