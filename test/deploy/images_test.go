@@ -55,6 +55,8 @@ var (
 	imageRef  = regexp.MustCompile(`ghcr\.io/telesched/telesched-(?:agent|scheduler|descheduler)(?:\{[a-z,]+\})?:(v[0-9][^\s"'` + "`" + `;]*)`)
 	newTagRE  = regexp.MustCompile(`(?m)^\s*newTag:\s*(\S+)`)
 	versionRE = regexp.MustCompile(`VERSION=(v[0-9]\S*)`)
+	// changelogVersionRE is a CHANGELOG version heading: ## [0.2.0] - date.
+	changelogVersionRE = regexp.MustCompile(`(?m)^## \[([^\]]+)\]`)
 )
 
 // TestOneVersion: one version drives the install. The chart's appVersion
@@ -93,6 +95,19 @@ func TestOneVersion(t *testing.T) {
 	}
 	if found < 8 {
 		t.Errorf("found %d version references; the patterns no longer match the manifests", found)
+	}
+
+	// The CHANGELOG's newest version is the chart's (Keep a Changelog: an
+	// [Unreleased] section, then versions newest first).
+	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := changelogVersionRE.FindAllStringSubmatch(string(changelog), -1)
+	if len(versions) < 2 || versions[0][1] != "Unreleased" {
+		t.Errorf("CHANGELOG.md: want an [Unreleased] section, then versions; found %v", versions)
+	} else if got := versions[1][1]; got != fmt.Sprint(meta["version"]) || "v"+got != want {
+		t.Errorf("CHANGELOG.md: newest version %s, want the chart's version %v (appVersion %s)", got, meta["version"], want)
 	}
 
 	wantKube := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", compat.MinServerMinor, compat.MaxServerMinor+1)
