@@ -792,16 +792,84 @@ func TestDashboardsWellFormed(t *testing.T) {
 			var doc any
 			_ = json.Unmarshal(data, &doc)
 			checkDatasources(t, doc, "")
+			checkClusterVariable(t, data)
 			names := map[string]bool{}
 			for _, q := range dashboardQueries(t, path) {
 				for _, name := range promQLMetricNames(q.expr) {
 					names[name] = true
+				}
+				if q.where != "variable cluster" {
+					checkClusterSelected(t, q)
 				}
 			}
 			t.Logf("%s: %d metrics: %s", filepath.Base(path), len(names), strings.Join(slices.Sorted(maps.Keys(names)), " "))
 		})
 	}
 }
+
+// clusterMatcher is what every selector of a dashboard carries, so that one
+// Grafana over several clusters' series (Thanos, Mimir, a federating
+// Prometheus with a cluster external label) shows one cluster at a time.
+const clusterMatcher = `cluster=~"$cluster"`
+
+// checkClusterVariable: a "cluster" variable listing the cluster label's
+// values, whose All is the regexp .*, which also matches series without
+// the label: a single cluster needs no label at all.
+func checkClusterVariable(t *testing.T, data []byte) {
+	t.Helper()
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				IncludeAll bool   `json:"includeAll"`
+				AllValue   string `json:"allValue"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range d.Templating.List {
+		if v.Name != "cluster" {
+			continue
+		}
+		if !v.IncludeAll || v.AllValue != ".*" || !strings.HasSuffix(v.Definition, ", cluster)") {
+			t.Errorf("cluster variable: includeAll %v, allValue %q, definition %q; want All as .* over label_values(…, cluster)", v.IncludeAll, v.AllValue, v.Definition)
+		}
+		// Before the variables it filters.
+		for _, other := range d.Templating.List[:i] {
+			if other.Name != "datasource" {
+				t.Errorf("cluster variable after %q, which it filters", other.Name)
+			}
+		}
+		return
+	}
+	t.Error(`no "cluster" variable`)
+}
+
+// checkClusterSelected: every series the query names is selected by the
+// cluster variable, and every vector matching (on) keeps clusters apart.
+func checkClusterSelected(t *testing.T, q query) {
+	t.Helper()
+	for _, name := range promQLMetricNames(q.expr) {
+		re := regexp.MustCompile(`(^|[^A-Za-z0-9_:])` + regexp.QuoteMeta(name) + `($|[^A-Za-z0-9_:])`)
+		for _, loc := range re.FindAllStringIndex(q.expr, -1) {
+			rest := q.expr[loc[0]:]
+			if i := strings.Index(rest, name); !strings.HasPrefix(rest[i+len(name):], "{"+clusterMatcher) {
+				t.Errorf("%s: %s is not selected by %s: %s", q.where, name, clusterMatcher, q.expr)
+			}
+		}
+	}
+	for _, m := range promOnRE.FindAllStringSubmatch(q.expr, -1) {
+		if !slices.Contains(strings.Fields(strings.ReplaceAll(m[1], ",", " ")), "cluster") {
+			t.Errorf("%s: %s matches series of several clusters as one: %s", q.where, m[0], q.expr)
+		}
+	}
+}
+
+// promOnRE is a vector matching's label list: on (a, b) or ignoring (c).
+var promOnRE = regexp.MustCompile(`\bon\s*\(([^)]*)\)`)
 
 // checkDatasources reports datasource references that are not the
 // dashboard's ${datasource} variable (or Grafana's built-in one, used by
