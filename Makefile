@@ -114,6 +114,12 @@ helm: $(HELM) ## Build helm (the chart's lint and render checks) from source int
 $(CONTROLLER_GEN): $(TOOLS)/go.mod $(TOOLS)/go.sum
 	$(GO) build -C $(TOOLS) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# Kubernetes' code generators for the typed client (hack/update-client.sh).
+CLIENT_GENS := $(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen
+
+$(CLIENT_GENS): $(TOOLS)/go.mod $(TOOLS)/go.sum
+	$(GO) build -C $(TOOLS) -o $@ k8s.io/code-generator/cmd/$(notdir $@)
+
 $(STATICCHECK): $(TOOLS)/go.mod $(TOOLS)/go.sum
 	$(GO) build -C $(TOOLS) -o $@ honnef.co/go/tools/cmd/staticcheck
 
@@ -123,8 +129,9 @@ $(KUSTOMIZE): $(TOOLS)/go.mod $(TOOLS)/go.sum
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
+generate: $(CONTROLLER_GEN) $(CLIENT_GENS) ## Generate deepcopy code and the typed client (clientset, listers, informers, apply configurations) for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+	BIN=$(BIN) hack/update-client.sh
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD YAML into deploy/crds/.
@@ -157,7 +164,7 @@ verify-staticcheck: $(STATICCHECK) ## Run staticcheck (pinned in hack/tools) on 
 	$(STATICCHECK) ./...
 
 .PHONY: verify-generated
-verify-generated: $(CONTROLLER_GEN) ## Fail if generated code or CRD YAML is stale.
+verify-generated: $(CONTROLLER_GEN) $(CLIENT_GENS) ## Fail if generated code (deepcopy, the typed client) or CRD YAML is stale.
 	hack/verify-generated.sh
 
 .PHONY: verify-mod

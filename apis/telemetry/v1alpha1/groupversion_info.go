@@ -1,11 +1,6 @@
 // Copyright The telesched Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package v1alpha1 holds the telemetry.telesched.io/v1alpha1 API: the
-// NodeTelemetry object the node agent publishes and the scheduler reads.
-//
-// +kubebuilder:object:generate=true
-// +groupName=telemetry.telesched.io
 package v1alpha1
 
 import (

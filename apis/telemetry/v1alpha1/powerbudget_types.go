@@ -13,6 +13,8 @@ import (
 // since their nodes' samples, plus the pod's own, past budgetWatts minus
 // reserveWatts.
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=pb,categories=telesched
