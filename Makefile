@@ -77,9 +77,9 @@ build-arm64: ## Cross-build the telesched commands for linux/arm64 into bin/linu
 .PHONY: control-plane
 control-plane: $(CONTROL_PLANE) ## Build etcd and kube-apiserver from source into bin/ (first build takes minutes).
 
-$(BIN)/etcd: go.mod go.sum hack/etcd/main.go
+$(BIN)/etcd: hack/etcd/go.mod hack/etcd/go.sum hack/etcd/main.go
 	@echo "building bin/etcd from go.etcd.io/etcd/server/v3 (first build takes a minute)"
-	$(GO) build -o $@ ./hack/etcd
+	$(GO) build -C hack/etcd -o $@ .
 
 # Kubernetes' own release stamping for a build of version $(1) (v1.37.2),
 # so the binary reports it (/version, kubectl version, and the chart's
@@ -158,10 +158,13 @@ verify-vet: ## Run go vet (and on test/bench/schedperf's benchmark, behind its b
 	$(GO) vet ./...
 	$(GO) vet -tags schedperf ./test/bench/schedperf/...
 	$(GO) vet -tags node ./test/node/...
+	$(GO) vet -C $(RELEASE_MOD) ./...
+	$(GO) vet -C hack/etcd ./...
 
 .PHONY: verify-staticcheck
 verify-staticcheck: $(STATICCHECK) ## Run staticcheck (pinned in hack/tools) on every package.
 	$(STATICCHECK) ./...
+	cd $(RELEASE_MOD) && $(STATICCHECK) ./...
 
 .PHONY: verify-generated
 verify-generated: $(CONTROLLER_GEN) $(CLIENT_GENS) ## Fail if generated code (deepcopy, the typed client) or CRD YAML is stale.
@@ -171,6 +174,8 @@ verify-generated: $(CONTROLLER_GEN) $(CLIENT_GENS) ## Fail if generated code (de
 verify-mod: ## Fail if go.mod/go.sum (root or the tools modules) are not tidy.
 	$(GO) mod tidy -diff
 	cd $(TOOLS) && $(GO) mod tidy -diff
+	cd $(RELEASE_MOD) && $(GO) mod tidy -diff
+	cd hack/etcd && $(GO) mod tidy -diff
 	cd $(PROMTOOL_MOD) && $(GO) mod tidy -diff
 	cd $(HELM_MOD) && $(GO) mod tidy -diff
 	cd $(KUBENODE_MOD) && $(GO) mod tidy -diff
@@ -189,6 +194,7 @@ RACE_PKGS ?= ./scheduler/telemetry/... ./scheduler/estimate/... ./scheduler/powe
 .PHONY: test
 test: build $(PROMTOOL) $(KUSTOMIZE) $(HELM) ## Run unit, integration and end-to-end tests (a real etcd + kube-apiserver, bin/telesched-scheduler, the sandbox scenario, promtool on the alert rules, helm lint and template of the chart), then the concurrent packages' unit tests under the race detector.
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
+	$(GO) test -C $(RELEASE_MOD) -count=1 $(GOTESTFLAGS) ./...
 	$(MAKE) test-race
 
 # Kubernetes versions besides go.mod's that the README's compatibility
@@ -222,6 +228,7 @@ test-race: ## Run the unit tests of the packages with concurrency (RACE_PKGS) un
 .PHONY: test-unit
 test-unit: $(PROMTOOL) $(HELM) ## Run unit tests only (no control plane).
 	$(GO) test -short $(GOTESTFLAGS) ./...
+	$(GO) test -C $(RELEASE_MOD) -short $(GOTESTFLAGS) ./...
 
 ##@ Real node
 
@@ -356,7 +363,7 @@ images: ## Build the agent, scheduler and descheduler images (needs a running Do
 		$(DOCKER) build -f Dockerfile.descheduler --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/telesched-descheduler:$(VERSION) .; \
 	fi
 
-# Images without Docker (hack/images, internal/ociimage): the same users,
+# Images without Docker (hack/release/images, its internal/ociimage): the same users,
 # entrypoints and files as the Dockerfiles, on bases made from this Debian
 # host's files, plus the node test's pause and workload images; one
 # docker-archive tarball each and images.json (ref, digest, file) in
@@ -366,13 +373,23 @@ IMAGES_DIR ?= _output/images
 # Where make release-local's registry listens.
 RELEASE_ADDR ?= 127.0.0.1:5000
 
+# hack/release is a Go module of its own (go-containerregistry stays out of
+# telesched's): bin/build-images (hack/release/images) and bin/publish
+# (hack/release) are built from it and run here, in the checkout.
+RELEASE_MOD := hack/release
+
+.PHONY: release-tools
+release-tools: ## Build bin/build-images and bin/publish from the hack/release module.
+	$(GO) build -C $(RELEASE_MOD) -o $(BIN)/build-images ./images
+	$(GO) build -C $(RELEASE_MOD) -o $(BIN)/publish .
+
 .PHONY: release-local
 release-local: $(HELM) images-local ## Publish the images and the chart to a registry served on this machine (in memory, RELEASE_ADDR) and serve it until Ctrl-C; prints the helm install that uses it.
-	$(GO) run ./hack/release -images $(IMAGES_DIR) -helm $(HELM) -serve $(RELEASE_ADDR)
+	$(BIN)/publish -images $(IMAGES_DIR) -helm $(HELM) -serve $(RELEASE_ADDR)
 
 .PHONY: images-local
-images-local: ## Build the images without Docker or a registry into IMAGES_DIR (default _output/images; IMAGE_REGISTRY, VERSION): docker-archive tarballs for ctr images import.
-	$(GO) run ./hack/images -out $(IMAGES_DIR) -version $(VERSION) -registry $(IMAGE_REGISTRY)
+images-local: release-tools ## Build the images without Docker or a registry into IMAGES_DIR (default _output/images; IMAGE_REGISTRY, VERSION): docker-archive tarballs for ctr images import.
+	$(BIN)/build-images -out $(IMAGES_DIR) -version $(VERSION) -registry $(IMAGE_REGISTRY)
 
 ##@ Demo
 

@@ -1,12 +1,15 @@
 // Copyright The telesched Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command release publishes the images make images-local built and the
+// Command publish publishes the images make images-local built and the
 // Helm chart to an OCI registry (internal/release), and prints what it
 // pushed, digests included, as JSON:
 //
-//	go run ./hack/release -images _output/images -registry registry.example.com/telesched
-//	go run ./hack/release -images _output/images -serve 127.0.0.1:5000
+//	bin/publish -images _output/images -registry registry.example.com/telesched
+//	bin/publish -images _output/images -serve 127.0.0.1:5000
+//
+// (`make release-tools` builds it from this module, hack/release; run it
+// in the checkout, where -chart's default, deploy/helm/telesched, is.)
 //
 // With -serve it runs a registry of its own on that address (in memory,
 // plain HTTP), publishes to it under <address>/telesched, prints how to
@@ -22,7 +25,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/telesched/telesched/internal/release"
+	"github.com/telesched/telesched/hack/release/internal/release"
 )
 
 func main() {

@@ -4,9 +4,11 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,9 +33,9 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
 // manifestsRoot is deploy/ of this checkout, seen from test/deploy.
@@ -52,32 +54,28 @@ type manifestSet struct {
 	objs []*unstructured.Unstructured
 }
 
-// renderKustomization builds the kustomization in dir with the kustomize
-// API, as `kubectl apply -k dir` does (default options: files may only come
-// from under the kustomization's own directory).
+// renderKustomization builds the kustomization in dir with bin/kustomize
+// (pinned in hack/tools, the kustomize kubectl embeds), as `kubectl apply
+// -k dir` does (default options: files may only come from under the
+// kustomization's own directory). A binary rather than the kustomize API,
+// so that kustomize stays out of telesched's module.
 func renderKustomization(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	bin, err := controlplane.ResolveBinDir("")
 	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
+		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	for _, r := range resMap.Resources() {
-		// Through JSON, so numbers are int64 as the API machinery expects.
-		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatalf("kustomize build %s: %s: %v", dir, r.CurId(), err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(data); err != nil {
-			t.Fatalf("kustomize build %s: %s: %v", dir, r.CurId(), err)
-		}
-		objs = append(objs, obj)
+	kustomize := filepath.Join(bin, "kustomize")
+	if _, err := os.Stat(kustomize); err != nil {
+		t.Fatalf("%v (make test builds bin/kustomize from hack/tools)", err)
 	}
-	if len(objs) == 0 {
-		t.Fatalf("kustomize build %s: no objects", dir)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), kustomize, "build", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kustomize build %s: %v\n%s", dir, err, stderr.String())
 	}
-	return objs
+	return decodeManifests(t, "kustomize build "+dir, stdout.Bytes())
 }
 
 // renderWithComponents builds deploy/crds and deploy/ with the components

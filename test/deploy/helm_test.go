@@ -98,9 +98,8 @@ func renderHelm(t *testing.T, values ...string) []*unstructured.Unstructured {
 	return decodeManifests(t, "helm template", out)
 }
 
-// decodeManifests decodes a multi-document YAML stream through JSON, as
-// renderKustomization does, so numbers are int64 as the API machinery
-// expects.
+// decodeManifests decodes a multi-document YAML stream through JSON, so
+// numbers are int64 as the API machinery expects.
 func decodeManifests(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var objs []*unstructured.Unstructured

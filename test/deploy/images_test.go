@@ -236,3 +236,22 @@ func TestWorkflowsPinActions(t *testing.T) {
 		t.Error("no uses: found; the pattern no longer matches the workflows")
 	}
 }
+
+// TestModuleCarriesNoTestTools: an integrator who imports telesched (its
+// API types, the generated client, a plugin) gets none of the tools its
+// tests and releases run in the module graph: the etcd server (hack/etcd),
+// kustomize (bin/kustomize from hack/tools) and go-containerregistry
+// (hack/release) live in modules of their own.
+func TestModuleCarriesNoTestTools(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(manifestsRoot, "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"go.etcd.io/etcd/server/", "sigs.k8s.io/kustomize/", "github.com/google/go-containerregistry "} {
+		for i, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0]+" ", tool) {
+				t.Errorf("go.mod:%d: %s: a test or release tool in telesched's module graph", i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}

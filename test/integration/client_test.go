@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
-	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	applytelemetry "github.com/telesched/telesched/apis/telemetry/client/applyconfiguration/telemetry/v1alpha1"
 	"github.com/telesched/telesched/apis/telemetry/client/clientset/versioned"
 	"github.com/telesched/telesched/apis/telemetry/client/informers/externalversions"
+	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/test/fixtures"
 )
 

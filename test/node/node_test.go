@@ -13,6 +13,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -37,7 +38,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/telesched/telesched/internal/release"
 	"github.com/telesched/telesched/test/node/cluster"
 )
 
@@ -184,17 +184,9 @@ func TestRealNode(t *testing.T) {
 		e.kubectlLog(ctx, "get", "pods", "-A", "-o", "wide")
 	})
 
-	var published *release.Published
+	var published *published
 	step(t, "publish the images and the chart to a registry on this machine (make release-local)", func() {
-		addr, _, err := release.Serve(ctx, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		published, err = release.Publish(ctx, release.Options{Images: imagesDir, Chart: chartDir, Registry: addr + "/telesched",
-			Helm: e.helm, PlainHTTP: true, Log: logWriter{t}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		published = e.releaseLocal(ctx, binDir, imagesDir)
 	})
 
 	step(t, "install this chart from the registry as docs/install.md says, with the descheduler (dry-run)", func() {
@@ -725,11 +717,61 @@ func splitRef(ref string) (repo, tag string) {
 	return ref[:i], ref[i+1:]
 }
 
+// products are the images a release publishes and the chart runs.
+var products = []string{"telesched-agent", "telesched-scheduler", "telesched-descheduler"}
+
+// published is what bin/publish prints once the images and the chart are
+// in the registry (hack/release, the JSON of its Published).
+type published struct {
+	Images map[string]struct {
+		Ref    string `json:"ref"`
+		Digest string `json:"digest"`
+	} `json:"images"`
+	Chart        string `json:"chart"`
+	ChartVersion string `json:"chartVersion"`
+}
+
+// releaseLocal runs make release-local's command, bin/publish -serve: a
+// registry of its own on a free port of this machine, the images and the
+// chart pushed to it, served until the test ends. A process, as an operator
+// runs it, which also keeps go-containerregistry out of telesched's module.
+func (e *env) releaseLocal(ctx context.Context, binDir, imagesDir string) *published {
+	t := e.t
+	cmd := exec.Command(filepath.Join(binDir, "publish"), "-serve", "127.0.0.1:0",
+		"-images", imagesDir, "-chart", chartDir, "-helm", e.helm)
+	cmd.Stderr = logWriter{t}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%v (make test-node builds bin/publish from hack/release)", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	p := &published{}
+	done := make(chan error, 1)
+	go func() { done <- json.NewDecoder(stdout).Decode(p) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-time.After(5 * time.Minute):
+		err = errors.New("nothing published after 5 minutes")
+	}
+	if err != nil {
+		t.Fatalf("bin/publish: %v", err)
+	}
+	return p
+}
+
 // checkPulled shows the release's pods and the images the kubelet ran,
 // and checks that every telesched container ran an image pulled from the
 // registry p was published to, by the digest published: the operator's
 // path, with nothing imported.
-func (e *env) checkPulled(ctx context.Context, p *release.Published) {
+func (e *env) checkPulled(ctx context.Context, p *published) {
 	t := e.t
 	e.kubectlLog(ctx, "--namespace="+namespace, "get", "pods", "-o", "wide")
 	e.kubectlLog(ctx, "--namespace="+namespace, "get", "pods", "-o",
@@ -753,7 +795,7 @@ func (e *env) checkPulled(ctx context.Context, p *release.Published) {
 			}
 		}
 	}
-	for _, name := range release.Products {
+	for _, name := range products {
 		if !seen[name] {
 			t.Errorf("no container of the release ran %s from %s", name, p.Images[name].Ref)
 		}

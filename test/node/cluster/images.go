@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Images reads the images.json that make images-local (hack/images) wrote
+// Images reads the images.json that make images-local (bin/build-images, hack/release/images) wrote
 // into dir: each image's reference keyed by its repository's last element
 // (telesched-agent, telesched-pause, ...), and the paths of their tarballs.
 func Images(dir string) (refs map[string]string, tarballs []string, err error) {

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command pause is the pod sandbox's process for the node test's
-// containerd (internal/ociimage's Pause image): it holds the pod's
+// containerd (hack/release/internal/ociimage's Pause image): it holds the pod's
 // namespaces by sleeping, reaps the zombies of processes re-parented to
 // it (it is PID 1 when the pod shares its PID namespace), and exits 0 on
 // SIGINT or SIGTERM, as the kubelet expects when it stops a pod.

@@ -1,7 +1,7 @@
 // Copyright The telesched Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command workload is the node test's pod (internal/ociimage's Workload
+// Command workload is the node test's pod (hack/release/internal/ociimage's Workload
 // image): it prints one line saying who and where it runs, then waits
 // for SIGTERM or SIGINT and exits 0, as a well-behaved pod does when the
 // kubelet stops it.

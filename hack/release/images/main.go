@@ -1,17 +1,18 @@
 // Copyright The telesched Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command images builds the telesched images without a Docker engine or a
-// registry (internal/ociimage): the agent, the scheduler and the
+// Command build-images builds the telesched images without a Docker engine
+// or a registry (hack/release/internal/ociimage): the agent, the scheduler and the
 // descheduler as their Dockerfiles do, and the node test's pause and
 // workload images. Each is one docker-archive tarball, tagged with its
 // reference so that
 // `ctr -n k8s.io images import FILE` names it, and images.json lists
 // every image's ref, digest, file and size.
 //
-//	go run ./hack/images -out _output/images -version v0.1.0 [-registry ghcr.io/telesched]
+//	bin/build-images -out _output/images -version v0.2.0 [-registry ghcr.io/telesched] [-module .]
 //
-// (`make images-local`.) Binaries are built from the checkout into
+// (`make images-local` builds it from this module, hack/release, and runs
+// it in the checkout.) Binaries are built from the checkout (-module) into
 // OUT/bin/; progress goes to stderr.
 package main
 
@@ -33,7 +34,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/telesched/telesched/internal/ociimage"
+	"github.com/telesched/telesched/hack/release/internal/ociimage"
 )
 
 // Image is one line of images.json.

@@ -22,7 +22,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
-const moduleRoot = "../.."
+// moduleRoot is telesched's checkout, whose packages (./cmd/…, the fixture
+// under test/testdata) the recipes build.
+const moduleRoot = "../../../.."
 
 var (
 	binsOnce sync.Once
@@ -49,8 +51,8 @@ func testBinaries(t *testing.T) map[string]string {
 			key string
 			c   Copy
 		}{
-			{"cgo-fixture", Copy{Package: "./internal/ociimage/testdata/fixture", CGO: true}},
-			{"static-fixture", Copy{Package: "./internal/ociimage/testdata/fixture"}},
+			{"cgo-fixture", Copy{Package: "./test/testdata/imagefixture", CGO: true}},
+			{"static-fixture", Copy{Package: "./test/testdata/imagefixture"}},
 			{"/pause", Pause.Copies[0]},
 			{"/workload", Workload.Copies[0]},
 		} {

@@ -130,7 +130,7 @@ func recipeImage(r Recipe) dockerImage {
 // fails it.
 func TestRecipesMatchDockerfiles(t *testing.T) {
 	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		b, err := os.ReadFile(filepath.Join(moduleRoot, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestRecipesMatchDockerfiles(t *testing.T) {
 	// Every Dockerfile of the checkout has its recipe in All, by name
 	// (Dockerfile.X builds telesched-X): an image `make images` builds
 	// that `make images-local` does not is caught here.
-	files, err := filepath.Glob(filepath.Join("..", "..", "Dockerfile.*"))
+	files, err := filepath.Glob(filepath.Join(moduleRoot, "Dockerfile.*"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Dockerfile.* at the top of the checkout (%v)", err)
 	}

@@ -16,8 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
-	"github.com/telesched/telesched/sandbox/controlplane"
 )
 
 // TestPublishToARegistryOfItsOwn: images listed in images.json, as
@@ -26,9 +24,10 @@ import (
 // stays behind), and the chart to oci://<registry>/charts, from where
 // helm reads it back at its version.
 func TestPublishToARegistryOfItsOwn(t *testing.T) {
-	bin, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Fatal(err)
+	// bin/ of the checkout, or TELESCHED_BIN_DIR as for the other tests.
+	bin := os.Getenv("TELESCHED_BIN_DIR")
+	if bin == "" {
+		bin = filepath.Join("..", "..", "..", "..", "bin")
 	}
 	helm := filepath.Join(bin, "helm")
 	if _, err := os.Stat(helm); err != nil {
@@ -63,7 +62,7 @@ func TestPublishToARegistryOfItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chartDir := filepath.Join("..", "..", "deploy", "helm", "telesched")
+	chartDir := filepath.Join("..", "..", "..", "..", "deploy", "helm", "telesched")
 	meta, err := chartMeta(chartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +110,7 @@ func TestPublishSaysWhatIsMissing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "images.json"), []byte("[]"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Publish(t.Context(), Options{Images: dir, Chart: filepath.Join("..", "..", "deploy", "helm", "telesched"), Registry: "127.0.0.1:1/x"})
+	_, err := Publish(t.Context(), Options{Images: dir, Chart: filepath.Join("..", "..", "..", "..", "deploy", "helm", "telesched"), Registry: "127.0.0.1:1/x"})
 	if err == nil || !strings.Contains(err.Error(), "telesched-agent") || !strings.Contains(err.Error(), "make images-local") {
 		t.Errorf("err %v, want it to name the missing image and make images-local", err)
 	}
