@@ -273,13 +273,15 @@ func step(t *testing.T, name string, f func()) {
 
 // overrides are the --set flags both charts are installed with: the images
 // built here, which nothing may pull, and the kubelet's pod-resources
-// directory under the cluster's kubelet root.
+// directory under the cluster's kubelet root. Tags go by --set-string: a
+// build of a commit whose short hash is all digits (7289112) is tagged
+// with it, which --set makes a number the schema refuses.
 func (e *env) overrides() []string {
 	ar, at := splitRef(e.images.agent)
 	sr, st := splitRef(e.images.scheduler)
 	return []string{
-		"--set", "image.agent.repository=" + ar, "--set", "image.agent.tag=" + at, "--set", "image.agent.pullPolicy=Never",
-		"--set", "image.scheduler.repository=" + sr, "--set", "image.scheduler.tag=" + st, "--set", "image.scheduler.pullPolicy=Never",
+		"--set", "image.agent.repository=" + ar, "--set-string", "image.agent.tag=" + at, "--set", "image.agent.pullPolicy=Never",
+		"--set", "image.scheduler.repository=" + sr, "--set-string", "image.scheduler.tag=" + st, "--set", "image.scheduler.pullPolicy=Never",
 		"--set", "agent.podResourcesHostPath=" + e.c.KubeletRootDir() + "/pod-resources",
 	}
 }
