@@ -250,6 +250,12 @@ func (b *Book) calibrated(node string, w Watts) Watts {
 	if count < MinCalibrations {
 		return w
 	}
+	return calibratedBy(ratio, w)
+}
+
+// calibratedBy is w with its mean scaled by ratio and its upper estimate
+// widened by the change.
+func calibratedBy(ratio float64, w Watts) Watts {
 	mean := w.Mean * ratio
 	return Watts{Mean: mean, Upper: math.Max(w.Upper, mean) + math.Abs(mean-w.Mean)}
 }

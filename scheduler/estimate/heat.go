@@ -26,15 +26,39 @@ type Heat struct {
 
 // Heat predicts a pod of demand d on node n, which has reserved placed
 // since its sample, with watts calibrated by b (nil: not calibrated).
+//
+// One walk along the node's curve: from the measured load, the reserved
+// pods' step, then the pod's from there, each what PodWatts gives for
+// the CPUs alone (ReservedWatts, PodWatts of the pod's CPU request),
+// calibrated alike.
 func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
 	var h Heat
 	if n.Models == nil || !n.Models.HasThermal {
 		return h
 	}
-	// (PodWatts is ok by the node's curve alone, whatever the demand.)
-	cpu, ok := b.PodWatts(n, Demand{CPUMilli: d.CPUMilli}, reserved)
+	c, ok := curveFrom(n, Demand{})
 	if !ok {
 		return h
+	}
+	ratio, count := 1.0, int64(0)
+	if b != nil {
+		ratio, count = b.Calibration(n.Name)
+	}
+	upper := func(watts, uncertainty float64) float64 {
+		w := Watts{Mean: watts, Upper: watts + UpperSigmas*uncertainty}
+		if count >= MinCalibrations {
+			w = calibratedBy(ratio, w)
+		}
+		return w.Upper
+	}
+	if reserved.CPUMilli > 0 {
+		w, unc, w1 := c.step(reserved.CPUMilli)
+		h.ReservedWatts = upper(w, unc)
+		c = c.moved(reserved.CPUMilli, w1)
+	}
+	if d.CPUMilli > 0 {
+		w, unc, _ := c.step(d.CPUMilli)
+		h.PodWatts = upper(w, unc)
 	}
 	t := &n.Models.Thermal
 	watts, gpuWatts := n.Watts, n.GPUWatts
@@ -42,8 +66,6 @@ func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
 		watts, gpuWatts = n.LastWatts, 0
 	}
 	h.NowWatts = float64(max(0, watts-gpuWatts))
-	r, _ := b.ReservedWatts(n, Demand{CPUMilli: reserved.CPUMilli})
-	h.ReservedWatts, h.PodWatts = r.Upper, cpu.Upper
 	h.Watts = h.NowWatts + h.ReservedWatts + h.PodWatts
 	h.Predicted, h.SteadyMilli, h.LimitMilli = true, t.Steady(h.Watts), t.LimitMilli
 	return h

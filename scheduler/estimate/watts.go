@@ -80,8 +80,7 @@ func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroom
 		if k > 1 && (k*d.CPUMilli > headroomMilli || c.u0+float64(k*d.CPUMilli)/c.capacityMilli > 1) {
 			break
 		}
-		w, _ := c.add(k * d.CPUMilli)
-		best = math.Min(best, w/float64(k))
+		best = math.Min(best, c.addWatts(k*d.CPUMilli)/float64(k))
 	}
 	return best, true
 }
@@ -118,13 +117,11 @@ func curveFrom(n *telemetry.Node, reserved Demand) (nodeCurve, bool) {
 	}
 	c := nodeCurve{m: n.Models, capacityMilli: float64(n.LogicalCores) * 1000}
 	c.u0 = float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/c.capacityMilli
-	w0, _, ok := n.Models.CurveAt(c.u0)
+	w0, ok := n.Models.WattsAt(c.u0)
 	if !ok {
 		return nodeCurve{}, false
 	}
-	lo, _, _ := n.Models.CurveAt(0)
-	hi, _, _ := n.Models.CurveAt(1)
-	c.w0, c.floorWattsPerUnit = w0, MinSlopeShare*max(0, hi-lo)
+	c.w0, c.floorWattsPerUnit = w0, MinSlopeShare*max(0, n.Models.CurveRise())
 	return c, true
 }
 
@@ -132,10 +129,34 @@ func curveFrom(n *telemetry.Node, reserved Demand) (nodeCurve, bool) {
 // load, never below the floor over the stretch of it within 0-100 %, nor
 // below 0; and the curve's uncertainty at the load with it.
 func (c nodeCurve) add(cpuMilli int64) (watts, uncertainty float64) {
+	watts, uncertainty, _ = c.step(cpuMilli)
+	return watts, uncertainty
+}
+
+// step is add, and the curve's watts at the load with cpuMilli more
+// (for moved).
+func (c nodeCurve) step(cpuMilli int64) (watts, uncertainty, w1 float64) {
 	u1 := c.u0 + float64(cpuMilli)/c.capacityMilli
 	w1, unc1, _ := c.m.CurveAt(u1)
 	floor := c.floorWattsPerUnit * max(0, min(u1, 1)-min(c.u0, 1))
-	return max(w1-c.w0, floor, 0), unc1
+	return max(w1-c.w0, floor, 0), unc1, w1
+}
+
+// addWatts is add's watts alone, without the curve's uncertainty.
+func (c nodeCurve) addWatts(cpuMilli int64) float64 {
+	u1 := c.u0 + float64(cpuMilli)/c.capacityMilli
+	w1, _ := c.m.WattsAt(u1)
+	floor := c.floorWattsPerUnit * max(0, min(u1, 1)-min(c.u0, 1))
+	return max(w1-c.w0, floor, 0)
+}
+
+// moved is the curve read cpuMilli further on, whose watts there (w1,
+// from step) are known: curveFrom with cpuMilli more reserved, without
+// reading the curve again.
+func (c nodeCurve) moved(cpuMilli int64, w1 float64) nodeCurve {
+	c.u0 += float64(cpuMilli) / c.capacityMilli
+	c.w0 = w1
+	return c
 }
 
 // UpperSigmas is how many of the curve's uncertainties (standard errors)

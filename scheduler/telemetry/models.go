@@ -76,6 +76,23 @@ func (m *Models) CurveAt(u float64) (watts, uncertainty float64, ok bool) {
 	return m.Watts.At(u), m.Uncertainty.At(u), true
 }
 
+// WattsAt is CurveAt's watts alone, for callers that need no uncertainty.
+func (m *Models) WattsAt(u float64) (watts float64, ok bool) {
+	if m == nil || m.CurveBasis == BasisNone {
+		return 0, false
+	}
+	return m.Watts.At(u), true
+}
+
+// CurveRise is the curve's watts at 100 % CPU less at 0 % (its last knot
+// less its first); 0 without a curve.
+func (m *Models) CurveRise() float64 {
+	if m == nil || m.CurveBasis == BasisNone {
+		return 0
+	}
+	return m.Watts[len(m.Watts)-1] - m.Watts[0]
+}
+
 // GPU utilization bounds: a GPU at most IdleGPUPercent busy counts as idle,
 // one at least BusyGPUPercent busy as busy.
 const (

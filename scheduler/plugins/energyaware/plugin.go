@@ -221,7 +221,8 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 			return st
 		}
 	}
-	if why := tooHotPredicted(tel, estimateWith(pl.reserved, tel, s.Demand, reserved), pl.limits.marginMilli); why != "" {
+	// Only the heat prediction: the pod's watts are Score's.
+	if why := tooHotPredicted(tel, podEstimate{Heat: pl.reserved.Heat(tel, s.Demand, reserved)}, pl.limits.marginMilli); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	if s.GPUs > 0 && tel.HasGPUSource {
@@ -277,18 +278,20 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return telemetry.NoTelemetry, nil
 	}
 	reserved := pl.reservedOn(tel.Name)
-	e := estimateWith(pl.reserved, tel, s.Demand, reserved)
-	mw := e.mw
-	if e.hasPower {
-		if j, ok := pl.reserved.RankJoules(tel, s.Demand, reserved, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo)); ok {
-			mw = int64(math.Round(j.Joules * 1000))
-		}
+	// RankJoules answers wherever the pod's watts are known (both read the
+	// node's curve at its estimated load, estimate.curveFrom), so it
+	// alone tells whether the node has a power estimate.
+	var mw int64
+	j, hasPower := pl.reserved.RankJoules(tel, s.Demand, reserved, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo))
+	if hasPower {
+		mw = int64(math.Round(j.Joules * 1000))
 	}
+	e := podEstimate{Heat: pl.reserved.Heat(tel, s.Demand, reserved)}
 	thermal := thermalScore(tel, pl.limits.absoluteMilli, e)
 	if s.thermalFailed && !pl.heatKnown(tel, s.now) {
 		thermal = 0 // a held reading past the hold earns nothing
 	}
-	return packScore(mw, e.hasPower, thermal), nil
+	return packScore(mw, hasPower, thermal), nil
 }
 
 // headroomMilli is the CPU that pods like the one placed may still take
