@@ -365,9 +365,10 @@ func startChurnScheduler(t *testing.T, binDir, kubeconfig string, args ...string
 		t.Fatal(err)
 	}
 	s := &churnScheduler{out: &syncBuffer{}, exited: make(chan struct{}), url: "https://" + net.JoinHostPort(host, port)}
-	s.cmd = exec.Command(filepath.Join(binDir, "telesched-scheduler"), append([]string{"--config=" + config, "--cert-dir=" + t.TempDir(),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=4", deployedFeatureGates(t),
-		"--bind-address=" + host, "--secure-port=" + port}, args...)...)
+	base := append([]string{"--config=" + config, "--cert-dir=" + t.TempDir(),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=4",
+		"--bind-address=" + host, "--secure-port=" + port}, deployedFeatureGates(t)...)
+	s.cmd = exec.Command(filepath.Join(binDir, "telesched-scheduler"), append(base, args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -365,7 +365,8 @@ func startMetricsScheduler(t *testing.T, binDir, kubeconfig string, extraArgs ..
 		t.Fatal(err)
 	}
 	args := append([]string{"--config=" + config, "--cert-dir=" + t.TempDir(),
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=2", deployedFeatureGates(t)}, extraArgs...)
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", "-v=2"}, deployedFeatureGates(t)...)
+	args = append(args, extraArgs...)
 	base, _ := startSecureScheduler(t, filepath.Join(binDir, "telesched-scheduler"), args...)
 	return base + "/metrics"
 }

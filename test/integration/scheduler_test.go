@@ -85,7 +85,8 @@ func startScheduler(t *testing.T, configYAML string, extraArgs ...string) (*exec
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	cmd := exec.Command(bin, append([]string{"--config=" + config, "--secure-port=0", "-v=4", deployedFeatureGates(t)}, extraArgs...)...)
+	args := append([]string{"--config=" + config, "--secure-port=0", "-v=4"}, deployedFeatureGates(t)...)
+	cmd := exec.Command(bin, append(args, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
