@@ -225,6 +225,36 @@ func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 	return b.calibrated(n.Name, cpu).Plus(Watts{Mean: gpu, Upper: gpu}), true
 }
 
+// PodWattsBound bounds PodWatts' upper estimate on node n whatever the
+// demand and reservations: for every d and reserved, b.PodWatts(n, d,
+// reserved).Upper <= perMilli*d.CPUMilli + fixed + PodGPUWatts(n, d). ok
+// is false where PodWatts is. The CPU side rises no faster than the
+// curve's steepest segment (nor does its floor, a share of the mean
+// rise), its uncertainty is at most the band's widest knot, and
+// calibration by a ratio r scales the rise by at most max(1, r) + |r-1|.
+// PowerBudget uses it to pass over a budget far from its limit without
+// estimating the pod on each member.
+func (b *Book) PodWattsBound(n *telemetry.Node) (perMilli, fixed float64, ok bool) {
+	if _, ok := curveFrom(n, Demand{}); !ok {
+		return 0, 0, false
+	}
+	m := n.Models
+	var slope, unc float64
+	for k := range len(m.Watts) - 1 {
+		slope = max(slope, (m.Watts[k+1]-m.Watts[k])*float64(len(m.Watts)-1))
+	}
+	for _, u := range m.Uncertainty {
+		unc = max(unc, u)
+	}
+	scale := 1.0
+	if b != nil {
+		if r, count := b.Calibration(n.Name); count >= MinCalibrations {
+			scale = max(1, r) + math.Abs(r-1)
+		}
+	}
+	return scale * slope / (float64(n.LogicalCores) * 1000), UpperSigmas * unc, true
+}
+
 // RankWatts is the watts a pod of demand d adds to node n as EnergyAware
 // ranks them (RankJoules divides them by the node's speed): the
 // CPU side amortized over up to pods pods like it (AmortizedCPUWatts),

@@ -83,3 +83,57 @@ func TestHeatWalksTheCurveOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPodWattsBound: the bound PowerBudget passes budgets by holds for
+// every demand and reservation on curves that climb steeply first (the
+// R740), evenly, flat then steep, with an uncertainty band, calibrated
+// below and above 1 or not, at every load; and it is not loose by orders
+// of magnitude (within 3x of the steepest step at 1 CPU, uncalibrated).
+func TestPodWattsBound(t *testing.T) {
+	curves := map[string][]float64{
+		"r740":       {52, 129, 147, 170, 195, 224, 255, 292, 344, 408, 457},
+		"even":       {100, 180, 260, 340, 420, 500, 580, 660, 740, 820, 900},
+		"flat-steep": {200, 200, 201, 201, 202, 202, 203, 203, 204, 400, 700},
+	}
+	for cname, knots := range curves {
+		for _, percent := range []int32{0, 3, 8, 40, 85, 99, 100} {
+			n := r740Node(percent)
+			n.Name = cname
+			copy(n.Models.Watts[:], knots)
+			for k := range n.Models.Uncertainty {
+				n.Models.Uncertainty[k] = float64(k % 4)
+			}
+			for _, ratio := range []float64{0, 0.3, 1.7} {
+				f := newBookFixture()
+				if ratio > 0 {
+					e := f.book.entry(n.Name)
+					e.calibrations.Store(MinCalibrations)
+					e.ratio.Store(math.Float64bits(ratio))
+				}
+				perMilli, fixed, ok := f.book.PodWattsBound(n)
+				if !ok {
+					t.Fatalf("%s at %d%%: no bound for a metered node", cname, percent)
+				}
+				for _, d := range []Demand{{}, {CPUMilli: 100}, {CPUMilli: 1000}, {CPUMilli: 6400}, {CPUMilli: 64_000}, {CPUMilli: 2000, GPUs: 1}} {
+					for _, reserved := range []Demand{{}, {CPUMilli: 3000}, {CPUMilli: 30_000}} {
+						w, ok := f.book.PodWatts(n, d, reserved)
+						bound := perMilli*float64(d.CPUMilli) + fixed + PodGPUWatts(n, d)
+						if !ok || w.Upper > bound+1e-9 {
+							t.Errorf("%s at %d%%, ratio %v, pod %+v, reserved %+v: PodWatts upper %v (ok %v) above the bound %v",
+								cname, percent, ratio, d, reserved, w.Upper, ok, bound)
+						}
+					}
+				}
+				if ratio == 0 && cname == "even" {
+					// 80 W per 10 % of 64 CPUs: 800 W over 64 000 mCPU.
+					if want := 800.0 / 64_000; math.Abs(perMilli-want) > 1e-12 {
+						t.Errorf("even curve: %v W per mCPU, want %v", perMilli, want)
+					}
+				}
+			}
+		}
+	}
+	if _, _, ok := (*Book)(nil).PodWattsBound(&telemetry.Node{HasCPU: true, LogicalCores: 8, HasPower: true}); ok {
+		t.Error("a bound for a node without a power curve")
+	}
+}

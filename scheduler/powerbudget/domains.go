@@ -487,6 +487,20 @@ type NodeState struct {
 	Reserved estimate.Demand
 	// reservedWatts are their watts, when Metered.
 	reservedWatts float64
+	// wattsPerMilli and fixedWatts bound what any pod adds here, when
+	// Metered (estimate.Book.PodWattsBound): PodWatts is at most
+	// wattsPerMilli × its CPU + fixedWatts + its GPUs' watts.
+	wattsPerMilli, fixedWatts float64
+}
+
+// PodWattsBound is at least PodWatts(ns, pod) for a metered member: a
+// cheap bound that tells a budget far from its limit without estimating
+// the pod on each member; ok is false where PodWatts' is.
+func (ns *NodeState) PodWattsBound(pod estimate.Demand) (float64, bool) {
+	if ns == nil || !ns.Metered {
+		return 0, false
+	}
+	return ns.wattsPerMilli*float64(pod.CPUMilli) + ns.fixedWatts + estimate.PodGPUWatts(ns.View, pod), true
 }
 
 // Node is a member node's state; nil for a node in no budget.
@@ -633,6 +647,7 @@ func (d *Domains) nodeState(node string, now time.Time, maxAge time.Duration) (*
 	if ns.Metered {
 		w, _ := d.book.ReservedWatts(ns.View, ns.Reserved)
 		ns.reservedWatts = w.Upper
+		ns.wattsPerMilli, ns.fixedWatts, _ = d.book.PodWattsBound(ns.View)
 	}
 	return ns, until
 }

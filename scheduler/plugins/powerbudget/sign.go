@@ -43,16 +43,31 @@ func (pl *PowerBudget) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragme
 // less the pod's largest marginal watts on any member is under
 // fullScorePercent of its limit, the point below which Score falls with
 // headroom (and below which Filter may refuse).
+//
+// A budget whose headroom less the pod's largest bound on any member
+// (NodeState.PodWattsBound, a few multiplications) stays above that point
+// is passed over without estimating the pod on each member: at 5000
+// nodes and a telemetry write every 24 ms, the snapshot changed between
+// most pods and the estimates took 13 % of the scheduler's CPU.
 func near(snap *powerbudget.Snapshot, d estimate.Demand, fullScorePercent int32) string {
 	for i := range snap.Domains {
 		dom := &snap.Domains[i]
+		full := float64(dom.LimitWatts()) * float64(fullScorePercent) / 100
+		var bound float64
+		for _, member := range dom.Members {
+			if w, ok := snap.Node(member).PodWattsBound(d); ok && w > bound {
+				bound = w
+			}
+		}
+		if dom.HeadroomWatts()-bound >= full {
+			continue
+		}
 		var most float64
 		for _, member := range dom.Members {
 			if w, ok := snap.PodWatts(snap.Node(member), d); ok && w > most {
 				most = w
 			}
 		}
-		full := float64(dom.LimitWatts()) * float64(fullScorePercent) / 100
 		if left := dom.HeadroomWatts() - most; left < full {
 			return fmt.Sprintf("PowerBudget %s is near its limit (%.0fW left after a %.0fW pod, under %d%% of %dW): one placement changes its other nodes' scores, so pods are not batched",
 				dom.Name, left, most, fullScorePercent, dom.LimitWatts())

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/powerbudget"
 )
 
 // PowerBudget signs a pod with its demand while no budget is near its
@@ -39,5 +40,48 @@ func TestSignPod(t *testing.T) {
 	// ... but not at a fullScoreHeadroomPercent of 70.
 	if why := near(snap, estimate.Demand{CPUMilli: 1000}, 70); !strings.Contains(why, "pdu-1") {
 		t.Errorf("near at 70 %% = %q, want pdu-1", why)
+	}
+}
+
+// nearByEstimates is near without its bound: the pod estimated on every
+// member of every budget.
+func nearByEstimates(snap *powerbudget.Snapshot, d estimate.Demand, fullScorePercent int32) string {
+	for i := range snap.Domains {
+		dom := &snap.Domains[i]
+		var most float64
+		for _, member := range dom.Members {
+			if w, ok := snap.PodWatts(snap.Node(member), d); ok && w > most {
+				most = w
+			}
+		}
+		full := float64(dom.LimitWatts()) * float64(fullScorePercent) / 100
+		if left := dom.HeadroomWatts() - most; left < full {
+			return dom.Name
+		}
+	}
+	return ""
+}
+
+// TestNearPassesOverOnlyWhatIsFar: the bound near passes budgets over by
+// never changes its answer: for pods of 0 to 64 CPUs, with and without
+// GPUs, at every fullScoreHeadroomPercent from 0 to 100, near names the
+// budget that estimating the pod on every member names.
+func TestNearPassesOverOnlyWhatIsFar(t *testing.T) {
+	snap := snapshot(newPlugin(t))
+	named := map[string]bool{}
+	for _, cpu := range []int64{0, 100, 1000, 4000, 16_000, 64_000} {
+		for _, gpus := range []int64{0, 1} {
+			d := estimate.Demand{CPUMilli: cpu, GPUs: gpus}
+			for pct := int32(0); pct <= 100; pct += 5 {
+				got, want := near(snap, d, pct), nearByEstimates(snap, d, pct)
+				named[want] = true
+				if (got == "") != (want == "") || (want != "" && !strings.HasPrefix(got, "PowerBudget "+want+" ")) {
+					t.Errorf("pod %+v at %d%%: near = %q, want %q", d, pct, got, want)
+				}
+			}
+		}
+	}
+	if !named[""] || len(named) < 2 {
+		t.Errorf("the cases name %v: want both a near budget and none", named)
 	}
 }
