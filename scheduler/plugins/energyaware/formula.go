@@ -5,7 +5,6 @@ package energyaware
 
 import (
 	"fmt"
-	"math"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -82,41 +81,10 @@ func firstHotFree(n *telemetry.Node, marginMilli int64) string {
 	return ""
 }
 
-// podEstimate is what a pod would do to a node, by the node's models.
-type podEstimate struct {
-	// mw and upperMW are the pod's watts (estimate.PodWatts), mean and
-	// upper, in milliwatts.
-	mw, upperMW int64
-	hasPower    bool
-	// Heat is the thermal prediction (estimate.Book.Heat).
-	estimate.Heat
-}
-
-// estimatePod estimates a pod of demand d on node n, which has reserved
-// placed since its sample (estimate.Book): its watts and, with a thermal
-// model, where the modelled sensor settles, from package estimate.
-func estimatePod(n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
-	return estimateWith(nil, n, d, reserved)
-}
-
-// estimateWith is estimatePod with the watts calibrated by book (nil: not
-// calibrated).
-func estimateWith(book *estimate.Book, n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
-	var e podEstimate
-	w, ok := book.PodWatts(n, d, reserved)
-	if !ok {
-		return e
-	}
-	e.hasPower = true
-	e.mw, e.upperMW = int64(math.Round(w.Mean*1000)), int64(math.Round(w.Upper*1000))
-	e.Heat = book.Heat(n, d, reserved)
-	return e
-}
-
 // tooHotPredicted says why the pod would take the node's modelled sensor
 // past its limit − margin once it settles, or "" when it would not (or the
 // node has no thermal model).
-func tooHotPredicted(n *telemetry.Node, e podEstimate, marginMilli int64) string {
+func tooHotPredicted(n *telemetry.Node, e estimate.Heat, marginMilli int64) string {
 	if !e.Predicted || e.SteadyMilli < e.LimitMilli-marginMilli {
 		return ""
 	}
@@ -154,7 +122,7 @@ func powerScore(mw, minMW int64, spanPercent int64) int64 {
 // thermalScore grows with the effective headroom (package heat), or the
 // predicted steady headroom with the pod where that is smaller, full at
 // 40°C.
-func thermalScore(n *telemetry.Node, absoluteMilli int64, e podEstimate) int64 {
+func thermalScore(n *telemetry.Node, absoluteMilli int64, e estimate.Heat) int64 {
 	h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, absoluteMilli)
 	if !n.HasThermal || !ok {
 		return 0

@@ -5,6 +5,7 @@ package energyaware
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -116,6 +117,27 @@ func curveNode(basis telemetryv1alpha1.PowerModelBasis, unc func(k int) int32) *
 	})
 }
 
+// podEstimate is what TestEstimatePod reads of a pod on a node: its
+// watts (estimate.PodWatts, uncalibrated), mean and upper, in milliwatts,
+// and the heat prediction Filter and Score judge (estimate.Book.Heat).
+type podEstimate struct {
+	mw, upperMW int64
+	hasPower    bool
+	estimate.Heat
+}
+
+func estimatePod(n *telemetry.Node, d, reserved estimate.Demand) podEstimate {
+	var e podEstimate
+	w, ok := estimate.PodWatts(n, d, reserved)
+	if !ok {
+		return e
+	}
+	e.hasPower = true
+	e.mw, e.upperMW = int64(math.Round(w.Mean*1000)), int64(math.Round(w.Upper*1000))
+	e.Heat = (*estimate.Book)(nil).Heat(n, d, reserved)
+	return e
+}
+
 func TestEstimatePod(t *testing.T) {
 	fitted := curveNode(telemetryv1alpha1.PowerModelFitted, func(int) int32 { return 2 })
 	// 20 % measured + 10 CPUs reserved = 30 % (170 W); + a 20-CPU pod = 50 %
@@ -131,11 +153,11 @@ func TestEstimatePod(t *testing.T) {
 	if !e.Predicted || e.SteadyMilli != 87_000 || e.LimitMilli != 100_000 {
 		t.Errorf("prediction: %+v, want 87000 m°C of 100000", e)
 	}
-	if why := tooHotPredicted(fitted, e, 5_000); why != "" {
+	if why := tooHotPredicted(fitted, e.Heat, 5_000); why != "" {
 		t.Errorf("87.0°C against 100 - 5°C rejected: %s", why)
 	}
 	want := "predicted steady temperature of pkg with the pod 87.0°C >= limit 100.0°C - margin 13.0°C: 30.0°C + 0.200°C/W x 285W (now 200W, +27W reserved, +58W this pod); time constant 40s, 300 samples"
-	if why := tooHotPredicted(fitted, e, 13_000); why != want {
+	if why := tooHotPredicted(fitted, e.Heat, 13_000); why != want {
 		t.Errorf("reason:\n got %s\nwant %s", why, want)
 	}
 	// Two GPUs: + 2 x (650 - 60) W, a busy GPU's power minus an idle one's
@@ -171,14 +193,14 @@ func TestScoreParts(t *testing.T) {
 		{"2 W on 400 W", powerScore(402_000, 400_000, 50), 99},            // 0.5 % of a 50 % span: 1 point
 		{"below a watt: judged against 1 W", powerScore(600, 100, 50), 0}, // 0.5 W over a 1 W stake
 		// headroom 20°C of 40 -> 50
-		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000, podEstimate{}), 50},
+		{"thermal 20°C headroom", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 20_000}, 90_000, estimate.Heat{}), 50},
 		// no limit: 90 - 70 = 20°C -> 50
-		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000, podEstimate{}), 50},
+		{"thermal, absolute", thermalScore(&telemetry.Node{HasThermal: true, HasUnlimited: true, UnlimitedMilli: 70_000}, 90_000, estimate.Heat{}), 50},
 		// the smaller of 40°C (limited) and 90 - 80 = 10°C -> 25
-		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000, podEstimate{}), 25},
-		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000, podEstimate{}), 0},
+		{"thermal, both", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000, HasUnlimited: true, UnlimitedMilli: 80_000}, 90_000, estimate.Heat{}), 25},
+		{"thermal, none", thermalScore(&telemetry.Node{}, 90_000, estimate.Heat{}), 0},
 		// predicted: 100 - 80 = 20°C below 40°C now -> 50
-		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, podEstimate{Heat: estimate.Heat{Predicted: true, SteadyMilli: 80_000, LimitMilli: 100_000}}), 50},
+		{"thermal, predicted", thermalScore(&telemetry.Node{HasThermal: true, HasHeadroom: true, HeadroomMilli: 40_000}, 90_000, estimate.Heat{Predicted: true, SteadyMilli: 80_000, LimitMilli: 100_000}), 50},
 		// (75*70 + 50*30)/100 = 67
 		{"combined 70/30", combine(75, 50, 70, 30), 67},
 	} {

@@ -222,7 +222,7 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 		}
 	}
 	// Only the heat prediction: the pod's watts are Score's.
-	if why := tooHotPredicted(tel, podEstimate{Heat: pl.reserved.Heat(tel, s.Demand, reserved)}, pl.limits.marginMilli); why != "" {
+	if why := tooHotPredicted(tel, pl.reserved.Heat(tel, s.Demand, reserved), pl.limits.marginMilli); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	if s.GPUs > 0 && tel.HasGPUSource {
@@ -286,8 +286,7 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if hasPower {
 		mw = int64(math.Round(j.Joules * 1000))
 	}
-	e := podEstimate{Heat: pl.reserved.Heat(tel, s.Demand, reserved)}
-	thermal := thermalScore(tel, pl.limits.absoluteMilli, e)
+	thermal := thermalScore(tel, pl.limits.absoluteMilli, pl.reserved.Heat(tel, s.Demand, reserved))
 	if s.thermalFailed && !pl.heatKnown(tel, s.now) {
 		thermal = 0 // a held reading past the hold earns nothing
 	}
