@@ -68,7 +68,7 @@ var budgetCount = regexp.MustCompile(`(?:^|[:,] )(\d+) (?:` + budgetReason.Strin
 // estimate.Hold after it runs (2 intervals, at least 10 s), a node whose load
 // has settled writes its next sample at its heartbeat, and a pod the
 // sample lets in is retried within the scheduler's longest backoff (10 s)
-// of the QueueingHint that requeues it; two intervals more for the
+// of the activation that requeues it (rejected.OnTelemetry); two intervals more for the
 // binding to reach the watcher.
 func budgetSettle(interval time.Duration) time.Duration {
 	return estimate.Hold(interval) + publisher.DefaultHeartbeat + 10*time.Second + 2*interval

@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/internal/cowmap"
@@ -49,9 +48,9 @@ const DefaultSyncTimeout = time.Minute
 // synchronized agent stays well within it.
 const DefaultClockSkewTolerance = 30 * time.Second
 
-// tombstoneAge is how long the cache remembers a deleted object, so that a
-// QueueingHint processing an update older than the deletion does not bring
-// the node back. The scheduler's informer lags the cache's by far less.
+// tombstoneAge is how long the cache remembers a deleted object, so that
+// an update older than the deletion, delivered late, does not bring the
+// node back.
 const tombstoneAge = 10 * time.Minute
 
 // Cache holds the latest telemetry view of every node and counters over
@@ -108,9 +107,6 @@ type Cache struct {
 // its fields atomically.
 type entry struct {
 	node atomic.Pointer[Node]
-	// prev is the view before node: the old object of the update a
-	// QueueingHint is most likely to be handed next.
-	prev atomic.Pointer[Node]
 }
 
 // tombstone remembers a deleted object's last resource version.
@@ -351,9 +347,6 @@ func (c *Cache) upsert(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if c.current(u) != nil {
-		return // a QueueingHint stored it first
-	}
 	node, err := Decode(u)
 	if err != nil {
 		logger.Error(err, "decoding NodeTelemetry; keeping the previous view", "node", u.GetName())
@@ -386,7 +379,6 @@ func (c *Cache) remove(obj any) {
 		return
 	}
 	old := e.node.Swap(nil)
-	e.prev.Store(nil)
 	if old != nil {
 		c.len--
 		c.count(old, nil)
@@ -420,23 +412,6 @@ func Decode(u *unstructured.Unstructured) (*Node, error) {
 func resourceVersion(u *unstructured.Unstructured) uint64 {
 	rv, _ := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
 	return rv
-}
-
-// current returns the stored view of u's node when it is u's version, or
-// a newer one; nil when the cache has not seen that version.
-func (c *Cache) current(u *unstructured.Unstructured) *Node {
-	rv := resourceVersion(u)
-	if rv == 0 {
-		return nil
-	}
-	e := c.lookup(u.GetName())
-	if e == nil {
-		return nil
-	}
-	if n := e.node.Load(); n != nil && n.resourceVersion >= rv {
-		return n
-	}
-	return nil
 }
 
 // Set stores a node's view, unless the cache holds a newer view of the same
@@ -488,7 +463,6 @@ func (c *Cache) Set(n *Node) *Node {
 	c.vet(n, old, true)
 	holdThermal(n, old)
 	n.Skewed = !n.SampleTime.IsZero() && !n.Observed.IsZero() && (n.ClockOffset > c.skewTolerance || n.ClockOffset < -c.skewTolerance)
-	e.prev.Store(old)
 	e.node.Store(n)
 	if old == nil {
 		c.len++
@@ -525,61 +499,6 @@ func (c *Cache) Skewed() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.skewed
-}
-
-// ObserveChange returns the views of a NodeTelemetry event that a
-// QueueingHint receives; prev is nil for an added object. cur is the
-// cache's newest view of the node, stored from newObj first when the cache
-// has not seen it: the scheduler retries a pod as soon as a hint says
-// Queue, and this cache's informer may not have delivered the same update
-// yet; storing it here means the retry sees at least what triggered it.
-// Views the cache holds are not decoded again, so a hint run for each of
-// many pending pods costs a lookup, not a decode. cur is nil when the
-// object was deleted since.
-func (c *Cache) ObserveChange(oldObj, newObj any) (prev, cur *Node, err error) {
-	nu, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, nil, fmt.Errorf("NodeTelemetry event with a %T", newObj)
-	}
-	if cur = c.current(nu); cur == nil {
-		n, err := Decode(nu)
-		if err != nil {
-			return nil, nil, err
-		}
-		cur = c.Set(n)
-	}
-	if ou, ok := oldObj.(*unstructured.Unstructured); ok {
-		if prev = c.version(ou); prev == nil {
-			// Never stored, so never observed: it counts as stale. Kept as
-			// the entry's previous view, when older than the current one,
-			// for the next pending pod's hint.
-			if prev, _ = Decode(ou); prev != nil && cur != nil {
-				c.mu.Lock()
-				c.vet(prev, nil, false)
-				c.mu.Unlock()
-				if e := c.lookup(cur.Name); e != nil && prev.resourceVersion < cur.resourceVersion {
-					e.prev.Store(prev)
-				}
-			}
-		}
-	}
-	return prev, cur, nil
-}
-
-// version returns the stored view (current or previous) of exactly u's
-// version, or nil.
-func (c *Cache) version(u *unstructured.Unstructured) *Node {
-	rv := resourceVersion(u)
-	e := c.lookup(u.GetName())
-	if rv == 0 || e == nil {
-		return nil
-	}
-	for _, n := range [2]*Node{e.node.Load(), e.prev.Load()} {
-		if n != nil && n.resourceVersion == rv {
-			return n
-		}
-	}
-	return nil
 }
 
 // Counter is the number of nodes whose view satisfies a predicate, kept
@@ -681,11 +600,6 @@ func (c *Cache) Len() int {
 	defer c.mu.Unlock()
 	return c.len
 }
-
-// EventResource names NodeTelemetry in the scheduler's cluster events
-// (<plural>.<version>.<group>): the scheduler watches it with a dynamic
-// informer and hands QueueingHints *unstructured.Unstructured objects.
-const EventResource fwk.EventResource = "nodetelemetries.v1alpha1.telemetry.telesched.io"
 
 // DeliverDelete hands the cache a deletion as its informer would; for
 // tests of packages that watch the cache.

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 
 	"github.com/telesched/telesched/agent/publisher"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -28,34 +29,35 @@ func objectAt(t *testing.T, rv string, cpu int32) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: obj}
 }
 
-// Defect 4: a hint that processes an update older than a deletion must not
+// firstView stores u in c as the cache's informer does and returns the
+// view stored.
+func firstView(t *testing.T, c *Cache, u *unstructured.Unstructured) *Node {
+	t.Helper()
+	c.upsert(klog.Background(), u)
+	n, ok := c.Get(u.GetName())
+	if !ok {
+		t.Fatal("not stored")
+	}
+	return n
+}
+
+// Defect 4: an update older than a deletion, delivered late, must not
 // bring the node back.
 func TestDeletionRemembered(t *testing.T) {
 	c := NewCache()
 	busy := c.NewCounter(func(n *Node) bool { return n.CPUPercent > 90 })
-	v4, v5 := objectAt(t, "4", 95), objectAt(t, "5", 95)
-	if _, _, err := c.ObserveChange(v4, v5); err != nil {
-		t.Fatal(err)
+	c.upsert(klog.Background(), objectAt(t, "5", 95))
+	if _, ok := c.Get("n"); !ok || busy.Count() != 1 {
+		t.Fatalf("after an add: present %v, busy %d", ok, busy.Count())
 	}
 	c.remove(objectAt(t, "6", 95))
-	if _, _, err := c.ObserveChange(v4, v5); err != nil { // the scheduler's informer, behind
-		t.Fatal(err)
-	}
+	c.upsert(klog.Background(), objectAt(t, "5", 95)) // late
 	if _, ok := c.Get("n"); ok || busy.Count() != 0 {
 		t.Errorf("after the delete, a late update brought the node back: present %v, busy %d", ok, busy.Count())
 	}
-}
-
-// Defect 5: hints for many pending pods decode an update once.
-func TestObserveChangeMemoized(t *testing.T) {
-	c := NewCache()
-	v4, v5 := objectAt(t, "4", 50), objectAt(t, "5", 60)
-	if _, _, err := c.ObserveChange(v4, v5); err != nil {
-		t.Fatal(err)
-	}
-	allocs := testing.AllocsPerRun(100, func() { _, _, _ = c.ObserveChange(v4, v5) })
-	if allocs > 0 {
-		t.Errorf("ObserveChange of an update already seen: %.0f allocations, want 0 (decoded again)", allocs)
+	c.upsert(klog.Background(), objectAt(t, "7", 95)) // created again
+	if _, ok := c.Get("n"); !ok {
+		t.Error("an object created after the deletion was not stored")
 	}
 }
 
@@ -124,10 +126,7 @@ func TestFirstViewObservedAtItsWrite(t *testing.T) {
 	if mf := u.GetManagedFields(); len(mf) != 1 || mf[0].FieldsV1 != nil {
 		t.Fatalf("trimmed managed fields = %+v", mf)
 	}
-	_, cur, err := c.ObserveChange(nil, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cur := firstView(t, c, u)
 	if got := t0.Sub(cur.Observed); got != time.Hour || cur.Fresh(t0, time.Minute) {
 		t.Errorf("first view observed %v before now, want 1h (the status write)", got)
 	}
@@ -175,10 +174,7 @@ func TestFirstViewObservedAtTheAgentsWrite(t *testing.T) {
 			if mf := u.GetManagedFields(); !tc.wantObserved.IsZero() && (len(mf) != 1 || !mf[0].Time.Time.Equal(tc.wantObserved) || mf[0].FieldsV1 != nil) {
 				t.Errorf("trimmed managed fields = %+v, want the agent's status write alone", mf)
 			}
-			_, cur, err := c.ObserveChange(nil, u)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cur := firstView(t, c, u)
 			if !cur.Observed.Equal(tc.wantObserved) {
 				t.Errorf("first view observed at %v (%v before now), want %v", cur.Observed, t0.Sub(cur.Observed), tc.wantObserved)
 			}

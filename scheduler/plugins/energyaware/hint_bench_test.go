@@ -12,10 +12,10 @@ import (
 	"github.com/telesched/telesched/test/fixtures"
 )
 
-// BenchmarkMayLetInGPUNode: the NodeTelemetry hint's first look at an
-// update of an 8-GPU node, cool before and after, which lets no pod in
-// (the common case): the cost every update of a GPU node pays while pods
-// the plugin rejected wait.
+// BenchmarkMayLetInGPUNode: pick's first look at a NodeTelemetry change
+// of an 8-GPU node, cool before and after, which lets no pod in (the
+// common case): the cost every update of a GPU node pays while pods the
+// plugin rejected wait (rejected.OnTelemetry).
 //
 //	go test -run '^$' -bench BenchmarkMayLetInGPUNode ./scheduler/plugins/energyaware/
 func BenchmarkMayLetInGPUNode(b *testing.B) {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -24,7 +24,6 @@ import (
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
-	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
@@ -40,12 +39,8 @@ type EnergyAware struct {
 	limits thermalLimits
 	cache  *telemetry.Cache
 	last   cyclestate.Last[*podState]
-	// requests remembers pending pods' demand for the hint, affinity
-	// their required node affinity.
-	requests *podmemo.Memo[estimate.Demand]
-	affinity podmemo.Affinity
 	// nodes is the scheduler's Node lister, nil until set by NewFactory:
-	// the hint then cannot tell nodes the pod may not go to.
+	// pick then cannot tell nodes a pod may not go to.
 	nodes corelisters.NodeLister
 	// hot counts the nodes whose latest view is too hot for any pod.
 	hot *telemetry.Counter
@@ -59,7 +54,7 @@ type EnergyAware struct {
 	// and Score need not read how long a node's heat is known.
 	thermalFailed *telemetry.Counter
 	// rejected are the pending pods Filter rejected, with their demand,
-	// for the PreQueueingHint.
+	// which a NodeTelemetry change may let in (pick).
 	rejected *rejected.Index[estimate.Demand]
 }
 
@@ -83,7 +78,8 @@ func NewFactory(cache *telemetry.Cache, reserved *estimate.Book) frameworkruntim
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
-		pl.rejected.Requeue(ctx, reserved, h.SharedInformerFactory(), h, pl.fitsReleased)
+		pl.rejected.Requeue(ctx, Name, reserved, h.SharedInformerFactory(), h, pl.fitsReleased)
+		pl.rejected.OnTelemetry(ctx, Name, cache, h.SharedInformerFactory(), h, pl.pick)
 		return pl, nil
 	})
 }
@@ -110,8 +106,6 @@ func NewWith(args config.EnergyAwareArgs, cache *telemetry.Cache, book *estimate
 		limits:        limits,
 		cache:         cache,
 		reserved:      book,
-		requests:      podmemo.New[estimate.Demand](),
-		affinity:      podmemo.NewAffinity(),
 		hot:           cache.NewCounter(func(n *telemetry.Node) bool { return tooHot(n, limits) != "" }),
 		predicting:    cache.NewCounter(func(n *telemetry.Node) bool { return n.Models != nil && n.Models.HasThermal }),
 		thermalFailed: cache.NewCounter(func(n *telemetry.Node) bool { return n.ThermalFailed != "" }),
@@ -144,8 +138,8 @@ func (pl *EnergyAware) podRequests(pod *v1.Pod) *podState {
 	return &podState{Demand: pl.reserved.Demand(pod), work: work, now: pl.cache.Now(), thermalFailed: pl.thermalFailed.Count() > 0}
 }
 
-// hintState is the state the hints judge a pod of demand d with: they
-// compare the views before and after an update, and the one before may
+// hintState is the state pick judges a pod of demand d with: it compares
+// the views before and after an update, and the one before may
 // be the only one whose thermal source failed.
 func hintState(d estimate.Demand, now time.Time) *podState {
 	return &podState{Demand: d, now: now, thermalFailed: true}
@@ -160,6 +154,7 @@ func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.P
 	if s.GPUs == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 && pl.predicting.Count() == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	pl.rejected.Begin(pod, s.Demand) // before Filter reads a node
 	return nil, nil
 }
 
@@ -188,8 +183,8 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return st
 }
 
-// fits is Filter's predicate, which the QueueingHint uses too: nil when the
-// pod may go to a node with telemetry tel (nil: none) and reserved placed
+// fits is Filter's predicate, which pick uses too: nil when the pod may
+// go to a node with telemetry tel (nil: none) and reserved placed
 // since its sample, else why not.
 func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *podState) *fwk.Status {
 	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
@@ -259,7 +254,7 @@ func (pl *EnergyAware) heatUnknown(tel *telemetry.Node, now time.Time) *fwk.Stat
 }
 
 // heatKnown reports whether the node's heat is known at now (see
-// heatUnknown), for the hints; Filter and Score read the counter first.
+// heatUnknown), for pick; Filter and Score read the counter first.
 func (pl *EnergyAware) heatKnown(tel *telemetry.Node, now time.Time) bool {
 	return tel.ThermalKnown(now, pl.cache.ThermalHold())
 }
@@ -337,26 +332,16 @@ func (pl *EnergyAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1
 	return nil
 }
 
-// EventsToRegister requeues pods this plugin rejected when a node's
-// telemetry changes in a way that can let them in.
+// EventsToRegister registers no event: a NodeTelemetry change requeues
+// the pods this plugin rejected through the plugin itself (pick,
+// rejected.OnTelemetry), not through the scheduling queue's walk of every
+// unschedulable pod, and a reservation given back through
+// rejected.Requeue. The method stays so that the scheduler does not fall
+// back to requeueing the plugin's pods on every event.
 func (pl *EnergyAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{{
-		Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-		QueueingHintFn:    pl.hint,
-		PreQueueingHintFn: pl.preHint,
-	}}, nil
+	return []fwk.ClusterEventWithHint{}, nil
 }
 
-// hint queues a pod when, by Filter's predicate, the node did not take it
-// before the update and does now: it cooled, its telemetry became fresh,
-// its predicted steady temperature with the pod fell below limit − margin,
-// or enough of its GPUs came clear of slowdown or became healthy. Any
-// other change, such as a cool node getting a little warmer, skips.
-//
-// The scheduler calls it for every pending pod this plugin rejected, on
-// every NodeTelemetry update, so the node's own answers come first: a node
-// too hot now, or usable before with no more cool GPUs now, skips without
-// looking at the pod.
 // mayLetIn judges a NodeTelemetry update before any pod is looked at: may
 // is false when Filter rejects every pod on cur (too hot, stale while
 // staleness is ignored as before, or its heat unknown under Reject), or
@@ -386,28 +371,31 @@ func (pl *EnergyAware) mayLetIn(prev, cur *telemetry.Node, now time.Time) (prevK
 	return prevKnown, true
 }
 
-// preHint is the NodeTelemetry event's PreQueueingHint: none of the pods
-// Filter rejected when mayLetIn says no (the common case), else those the
-// node's required affinity admits and the node takes now, by Filter's
-// predicate, and did not before: the pods the hint would queue.
-func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
-	if done != nil {
-		return *done, err
-	}
+// pick names the pods Filter rejected that a NodeTelemetry change lets in
+// (rejected.OnTelemetry): none when mayLetIn says no (the common case: a
+// node too hot now, or usable before with no more cool GPUs now), else
+// those the node's required affinity admits that the node takes now, by
+// Filter's predicate, and did not before: it cooled, its telemetry became
+// fresh, its predicted steady temperature with the pod fell below limit -
+// margin, or enough of its GPUs came clear of slowdown or became healthy.
+func (pl *EnergyAware) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 	now := pl.cache.Now()
 	prevKnown, may := pl.mayLetIn(prev, cur, now)
 	if !may {
-		return rejected.None(), nil
+		return nil
 	}
 	var node *v1.Node
 	if pl.nodes != nil {
 		node, _ = pl.nodes.Get(cur.Name)
 	}
 	before, reserved := pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name)
-	return pl.rejected.Select(node, func(d estimate.Demand) bool {
+	sel := pl.rejected.Select
+	if prev == nil {
+		sel = pl.rejected.SelectNew // a new node: no pod was rejected there
+	}
+	return sel(node, func(d estimate.Demand) bool {
 		return pl.letsIn(prev, cur, prevKnown, before, reserved, hintState(d, now))
-	}), nil
+	})
 }
 
 // letsIn reports whether the update lets the pod in by Filter's predicate:
@@ -417,30 +405,4 @@ func (pl *EnergyAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueuei
 // reservations cur retired kept out is let in by cur.
 func (pl *EnergyAware) letsIn(prev, cur *telemetry.Node, prevKnown bool, before, reserved estimate.Demand, s *podState) bool {
 	return pl.fits(cur, reserved, s) == nil && (!prevKnown || pl.fits(prev, before, s) != nil)
-}
-
-func (pl *EnergyAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cur == nil {
-		return fwk.QueueSkip, nil // deleted since
-	}
-	now := pl.cache.Now()
-	prevKnown, may := pl.mayLetIn(prev, cur, now)
-	if !may {
-		return fwk.QueueSkip, nil
-	}
-	d := pl.requests.Get(pod, pl.reserved.Demand) // asked again and again for the same pending pods
-	if !pl.letsIn(prev, cur, prevKnown, pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name), hintState(d, now)) {
-		return fwk.QueueSkip, nil
-	}
-	if pl.nodes != nil {
-		if node, err := pl.nodes.Get(cur.Name); err == nil && !pl.affinity.Allows(pod, node) {
-			return fwk.QueueSkip, nil // the pod can never go there
-		}
-	}
-	logger.V(4).Info("node telemetry lets the pod in", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-	return fwk.Queue, nil
 }

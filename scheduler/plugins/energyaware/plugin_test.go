@@ -6,6 +6,7 @@ package energyaware
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -22,6 +25,7 @@ import (
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -137,66 +141,218 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-func TestHint(t *testing.T) {
+// attempt is the scheduler's attempt at pod on node against the view the
+// cache holds of it now: PreFilter, then Filter unless PreFilter skips it
+// (the filter would pass every node). Filter records the pod in
+// pl.rejected when it rejects it. It returns Filter's status: nil when it
+// passes, or PreFilter skipped it.
+func attempt(pl *EnergyAware, pod *v1.Pod, node string) *fwk.Status {
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(context.Background(), cs, pod, nil); st.IsSkip() {
+		return nil
+	} else if !st.IsSuccess() {
+		return st
+	}
+	return pl.Filter(context.Background(), cs, pod, nodeInfoOf(node))
+}
+
+// storeOld stores old as plugintest.Change stores a change's old view
+// (resource version 1, observed at its sampleTime), so that Filter can
+// run on it before the change; Change, given the same old, then finds
+// it stored and hands it to pick as prev (checked by change).
+func storeOld(t *testing.T, c *telemetry.Cache, name string, old *telemetryv1alpha1.NodeTelemetryStatus) *telemetry.Node {
+	t.Helper()
+	n, err := telemetry.Decode(plugintest.Object(t, name, 1, old, old.SampleTime.Time))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := clock.Now()
+	clock.Set(old.SampleTime.Time)
+	defer clock.Set(saved)
+	return c.Set(n)
+}
+
+// change stores the change of node name's telemetry from old (nil: an
+// add) to cur with plugintest.Change and returns the views pick gets,
+// failing unless prev is stored, the view that Filter ran on (storeOld).
+func change(t *testing.T, c *telemetry.Cache, name string, stored *telemetry.Node, old, cur *telemetryv1alpha1.NodeTelemetryStatus) (prev, next *telemetry.Node) {
+	t.Helper()
+	prev, next = plugintest.Change(t, c, clock, name, old, cur)
+	if prev != stored {
+		t.Fatalf("Change handed pick %+v as the previous view, not the one Filter ran on, %+v", prev, stored)
+	}
+	if next == nil || next == stored {
+		t.Fatalf("Change stored no new view: %+v", next)
+	}
+	return prev, next
+}
+
+// keyOf is pod's key, as pick names it.
+func keyOf(pod *v1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+}
+
+// TestPick: a pod Filter rejected on the node's previous view is named by
+// pick (and so activated, rejected.OnTelemetry) when the change lets it in
+// by Filter's predicate, and only then. Each case runs PreFilter and Filter
+// on the old view, as the scheduler's attempt did; a pod the old view took
+// (or PreFilter let pass) is recorded as an earlier rejection on the node
+// would have left it, and pick must not name it: the change did not let it
+// in. After the change, Filter on the new view is the ground truth: pick
+// names a pod Filter rejected before only if Filter takes it now, and
+// every such pod.
+func TestPick(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		pod      *v1.Pod
 		old, new *telemetryv1alpha1.NodeTelemetryStatus
-		want     fwk.QueueingHint
+		// rejected: Filter rejects the pod on the old view; want: pick
+		// names it.
+		rejected, want bool
 	}{
-		{"cooled below the margin", gpuPod(""), status(97), status(80), fwk.Queue},
-		{"still too hot", gpuPod(""), status(98), status(96), fwk.QueueSkip},
-		{"cool node warmed a little", gpuPod(""), status(60), status(65), fwk.QueueSkip},
-		{"a GPU cooled", gpuPod("1"), status(60, 89, 89), status(60, 89, 70), fwk.Queue},
-		{"GPUs unchanged", gpuPod("1"), status(60, 89, 70), status(60, 89, 71), fwk.QueueSkip},
+		{"cooled below the margin", gpuPod(""), status(97), status(80), true, true},
+		{"still too hot", gpuPod(""), status(98), status(96), true, false},
+		{"cool node warmed a little", gpuPod(""), status(60), status(65), false, false},
+		{"a GPU cooled", gpuPod("1"), status(60, 89, 89), status(60, 89, 70), true, true},
+		{"GPUs unchanged", gpuPod("1"), status(60, 89, 70), status(60, 89, 71), false, false},
+		// A GPU came clear, but the node took the pod before it did.
+		{"another GPU cooled, the pod fitted already", gpuPod("1"), status(60, 89, 70), status(60, 70, 70), false, false},
 		// Filter's predicate: a node without GPUs never takes a GPU pod.
-		{"cooled, but no GPU for a GPU pod", gpuPod("1"), status(97), status(80), fwk.QueueSkip},
-		{"one GPU cooled, the pod needs two", gpuPod("2"), status(60, 89, 89), status(60, 89, 70), fwk.QueueSkip},
-		{"added, cool", gpuPod(""), nil, status(60), fwk.Queue},
+		{"cooled, but no GPU for a GPU pod", gpuPod("1"), status(97), status(80), true, false},
+		{"one GPU cooled, the pod needs two", gpuPod("2"), status(60, 89, 89), status(60, 89, 70), true, false},
+		{"added, cool", gpuPod(""), nil, status(60), false, true},
 		// The prediction with the pod falls below limit - margin as the
 		// node's power falls: 96°C, then 30 + 0.2 x (150 + 160) = 92°C.
-		{"predicted steady temperature fell", cpuPod("8"), modelled(status(60), 170), modelled(status(61), 150), fwk.Queue},
-		{"predicted steady temperature still too high", cpuPod("8"), modelled(status(60), 180), modelled(status(59), 170), fwk.QueueSkip},
+		{"predicted steady temperature fell", cpuPod("8"), modelled(status(60), 170), modelled(status(61), 150), true, true},
+		{"predicted steady temperature still too high", cpuPod("8"), modelled(status(60), 180), modelled(status(59), 170), true, false},
 		// The agent withdrew a thermal model that stopped predicting (a fan
 		// was repaired): the node is judged on its temperature now.
-		{"thermal model withdrawn", cpuPod("8"), modelled(status(60), 170), status(61), fwk.Queue},
+		{"thermal model withdrawn", cpuPod("8"), modelled(status(60), 170), status(61), true, true},
+		// A thermal model lets no node-level answer skip the pods, but a
+		// small pod the node took before is not let in by its power falling.
+		{"predicted steady temperature fell, the pod fitted already", cpuPod("1"), modelled(status(60), 170), modelled(status(60), 150), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
-			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
-			pl.rejected.Add(tc.pod, pl.reserved.Demand(tc.pod)) // as Filter did
-			got, err := pl.hint(klog.Background(), tc.pod, oldObj, newObj)
-			if err != nil || got != tc.want {
-				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
+			var stored *telemetry.Node
+			rejected := false
+			if tc.old != nil {
+				stored = storeOld(t, pl.cache, "n", tc.old)
+				st := attempt(pl, tc.pod, "n")
+				if rejected = !st.IsSuccess(); rejected {
+					t.Logf("Filter on the old view: %s", st.Message())
+				}
 			}
-			// The PreQueueingHint names the pod whenever the hint queues
-			// it, and names nothing for a node too hot for any pod or
-			// usable before with no GPU come clear.
-			pre, err := pl.preHint(klog.Background(), oldObj, newObj)
-			if err != nil || pre.AllPods {
-				t.Fatalf("preHint = %+v, %v", pre, err)
+			if rejected != tc.rejected {
+				t.Fatalf("Filter rejects the pod on the old view: %v, the case needs %v", rejected, tc.rejected)
 			}
-			if named := len(pre.Pods) == 1; got == fwk.Queue && !named {
-				t.Errorf("the hint queues the pod, the PreQueueingHint names %v", pre.Pods)
+			if !rejected {
+				// Waiting since an earlier view of the node rejected it.
+				pl.rejected.AddOn(tc.pod, "n", pl.reserved.Demand(tc.pod))
+			}
+			prev, cur := change(t, pl.cache, "n", stored, tc.old, tc.new)
+			picked := pl.pick(prev, cur)
+			named := slices.Contains(picked, keyOf(tc.pod))
+			if named != tc.want || len(picked) > 1 {
+				t.Errorf("pick = %v; want the pod named: %v", picked, tc.want)
+			}
+			takes := attempt(pl, tc.pod, "n")
+			switch {
+			case named && !takes.IsSuccess():
+				t.Errorf("pick names the pod, Filter on the new view rejects it: %v", takes)
+			case rejected && takes.IsSuccess() && !named:
+				t.Error("Filter rejected the pod on the old view and takes it on the new one; pick does not name it")
 			}
 		})
 	}
-	// The node-level answers alone name nothing.
+	// The node-level answers alone name nothing: mayLetIn says no before
+	// any pod is looked at.
 	for _, tc := range []struct {
 		name     string
+		policy   config.StaleTelemetryPolicy
 		old, new *telemetryv1alpha1.NodeTelemetryStatus
 	}{
-		{"still too hot", status(98), status(96)},
-		{"cool node warmed a little", status(60), status(65)},
-		{"GPUs unchanged", status(60, 89, 70), status(60, 89, 71)},
+		{"still too hot", config.StaleTelemetryIgnore, status(98), status(96)},
+		{"cool node warmed a little", config.StaleTelemetryIgnore, status(60), status(65)},
+		{"GPUs unchanged", config.StaleTelemetryIgnore, status(60, 89, 70), status(60, 89, 71)},
+		// Under Reject, a node whose heat is still unknown (no reading
+		// ever held) takes no pod.
+		{"heat still unknown", config.StaleTelemetryReject, sampleAt(refused(status(60)), -10*time.Second), refused(status(60))},
 	} {
-		pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
+		args := configv1.DefaultEnergyAwareArgs()
+		args.StaleTelemetryPolicy = tc.policy
+		pl := New(*args, newCache())
 		p := gpuPod("")
-		pl.rejected.Add(p, pl.reserved.Demand(p))
-		oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
-		if pre, err := pl.preHint(klog.Background(), oldObj, newObj); err != nil || pre.AllPods || len(pre.Pods) > 0 {
-			t.Errorf("%s: preHint = %+v, %v; want no pod named", tc.name, pre, err)
+		stored := storeOld(t, pl.cache, "n", tc.old)
+		if attempt(pl, p, "n").IsSuccess() {
+			pl.rejected.AddOn(p, "n", pl.reserved.Demand(p)) // as an earlier view left it
 		}
+		prev, cur := change(t, pl.cache, "n", stored, tc.old, tc.new)
+		if _, may := pl.mayLetIn(prev, cur, pl.cache.Now()); may {
+			t.Errorf("%s: mayLetIn says the change may let a pod in", tc.name)
+		}
+		if got := pl.pick(prev, cur); got != nil {
+			t.Errorf("%s: pick = %v; want no pod named", tc.name, got)
+		}
+	}
+}
+
+// With the scheduler's Node lister, pick names no pod whose required node
+// affinity excludes the node that changed, however the change lets it in;
+// one it admits is named, as is any without the lister (node unknown: the
+// scheduling attempt decides).
+func TestPickHonoursRequiredNodeAffinity(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		labels    map[string]string // the Node n's; nil: no lister
+		wantPicky bool
+	}{
+		{"node outside the pod's selector", map[string]string{"pool": "cpu"}, false},
+		{"node in the pod's selector", map[string]string{"pool": "gpu"}, true},
+		{"no node lister", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
+			if tc.labels != nil {
+				indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+				for name, labels := range map[string]map[string]string{"n": tc.labels, "m": {"pool": "gpu"}} {
+					if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				pl.nodes = corelisters.NewNodeLister(indexer)
+			}
+			// picky may go to the gpu pool only: Filter rejected it on m,
+			// a hot node of that pool; plain on n, hot too.
+			picky := gpuPod("")
+			picky.Name, picky.UID = "picky", "picky"
+			picky.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+			plain := gpuPod("")
+			observe(pl.cache, "m", status(97))
+			old := status(97)
+			stored := storeOld(t, pl.cache, "n", old)
+			if attempt(pl, picky, "m").IsSuccess() || attempt(pl, plain, "n").IsSuccess() {
+				t.Fatal("Filter takes a pod on a node at 97°C; the test needs both rejected")
+			}
+			prev, cur := change(t, pl.cache, "n", stored, old, status(80))
+			picked := pl.pick(prev, cur)
+			if !slices.Contains(picked, keyOf(plain)) {
+				t.Errorf("pick = %v; want %v named: n cooled", picked, keyOf(plain))
+			}
+			if got := slices.Contains(picked, keyOf(picky)); got != tc.wantPicky {
+				t.Errorf("pick = %v; want %v named: %v", picked, keyOf(picky), tc.wantPicky)
+			}
+		})
+	}
+}
+
+// EnergyAware registers no event with the scheduling queue: a
+// NodeTelemetry change activates the pods it lets in through pick.
+func TestEventsToRegisterNone(t *testing.T) {
+	pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
+	events, err := pl.EventsToRegister(context.Background())
+	if err != nil || len(events) != 0 {
+		t.Errorf("EventsToRegister = %v, %v; want none", events, err)
 	}
 }
 

@@ -4,52 +4,43 @@
 package energyaware
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/apimachinery/pkg/types"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/estimate"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 )
 
 // A pod refused on predicted heat because of the pods placed on a node is
-// requeued by the sample that shows those pods drawing less than reserved:
-// the hint judges the previous view with the reservations it had then
-// (estimate.Book.Before), not with none.
-func TestHintQueuesPodTheRetirementLetsIn(t *testing.T) {
+// named by pick (so activated) on the sample that shows those pods drawing
+// less than reserved: pick judges the previous view with the reservations
+// it had then (estimate.Book.Before), not with none.
+func TestPickNamesPodTheRetirementLetsIn(t *testing.T) {
 	t.Cleanup(func() { clock.Set(now) })
 	pl := New(*configv1.DefaultEnergyAwareArgs(), newCache())
 	old := modelled(status(60), 170)
-	oldObj, _ := plugintest.HintObjects(t, pl.cache, clock, "n", old, old)
+	stored := storeOld(t, pl.cache, "n", old)
 	pl.reserved.ReserveDemand("n", "placed", estimate.Demand{CPUMilli: 4000})
 	pl.reserved.Running("n", "placed")
 	p := cpuPod("4")
-	d := pl.reserved.Demand(p)
-	view, _ := pl.cache.Get("n")
-	st := pl.fits(view, pl.reservedOn("n"), &podState{Demand: d, now: clock.Now()})
+	st := attempt(pl, p, "n")
 	if st.IsSuccess() {
 		t.Fatal("the pod fits beside the reserved one; the test needs it refused")
 	}
 	t.Logf("refused: %s", st.Message())
-	pl.rejected.Add(p, d)
 	// 10 s on, a sample shows the placed pod running at 5 W.
 	clock.Set(now.Add(10 * time.Second))
 	cur := modelled(status(60), 175)
 	cur.SampleTime = metav1.NewTime(clock.Now())
-	newObj := plugintest.Object(t, "n", 2, cur, clock.Now())
-	got, err := pl.hint(klog.Background(), p, oldObj, newObj)
-	if err != nil || got != fwk.Queue {
-		t.Errorf("hint = %v, %v; want Queue", got, err)
+	prev, view := change(t, pl.cache, "n", stored, old, cur)
+	if got := pl.pick(prev, view); !slices.Equal(got, []types.NamespacedName{keyOf(p)}) {
+		t.Errorf("pick = %v; want the pod named", got)
 	}
-	if view, _ := pl.cache.Get("n"); !pl.fits(view, pl.reservedOn("n"), &podState{Demand: d, now: clock.Now()}).IsSuccess() {
-		t.Fatal("Filter refuses the pod on the new sample; the test needs it let in")
-	}
-	pre, err := pl.preHint(klog.Background(), oldObj, newObj)
-	if err != nil || len(pre.Pods) != 1 {
-		t.Errorf("preHint = %+v, %v; want the pod named", pre, err)
+	if st := attempt(pl, p, "n"); !st.IsSuccess() {
+		t.Fatalf("Filter refuses the pod on the new sample (%v); the test needs it let in", st)
 	}
 }

@@ -5,20 +5,19 @@ package energyaware
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/telesched/telesched/apis/config"
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 )
 
 // thermalSource sets st's thermal source to state with reason and message,
@@ -122,17 +121,21 @@ func TestThermalFailedIsNotCool(t *testing.T) {
 	}
 }
 
-// TestHintHeatKnownAgain: under staleTelemetryPolicy Reject, a pod
-// rejected because a node's heat was unknown is queued by the sample that
-// reads its heat again; under Ignore the node took it already.
-func TestHintHeatKnownAgain(t *testing.T) {
+// TestPickHeatKnownAgain: under staleTelemetryPolicy Reject, a pod Filter
+// rejected because a node's heat was unknown is named by pick (so
+// activated) on the sample that reads its heat again; under Ignore the
+// node took it already (PreFilter let it pass), so a pod waiting for
+// another reason is not named.
+func TestPickHeatKnownAgain(t *testing.T) {
 	defer clock.Set(now)
 	for _, tc := range []struct {
 		policy config.StaleTelemetryPolicy
-		want   fwk.QueueingHint
+		// rejected: Filter rejects the pod on the old view; want: pick
+		// names it.
+		rejected, want bool
 	}{
-		{config.StaleTelemetryReject, fwk.Queue},
-		{config.StaleTelemetryIgnore, fwk.QueueSkip},
+		{config.StaleTelemetryReject, true, true},
+		{config.StaleTelemetryIgnore, false, false},
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			args := configv1.DefaultEnergyAwareArgs()
@@ -141,10 +144,22 @@ func TestHintHeatKnownAgain(t *testing.T) {
 			pod := gpuPod("")
 			// No reading to hold: the first sample seen has its thermal
 			// source failed.
-			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", sampleAt(refused(status(60)), -10*time.Second), status(60))
-			pl.rejected.Add(pod, pl.reserved.Demand(pod))
-			if got, err := pl.hint(klog.Background(), pod, oldObj, newObj); err != nil || got != tc.want {
-				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
+			old := sampleAt(refused(status(60)), -10*time.Second)
+			stored := storeOld(t, pl.cache, "n", old)
+			st := attempt(pl, pod, "n")
+			if rejected := !st.IsSuccess(); rejected != tc.rejected {
+				t.Fatalf("Filter on the refused sample = %v; the case needs it rejected: %v", st, tc.rejected)
+			}
+			if !tc.rejected {
+				pl.rejected.AddOn(pod, "n", pl.reserved.Demand(pod)) // waiting since an earlier view
+			}
+			prev, cur := change(t, pl.cache, "n", stored, old, status(60))
+			got := pl.pick(prev, cur)
+			if named := slices.Contains(got, keyOf(pod)); named != tc.want || len(got) > 1 {
+				t.Errorf("pick = %v; want the pod named: %v", got, tc.want)
+			}
+			if st := attempt(pl, pod, "n"); !st.IsSuccess() {
+				t.Errorf("Filter on the sample with heat again = %v; want the node to take the pod", st)
 			}
 		})
 	}

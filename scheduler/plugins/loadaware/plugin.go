@@ -26,6 +26,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -59,16 +60,16 @@ type LoadAware struct {
 	// until WatchNodes: without it, any node may have a lower threshold.
 	lowered *nodeset.Set
 	// nodes and daemonSets are the scheduler's listers, nil until Watch:
-	// hints then judge by the args' thresholds, and no pod counts as a
-	// DaemonSet's.
+	// pick and the hints then judge by the args' thresholds, and no pod
+	// counts as a DaemonSet's.
 	nodes      corelisters.NodeLister
 	daemonSets appslisters.DaemonSetLister
-	// requests remembers pending pods' scaled requests for the hints,
+	// requests remembers pending pods' scaled requests for podDeleteHint,
 	// affinity their required node affinity.
 	requests *podmemo.Memo[[2]int64]
 	affinity podmemo.Affinity
 	// rejected are the pending pods Filter rejected, with their scaled
-	// requests, for the PreQueueingHint.
+	// requests, which a NodeTelemetry change may let in (pick).
 	rejected *rejected.Index[[2]int64]
 	// lastDeletion is what podDeleteHint read of the last deleted pod it
 	// was asked about.
@@ -107,7 +108,8 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book) frameworkruntime.Pl
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
-		pl.rejected.Requeue(ctx, book, h.SharedInformerFactory(), h, pl.fitsReleased)
+		pl.rejected.Requeue(ctx, Name, book, h.SharedInformerFactory(), h, pl.fitsReleased)
+		pl.rejected.OnTelemetry(ctx, Name, cache, h.SharedInformerFactory(), h, pl.pick)
 		return pl, nil
 	})
 }
@@ -173,7 +175,7 @@ func (pl *LoadAware) scale(d estimate.Demand) [2]int64 {
 	}
 }
 
-// hintState is podState for a QueueingHint, judging freshness at now: the
+// hintState is podState for podDeleteHint, judging freshness at now: the
 // requests come from the memo, as the scheduler asks about the same
 // pending pods again and again.
 func (pl *LoadAware) hintState(pod *v1.Pod, now time.Time) *podState {
@@ -202,6 +204,7 @@ func (pl *LoadAware) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.P
 	if !pl.mayReject(s) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	pl.rejected.Begin(pod, [2]int64{s.cpuMilli, s.memoryBytes}) // before Filter reads a node
 	return nil, nil
 }
 
@@ -279,8 +282,8 @@ func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-// fits is Filter's predicate, which the QueueingHints use too (through
-// admits): nil when the pod fits a node with telemetry tel (nil: none) and
+// fits is Filter's predicate, which pick and podDeleteHint use too
+// (through admits): nil when the pod fits a node with telemetry tel (nil: none) and
 // reserved placed that its sample does not show, else why not. node gives
 // the thresholds' annotations; nil means none.
 func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reserved estimate.Demand, s *podState) *fwk.Status {
@@ -300,8 +303,9 @@ func (pl *LoadAware) fits(node *v1.Node, tel *telemetry.Node, reserved estimate.
 	return nil
 }
 
-// admits is fits without the reason: the hints ask it about every pending
-// pod Filter rejected, on each event, and need only the answer.
+// admits is fits without the reason: pick and podDeleteHint ask it about
+// every pending pod Filter rejected, on each change, and need only the
+// answer.
 func (pl *LoadAware) admits(node *v1.Node, tel *telemetry.Node, reserved estimate.Demand, s *podState) bool {
 	return pl.misfit(node, tel, reserved, s).over == overNone
 }
@@ -397,6 +401,7 @@ func (pl *LoadAware) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 // Reserve counts the pod toward its node in the scheduler's reservation
 // book until a sample shows it running (estimate.Book).
 func (pl *LoadAware) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pl.rejected.End(pod)
 	pl.book.Reserve(nodeName, pod)
 	return nil
 }
@@ -406,53 +411,17 @@ func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 	pl.book.Unreserve(nodeName, pod.UID)
 }
 
-// EventsToRegister requeues pods this plugin rejected when a node's
-// telemetry changes, or a pod placed on a node goes away, in a way that
-// lets them in by Filter's own predicate.
+// EventsToRegister requeues pods this plugin rejected when a pod placed on
+// a node goes away in a way that lets them in by Filter's own predicate.
+// A NodeTelemetry change requeues them through the plugin itself (pick,
+// rejected.OnTelemetry), not through the scheduling queue's walk.
 func (pl *LoadAware) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{
-			Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-			QueueingHintFn:    pl.hint,
-			PreQueueingHintFn: pl.preHint,
-		},
 		{
 			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
 			QueueingHintFn: pl.podDeleteHint,
 		},
 	}, nil
-}
-
-// hint queues a pod when, by Filter's predicate, it did not fit the node
-// before the update and does now: the load fell, the node's telemetry
-// became fresh, or the new sample retired reservations. Before is the
-// previous view with the reservations as they were until this sample.
-//
-// The scheduler calls it for every pending pod this plugin rejected, on
-// every NodeTelemetry update, so the common answers come first and cheap:
-// an update that raises no estimate skips without looking at the pod.
-func (pl *LoadAware) hint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cur == nil {
-		return fwk.QueueSkip, nil // deleted since
-	}
-	now := pl.cache.Now()
-	c := pl.change(prev, cur, now)
-	if !c.lighter {
-		return fwk.QueueSkip, nil // nothing fits now that did not before
-	}
-	node := pl.node(cur.Name)
-	if !pl.letsIn(node, prev, cur, c, pl.hintState(pod, pl.cache.Now())) {
-		return fwk.QueueSkip, nil
-	}
-	if !pl.affinity.Allows(pod, node) {
-		return fwk.QueueSkip, nil // the pod can never go there
-	}
-	logger.V(4).Info("node telemetry makes the pod fit", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name)
-	return fwk.Queue, nil
 }
 
 // change is what a NodeTelemetry update means for the pods rejected on
@@ -480,25 +449,26 @@ func (pl *LoadAware) change(prev, cur *telemetry.Node, now time.Time) change {
 	return c
 }
 
-// preHint is the NodeTelemetry event's PreQueueingHint: it names none of
-// the pods Filter rejected when the update makes no estimate lower (the
-// hint's own first test, and the common case of a busy fleet), else those
-// the node's required affinity admits, that fit it now by Filter's
-// predicate and did not before: the pods the hint would queue.
-func (pl *LoadAware) preHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
-	if done != nil {
-		return *done, err
-	}
+// pick names the pods Filter rejected that a NodeTelemetry change lets in
+// (rejected.OnTelemetry): none when the update makes no estimate lower
+// (the common case of a busy fleet, decided before any pod is looked at:
+// the load fell, the node's telemetry became fresh, or the new sample
+// retired reservations), else those the node's required affinity admits
+// that fit the node now by Filter's predicate and did not before.
+func (pl *LoadAware) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 	now := pl.cache.Now()
 	c := pl.change(prev, cur, now)
 	if !c.lighter {
-		return rejected.None(), nil
+		return nil
 	}
 	node := pl.node(cur.Name)
-	return pl.rejected.Select(node, func(req [2]int64) bool {
+	sel := pl.rejected.Select
+	if prev == nil {
+		sel = pl.rejected.SelectNew // a new node: no pod was rejected there
+	}
+	return sel(node, func(req [2]int64) bool {
 		return pl.letsIn(node, prev, cur, c, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now})
-	}), nil
+	})
 }
 
 // letsIn reports whether the update lets the pod in by Filter's predicate

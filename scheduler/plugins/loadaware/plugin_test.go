@@ -13,11 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -27,7 +24,6 @@ import (
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -217,36 +213,27 @@ func mustPodInfo(t *testing.T, p *v1.Pod) fwk.PodInfo {
 	return pi
 }
 
-func unstructuredOf(t *testing.T, name string, st *telemetryv1alpha1.NodeTelemetryStatus) *unstructured.Unstructured {
-	t.Helper()
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&telemetryv1alpha1.NodeTelemetry{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: plugintest.WrittenByAgent(clock.Now())}, Status: *st,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: obj}
-}
-
-func TestHint(t *testing.T) {
+// pick names a pod Filter rejected on a node's old view when the update
+// lets it in by Filter's predicate (the load fell under the threshold, or
+// the node's telemetry became fresh or new), and not when it does not.
+func TestPick(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		old, new *telemetryv1alpha1.NodeTelemetryStatus
-		want     fwk.QueueingHint
+		want     bool
 	}{
-		{"fell under the threshold", status(95, 50, 0), status(50, 50, 0), fwk.Queue},
-		{"still over", status(95, 50, 0), status(90, 50, 0), fwk.QueueSkip},
-		{"already under", status(50, 50, 0), status(40, 50, 0), fwk.QueueSkip},
-		{"became fresh", status(50, 50, 10*time.Minute), status(50, 50, 0), fwk.Queue},
-		{"added, under", nil, status(50, 50, 0), fwk.Queue},
-		{"added, over", nil, status(95, 50, 0), fwk.QueueSkip},
+		{"fell under the threshold", status(95, 50, 0), status(50, 50, 0), true},
+		{"still over", status(95, 50, 0), status(90, 50, 0), false},
+		{"already under", status(50, 50, 0), status(40, 50, 0), false},
+		{"became fresh", status(50, 50, 10*time.Minute), status(50, 50, 0), true},
+		{"added, under", nil, status(50, 50, 0), true},
+		{"added, over", nil, status(95, 50, 0), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { clock.Set(now) })
 			pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
-			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
-			got, err := pl.hint(klog.Background(), pod("1"), oldObj, newObj)
-			if err != nil || got != tc.want {
-				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
+			if got := picks(t, pl, pod("1"), "n", tc.old, tc.new); got != tc.want {
+				t.Errorf("pick names the pod: %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ package loadaware
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,11 +23,10 @@ import (
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-func filterOK(t *testing.T, pl *LoadAware, p *v1.Pod, node string) *fwk.Status {
+func filterOK(t testing.TB, pl *LoadAware, p *v1.Pod, node string) *fwk.Status {
 	t.Helper()
 	cs := framework.NewCycleState()
 	if _, st := pl.PreFilter(context.Background(), cs, p, nil); !st.IsSuccess() && !st.IsSkip() {
@@ -81,39 +81,66 @@ func TestAgentAhead(t *testing.T) {
 	}
 }
 
-// Defect 2: a pod rejected only by reservations is requeued when a sample retires them.
-func TestHintOnRetirement(t *testing.T) {
+// Defect 2: a pod rejected only by reservations is named for activation
+// when a sample retires them.
+func TestPickOnRetirement(t *testing.T) {
 	cache := newCache()
 	t.Cleanup(func() { clock.Set(now) })
 	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
-	oldObj := unstructuredOf(t, "n", status(60, 50, 0))
-	cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
+	prev := cache.Set(telemetry.FromStatus("n", status(60, 50, 0)))
 	cs := framework.NewCycleState()
 	p := pod("3")
 	_, _ = pl.PreFilter(context.Background(), cs, p, nil)
 	pl.Reserve(context.Background(), cs, p, "n")
 	pl.book.Running("n", p.UID) // its kubelet started it at once
 	q := pod("3")
-	q.UID = "q"
+	q.Name, q.UID = "q", "q"
 	if st := filterOK(t, pl, q, "n"); st.IsSuccess() {
 		t.Fatal("q fit beside the reservation")
 	}
 	clock.Set(now.Add(11 * time.Second))
-	newObj := unstructuredOf(t, "n", status(60, 50, -11*time.Second))
-	got, err := pl.hint(klog.Background(), q, oldObj, newObj)
-	if err != nil || got != fwk.Queue {
-		t.Errorf("hint after the sample that retires the reservation = %v, %v; want Queue", got, err)
+	// The views the cache's watcher hands pick: the one it held and the
+	// one it stores now.
+	cur := cache.Set(telemetry.FromStatus("n", status(60, 50, -11*time.Second)))
+	if got := pl.pick(prev, cur); !slices.Contains(got, keyOf(q)) {
+		t.Errorf("pick after the sample that retires the reservation = %v, want it to name q", got)
 	}
 }
 
-// Defect 2: the hint uses Filter's predicate: the pod's requests and the
+// Defect 2: pick uses Filter's predicate: the pod's requests and the
 // node's lowered threshold.
-func TestHintMatchesFilter(t *testing.T) {
-	pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
-	// 95% -> 75%: measured under 80, but 75% + 4 CPUs of 16 = 100% > 80.
-	got, _ := pl.hint(klog.Background(), pod("4"), unstructuredOf(t, "n", status(95, 50, 0)), unstructuredOf(t, "n", status(75, 50, 0)))
-	if got != fwk.QueueSkip {
-		t.Errorf("hint for a pod that still does not fit = %v, want QueueSkip", got)
+func TestPickMatchesFilter(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cpu       string
+		threshold string // the node's cpu threshold annotation, "" none
+		old, new  int32  // the node's cpu percent
+		want      bool
+	}{
+		// 95% -> 75%: measured under 80, but 75% + 4 CPUs of 16 = 100% > 80.
+		{name: "a big pod still does not fit", cpu: "4", old: 95, new: 75, want: false},
+		// 75% + 500m of 16 CPUs = 78.125 <= 80
+		{name: "a small pod fits", cpu: "500m", old: 95, new: 75, want: true},
+		// 95% -> 70%: 70 + 3.125 = 73.125 <= 80, but > 70
+		{name: "over the node's lowered threshold", cpu: "500m", threshold: "70", old: 95, new: 70, want: false},
+		// 95% -> 60%: 63.125 <= 70
+		{name: "under the node's lowered threshold", cpu: "500m", threshold: "70", old: 95, new: 60, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
+			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			if tc.threshold != "" {
+				node.Annotations = map[string]string{config.NodeAnnotationCPUThresholdPercent: tc.threshold}
+			}
+			indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+			if err := indexer.Add(node); err != nil {
+				t.Fatal(err)
+			}
+			pl.nodes = corelisters.NewNodeLister(indexer)
+			if got := picks(t, pl, pod(tc.cpu), "n", status(tc.old, 50, 0), status(tc.new, 50, 0)); got != tc.want {
+				t.Errorf("%s pod, node at %d%% -> %d%%: pick names it: %v, want %v", tc.cpu, tc.old, tc.new, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -152,8 +179,10 @@ func TestPodDeleteRequeues(t *testing.T) {
 	if got := hint(placed("never", "1")); got != fwk.QueueSkip {
 		t.Errorf("deleting a pod whose removal leaves q fitting as before: %v, want QueueSkip", got)
 	}
-	if evs, _ := pl.EventsToRegister(context.Background()); len(evs) != 2 || evs[1].Event.Resource != fwk.Pod || evs[1].Event.ActionType != fwk.Delete {
-		t.Errorf("events = %+v, want NodeTelemetry Add|Update and Pod Delete", evs)
+	// A NodeTelemetry change activates through pick (rejected.OnTelemetry),
+	// not through an event registered with the scheduling queue.
+	if evs, _ := pl.EventsToRegister(context.Background()); len(evs) != 1 || evs[0].Event.Resource != fwk.Pod || evs[0].Event.ActionType != fwk.Delete {
+		t.Errorf("events = %+v, want Pod Delete only", evs)
 	}
 }
 
@@ -201,24 +230,23 @@ func TestForgedDaemonSetOwner(t *testing.T) {
 	}
 }
 
-// A hint does not requeue a pod for a node its required node affinity
+// pick does not name a pod for a node its required node affinity
 // excludes: no change there can let it in.
-func TestHintSkipsNodesThePodCannotUse(t *testing.T) {
+func TestPickSkipsNodesThePodCannotUse(t *testing.T) {
 	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
 	if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "normal"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		pool string
-		want fwk.QueueingHint
-	}{{"normal", fwk.Queue}, {"busy", fwk.QueueSkip}} {
+		want bool
+	}{{"normal", true}, {"busy", false}} {
 		pl := New(*configv1.DefaultLoadAwareArgs(), newCache())
 		pl.nodes = corelisters.NewNodeLister(indexer)
 		p := pod("1")
 		p.Spec.NodeSelector = map[string]string{"pool": tc.pool}
-		oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", status(95, 50, 0), status(50, 50, 0))
-		if got, _ := pl.hint(klog.Background(), p, oldObj, newObj); got != tc.want {
-			t.Errorf("pod selecting pool %s, node in pool normal fell to 50%%: hint = %v, want %v", tc.pool, got, tc.want)
+		if got := picks(t, pl, p, "n", status(95, 50, 0), status(50, 50, 0)); got != tc.want {
+			t.Errorf("pod selecting pool %s, node in pool normal fell to 50%%: pick names it: %v, want %v", tc.pool, got, tc.want)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -17,7 +16,6 @@ import (
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/nodeset"
-	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 )
 
 // windowed is status(cpu, mem) with a 5m window whose cpu and memory p90
@@ -122,28 +120,27 @@ func TestScoreOnWindow(t *testing.T) {
 	}
 }
 
-// TestHintOnWindow: with usage P90 a rejected pod is requeued when the
-// node's p90 falls under the threshold, even while its last sample rises,
-// and not when only the last sample falls.
-func TestHintOnWindow(t *testing.T) {
+// TestPickOnWindow: with usage P90 a rejected pod is named for
+// activation when the node's p90 falls under the threshold, even while its
+// last sample rises, and not when only the last sample falls.
+func TestPickOnWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		old, new *telemetryv1alpha1.NodeTelemetryStatus
-		want     fwk.QueueingHint
+		want     bool
 	}{
 		// p90 90 -> 50 (+6.25 for 1 core: 56.25 <= 80); instant 50 -> 95.
-		{"p90 fell under, instant rose", windowed(50, 50, 90, 50), windowed(95, 50, 50, 50), fwk.Queue},
+		{"p90 fell under, instant rose", windowed(50, 50, 90, 50), windowed(95, 50, 50, 50), true},
 		// p90 90 -> 85: still over; instant 95 -> 20.
-		{"instant fell, p90 still over", windowed(95, 50, 90, 50), windowed(20, 50, 85, 50), fwk.QueueSkip},
+		{"instant fell, p90 still over", windowed(95, 50, 90, 50), windowed(20, 50, 85, 50), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { clock.Set(now) })
 			args := *configv1.DefaultLoadAwareArgs()
 			args.Usage = config.UsageP90
 			pl := New(args, newCache())
-			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, "n", tc.old, tc.new)
-			got, err := pl.hint(klog.Background(), pod("1"), oldObj, newObj)
-			if err != nil || got != tc.want {
-				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
+			if got := picks(t, pl, pod("1"), "n", tc.old, tc.new); got != tc.want {
+				t.Errorf("pick names the pod: %v, want %v", got, tc.want)
 			}
 		})
 	}

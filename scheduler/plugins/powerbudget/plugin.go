@@ -25,6 +25,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -35,7 +36,6 @@ import (
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/cyclestate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/pluginfactory"
-	"github.com/telesched/telesched/scheduler/plugins/internal/podmemo"
 	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 	"github.com/telesched/telesched/scheduler/telemetry"
@@ -52,16 +52,12 @@ type PowerBudget struct {
 	cache   *telemetry.Cache
 	domains *powerbudget.Domains
 	last    cyclestate.Last[*podState]
-	// requests remembers pending pods' demand for the hints, affinity
-	// their required node affinity.
-	requests *podmemo.Memo[estimate.Demand]
-	affinity podmemo.Affinity
 	// nodes is the scheduler's Node lister, nil until set by NewFactory.
 	nodes corelisters.NodeLister
 	// rejected are the pending pods Filter rejected, with their demand,
-	// for the PreQueueingHints.
+	// which a NodeTelemetry change (pick) or a budget's update may let in.
 	rejected *rejected.Index[estimate.Demand]
-	// room remembers, for the telemetry hint, which members of a changed
+	// room remembers, for pick, which members of a changed
 	// node's domains a demand fits by one snapshot: the pending pods that
 	// share a demand then cost a lookup each, not a pass over the members.
 	room demandMemo[[]string]
@@ -94,7 +90,8 @@ func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkr
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
-		pl.rejected.Requeue(ctx, domains.Book(), h.SharedInformerFactory(), h, pl.fitsReleased)
+		pl.rejected.Requeue(ctx, Name, domains.Book(), h.SharedInformerFactory(), h, pl.fitsReleased)
+		pl.rejected.OnTelemetry(ctx, Name, cache, h.SharedInformerFactory(), h, pl.pick)
 		return pl, nil
 	})
 }
@@ -102,7 +99,7 @@ func NewFactory(cache *telemetry.Cache, domains *powerbudget.Domains) frameworkr
 // New returns the plugin for valid args; domains' book counts pods' demand.
 func New(args config.PowerBudgetArgs, cache *telemetry.Cache, domains *powerbudget.Domains) *PowerBudget {
 	return &PowerBudget{args: args, cache: cache, domains: domains,
-		requests: podmemo.New[estimate.Demand](), affinity: podmemo.NewAffinity(), rejected: rejected.New[estimate.Demand]()}
+		rejected: rejected.New[estimate.Demand]()}
 }
 
 // Name implements fwk.Plugin.
@@ -132,9 +129,12 @@ func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
 // Filter is skipped.
 func (pl *PowerBudget) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	pl.domains.Book().Expire()
-	s := pl.podState(pod)
+	d := pl.domains.Book().Demand(pod)
+	pl.rejected.Begin(pod, d) // before the snapshot Filter reads
+	s := &podState{Demand: d, snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
 	pl.last.Write(cs, stateKey, s)
 	if s.snap.Empty() {
+		pl.rejected.End(pod)
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -154,7 +154,7 @@ func (pl *PowerBudget) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil
 }
 
-// fits is Filter's predicate, which the hint uses too: "" when a pod of
+// fits is Filter's predicate, which pick uses too: "" when a pod of
 // demand d may go to node by snap, else why not.
 func fits(snap *powerbudget.Snapshot, node string, d estimate.Demand) string {
 	ns := snap.Node(node)
@@ -231,6 +231,7 @@ func (pl *PowerBudget) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve counts the pod toward its node (and so its domains) in the
 // scheduler's reservation book until a sample shows it running.
 func (pl *PowerBudget) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	pl.rejected.End(pod)
 	pl.domains.Book().Reserve(node, pod)
 	return nil
 }
@@ -241,46 +242,19 @@ func (pl *PowerBudget) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Po
 }
 
 // EventsToRegister requeues pods this plugin rejected when a domain may
-// have room: a node's telemetry shows less power (or measures pods placed
-// since its last sample, or becomes fresh), a budget is raised, loosened or
-// deleted, or a node's labels take it out of a budget.
+// have room: a budget is raised, loosened or deleted, or a node's labels
+// take it out of a budget. A node's telemetry showing less power (or
+// measuring pods placed since its last sample, or becoming fresh)
+// requeues them through the plugin itself (pick, rejected.OnTelemetry),
+// not through the scheduling queue's walk.
 func (pl *PowerBudget) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.telemetryHint, PreQueueingHintFn: pl.telemetryPreHint},
 		{Event: fwk.ClusterEvent{Resource: powerbudget.EventResource, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.budgetHint, PreQueueingHintFn: pl.budgetPreHint},
 		// No PreQueueingHint here: in-tree plugins register Node label
 		// updates too, and the queue would skip the pods they rejected for
 		// an event a PreQueueingHint narrowed.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel}, QueueingHintFn: pl.nodeHint},
 	}, nil
-}
-
-// telemetryHint queues a pod when the updated node belongs to a budget,
-// its count in the domain may have fallen (fewer watts than its previous
-// view, pods it measured retired, or telemetry fresh again), and the pod
-// fits there now. Other updates, the steady stream of a busy fleet, skip.
-func (pl *PowerBudget) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cur == nil {
-		return fwk.QueueSkip, nil
-	}
-	snap, ns := pl.fell(prev, cur)
-	if ns == nil {
-		return fwk.QueueSkip, nil
-	}
-	req := pl.requests.Get(pod, pl.domains.Book().Demand)
-	// The room freed is the domain's: the pod may fit on another of its
-	// nodes (one that is in fewer full budgets), not only on this one.
-	for _, m := range pl.members(snap, cur.Name, ns, req) {
-		if pl.allowed(pod, m) {
-			logger.V(4).Info("power domain has room for the pod", "pod", klog.KObj(pod), "node", m, "changed", cur.Name, "plugin", Name)
-			return fwk.Queue, nil
-		}
-	}
-	return fwk.QueueSkip, nil
 }
 
 // fell returns the snapshot and the node's state when cur may have freed
@@ -297,28 +271,36 @@ func (pl *PowerBudget) fell(prev, cur *telemetry.Node) (*powerbudget.Snapshot, *
 	return snap, snap.Node(cur.Name)
 }
 
-// telemetryPreHint is the NodeTelemetry event's PreQueueingHint: none of
-// the pods Filter rejected unless the node's domains may have room (fell),
-// else those whose demand fits some member by the snapshot; the hint
-// checks their node affinity.
-func (pl *PowerBudget) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
-	if done != nil {
-		return *done, err // (no snapshot to build while no pod was refused)
-	}
+// pick names the pods Filter rejected that a NodeTelemetry change lets in
+// (rejected.OnTelemetry): none unless the node belongs to a budget and
+// its domains may have room (fell: fewer watts than its previous view,
+// pods it measured retired, or telemetry fresh again; the steady stream
+// of a busy fleet does not), else those whose demand fits some member of
+// its domains by the newest snapshot and whose required affinity admits
+// that member. The room freed is the domain's: the pod may fit on another
+// of its nodes (one in fewer full budgets), not only on this one.
+func (pl *PowerBudget) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 	snap, ns := pl.fell(prev, cur)
 	if ns == nil {
-		return rejected.None(), nil
+		return nil
 	}
-	return pl.rejected.Select(nil, func(d estimate.Demand) bool {
-		return len(pl.members(snap, cur.Name, ns, d)) > 0
-	}), nil
+	return pl.rejected.SelectAdmitted(func(d estimate.Demand, admits func(*v1.Node) bool) bool {
+		for _, m := range pl.members(snap, cur.Name, ns, d) {
+			if pl.nodes == nil {
+				return true
+			}
+			if n, err := pl.nodes.Get(m); err != nil || admits(n) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // fitsReleased is, for a node whose reservations the book just released
 // (a reserved pod gone, or a reservation expired), whether a demand now
 // fits some member of the node's domains by Filter's predicate, for
-// rejected.Requeue: the room is the domains', as in the telemetry hint.
+// rejected.Requeue: the room is the domains', as in pick.
 func (pl *PowerBudget) fitsReleased(name string) func(estimate.Demand) bool {
 	snap := pl.domains.SnapshotLatest(pl.cache.Now(), pl.args.TelemetryMaxAge)
 	ns := snap.Node(name)
@@ -334,9 +316,9 @@ func (pl *PowerBudget) fitsReleased(name string) func(estimate.Demand) bool {
 // decides.
 func (pl *PowerBudget) budgetPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
 	if newObj != nil && sameGeneration(oldObj, newObj) {
-		return rejected.None(), nil
+		return fwk.PreQueueingHintResult{}, nil
 	}
-	return pl.rejected.Select(nil, func(estimate.Demand) bool { return true }), nil
+	return fwk.PreQueueingHintResult{Pods: pl.rejected.Select(nil, func(estimate.Demand) bool { return true })}, nil
 }
 
 // demandMemo remembers a T per demand for one snapshot and node: the
@@ -385,17 +367,6 @@ func fittingMembers(snap *powerbudget.Snapshot, node string, ns *powerbudget.Nod
 // demand.
 func (pl *PowerBudget) members(snap *powerbudget.Snapshot, node string, ns *powerbudget.NodeState, d estimate.Demand) []string {
 	return pl.room.get(snap, node, d, func() []string { return fittingMembers(snap, node, ns, d) })
-}
-
-// allowed reports whether the pod may go to node by its required node
-// affinity.
-func (pl *PowerBudget) allowed(pod *v1.Pod, node string) bool {
-	if pl.nodes != nil {
-		if n, err := pl.nodes.Get(node); err == nil && !pl.affinity.Allows(pod, n) {
-			return false
-		}
-	}
-	return true
 }
 
 // budgetHint queues on a deleted budget, and on one whose limit rose, whose

@@ -4,8 +4,10 @@
 package powerbudget
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +21,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	configv1 "github.com/telesched/telesched/apis/config/v1"
@@ -166,7 +170,9 @@ func newPlugin(t *testing.T) *PowerBudget {
 			t.Fatal("the domains did not see every Node's labels")
 		}
 	}
-	return New(args, cache, d)
+	pl := New(args, cache, d)
+	pl.nodes = factory.Core().V1().Nodes().Lister() // as NewFactory sets it
+	return pl
 }
 
 // snapshot is the domains as the plugin sees them now.
@@ -366,36 +372,143 @@ func TestNodeHint(t *testing.T) {
 	}
 }
 
-func TestTelemetryHint(t *testing.T) {
+// withAffinity gives p a required node affinity of the one term.
+func withAffinity(p *corev1.Pod, term corev1.NodeSelectorTerm) *corev1.Pod {
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{term},
+	}}}
+	return p
+}
+
+// labelTerm selects the nodes whose label key is one of values (op In) or
+// none of them (NotIn).
+func labelTerm(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+}
+
+// notNamed selects every node but those named.
+func notNamed(names ...string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: names}}}
+}
+
+// admitted reports whether p may go to the fixture's node name by its
+// required node affinity: the scheduler's NodeAffinity filter runs
+// PowerBudget's Filter on no other node.
+func admitted(t *testing.T, pl *PowerBudget, p *corev1.Pod, name string) bool {
+	t.Helper()
+	n, err := pl.nodes.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(p).Match(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// cycle runs a scheduling cycle's PreFilter and Filter for p on every node
+// of the fixture p's affinity admits, with the domains as of every sample
+// the cache holds (on a clock that stands still, PreFilter's Snapshot would
+// reuse one up to MaxSampleLag behind them), and returns the nodes Filter
+// rejected p on. The cycle then ends (the next cycle's Begin replaces
+// it), so that the index names p only as Filter recorded it.
+func cycle(t *testing.T, pl *PowerBudget, p *corev1.Pod) map[string]bool {
+	t.Helper()
+	pl.domains.SnapshotLatest(clock.Now(), pl.args.TelemetryMaxAge) // PreFilter's Snapshot reuses it
+	ctx, cs := context.Background(), framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, cs, p, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	rejected := map[string]bool{}
+	for _, n := range nodes {
+		if !admitted(t, pl, p, n.name) {
+			continue
+		}
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}})
+		switch st := pl.Filter(ctx, cs, p, ni); {
+		case st.Code() == fwk.Unschedulable:
+			rejected[n.name] = true
+		case !st.IsSuccess():
+			t.Fatalf("Filter on %s: %v", n.name, st)
+		}
+	}
+	pl.rejected.End(p)
+	return rejected
+}
+
+// domainMembers are the nodes of node's budgets: where the room a change
+// of node's telemetry frees lies.
+func domainMembers(pl *PowerBudget, node string) []string {
+	snap := pl.domains.SnapshotLatest(clock.Now(), pl.args.TelemetryMaxAge)
+	ns := snap.Node(node)
+	if ns == nil {
+		return nil
+	}
+	var members []string
+	for _, i := range ns.Domains {
+		for _, m := range snap.Domains[i].Members {
+			if !slices.Contains(members, m) {
+				members = append(members, m)
+			}
+		}
+	}
+	return members
+}
+
+// TestPick: a pod Filter rejected before a NodeTelemetry change is named by
+// pick (so rejected.OnTelemetry activates it) when the change may have
+// freed room in the node's domains and the pod fits a member its node
+// affinity admits. Each case checks pick against Filter run after the
+// change, too: a pod Filter now takes on a member it rejected before must
+// be named; one Filter rejects on every member it may go to, not.
+func TestPick(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		node     string
 		cpu      string
-		old, cur *v1alpha1.NodeTelemetryStatus
+		old, cur *v1alpha1.NodeTelemetryStatus // old nil: an add
 		// reserved: a 4-core pod placed on the node this long before now.
 		reserved time.Duration
-		want     fwk.QueueingHint
+		// affinity, when set, is the pod's required node affinity.
+		affinity *corev1.NodeSelectorTerm
+		want     bool
 	}{
 		// rack-a: 1900 W - 100 W + 200 W for 4 cores = 2000 W.
-		{name: "fell enough", node: "a1", cpu: "4", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 375, false), want: fwk.Queue},
-		{name: "fell too little", node: "a1", cpu: "4", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 400, false), want: fwk.QueueSkip},
+		{name: "fell enough", node: "a1", cpu: "4", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 375, false), want: true},
+		// The same pod kept off a1: a2-a4 take it now.
+		{name: "fell enough, pod kept off the node that changed", node: "a1", cpu: "4", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 375, false),
+			affinity: ptr.To(notNamed("a1")), want: true},
+		{name: "fell too little", node: "a1", cpu: "4", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 400, false), want: false},
 		// 1905 + 50 fits, but nothing fell.
-		{name: "rose", node: "a1", cpu: "1", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 480, false), want: fwk.QueueSkip},
-		{name: "unchanged", node: "a1", cpu: "1", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 475, false), want: fwk.QueueSkip},
-		{name: "added", node: "a1", cpu: "1", cur: status(now, 475, false), want: fwk.Queue},
-		{name: "fresh again", node: "a1", cpu: "1", old: status(now.Add(-2*time.Minute), 475, false), cur: status(now, 475, false), want: fwk.Queue},
-		{name: "fresh again, no room", node: "a1", cpu: "4", old: status(now.Add(-2*time.Minute), 475, false), cur: status(now, 475, false), want: fwk.QueueSkip},
+		{name: "rose", node: "a1", cpu: "1", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 480, false), want: false},
+		{name: "unchanged", node: "a1", cpu: "1", old: status(now.Add(-5*time.Second), 475, false), cur: status(now, 475, false), want: false},
+		{name: "added", node: "a1", cpu: "1", cur: status(now, 475, false), want: true},
+		// c2 had no telemetry, and rack-c sets no unmeteredNodeWatts: Filter
+		// rejected every pod there. Its first sample lets a 1-core pod in.
+		{name: "added where there was none", node: "c2", cpu: "1", cur: status(now, 500, false), want: true},
+		{name: "fresh again", node: "a1", cpu: "1", old: status(now.Add(-2*time.Minute), 475, false), cur: status(now, 475, false), want: true},
+		{name: "fresh again, no room", node: "a1", cpu: "4", old: status(now.Add(-2*time.Minute), 475, false), cur: status(now, 475, false), want: false},
 		// x1 falls to 600 W: 300 W for 6 cores still take row-2 past its
 		// 900 W (600 + 100 + 300 = 1000), but the room is pdu-1's too,
 		// and there x2 takes the pod (1800 + 300 W of 5000 W).
-		{name: "room on another node of the domain", node: "x1", cpu: "6", old: status(now.Add(-5*time.Second), 700, false), cur: status(now, 600, false), want: fwk.Queue},
-		{name: "in no budget", node: "free", cpu: "1", old: status(now.Add(-5*time.Second), 500, false), cur: status(now, 100, false), want: fwk.QueueSkip},
+		{name: "room on another node of the domain", node: "x1", cpu: "6", old: status(now.Add(-5*time.Second), 700, false), cur: status(now, 600, false), want: true},
+		// The same pod kept off row-2 may go only to x2 and z1 of x1's
+		// domains: x2 takes it.
+		{name: "affinity admits only another member with room", node: "x1", cpu: "6", old: status(now.Add(-5*time.Second), 700, false), cur: status(now, 600, false),
+			affinity: ptr.To(labelTerm("row", corev1.NodeSelectorOpNotIn, "2")), want: true},
+		// The same pod held to row-2 may go only to x1 and y1, which row-2
+		// still keeps it off: the room on x2 is no use to it.
+		{name: "affinity excludes every member with room", node: "x1", cpu: "6", old: status(now.Add(-5*time.Second), 700, false), cur: status(now, 600, false),
+			affinity: ptr.To(labelTerm("row", corev1.NodeSelectorOpIn, "2")), want: false},
+		{name: "in no budget", node: "free", cpu: "1", old: status(now.Add(-5*time.Second), 500, false), cur: status(now, 100, false), want: false},
 		// 200 W reserved fills rack-a (2100 W); the sample 10 s after the
 		// placement measures it (1905 W): a 1-core pod fits.
 		{name: "reservation retired", node: "a1", cpu: "1", old: status(now.Add(-15*time.Second), 475, false), cur: status(now, 480, false),
-			reserved: 10 * time.Second, want: fwk.Queue},
+			reserved: 10 * time.Second, want: true},
 		{name: "reservation not yet retired", node: "a1", cpu: "1", old: status(now.Add(-15*time.Second), 475, false), cur: status(now, 480, false),
-			reserved: 5 * time.Second, want: fwk.QueueSkip},
+			reserved: 5 * time.Second, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := newPlugin(t)
@@ -405,21 +518,44 @@ func TestTelemetryHint(t *testing.T) {
 				pl.domains.Book().Running(tc.node, "placed") // its kubelet started it at once
 				clock.Set(now)
 			}
-			oldObj, newObj := plugintest.HintObjects(t, pl.cache, clock, tc.node, tc.old, tc.cur)
+			if tc.old != nil {
+				plugintest.Observe(pl.cache, clock, tc.node, tc.old) // the view before the change
+			}
 			p := pod("p", tc.cpu)
-			pl.rejected.Add(p, pl.domains.Book().Demand(p)) // as Filter did
-			got, err := pl.telemetryHint(klog.Background(), p, oldObj, newObj)
-			if err != nil || got != tc.want {
-				t.Errorf("telemetryHint = %v, %v; want %v", got, err, tc.want)
+			if tc.affinity != nil {
+				p = withAffinity(p, *tc.affinity)
 			}
-			// The PreQueueingHint names the pod exactly when the hint
-			// queues it (no node affinity here).
-			pre, err := pl.telemetryPreHint(klog.Background(), oldObj, newObj)
-			if err != nil || pre.AllPods {
-				t.Fatalf("telemetryPreHint = %+v, %v", pre, err)
+			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+			before := cycle(t, pl, p)
+			if len(before) == 0 || pl.rejected.Len() != 1 {
+				t.Fatalf("before the change Filter rejected the pod on %v and recorded %d pods; want it rejected somewhere and recorded", before, pl.rejected.Len())
 			}
-			if named := len(pre.Pods) == 1; named != (got == fwk.Queue) {
-				t.Errorf("the hint says %v, the PreQueueingHint names %v", got, pre.Pods)
+
+			prev, cur := plugintest.Change(t, pl.cache, clock, tc.node, tc.old, tc.cur)
+			got := pl.pick(prev, cur)
+			named := slices.Contains(got, key)
+			if named != tc.want || len(got) > 1 {
+				t.Errorf("pick = %v; want %v named: %v", got, key, tc.want)
+			}
+
+			// Ground truth: Filter after the change, on the members of the
+			// node's domains the pod may go to.
+			after := cycle(t, pl, p)
+			var fitsNow, freed []string
+			for _, m := range domainMembers(pl, tc.node) {
+				if !admitted(t, pl, p, m) || after[m] {
+					continue
+				}
+				fitsNow = append(fitsNow, m)
+				if before[m] {
+					freed = append(freed, m)
+				}
+			}
+			if len(freed) > 0 && !named {
+				t.Errorf("Filter now takes the pod on %v, which it rejected before the change, but pick = %v does not name it", freed, got)
+			}
+			if len(fitsNow) == 0 && named {
+				t.Errorf("pick names the pod, but Filter still rejects it on every member of %s's domains it may go to (rejected on %v)", tc.node, after)
 			}
 		})
 	}

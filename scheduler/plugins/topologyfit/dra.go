@@ -73,6 +73,7 @@ type claimTracker interface {
 // Reserve tells the DRA index which devices the pod's claims were just
 // allocated (see the rules above).
 func (pl *TopologyFit) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	pl.rejected.End(pod)
 	if pl.draTracker == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return nil
 	}

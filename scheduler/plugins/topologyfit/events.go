@@ -5,58 +5,29 @@ package topologyfit
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
-	"github.com/telesched/telesched/scheduler/plugins/internal/rejected"
 	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// EventsToRegister requeues pods this plugin rejected when a node's
-// telemetry changes in a way that can let them in, or when a pod on a node
-// is deleted and frees what they need.
+// EventsToRegister requeues pods this plugin rejected when a pod on a node
+// is deleted and frees what they need, or a DRA claim or slice changes. A
+// node's telemetry changing in a way that can let them in requeues them
+// through the plugin itself (pick, rejected.OnTelemetry), not through the
+// scheduling queue's walk of every unschedulable pod.
 func (pl *TopologyFit) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return append([]fwk.ClusterEventWithHint{
-		{
-			Event:             fwk.ClusterEvent{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
-			QueueingHintFn:    pl.telemetryHint,
-			PreQueueingHintFn: pl.telemetryPreHint,
-		},
 		{
 			Event:          fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete},
 			QueueingHintFn: pl.podDeleteHint,
 		},
 	}, pl.draEvents()...), nil // dra.go
-}
-
-// telemetryHint queues a pod when a node's new telemetry is fresh, could
-// hold the pod (ignoring what other pods use) and either is newly fresh or
-// grew something the pod needs: more matching GPUs on the node or on one of
-// its NUMA nodes (a GPU appeared or became healthy) for a GPU pod; for a
-// single-numa-node pod, a new NUMA node, more free CPUs on a NUMA node, or
-// a NUMA node's free memory reaching the pod's request. Anything else,
-// e.g. memory moving while it stays short of or above the request, skips.
-func (pl *TopologyFit) telemetryHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	prev, cur, err := pl.cache.ObserveChange(oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("%s: %w", Name, err)
-	}
-	s, err := pl.hintFacts(pod)
-	if err != nil || !s.topology() {
-		// A malformed annotation is not fixed by telemetry, and a pod with
-		// nothing to check was not rejected by this plugin.
-		return fwk.QueueSkip, nil
-	}
-	if why := pl.helps(prev, cur, s); why != "" {
-		logger.V(4).Info("node telemetry may make the pod schedulable", "pod", klog.KObj(pod), "node", cur.Name, "plugin", Name, "reason", why)
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
 }
 
 // helps says how the change from prev (nil: none) to cur can let the pod
@@ -103,21 +74,22 @@ func (pl *TopologyFit) helps(prev, cur *telemetry.Node, s *podState) string {
 	return ""
 }
 
-// telemetryPreHint is the NodeTelemetry event's PreQueueingHint: the pods
-// Filter rejected that the update helps by the hint's own test (helps),
-// none when the node is not fresh. The pod's facts come from the index, so
-// the hint runs again only for the pods named.
-func (pl *TopologyFit) telemetryPreHint(_ klog.Logger, oldObj, newObj any) (fwk.PreQueueingHintResult, error) {
-	prev, cur, done, err := pl.rejected.Views(pl.cache, Name, oldObj, newObj)
-	if done != nil {
-		return *done, err
-	}
+// pick names the pods Filter rejected that a NodeTelemetry change lets in
+// (rejected.OnTelemetry), none when the node is not fresh: those the
+// change helps (helps) when the node could hold the pod, ignoring what
+// other pods use: it is newly fresh, or grew something the pod needs:
+// more matching GPUs on the node or on one of its NUMA nodes (a GPU
+// appeared or became healthy) for a GPU pod; for a single-numa-node pod,
+// a new NUMA node, more free CPUs on a NUMA node, or a NUMA node's free
+// memory reaching the pod's request. Anything else, e.g. memory moving
+// while it stays short of or above the request, helps none.
+func (pl *TopologyFit) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 	if !cur.Fresh(pl.cache.Now(), pl.args.TelemetryMaxAge) {
-		return rejected.None(), nil
+		return nil
 	}
 	return pl.rejected.Select(nil, func(s *podState) bool {
 		return s.topology() && pl.helps(prev, cur, s) != ""
-	}), nil
+	})
 }
 
 // couldFit reports whether the node could hold the pod if no pod the

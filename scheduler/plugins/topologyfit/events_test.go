@@ -5,11 +5,13 @@ package topologyfit
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -17,12 +19,11 @@ import (
 	"github.com/telesched/telesched/apis/config"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
-	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// object is a NodeTelemetry as the scheduler's dynamic informer hands it to
-// QueueingHints.
-
+// TestEventsToRegister: a NodeTelemetry change requeues through pick and
+// rejected.OnTelemetry, so the events are these alone, none of
+// NodeTelemetry.
 func TestEventsToRegister(t *testing.T) {
 	t.Parallel()
 	events, err := newPlugin(config.StaleTelemetryIgnore).EventsToRegister(context.Background())
@@ -37,7 +38,6 @@ func TestEventsToRegister(t *testing.T) {
 		}
 	}
 	want := []fwk.ClusterEvent{
-		{Resource: telemetry.EventResource, ActionType: fwk.Add | fwk.Update},
 		{Resource: fwk.Pod, ActionType: fwk.Delete},
 		{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete},
 		{Resource: fwk.ResourceSlice, ActionType: fwk.Update | fwk.Delete},
@@ -47,7 +47,19 @@ func TestEventsToRegister(t *testing.T) {
 	}
 }
 
-func TestTelemetryHint(t *testing.T) {
+// rejects reports whether st is TopologyFit's rejection of a pod: not a
+// success, nor a PreFilter Skip (nothing to check).
+func rejects(st *fwk.Status) bool { return !st.IsSuccess() && !st.IsSkip() }
+
+// TestPick: a pod waiting after TopologyFit's Filter rejected it is named
+// by pick (so rejected.OnTelemetry activates it) when a NodeTelemetry
+// change of n1 can let it in. The pod is recorded as Filter records it:
+// rejected by PreFilter and Filter on n1 before the change or, where n1
+// took it then, as a pod Filter rejected on another node. Each case checks
+// pick against Filter run after the change, too: a pod Filter now takes on
+// n1 and rejected there before must be named; one Filter still rejects,
+// not.
+func TestPick(t *testing.T) {
 	t.Parallel()
 	gpu4NUMA := makePod("p", 4, "16", "64Gi", numaPolicy, singleNUMA)
 	gpu4 := makePod("p", 4, "", "")
@@ -57,67 +69,79 @@ func TestTelemetryHint(t *testing.T) {
 		name     string
 		pod      *v1.Pod
 		old, new *telemetryv1alpha1.NodeTelemetryStatus // old nil: Add
-		want     fwk.QueueingHint
+		want     bool
 	}{
-		{name: "added, fresh, fits", pod: gpu4NUMA, new: fresh, want: fwk.Queue},
+		{name: "added, fresh, fits", pod: gpu4NUMA, new: fresh, want: true},
 		// Freshness is the scheduler's: an object it sees now is fresh,
 		// whatever the agent's clock wrote into sampleTime.
-		{name: "added, sampleTime an hour old", pod: gpu4NUMA, new: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), want: fwk.Queue},
-		{name: "added, too few GPUs", pod: gpu4, new: telStatus(2, h100s(2, 1)), want: fwk.QueueSkip},
-		{name: "added, GPUs split over NUMA nodes", pod: gpu4NUMA, new: telStatus(2, h100s(6, 3)), want: fwk.QueueSkip},
-		{name: "became fresh", pod: gpu4NUMA, old: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), new: fresh, want: fwk.Queue},
-		{name: "a GPU became healthy", pod: gpu4, old: telStatus(2, withUnhealthy(h100s(8, 4), 3)), new: fresh, want: fwk.Queue},
-		{name: "a GPU appeared", pod: gpu4, old: telStatus(2, h100s(7, 4)), new: fresh, want: fwk.Queue},
-		{name: "GPU data appeared", pod: gpu4, old: telStatus(2, h100s(8, 4), noGPUSource), new: fresh, want: fwk.Queue},
-		{name: "a GPU became unhealthy", pod: gpu4, old: fresh, new: telStatus(2, withUnhealthy(h100s(8, 4), 3)), want: fwk.QueueSkip},
-		{name: "a GPU moved to a NUMA node", pod: gpu4NUMA, old: telStatus(2, h100s(8, 3)), new: fresh, want: fwk.Queue},
-		{name: "GPUs unchanged: utilization moved", pod: gpu4NUMA, old: telStatus(2, h100s(8, 4), cpuPercent(20)), new: fresh, want: fwk.QueueSkip},
-		{name: "healthy GPU of another model", pod: makePod("p", 1, "", "", gpuModel, "A100"), old: telStatus(2, withUnhealthy(mixedGPUs(), 0)), new: telStatus(2, mixedGPUs()), want: fwk.QueueSkip},
-		{name: "exclusive CPUs released", pod: cpuNUMA, old: telStatus(2, nil, exclusive(60, 60)), new: telStatus(2, nil, exclusive(40, 60)), want: fwk.Queue},
-		{name: "exclusive CPUs taken", pod: cpuNUMA, old: telStatus(2, nil, exclusive(16, 16)), new: telStatus(2, nil, exclusive(20, 16)), want: fwk.QueueSkip},
-		{name: "memory reached the request", pod: cpuNUMA, old: telStatus(2, nil, memFree(32*gi, 32*gi)), new: telStatus(2, nil, memFree(64*gi, 32*gi)), want: fwk.Queue},
-		{name: "memory grew, still short", pod: cpuNUMA, old: telStatus(2, nil, memFree(32*gi, 32*gi)), new: telStatus(2, nil, memFree(48*gi, 32*gi)), want: fwk.QueueSkip},
-		{name: "memory grew, already enough", pod: cpuNUMA, old: telStatus(2, nil, memFree(100*gi, 100*gi)), new: telStatus(2, nil, memFree(200*gi, 100*gi)), want: fwk.QueueSkip},
-		{name: "memory is not checked for a GPU pod without NUMA policy", pod: gpu4, old: telStatus(2, h100s(8, 4), memFree(gi, gi)), new: fresh, want: fwk.QueueSkip},
-		{name: "NUMA data appeared", pod: cpuNUMA, old: telStatus(2, nil, noNUMA), new: telStatus(2, nil), want: fwk.Queue},
-		{name: "pod without topology needs", pod: makePod("p", 0, "1", "1Gi"), new: fresh, want: fwk.QueueSkip},
-		{name: "malformed pod", pod: makePod("p", 1, "", "", gpuMinMem, "lots"), new: fresh, want: fwk.QueueSkip},
+		{name: "added, sampleTime an hour old", pod: gpu4NUMA, new: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), want: true},
+		{name: "added, too few GPUs", pod: gpu4, new: telStatus(2, h100s(2, 1)), want: false},
+		{name: "added, GPUs split over NUMA nodes", pod: gpu4NUMA, new: telStatus(2, h100s(6, 3)), want: false},
+		{name: "became fresh", pod: gpu4NUMA, old: telStatus(2, h100s(8, 4), sampledAgo(time.Hour)), new: fresh, want: true},
+		{name: "a GPU became healthy", pod: gpu4, old: telStatus(2, withUnhealthy(h100s(8, 4), 3)), new: fresh, want: true},
+		{name: "a GPU appeared", pod: gpu4, old: telStatus(2, h100s(7, 4)), new: fresh, want: true},
+		{name: "GPU data appeared", pod: gpu4, old: telStatus(2, h100s(8, 4), noGPUSource), new: fresh, want: true},
+		{name: "a GPU became unhealthy", pod: gpu4, old: fresh, new: telStatus(2, withUnhealthy(h100s(8, 4), 3)), want: false},
+		{name: "a GPU moved to a NUMA node", pod: gpu4NUMA, old: telStatus(2, h100s(8, 3)), new: fresh, want: true},
+		{name: "GPUs unchanged: utilization moved", pod: gpu4NUMA, old: telStatus(2, h100s(8, 4), cpuPercent(20)), new: fresh, want: false},
+		{name: "healthy GPU of another model", pod: makePod("p", 1, "", "", gpuModel, "A100"), old: telStatus(2, withUnhealthy(mixedGPUs(), 0)), new: telStatus(2, mixedGPUs()), want: false},
+		{name: "exclusive CPUs released", pod: cpuNUMA, old: telStatus(2, nil, exclusive(60, 60)), new: telStatus(2, nil, exclusive(40, 60)), want: true},
+		{name: "exclusive CPUs taken", pod: cpuNUMA, old: telStatus(2, nil, exclusive(16, 16)), new: telStatus(2, nil, exclusive(20, 16)), want: false},
+		{name: "memory reached the request", pod: cpuNUMA, old: telStatus(2, nil, memFree(32*gi, 32*gi)), new: telStatus(2, nil, memFree(64*gi, 32*gi)), want: true},
+		{name: "memory grew, still short", pod: cpuNUMA, old: telStatus(2, nil, memFree(32*gi, 32*gi)), new: telStatus(2, nil, memFree(48*gi, 32*gi)), want: false},
+		{name: "memory grew, already enough", pod: cpuNUMA, old: telStatus(2, nil, memFree(100*gi, 100*gi)), new: telStatus(2, nil, memFree(200*gi, 100*gi)), want: false},
+		{name: "memory is not checked for a GPU pod without NUMA policy", pod: gpu4, old: telStatus(2, h100s(8, 4), memFree(gi, gi)), new: fresh, want: false},
+		{name: "NUMA data appeared", pod: cpuNUMA, old: telStatus(2, nil, noNUMA), new: telStatus(2, nil), want: true},
+		// Recorded here although Filter never records it (PreFilter skips
+		// it): with nothing to check, no change is one pick names it for.
+		{name: "pod without topology needs", pod: makePod("p", 0, "1", "1Gi"), new: fresh, want: false},
+		// Rejected by PreFilter, never recorded: no change fixes its
+		// annotation.
+		{name: "malformed pod", pod: makePod("p", 1, "", "", gpuMinMem, "lots"), new: fresh, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			logger, _ := ktesting.NewTestContext(t)
 			clk := plugintest.NewClock(now)
 			pl := newPluginOn(clk, config.StaleTelemetryReject)
-			old, cur := plugintest.HintObjects(t, pl.cache, clk, "n1", tc.old, tc.new)
-			if s, err := pl.podFacts(tc.pod); err == nil {
-				pl.rejected.Add(tc.pod, s) // as Filter did
+			ni := nodeInfo("n1", 8)
+			key := types.NamespacedName{Namespace: tc.pod.Namespace, Name: tc.pod.Name}
+			if tc.old != nil {
+				plugintest.Observe(pl.cache, clk, "n1", tc.old) // the view before the change
 			}
-			got, err := pl.telemetryHint(logger, tc.pod, old, cur)
-			if err != nil {
-				t.Fatal(err)
+			// (Before an add, n1 has no telemetry: rejected under Reject.)
+			before := filter(pl, tc.pod, ni)
+			if !rejects(before) {
+				// n1 took it: it waits because Filter rejected it on
+				// another node (or in an earlier attempt), recorded with
+				// the facts Filter records.
+				if s, err := pl.podFacts(tc.pod); err == nil {
+					pl.rejected.Add(tc.pod, s)
+				}
 			}
-			if got != tc.want {
-				t.Errorf("hint = %v, want %v", got, tc.want)
+			// The cycle is over (the next one's Begin replaces it): the
+			// index names the pod only as Filter recorded it.
+			pl.rejected.End(tc.pod)
+			if _, err := pl.podFacts(tc.pod); (err == nil) != (pl.rejected.Len() == 1) {
+				t.Fatalf("%d pods recorded (Filter before the change: %v); want the pod, unless its facts do not parse", pl.rejected.Len(), before)
 			}
-			// The PreQueueingHint names the pod exactly when the hint
-			// queues it: it runs the hint's own test on the pod's facts.
-			pre, err := pl.telemetryPreHint(logger, old, cur)
-			if err != nil || pre.AllPods {
-				t.Fatalf("telemetryPreHint = %+v, %v", pre, err)
+
+			prev, cur := plugintest.Change(t, pl.cache, clk, "n1", tc.old, tc.new)
+			got := pl.pick(prev, cur)
+			named := slices.Contains(got, key)
+			if named != tc.want || len(got) > 1 {
+				t.Errorf("pick = %v; want %v named: %v", got, key, tc.want)
 			}
-			if named := len(pre.Pods) == 1; named != (got == fwk.Queue) {
-				t.Errorf("the hint says %v, the PreQueueingHint names %v", got, pre.Pods)
+
+			// Ground truth: Filter on n1 after the change.
+			after := filter(pl, tc.pod, ni)
+			if rejects(before) && !rejects(after) && !named {
+				t.Errorf("Filter took the pod after the change and rejected it before (%v), but pick = %v does not name it", before, got)
+			}
+			if rejects(after) && named {
+				t.Errorf("pick names the pod, but Filter still rejects it: %v", after)
 			}
 		})
 	}
-	t.Run("unexpected object", func(t *testing.T) {
-		t.Parallel()
-		logger, _ := ktesting.NewTestContext(t)
-		got, err := newPlugin(config.StaleTelemetryReject).telemetryHint(logger, gpu4, nil, &v1.Pod{})
-		if err == nil || got != fwk.Queue {
-			t.Errorf("hint = %v, %v; want Queue and an error", got, err)
-		}
-	})
 }
 
 // cpuPercent sets the node's CPU utilization.

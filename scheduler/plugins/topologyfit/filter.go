@@ -27,6 +27,7 @@ func (pl *TopologyFit) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1
 	if !s.topology() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	pl.rejected.Begin(pod, s) // before Filter reads a node
 	s.now = pl.cache.Now()
 	logger := klog.FromContext(ctx)
 	s.verbose = logger.V(5).Enabled()

@@ -145,11 +145,11 @@ type TopologyFit struct {
 	// gpuAllocatable is the set of nodes whose allocatable has the GPU
 	// resource; nil until WatchNodes.
 	gpuAllocatable *nodeset.Set
-	// facts remembers pending pods' podFacts for the hints, which must
-	// not modify them.
+	// facts remembers pending pods' podFacts for podDeleteHint, which
+	// must not modify them.
 	facts *podmemo.Memo[podFactsResult]
 	// rejected are the pending pods Filter rejected, with their facts,
-	// for the PreQueueingHint.
+	// which a NodeTelemetry change may let in (pick).
 	rejected *rejected.Index[*podState]
 	// draTracker and draLister are the framework's claims (with the
 	// allocations DynamicResources made this cycle) and the informer's,
@@ -163,7 +163,7 @@ type podFactsResult struct {
 	err error
 }
 
-// hintFacts is podFacts for a QueueingHint, from the memo: the scheduler
+// hintFacts is podFacts for podDeleteHint, from the memo: the scheduler
 // asks about the same pending pods again and again.
 func (pl *TopologyFit) hintFacts(pod *v1.Pod) (*podState, error) {
 	r := pl.facts.Get(pod, func(p *v1.Pod) podFactsResult {
@@ -187,7 +187,7 @@ var (
 // cache, which the first instance starts and syncs. Each instance follows
 // Nodes through the scheduler's Node informer (see WatchNodes).
 func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudget.Domains) frameworkruntime.PluginFactory {
-	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(_ context.Context, args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
+	return pluginfactory.New(Name, cache, validation.ValidateTopologyFitArgs, func(ctx context.Context, args config.TopologyFitArgs, h fwk.Handle) (fwk.Plugin, error) {
 		if book == nil {
 			book = estimate.NewBook(cache, demandOptions(args))
 		}
@@ -219,6 +219,7 @@ func NewFactory(cache *telemetry.Cache, book *estimate.Book, domains *powerbudge
 		if err := pl.rejected.Watch(h.SharedInformerFactory()); err != nil {
 			return nil, err
 		}
+		pl.rejected.OnTelemetry(ctx, Name, cache, h.SharedInformerFactory(), h, pl.pick)
 		return pl, nil
 	})
 }

@@ -113,7 +113,6 @@ type fleet struct {
 	setups, deletes, lateSetups, writes      atomic.Int64
 	errors, podStarts, startWrites, hookSeen atomic.Int64
 	lastErr                                  atomic.Value
-	forwarding                               atomic.Bool
 	// ctx ends with the workload's fleet (its Cleanup).
 	ctx context.Context
 }
@@ -317,13 +316,6 @@ func (fs *fleets) nodesCreated(tCtx ktesting.TContext, s *scheduler.Scheduler, _
 	fs.mu.Unlock()
 	if f == nil {
 		return fmt.Errorf("no fleet: the prepare hook did not run")
-	}
-	// The first createNodes op comes before any pod: from then on the
-	// scheduler gets the NodeTelemetry events (events_test.go).
-	if f.forwarding.CompareAndSwap(false, true) {
-		if err := forwardTelemetryEvents(f.ctx, tCtx, f, s); err != nil {
-			return err
-		}
 	}
 	start := time.Now()
 	missing := func() int {

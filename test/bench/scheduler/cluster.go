@@ -38,7 +38,7 @@ import (
 //
 // Loaded and hot nodes are labelled poolLabel=busy: the telesched profile's
 // backlog pods select them, so they stay pending, rejected by LoadAware and
-// EnergyAware, and their QueueingHints run on every telemetry update.
+// EnergyAware, and the plugins judge them on every telemetry update (pick).
 const (
 	poolLabel = "bench.telesched.io/pool"
 	gpuLabel  = "bench.telesched.io/gpu"

@@ -88,7 +88,7 @@ func main() {
 	flag.DurationVar(&settle, "settle", 3*time.Second, "pause after each run's pods are deleted, before the next run starts")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "if set, write a CPU profile of the scheduler for each profile's run into this directory")
 	flag.DurationVar(&cpuProfileFor, "cpuprofile-duration", 5*time.Second, "how long each CPU profile samples, from the first pod created; the run's pods are deleted meanwhile, and the next run waits for it")
-	flag.StringVar(&featureGates, "feature-gates", "", "the scheduler's --feature-gates (default none, as the shipped Deployment; SchedulerPreQueueingHints=true for the opt-in)")
+	flag.StringVar(&featureGates, "feature-gates", "", "the scheduler's --feature-gates (default none, as the shipped Deployment; e.g. SchedulerPreQueueingHints=true)")
 	flag.BoolVar(&flushInRun, "flush-in-run", false, "cluster mode: start each measured run at kube-scheduler's first flush of its backlog's pods, left unschedulable for 5 minutes (podMaxInUnschedulablePodsDuration), so that the flush falls inside every profile's run (each run then lasts over 5 minutes); false: each run's backlog is created just before it, so that no run holds a flush. Either way a round whose two runs did not hold the same flush is flagged and left out of the medians")
 	flag.Parse()
 	if *nodes < 1 || *pods < 1 || *rounds < 1 {

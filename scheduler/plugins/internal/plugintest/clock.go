@@ -54,23 +54,28 @@ func Observe(c *telemetry.Cache, clk *Clock, name string, st *telemetryv1alpha1.
 	clk.Set(saved)
 }
 
-// HintObjects returns the old and new objects of an update of node name's
-// NodeTelemetry from old (nil: an add) to cur, resource versions 1 and 2,
-// with the old one stored in c as the cache's informer stores it: when its
-// sample came, at its sampleTime.
-func HintObjects(t testing.TB, c *telemetry.Cache, clk *Clock, name string, old, cur *telemetryv1alpha1.NodeTelemetryStatus) (oldObj, newObj any) {
+// Change stores an update of node name's NodeTelemetry from old (nil: an
+// add) to cur in c, as the cache's informer stores it: the old object
+// (resource version 1) when its sample came, at its sampleTime, the new
+// one (resource version 2) written now. It returns the views a plugin's
+// pick is handed for the change (rejected.OnTelemetry): the stored view of
+// old, nil for an add, and of cur.
+func Change(t testing.TB, c *telemetry.Cache, clk *Clock, name string, old, cur *telemetryv1alpha1.NodeTelemetryStatus) (prevView, curView *telemetry.Node) {
 	t.Helper()
-	if old != nil {
-		u := Object(t, name, 1, old, old.SampleTime.Time)
-		saved := clk.Now()
-		clk.Set(old.SampleTime.Time)
-		if _, _, err := c.ObserveChange(nil, u); err != nil {
+	store := func(u *unstructured.Unstructured) *telemetry.Node {
+		n, err := telemetry.Decode(u)
+		if err != nil {
 			t.Fatal(err)
 		}
-		clk.Set(saved)
-		oldObj = u
+		return c.Set(n)
 	}
-	return oldObj, Object(t, name, 2, cur, clk.Now())
+	if old != nil {
+		saved := clk.Now()
+		clk.Set(old.SampleTime.Time)
+		prevView = store(Object(t, name, 1, old, old.SampleTime.Time))
+		clk.Set(saved)
+	}
+	return prevView, store(Object(t, name, 2, cur, clk.Now()))
 }
 
 // WrittenByAgent is the managed fields of an object whose status the

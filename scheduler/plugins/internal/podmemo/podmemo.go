@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package podmemo remembers what a plugin computed from a pod, so that a
-// QueueingHint, which the scheduler calls for every pending pod on every
-// event, does not compute a pending pod's requests again each time.
+// QueueingHint, which the scheduler calls for every pending pod the plugin
+// rejected on every event it registered (Pod deletions), does not compute
+// a pending pod's requests again each time.
 package podmemo
 
 import (

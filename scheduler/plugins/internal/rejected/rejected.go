@@ -2,19 +2,26 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package rejected keeps the pending pods a plugin's Filter rejected, each
-// with what it needs, for the plugin's PreQueueingHintFn (KEP-6132, the
-// SchedulerPreQueueingHints feature gate): on a NodeTelemetry event the
-// scheduler's queue then asks the plugin's QueueingHint about the pods the
-// event may help, not about every unschedulable pod, under its lock.
+// with what it needs, so that the plugin itself can move them back to the
+// scheduler's active queue (fwk.PodActivator) when a NodeTelemetry change,
+// or a reservation released, lets them in by the plugin's own predicate
+// (OnTelemetry, Requeue). The plugins register no NodeTelemetry event with
+// the scheduling queue: kube-scheduler walks every unschedulable pod on
+// every event it is told of, under its lock, and a fleet writes tens of
+// NodeTelemetry updates a second.
 //
 // A pod enters when Filter rejects it on some node and leaves when it is
 // bound to a node or deleted (Watch). A pod that a later attempt rejected
 // for another reason stays until then: the index may name more pods than
-// the queue holds for the plugin, never fewer.
+// the queue holds for the plugin, never fewer. The pod in its scheduling
+// cycle (Begin) is named too, so that a change stored after Filter read
+// the node and before Filter recorded the pod still reaches it: the
+// scheduler then requeues it when the cycle ends (an activation of a pod
+// in flight).
 package rejected
 
 import (
-	"fmt"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,9 +29,6 @@ import (
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	fwk "k8s.io/kube-scheduler/framework"
-
-	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // Index maps the pods a plugin rejected to what each needs (N, as the
@@ -38,6 +42,10 @@ type Index[N any] struct {
 	// its node (Add), so any node may be one.
 	on      map[string]struct{}
 	anyNode bool
+	// cycle is the pod in its scheduling cycle (Begin) and what it needs:
+	// named by Select on any node until End, Forget or the next Begin.
+	cycle    *entry[N]
+	cycleKey types.NamespacedName
 }
 
 type entry[N any] struct {
@@ -89,11 +97,34 @@ func (ix *Index[N]) add(pod *v1.Pod, node string, need N) {
 	ix.pods[key] = entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need, affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
 }
 
+// Begin records pod, which needs need, as the pod in its scheduling
+// cycle: PreFilter calls it before Filter reads any node. kube-scheduler
+// runs one cycle at a time, so the next Begin replaces it; a pod Filter
+// rejected is recorded by then (Add), one that was placed leaves (End).
+func (ix *Index[N]) Begin(pod *v1.Pod, need N) {
+	e := &entry[N]{uid: pod.UID, resourceVersion: pod.ResourceVersion, need: need, affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
+	ix.mu.Lock()
+	ix.cycle, ix.cycleKey = e, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	ix.mu.Unlock()
+}
+
+// End forgets pod as the pod in its cycle: Reserve placed it.
+func (ix *Index[N]) End(pod *v1.Pod) {
+	ix.mu.Lock()
+	if ix.cycle != nil && ix.cycle.uid == pod.UID {
+		ix.cycle = nil
+	}
+	ix.mu.Unlock()
+}
+
 // Forget removes pod, whatever its version.
 func (ix *Index[N]) Forget(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	ix.mu.Lock()
 	delete(ix.pods, key)
+	if ix.cycle != nil && ix.cycleKey == key {
+		ix.cycle = nil
+	}
 	if len(ix.pods) == 0 {
 		clear(ix.on)
 		ix.anyNode = false
@@ -101,10 +132,15 @@ func (ix *Index[N]) Forget(namespace, name string) {
 	ix.mu.Unlock()
 }
 
-// Len is the number of pods recorded.
+// Len is the number of pods recorded, the pod in its cycle included.
 func (ix *Index[N]) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	if ix.cycle != nil {
+		if _, ok := ix.pods[ix.cycleKey]; !ok {
+			return len(ix.pods) + 1
+		}
+	}
 	return len(ix.pods)
 }
 
@@ -123,62 +159,79 @@ func (ix *Index[N]) mayHelp(node string) bool {
 	return ok || ix.anyNode
 }
 
-// None is the PreQueueingHintResult of an event that helps no pod the
-// plugin rejected: the queue asks the plugin's QueueingHint about none.
-func None() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{} }
-
-// All is the result that lets the queue ask about every pod it holds.
-func All() fwk.PreQueueingHintResult { return fwk.PreQueueingHintResult{AllPods: true} }
-
-// Views returns the views of a NodeTelemetry event for a plugin's
-// PreQueueingHint, or the result to return at once: none while the index
-// is empty (the plugin rejected no pending pod) or the object is gone, all
-// pods on an error, with the error (the queue then does as without the
-// hint).
-func (ix *Index[N]) Views(c *telemetry.Cache, plugin string, oldObj, newObj any) (prev, cur *telemetry.Node, done *fwk.PreQueueingHintResult, err error) {
-	if ix.Len() == 0 {
-		none := None()
-		return nil, nil, &none, nil
-	}
-	prev, cur, err = c.ObserveChange(oldObj, newObj)
-	if err != nil {
-		all := All()
-		return nil, nil, &all, fmt.Errorf("%s: %w", plugin, err)
-	}
-	if cur == nil {
-		none := None()
-		return nil, nil, &none, nil // deleted since
-	}
-	return prev, cur, nil, nil
+// Select names the recorded pods that may go to node by their required
+// node affinity (node nil: any node) and whose need may is true for: the
+// pods a change on node may let in. It costs an affinity match and a call
+// of may per recorded pod; nothing when every pod was recorded with AddOn
+// and none on node (the plugin rejected none there, so no change there
+// lets one in that the plugin kept out; a pod another filter rejected
+// there waits for that filter's events), but for the pod in its cycle,
+// which Filter may not have recorded yet.
+func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) []types.NamespacedName {
+	return ix.sel(node, true, may)
 }
 
-// Select is the result naming the recorded pods that may go to node by
-// their required node affinity (node nil: any node) and whose need may is
-// true for: the pods the event may help. It costs an affinity match and a
-// call of may per recorded pod, once per event, against a QueueingHint
-// call per pending pod; nothing when every pod was recorded with AddOn
-// and none on node: the plugin rejected none there, so no change there
-// lets one in that the plugin kept out (a pod another filter rejected
-// there waits for that filter's events).
-func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) fwk.PreQueueingHintResult {
+// SelectNew is Select for a node new to the telemetry cache (an added
+// Node, a NodeTelemetry created): Filter may have rejected the pods
+// before the node existed, so none is passed over for not having been
+// rejected there.
+func (ix *Index[N]) SelectNew(node *v1.Node, may func(N) bool) []types.NamespacedName {
+	return ix.sel(node, false, may)
+}
+
+func (ix *Index[N]) sel(node *v1.Node, narrow bool, may func(N) bool) []types.NamespacedName {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if node != nil && !ix.mayHelp(node.Name) {
-		return None()
-	}
 	var pods []types.NamespacedName
-	for key, e := range ix.pods {
+	admits := func(e *entry[N]) bool {
 		if node != nil {
-			// A malformed term (err) is left to the QueueingHint.
+			// A malformed term (err) is left to the scheduling attempt.
 			if ok, err := e.affinity.Match(node); err == nil && !ok {
-				continue
+				return false
 			}
 		}
-		if may(e.need) {
+		return may(e.need)
+	}
+	if node == nil || !narrow || ix.mayHelp(node.Name) {
+		for key, e := range ix.pods {
+			if admits(&e) {
+				pods = append(pods, key)
+			}
+		}
+	}
+	if ix.cycle != nil && admits(ix.cycle) && !slices.Contains(pods, ix.cycleKey) {
+		pods = append(pods, ix.cycleKey)
+	}
+	return pods
+}
+
+// SelectAdmitted is Select for a change whose room may lie on other
+// nodes than the one that changed (a power domain's members): may is
+// handed each recorded pod's need and its required node affinity as a
+// test of a node (a malformed term admits, leaving it to the scheduling
+// attempt).
+func (ix *Index[N]) SelectAdmitted(may func(need N, admits func(*v1.Node) bool) bool) []types.NamespacedName {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var pods []types.NamespacedName
+	pick := func(key types.NamespacedName, e *entry[N]) {
+		admits := func(n *v1.Node) bool {
+			ok, err := e.affinity.Match(n)
+			return ok || err != nil
+		}
+		if may(e.need, admits) {
 			pods = append(pods, key)
 		}
 	}
-	return fwk.PreQueueingHintResult{Pods: pods}
+	for key, e := range ix.pods {
+		pick(key, &e)
+	}
+	if ix.cycle != nil {
+		if _, ok := ix.pods[ix.cycleKey]; !ok {
+			pick(ix.cycleKey, ix.cycle)
+		}
+	}
+	return pods
 }
 
 // Watch forgets a pod once it is bound to a node or deleted, through the
@@ -208,6 +261,7 @@ func (ix *Index[N]) forgetIfKnown(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	ix.mu.RLock()
 	_, ok := ix.pods[key]
+	ok = ok || (ix.cycle != nil && ix.cycleKey == key)
 	ix.mu.RUnlock()
 	if ok {
 		ix.Forget(namespace, name)

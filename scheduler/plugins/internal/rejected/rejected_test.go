@@ -23,7 +23,7 @@ func pending(name, rv string) *v1.Pod {
 
 func names(ix *Index[int], may func(int) bool) []string {
 	var out []string
-	for _, nn := range ix.Select(nil, may).Pods {
+	for _, nn := range ix.Select(nil, may) {
 		out = append(out, nn.Name)
 	}
 	slices.Sort(out)
@@ -43,8 +43,8 @@ func TestSelect(t *testing.T) {
 	if got := names(ix, func(n int) bool { return n <= 4 }); !slices.Equal(got, []string{"big", "small"}) {
 		t.Errorf("room for 4 after big shrank: %v, want [big small]", got)
 	}
-	if r := ix.Select(nil, func(int) bool { return false }); r.AllPods || len(r.Pods) != 0 {
-		t.Errorf("no room: %+v, want no pod and not all pods", r)
+	if r := ix.Select(nil, func(int) bool { return false }); len(r) != 0 {
+		t.Errorf("no room: %v, want no pod", r)
 	}
 	// A pod whose node selector excludes the node is not named for it.
 	picky := pending("picky", "1")
@@ -54,7 +54,7 @@ func TestSelect(t *testing.T) {
 	gpuNode := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "g", Labels: map[string]string{"pool": "gpu"}}}
 	on := func(n *v1.Node) []string {
 		var out []string
-		for _, nn := range ix.Select(n, func(int) bool { return true }).Pods {
+		for _, nn := range ix.Select(n, func(int) bool { return true }) {
 			out = append(out, nn.Name)
 		}
 		slices.Sort(out)
@@ -66,12 +66,6 @@ func TestSelect(t *testing.T) {
 	if got := on(gpuNode); !slices.Equal(got, []string{"big", "picky", "small"}) {
 		t.Errorf("on a gpu node: %v, want [big picky small]", got)
 	}
-	if r := None(); r.AllPods || len(r.Pods) != 0 {
-		t.Errorf("None() = %+v", r)
-	}
-	if !All().AllPods {
-		t.Error("All() does not ask about all pods")
-	}
 }
 
 // Pods recorded with the node Filter rejected them on are named only for
@@ -82,7 +76,7 @@ func TestSelectOnlyOnNodesThePluginRejectedOn(t *testing.T) {
 	node := func(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 	on := func(ix *Index[int], n *v1.Node) []string {
 		var out []string
-		for _, nn := range ix.Select(n, func(int) bool { return true }).Pods {
+		for _, nn := range ix.Select(n, func(int) bool { return true }) {
 			out = append(out, nn.Name)
 		}
 		slices.Sort(out)
@@ -175,5 +169,19 @@ func TestWatchForgets(t *testing.T) {
 	}
 	if got := names(ix, all); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("index holds %v, want [c] (a bound, b deleted)", got)
+	}
+}
+
+// A node new to the cache names every recorded pod its affinity admits:
+// Filter rejected them before the node existed, on other nodes.
+func TestSelectNewIgnoresWhereFilterRejected(t *testing.T) {
+	ix := New[int]()
+	ix.AddOn(pending("a", "1"), "busy", 1)
+	fresh := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}
+	if got := ix.Select(fresh, func(int) bool { return true }); got != nil {
+		t.Errorf("Select on a node no pod was rejected on: %v, want none", got)
+	}
+	if got := ix.SelectNew(fresh, func(int) bool { return true }); len(got) != 1 || got[0].Name != "a" {
+		t.Errorf("SelectNew on a new node: %v, want [a]", got)
 	}
 }

@@ -19,11 +19,12 @@ import (
 // release requeues pods when the reservation book gives room back without
 // a cluster event saying so: a reservation expired, or a reserved pod was
 // deleted, finished or unbound (estimate.Book.OnRelease). A NodeTelemetry
-// event requeues through the plugin's hints; nothing else would requeue
+// change requeues through OnTelemetry; nothing else would requeue
 // these pods until kube-scheduler's flush of unschedulable pods (5
 // minutes by default).
 type release[N any] struct {
-	ix *Index[N]
+	plugin string
+	ix     *Index[N]
 	// may returns, for a node whose reservations were released, the
 	// plugin's Filter predicate on it now: true for a need that fits.
 	may      func(node string) func(N) bool
@@ -42,8 +43,8 @@ type release[N any] struct {
 // read from the scheduler's informers, f. The book's listener only notes the node: the pods are
 // looked up and activated on a goroutine of their own, never under the
 // book's lock or the scheduling queue's.
-func (ix *Index[N]) Requeue(ctx context.Context, book *estimate.Book, f informers.SharedInformerFactory, activate fwk.PodActivator, may func(node string) func(N) bool) {
-	r := &release[N]{ix: ix, may: may, nodes: f.Core().V1().Nodes().Lister(), pods: f.Core().V1().Pods().Lister(), activate: activate,
+func (ix *Index[N]) Requeue(ctx context.Context, plugin string, book *estimate.Book, f informers.SharedInformerFactory, activate fwk.PodActivator, may func(node string) func(N) bool) {
+	r := &release[N]{plugin: plugin, ix: ix, may: may, nodes: f.Core().V1().Nodes().Lister(), pods: f.Core().V1().Pods().Lister(), activate: activate,
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 	book.OnRelease(r.note)
 	go r.run(ctx)
@@ -88,17 +89,18 @@ func (r *release[N]) requeue(logger klog.Logger, name string) {
 		node = nil // affinity is then left to the scheduling attempt
 	}
 	sel := r.ix.Select(node, r.may(name))
-	if len(sel.Pods) == 0 {
+	if len(sel) == 0 {
 		return
 	}
-	pods := make(map[string]*v1.Pod, len(sel.Pods))
-	for _, key := range sel.Pods {
+	pods := make(map[string]*v1.Pod, len(sel))
+	for _, key := range sel {
 		if p, err := r.pods.Pods(key.Namespace).Get(key.Name); err == nil {
 			pods[key.String()] = p
 		}
 	}
 	if len(pods) > 0 {
-		logger.V(4).Info("reservations released on a node; requeueing the pods that fit it now", "node", name, "pods", len(pods))
+		logger.V(4).Info("reservations released on a node; requeueing the pods that fit it now", "plugin", r.plugin, "node", name, "pods", len(pods))
 		r.activate.Activate(logger, pods)
+		activated.WithLabelValues(r.plugin, causeRelease).Add(float64(len(pods)))
 	}
 }

@@ -66,7 +66,7 @@ func TestRequeueOnRelease(t *testing.T) {
 	ix := New[estimate.Demand]()
 	act := &activations{got: make(chan struct{}, 8)}
 	// Fits: the node's 8 CPUs less what is reserved there.
-	ix.Requeue(t.Context(), book, factory, act, func(node string) func(estimate.Demand) bool {
+	ix.Requeue(t.Context(), "Test", book, factory, act, func(node string) func(estimate.Demand) bool {
 		free := 8000 - book.Get(node).CPUMilli
 		return func(d estimate.Demand) bool { return d.CPUMilli <= free }
 	})
