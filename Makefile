@@ -296,7 +296,7 @@ bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RS
 	$(GO) run ./test/bench/agent -agent $(BIN)/telesched-agent -node-exporter $(NODE_EXPORTER) $(BENCHFLAGS)
 
 .PHONY: bench-scheduler
-bench-scheduler: build ## Scheduling throughput and CPU per pod, default vs telesched profile, with telemetry flowing and a backlog, the scheduler run with the Deployment's feature gates, none (NODES=1000 PODS=1000 ROUNDS=5; BENCHFLAGS=-feature-gates=SchedulerPreQueueingHints=true for the opt-in, -flush-in-run to contain the 5-minute flush in every run, -mode=quiet for the old, kind regime).
+bench-scheduler: build ## Scheduling throughput and CPU per pod, default vs telesched profile, with telemetry flowing and a backlog, the scheduler run with the Deployment's feature gates, none (NODES=1000 PODS=1000 ROUNDS=5; BENCHFLAGS=-feature-gates=SchedulerPreQueueingHints=true to run with a gate, -flush-in-run to contain the 5-minute flush in every run, -mode=quiet for the old, kind regime).
 	$(GO) run ./test/bench/scheduler -scheduler $(BIN)/telesched-scheduler -nodes $(or $(NODES),1000) -pods $(or $(PODS),1000) -rounds $(or $(ROUNDS),5) $(BENCHFLAGS)
 
 .PHONY: bench-writes

@@ -154,6 +154,25 @@ func TestMetricNames(t *testing.T) {
 	}
 	t.Logf("scheduled %d pods with the telesched profile", scheduled)
 
+	// A pod only a loaded node could take: LoadAware rejects it. A bound
+	// pod's deletion then runs LoadAware's QueueingHint for it (Pod
+	// deletions are an event the plugins register with the queue), so
+	// scheduler_queueing_hint_execution_duration_seconds has a series.
+	bound := testPod("metrics-bound", "telesched")
+	createTestPod(t, c, bound)
+	waitScheduled(t, c, bound.Name, 60*time.Second)
+	busyNode := schedNode(ctx, t, c, "metrics-busy")
+	if _, err := c.applyStatusCreating(ctx, busyNode, nodeStatus(95, 55, 100)); err != nil {
+		t.Fatal(err)
+	}
+	loaded := testPod("metrics-too-loaded", "telesched")
+	loaded.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "metrics-busy"}
+	createTestPod(t, c, loaded)
+	t.Logf("FailedScheduling: %s", waitFailedScheduling(t, c, loaded.Name, 60*time.Second))
+	if err := c.kube.CoreV1().Pods("default").Delete(ctx, bound.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The agent: make it overheat (an event) while the power model fills.
 	host.SetTemperature(97_000)
 
