@@ -503,6 +503,16 @@ func (ns *NodeState) PodWattsBound(pod estimate.Demand) (float64, bool) {
 	return ns.wattsPerMilli*float64(pod.CPUMilli) + ns.fixedWatts + estimate.PodGPUWatts(ns.View, pod), true
 }
 
+// CPUWattsBound is PodWattsBound's CPU part: a pod of cpuMilli with no
+// GPU adds at most perMilli × cpuMilli + fixed watts to a metered member;
+// ok is false where PodWattsBound's is.
+func (ns *NodeState) CPUWattsBound() (perMilli, fixed float64, ok bool) {
+	if ns == nil || !ns.Metered {
+		return 0, 0, false
+	}
+	return ns.wattsPerMilli, ns.fixedWatts, true
+}
+
 // Node is a member node's state; nil for a node in no budget.
 func (s *Snapshot) Node(name string) *NodeState {
 	if s.overrides != nil {

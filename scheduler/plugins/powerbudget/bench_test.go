@@ -36,7 +36,7 @@ const benchNodesPerRack = 40
 
 // benchPlugin is the plugin over n nodes of FreshNodes in racks of 40,
 // each rack a PowerBudget far from full (every node passes the filter).
-func benchPlugin(b *testing.B, n int, clock *plugintest.Clock) (*PowerBudget, []fwk.NodeInfo) {
+func benchPlugin(b testing.TB, n int, clock *plugintest.Clock) (*PowerBudget, []fwk.NodeInfo) {
 	now := clock.Now()
 	cache := plugintest.NewCache(clock)
 	infos := plugintest.FreshNodes(cache, n, now)

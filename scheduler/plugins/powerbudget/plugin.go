@@ -64,6 +64,11 @@ type PowerBudget struct {
 	// near remembers, per snapshot, why a demand may not be batched ("":
 	// it may; SignPod).
 	near demandMemo[string]
+	// refuse remembers, per snapshot, whether Filter may refuse a demand
+	// anywhere (mayRefuse).
+	refuse demandMemo[bool]
+	// bounds keeps the latest snapshot's domainBounds for mayRefuse.
+	bounds boundsMemo
 }
 
 var (
@@ -130,12 +135,17 @@ func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
 func (pl *PowerBudget) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	pl.domains.Book().Expire()
 	d := pl.domains.Book().Demand(pod)
-	pl.rejected.Begin(pod, d) // before the snapshot Filter reads
+	// Begun before the snapshot Filter reads: a change stored after it is
+	// judged for the pod (rejected.Index.Begin).
+	pl.rejected.Begin(pod, d)
 	s := &podState{Demand: d, snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
 	pl.last.Write(cs, stateKey, s)
 	if s.snap.Empty() {
 		pl.rejected.End(pod)
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if !pl.refuse.get(s.snap, "", d, func() bool { return mayRefuse(s.snap, pl.bounds.get(s.snap), d) }) {
+		pl.rejected.End(pod) // Filter refuses it nowhere by this snapshot
 	}
 	return nil, nil
 }

@@ -6,6 +6,7 @@ package powerbudget
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -74,4 +75,86 @@ func near(snap *powerbudget.Snapshot, d estimate.Demand, fullScorePercent int32)
 		}
 	}
 	return ""
+}
+
+// mayRefuse reports whether Filter may refuse a pod of demand d on some
+// member of some budget by snap: a member without usable power telemetry
+// in a budget that sets no unmeteredNodeWatts, or a budget whose measured
+// and reserved watts plus a bound on the pod's watts on any member exceed
+// its limit (for a pod without GPUs the members' largest CPU bounds,
+// domainBounds, else the largest of NodeState.PodWattsBound: at least
+// what Filter counts). False for the common case of budgets far from
+// full: PreFilter then does not make the pod one a NodeTelemetry change
+// must be judged for (rejected.Index.Begin), which would cost a snapshot
+// with every sample.
+func mayRefuse(snap *powerbudget.Snapshot, bounds []domainBound, d estimate.Demand) bool {
+	cpuOnly := d.BusyGPUs() == 0 && d.MIGSlices == 0
+	for i := range snap.Domains {
+		dom, b := &snap.Domains[i], &bounds[i]
+		if b.unmeteredRefused {
+			return true
+		}
+		var bound float64
+		if cpuOnly {
+			bound = b.perMilli*float64(d.CPUMilli) + b.fixed
+		} else {
+			for _, member := range dom.Members {
+				if w, ok := snap.Node(member).PodWattsBound(d); ok && w > bound {
+					bound = w
+				}
+			}
+		}
+		if dom.MeasuredWatts+dom.ReservedWatts+bound > float64(dom.LimitWatts()) {
+			return true
+		}
+	}
+	return false
+}
+
+// domainBound is what mayRefuse reads of a budget's members, once per
+// snapshot: the largest of their CPU bounds' terms (NodeState.CPUWattsBound;
+// each the largest alone, so that their sum bounds every member), and
+// whether a member without usable power telemetry is refused (the budget
+// sets no unmeteredNodeWatts).
+type domainBound struct {
+	perMilli, fixed  float64
+	unmeteredRefused bool
+}
+
+// domainBounds computes snap's domainBound per budget, in snap.Domains'
+// order.
+func domainBounds(snap *powerbudget.Snapshot) []domainBound {
+	out := make([]domainBound, len(snap.Domains))
+	for i := range snap.Domains {
+		dom, b := &snap.Domains[i], &out[i]
+		for _, member := range dom.Members {
+			ns := snap.Node(member)
+			if ns == nil {
+				continue
+			}
+			perMilli, fixed, ok := ns.CPUWattsBound()
+			if !ok {
+				b.unmeteredRefused = b.unmeteredRefused || !dom.HasUnmetered
+				continue
+			}
+			b.perMilli, b.fixed = max(b.perMilli, perMilli), max(b.fixed, fixed)
+		}
+	}
+	return out
+}
+
+// boundsMemo keeps the latest snapshot's domainBounds.
+type boundsMemo struct {
+	mu     sync.Mutex
+	snap   *powerbudget.Snapshot
+	bounds []domainBound
+}
+
+func (bm *boundsMemo) get(snap *powerbudget.Snapshot) []domainBound {
+	bm.mu.Lock()
+	defer bm.mu.Unlock()
+	if bm.snap != snap {
+		bm.snap, bm.bounds = snap, domainBounds(snap)
+	}
+	return bm.bounds
 }

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/powerbudget"
 )
 
@@ -83,5 +84,53 @@ func TestNearPassesOverOnlyWhatIsFar(t *testing.T) {
 	}
 	if !named[""] || len(named) < 2 {
 		t.Errorf("the cases name %v: want both a near budget and none", named)
+	}
+}
+
+// TestMayRefuseIsFilter: wherever Filter's predicate refuses a pod on some
+// node, mayRefuse says it may (PreFilter then makes the pod one that
+// NodeTelemetry changes are judged for): on the fixture, whose budgets
+// refuse every pod somewhere, and on 200 nodes in racks of 40 under 1 MW
+// budgets, far from full, where it clears pods (a pod's watts are bounded
+// by its node's curve, so none there is refused).
+func TestMayRefuseIsFilter(t *testing.T) {
+	check := func(snap *powerbudget.Snapshot, names []string) (refusedSomewhere, cleared int) {
+		for _, cpu := range []int64{0, 100, 1000, 4000, 16_000, 64_000, 256_000, 100_000_000} {
+			for _, gpus := range []int64{0, 1, 8} {
+				d := estimate.Demand{CPUMilli: cpu, GPUs: gpus}
+				var refused []string
+				for _, name := range names {
+					if fits(snap, name, d) != "" {
+						refused = append(refused, name)
+					}
+				}
+				may := mayRefuse(snap, domainBounds(snap), d)
+				switch {
+				case len(refused) > 0 && !may:
+					t.Errorf("pod %+v: Filter refuses it on %v, but mayRefuse says it cannot be refused", d, refused)
+				case len(refused) > 0:
+					refusedSomewhere++
+				case !may:
+					cleared++
+				}
+			}
+		}
+		return refusedSomewhere, cleared
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.name)
+	}
+	if refused, _ := check(snapshot(newPlugin(t)), names); refused == 0 {
+		t.Error("the fixture refuses no pod anywhere")
+	}
+	clk := plugintest.NewClock(now)
+	pl, infos := benchPlugin(t, 200, clk)
+	names = nil
+	for _, ni := range infos {
+		names = append(names, ni.Node().Name)
+	}
+	if _, cleared := check(pl.domains.SnapshotLatest(clk.Now(), pl.args.TelemetryMaxAge), names); cleared == 0 {
+		t.Error("under 1 MW budgets mayRefuse cleared no pod")
 	}
 }
