@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -251,8 +252,8 @@ func TestPowerBudgetRack(t *testing.T) {
 	if time.Since(fell) > 4*time.Minute {
 		t.Errorf("rack-big took %v: that is the scheduler's periodic flush, not the hint", time.Since(fell))
 	}
-	if hint := `"power domain has room for the pod" pod="default/rack-big"`; !strings.Contains(log.String(), hint) {
-		t.Errorf("the scheduler's log lacks the hint that queued rack-big (%s)", hint)
+	if act := regexp.MustCompile(`"node telemetry lets pods in; activating them" plugin="PowerBudget" node="rack-hot-\d" pods=\[.*"default/rack-big"`); !act.MatchString(log.String()) {
+		t.Errorf("the scheduler's log lacks PowerBudget's activation of rack-big (%s)", act)
 	}
 	st = getBudget(t, c, "rack-hot").Status
 	if ready := meta.FindStatusCondition(st.Conditions, "Ready"); ready == nil || ready.Status != metav1.ConditionTrue {

@@ -105,13 +105,15 @@ func (a *activator[N]) judge(logger klog.Logger, ch change) {
 		return
 	}
 	pods := make(map[string]*v1.Pod, len(keys))
+	var names []string
 	for _, key := range keys {
 		if p, err := a.pods.Pods(key.Namespace).Get(key.Name); err == nil && p.Spec.NodeName == "" {
 			pods[key.String()] = p
+			names = append(names, key.String())
 		}
 	}
 	if len(pods) > 0 {
-		logger.V(4).Info("node telemetry lets pods in; activating them", "plugin", a.plugin, "node", ch.cur.Name, "pods", len(pods))
+		logger.V(4).Info("node telemetry lets pods in; activating them", "plugin", a.plugin, "node", ch.cur.Name, "pods", names)
 		a.activate.Activate(logger, pods)
 		activated.WithLabelValues(a.plugin, causeTelemetry).Add(float64(len(pods)))
 	}
