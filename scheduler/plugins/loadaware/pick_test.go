@@ -189,13 +189,7 @@ func TestPickOnlyOnNodesFilterRejectedOn(t *testing.T) {
 			t.Cleanup(func() { clock.Set(now) })
 			cache := newCache()
 			pl := New(*configv1.DefaultLoadAwareArgs(), cache)
-			indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
-			for _, name := range []string{"busy", "idle"} {
-				if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			pl.nodes = corelisters.NewNodeLister(indexer)
+			pl.nodes = nodeLister(t, "busy", "idle")
 			observe(cache, "busy", status(95, 50, 0))
 			for i := range 2 {
 				p := pod("1")
@@ -205,15 +199,7 @@ func TestPickOnlyOnNodesFilterRejectedOn(t *testing.T) {
 				}
 			}
 			if tc.cycleOver {
-				next := pod("100m")
-				next.Name, next.UID = "next", "next"
-				cs := framework.NewCycleState()
-				if _, st := pl.PreFilter(context.Background(), cs, next, nil); !st.IsSuccess() {
-					t.Fatalf("PreFilter(next): %v", st)
-				}
-				if st := pl.Reserve(context.Background(), cs, next, "elsewhere"); !st.IsSuccess() {
-					t.Fatalf("Reserve(next): %v", st)
-				}
+				nextCycle(t, pl, "elsewhere")
 			}
 			// 95% -> 50%: 50 + 1000/16000 = 56.25 <= 80, and 95 > 80 before
 			prev, cur := plugintest.Change(t, cache, clock, tc.node, status(95, 50, 0), status(50, 50, 0))
@@ -231,28 +217,13 @@ func TestPickOnANewNode(t *testing.T) {
 	t.Cleanup(func() { clock.Set(now) })
 	cache := newCache()
 	pl := New(*configv1.DefaultLoadAwareArgs(), cache)
-	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
-	for _, name := range []string{"busy", "new"} {
-		if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pl.nodes = corelisters.NewNodeLister(indexer)
+	pl.nodes = nodeLister(t, "busy", "new")
 	observe(cache, "busy", status(95, 50, 0))
 	p := pod("1")
 	if st := filterOK(t, pl, p, "busy"); st.IsSuccess() {
 		t.Fatal("a 1-CPU pod fit a node at 95%")
 	}
-	// The next pod's cycle ends p's.
-	next := pod("100m")
-	next.Name, next.UID = "next", "next"
-	cs := framework.NewCycleState()
-	if _, st := pl.PreFilter(context.Background(), cs, next, nil); !st.IsSuccess() {
-		t.Fatalf("PreFilter(next): %v", st)
-	}
-	if st := pl.Reserve(context.Background(), cs, next, "busy"); !st.IsSuccess() {
-		t.Fatalf("Reserve(next): %v", st)
-	}
+	nextCycle(t, pl, "busy") // ends p's
 	prev, cur := plugintest.Change(t, cache, clock, "new", nil, status(10, 50, 0))
 	if got := pl.pick(prev, cur); !slices.Equal(got, []types.NamespacedName{keyOf(p)}) {
 		t.Errorf("a new node at 10%%: pick named %v, want [%v]", got, keyOf(p))
@@ -260,5 +231,32 @@ func TestPickOnANewNode(t *testing.T) {
 	prev, cur = plugintest.Change(t, cache, clock, "new", status(10, 50, 0), status(5, 50, 0))
 	if got := pl.pick(prev, cur); got != nil {
 		t.Errorf("the same node, a little less loaded: pick named %v, want none (p fitted it already)", got)
+	}
+}
+
+// nodeLister is a Node lister holding bare nodes of the names given.
+func nodeLister(t *testing.T, names ...string) corelisters.NodeLister {
+	t.Helper()
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	for _, name := range names {
+		if err := indexer.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return corelisters.NewNodeLister(indexer)
+}
+
+// nextCycle runs the next pod's cycle, which Reserve ends on node: the
+// pod before it is no longer the one in its cycle (rejected.Index.Begin).
+func nextCycle(t *testing.T, pl *LoadAware, node string) {
+	t.Helper()
+	next := pod("100m")
+	next.Name, next.UID = "next", "next"
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(context.Background(), cs, next, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter(next): %v", st)
+	}
+	if st := pl.Reserve(context.Background(), cs, next, node); !st.IsSuccess() {
+		t.Fatalf("Reserve(next): %v", st)
 	}
 }

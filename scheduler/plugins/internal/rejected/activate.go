@@ -5,9 +5,7 @@ package rejected
 
 import (
 	"context"
-	"sync"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -34,10 +32,7 @@ type activator[N any] struct {
 	pick     Pick
 	pods     corelisters.PodLister
 	activate fwk.PodActivator
-
-	mu      sync.Mutex
-	pending []change
-	wake    chan struct{}
+	changes  *inbox[change]
 }
 
 // OnTelemetry makes every view c stores (an added or updated
@@ -57,41 +52,20 @@ type activator[N any] struct {
 // between them.
 func (ix *Index[N]) OnTelemetry(ctx context.Context, plugin string, c *telemetry.Cache, f informers.SharedInformerFactory, activate fwk.PodActivator, pick Pick) {
 	registerMetrics()
-	a := &activator[N]{plugin: plugin, ix: ix, pick: pick, pods: f.Core().V1().Pods().Lister(), activate: activate, wake: make(chan struct{}, 1)}
+	a := &activator[N]{plugin: plugin, ix: ix, pick: pick, pods: f.Core().V1().Pods().Lister(), activate: activate, changes: newInbox[change]()}
 	c.Watch(a.note)
-	go a.run(ctx)
-}
-
-// note is the cache's Watcher; it runs with the cache locked, so it takes
-// no lock but its own.
-func (a *activator[N]) note(_ string, prev, cur *telemetry.Node) {
-	if cur == nil {
-		return // a removal lets no pod in
-	}
-	a.mu.Lock()
-	a.pending = append(a.pending, change{prev: prev, cur: cur})
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (a *activator[N]) run(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.wake:
-		}
-		a.mu.Lock()
-		changes := a.pending
-		a.pending = nil
-		a.mu.Unlock()
+	go a.changes.run(ctx, func(logger klog.Logger, changes []change) {
 		for _, ch := range changes {
 			a.judge(logger, ch)
 		}
+	})
+}
+
+// note is the cache's Watcher; it runs with the cache locked, so it takes
+// no lock but the inbox's.
+func (a *activator[N]) note(_ string, prev, cur *telemetry.Node) {
+	if cur != nil { // a removal lets no pod in
+		a.changes.put(change{prev: prev, cur: cur})
 	}
 }
 
@@ -100,21 +74,7 @@ func (a *activator[N]) judge(logger klog.Logger, ch change) {
 	if a.ix.Len() == 0 {
 		return // no pod is waiting: nothing to pick
 	}
-	keys := a.pick(ch.prev, ch.cur)
-	if len(keys) == 0 {
-		return
-	}
-	pods := make(map[string]*v1.Pod, len(keys))
-	var names []string
-	for _, key := range keys {
-		if p, err := a.pods.Pods(key.Namespace).Get(key.Name); err == nil && p.Spec.NodeName == "" {
-			pods[key.String()] = p
-			names = append(names, key.String())
-		}
-	}
-	if len(pods) > 0 {
+	if names := activateKeys(logger, a.plugin, causeTelemetry, a.pods, a.activate, a.pick(ch.prev, ch.cur)); len(names) > 0 {
 		logger.V(4).Info("node telemetry lets pods in; activating them", "plugin", a.plugin, "node", ch.cur.Name, "pods", names)
-		a.activate.Activate(logger, pods)
-		activated.WithLabelValues(a.plugin, causeTelemetry).Add(float64(len(pods)))
 	}
 }

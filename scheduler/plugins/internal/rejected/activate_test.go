@@ -38,7 +38,8 @@ func TestOnTelemetryActivatesWhatPickNames(t *testing.T) {
 	set := func(busy int32) {
 		cache.Set(&telemetry.Node{Name: "n", SampleTime: at, Interval: 5 * time.Second, HasCPU: true, CPUPercent: busy, LogicalCores: 8})
 	}
-	set(95) // handed to the watcher as an add when it registers
+	before, _ := testutil.GetCounterMetricValue(activated.WithLabelValues("Test", causeTelemetry)) // the counter is the process's
+	set(95)                                                                                        // handed to the watcher as an add when it registers
 	ix.AddOn(small, "n", 10)
 	ix.AddOn(big, "n", 60)
 	ix.AddOn(bound, "n", 1) // fits at 95 %, but bound since: not activated
@@ -68,8 +69,8 @@ func TestOnTelemetryActivatesWhatPickNames(t *testing.T) {
 	if got := act.wait(); !slices.Equal(got, []string{"ns/big"}) {
 		t.Errorf("30 %% busy after 85: activated %v, want [ns/big]", got)
 	}
-	if n, err := testutil.GetCounterMetricValue(activated.WithLabelValues("Test", causeTelemetry)); err != nil || n != 2 {
-		t.Errorf("telesched_scheduler_pods_activated_total{plugin=Test,cause=telemetry} = %v, %v; want 2", n, err)
+	if n, err := testutil.GetCounterMetricValue(activated.WithLabelValues("Test", causeTelemetry)); err != nil || n-before != 2 {
+		t.Errorf("telesched_scheduler_pods_activated_total{plugin=Test,cause=telemetry} rose by %v (%v), want 2", n-before, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
