@@ -389,11 +389,7 @@ func (pl *EnergyAware) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 		node, _ = pl.nodes.Get(cur.Name)
 	}
 	before, reserved := pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name)
-	sel := pl.rejected.Select
-	if prev == nil {
-		sel = pl.rejected.SelectNew // a new node: no pod was rejected there
-	}
-	return sel(node, func(d estimate.Demand) bool {
+	return pl.rejected.SelectChange(prev, node, func(d estimate.Demand) bool {
 		return pl.letsIn(prev, cur, prevKnown, before, reserved, hintState(d, now))
 	})
 }

@@ -462,11 +462,7 @@ func (pl *LoadAware) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 		return nil
 	}
 	node := pl.node(cur.Name)
-	sel := pl.rejected.Select
-	if prev == nil {
-		sel = pl.rejected.SelectNew // a new node: no pod was rejected there
-	}
-	return sel(node, func(req [2]int64) bool {
+	return pl.rejected.SelectChange(prev, node, func(req [2]int64) bool {
 		return pl.letsIn(node, prev, cur, c, &podState{cpuMilli: req[0], memoryBytes: req[1], now: now})
 	})
 }

@@ -6,6 +6,8 @@ package rejected
 import (
 	"context"
 
+	v1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -20,6 +22,14 @@ import (
 // Filter predicate: in general ix.Select with the predicate on cur, after
 // a test of the node alone that skips most changes.
 type Pick func(prev, cur *telemetry.Node) []types.NamespacedName
+
+// SelectChange is Select for a NodeTelemetry change from prev (nil: the
+// node is new to the cache) on node: a new node was not there when Filter
+// rejected the pods, so none is passed over for not having been rejected
+// on it.
+func (ix *Index[N]) SelectChange(prev *telemetry.Node, node *v1.Node, may func(N) bool) []types.NamespacedName {
+	return ix.sel(node, prev != nil, may)
+}
 
 // change is one view the cache stored for a node, with the one before it.
 type change struct{ prev, cur *telemetry.Node }

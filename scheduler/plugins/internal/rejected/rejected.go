@@ -21,7 +21,6 @@
 package rejected
 
 import (
-	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -171,67 +170,52 @@ func (ix *Index[N]) Select(node *v1.Node, may func(N) bool) []types.NamespacedNa
 	return ix.sel(node, true, may)
 }
 
-// SelectNew is Select for a node new to the telemetry cache (an added
-// Node, a NodeTelemetry created): Filter may have rejected the pods
-// before the node existed, so none is passed over for not having been
-// rejected there.
-func (ix *Index[N]) SelectNew(node *v1.Node, may func(N) bool) []types.NamespacedName {
-	return ix.sel(node, false, may)
-}
-
 func (ix *Index[N]) sel(node *v1.Node, narrow bool, may func(N) bool) []types.NamespacedName {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var pods []types.NamespacedName
-	admits := func(e *entry[N]) bool {
-		if node != nil {
-			// A malformed term (err) is left to the scheduling attempt.
-			if ok, err := e.affinity.Match(node); err == nil && !ok {
-				return false
-			}
-		}
-		return may(e.need)
-	}
-	if node == nil || !narrow || ix.mayHelp(node.Name) {
-		for key, e := range ix.pods {
-			if admits(&e) {
-				pods = append(pods, key)
-			}
-		}
-	}
-	if ix.cycle != nil && admits(ix.cycle) && !slices.Contains(pods, ix.cycleKey) {
-		pods = append(pods, ix.cycleKey)
-	}
-	return pods
+	all := node == nil || !narrow || ix.mayHelp(node.Name)
+	return ix.collect(all, func(e *entry[N]) bool { return e.admits(node) && may(e.need) })
 }
 
 // SelectAdmitted is Select for a change whose room may lie on other
 // nodes than the one that changed (a power domain's members): may is
 // handed each recorded pod's need and its required node affinity as a
-// test of a node (a malformed term admits, leaving it to the scheduling
-// attempt).
+// test of a node (entry.admits).
 func (ix *Index[N]) SelectAdmitted(may func(need N, admits func(*v1.Node) bool) bool) []types.NamespacedName {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	return ix.collect(true, func(e *entry[N]) bool { return may(e.need, e.admits) })
+}
+
+// collect names the recorded pods (all: every one, else none) and the pod
+// in its cycle that ok is true for; the pod in its cycle is judged by its
+// own entry unless its recorded one was named. ix.mu is held.
+func (ix *Index[N]) collect(all bool, ok func(*entry[N]) bool) []types.NamespacedName {
 	var pods []types.NamespacedName
-	pick := func(key types.NamespacedName, e *entry[N]) {
-		admits := func(n *v1.Node) bool {
-			ok, err := e.affinity.Match(n)
-			return ok || err != nil
-		}
-		if may(e.need, admits) {
-			pods = append(pods, key)
+	named := false
+	if all {
+		for key, e := range ix.pods {
+			if ok(&e) {
+				pods = append(pods, key)
+				named = named || key == ix.cycleKey
+			}
 		}
 	}
-	for key, e := range ix.pods {
-		pick(key, &e)
-	}
-	if ix.cycle != nil {
-		if _, ok := ix.pods[ix.cycleKey]; !ok {
-			pick(ix.cycleKey, ix.cycle)
-		}
+	if ix.cycle != nil && !named && ok(ix.cycle) {
+		pods = append(pods, ix.cycleKey)
 	}
 	return pods
+}
+
+// admits reports whether the pod may go to node by its required node
+// affinity: true for a nil node (any node) and for a malformed term,
+// which is left to the scheduling attempt.
+func (e *entry[N]) admits(node *v1.Node) bool {
+	if node == nil {
+		return true
+	}
+	ok, err := e.affinity.Match(node)
+	return ok || err != nil
 }
 
 // Watch forgets a pod once it is bound to a node or deleted, through the

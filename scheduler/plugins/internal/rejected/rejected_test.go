@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 func pending(name, rv string) *v1.Pod {
@@ -174,14 +176,17 @@ func TestWatchForgets(t *testing.T) {
 
 // A node new to the cache names every recorded pod its affinity admits:
 // Filter rejected them before the node existed, on other nodes.
-func TestSelectNewIgnoresWhereFilterRejected(t *testing.T) {
+func TestSelectChangeOnANewNodeIgnoresWhereFilterRejected(t *testing.T) {
 	ix := New[int]()
 	ix.AddOn(pending("a", "1"), "busy", 1)
 	fresh := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}
 	if got := ix.Select(fresh, func(int) bool { return true }); got != nil {
 		t.Errorf("Select on a node no pod was rejected on: %v, want none", got)
 	}
-	if got := ix.SelectNew(fresh, func(int) bool { return true }); len(got) != 1 || got[0].Name != "a" {
-		t.Errorf("SelectNew on a new node: %v, want [a]", got)
+	if got := ix.SelectChange(&telemetry.Node{Name: "new"}, fresh, func(int) bool { return true }); got != nil {
+		t.Errorf("SelectChange on a node known before: %v, want none", got)
+	}
+	if got := ix.SelectChange(nil, fresh, func(int) bool { return true }); len(got) != 1 || got[0].Name != "a" {
+		t.Errorf("SelectChange on a new node: %v, want [a]", got)
 	}
 }
