@@ -497,10 +497,11 @@ type NodeState struct {
 // cheap bound that tells a budget far from its limit without estimating
 // the pod on each member; ok is false where PodWatts' is.
 func (ns *NodeState) PodWattsBound(pod estimate.Demand) (float64, bool) {
-	if ns == nil || !ns.Metered {
+	perMilli, fixed, ok := ns.CPUWattsBound()
+	if !ok {
 		return 0, false
 	}
-	return ns.wattsPerMilli*float64(pod.CPUMilli) + ns.fixedWatts + estimate.PodGPUWatts(ns.View, pod), true
+	return perMilli*float64(pod.CPUMilli) + fixed + estimate.PodGPUWatts(ns.View, pod), true
 }
 
 // CPUWattsBound is PodWattsBound's CPU part: a pod of cpuMilli with no

@@ -119,15 +119,16 @@ type podState struct {
 
 func (s *podState) Clone() fwk.StateData { return s }
 
-func (pl *PowerBudget) podState(pod *v1.Pod) *podState {
-	return &podState{Demand: pl.domains.Book().Demand(pod), snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
+// podState is a pod of demand d with the domains' snapshot now.
+func (pl *PowerBudget) podState(d estimate.Demand) *podState {
+	return &podState{Demand: d, snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
 }
 
 func (pl *PowerBudget) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
 	if s, ok := pl.last.Read(cs, stateKey); ok {
 		return s
 	}
-	return pl.podState(pod)
+	return pl.podState(pl.domains.Book().Demand(pod))
 }
 
 // PreFilter takes the domains' snapshot once per cycle; with no budget,
@@ -138,7 +139,7 @@ func (pl *PowerBudget) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.P
 	// Begun before the snapshot Filter reads: a change stored after it is
 	// judged for the pod (rejected.Index.Begin).
 	pl.rejected.Begin(pod, d)
-	s := &podState{Demand: d, snap: pl.domains.Snapshot(pl.cache.Now(), pl.args.TelemetryMaxAge)}
+	s := pl.podState(d)
 	pl.last.Write(cs, stateKey, s)
 	if s.snap.Empty() {
 		pl.rejected.End(pod)
