@@ -219,16 +219,21 @@ func (b *Book) CPUThresholdPercent() int32 { return b.cpuThreshold.Load() }
 // plus the pods placed since its sample); negative when the load is past
 // it. ok is false without a book, a threshold or n's CPU telemetry.
 func (b *Book) CPUUnderThresholdMilli(n *telemetry.Node) (milli int64, ok bool) {
-	if b == nil || n == nil || !n.HasCPU || n.LogicalCores <= 0 {
+	if n == nil {
 		return 0, false
 	}
-	t := int64(b.CPUThresholdPercent())
-	if t <= 0 {
+	return b.slot(n.Name).CPUUnderThresholdMilli(n)
+}
+
+// CPUUnderThresholdMilli is Book.CPUUnderThresholdMilli for node n, whose
+// slot s is.
+func (s Slot) CPUUnderThresholdMilli(n *telemetry.Node) (milli int64, ok bool) {
+	if n == nil || !n.HasCPU || n.LogicalCores <= 0 || s.cpuThreshold <= 0 {
 		return 0, false
 	}
 	capacity := int64(n.LogicalCores) * 1000
-	load := int64(n.CPUPercent)*capacity/100 + b.Get(n.Name).CPUMilli
-	return capacity*t/100 - load, true
+	load := int64(n.CPUPercent)*capacity/100 + s.Reserved.CPUMilli
+	return capacity*int64(s.cpuThreshold)/100 - load, true
 }
 
 // Demand is the pod's demand as the book counts it: the one count of
@@ -503,7 +508,7 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 		// A node's entry is made when its first view comes, so that
 		// Reserve, once per scheduled pod, never copies the map.
 		b.entry(name)
-		b.setLoad(name, loadOf(cur, Demand{}))
+		b.setLoad(name, loadOf(cur, Demand{}, uncalibrated))
 		b.report(name, cur, b.Get(name))
 		return
 	}
@@ -523,7 +528,7 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 		e.disturbed = cur.Observed
 	}
 	if !retired {
-		b.setLoad(name, loadOf(cur, before)) // the new sample's load; no reservation changed
+		b.setLoad(name, loadOf(cur, before, b.calibrationOf(e))) // the new sample's load; no reservation changed
 		if before != (Demand{}) {
 			b.report(name, cur, before) // their watts on the new view
 		}
@@ -742,6 +747,47 @@ func (b *Book) forget(name string) {
 	b.changed(name)
 }
 
+// Slot is what the book holds for one node, read in one lookup: the
+// demand placed on it since its sample, its calibration and the lowest
+// LimitCPU. A plugin that asks several of the estimates below of one node
+// reads its slot once and asks the slot, where each Book method would
+// look the node up again.
+type Slot struct {
+	// Reserved is what the pods placed on the node since its sample
+	// demand (Get).
+	Reserved     Demand
+	cal          calibration
+	cpuThreshold int32
+}
+
+// Slot returns node's slot; a nil book's is empty and uncalibrated.
+func (b *Book) Slot(node string) Slot { return b.slot(node) }
+
+func (b *Book) slot(node string) Slot {
+	if b == nil {
+		return Slot{cal: uncalibrated}
+	}
+	e := b.lookup(node)
+	s := Slot{cal: b.calibrationOf(e), cpuThreshold: b.cpuThreshold.Load()}
+	if e != nil {
+		s.Reserved = e.load()
+	}
+	return s
+}
+
+// With is s with reserved in place of what the book held (a plugin
+// judging the node as it was before a sample retired reservations).
+func (s Slot) With(reserved Demand) Slot {
+	s.Reserved = reserved
+	return s
+}
+
+// slotWith is node's slot with reserved in place of what the book holds
+// (the Book methods that take reserved).
+func (b *Book) slotWith(node string, reserved Demand) Slot {
+	return b.slot(node).With(reserved)
+}
+
 // Get returns what the pods placed on a node since its sample demand.
 func (b *Book) Get(node string) Demand {
 	e := b.lookup(node)
@@ -792,7 +838,7 @@ func (b *Book) publish(name string, e *resEntry) {
 		e.claimGPUs.Store(sum.ClaimGPUs)
 	}
 	n, _ := b.cache.Get(name)
-	b.setLoad(name, loadOf(n, sum))
+	b.setLoad(name, loadOf(n, sum, b.calibrationOf(e)))
 	b.report(name, n, sum)
 	b.changed(name)
 }

@@ -102,9 +102,13 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 		rv++
 		switch op := rng.IntN(10); {
 		case op < 5:
-			c.Set(&telemetry.Node{Name: name, SampleTime: at, Interval: 5 * time.Second,
+			n := &telemetry.Node{Name: name, SampleTime: at, Interval: 5 * time.Second,
 				HasCPU: rng.IntN(8) > 0, CPUPercent: rng.Int32N(101), LogicalCores: []int32{0, 4, 16, 64}[rng.IntN(4)],
-				HasMemory: rng.IntN(8) > 0, MemoryPercent: rng.Int32N(101), MemoryTotalBytes: int64(rng.IntN(4)) << 30})
+				HasMemory: rng.IntN(8) > 0, MemoryPercent: rng.Int32N(101), MemoryTotalBytes: int64(rng.IntN(4)) << 30}
+			if rng.IntN(2) == 0 {
+				n.HasPower, n.Watts, n.Models = true, 100+rng.Int32N(300), randomModels(rng)
+			}
+			c.Set(n)
 		case op < 8:
 			r.ReserveDemand(name, types.UID(fmt.Sprint(i)), Demand{CPUMilli: rng.Int64N(4000), MemoryBytes: rng.Int64N(4 << 30)})
 			r.Running(name, types.UID(fmt.Sprint(i-rng.IntN(20))))
@@ -117,8 +121,14 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 		for j := range 20 {
 			name := fmt.Sprintf("n%d", j)
 			n, _ := c.Get(name)
-			l := loadOf(n, r.Get(name))
+			l := loadOf(n, r.Get(name), uncalibrated)
 			want.CPUBP, want.MemoryBP = max(want.CPUBP, l.cpuBP), max(want.MemoryBP, l.memoryBP)
+			if l.heatRoom > 0 {
+				if room := l.heatRoom - heatRoomBase; !want.HasHeat || room < want.HeatRoomMilli {
+					want.HeatRoomMilli = room
+				}
+				want.HasHeat, want.HeatMicroPerMilli = true, max(want.HeatMicroPerMilli, l.heatPerMilli)
+			}
 			if l.cpuMilli > 0 && (want.MinCPUMilli == 0 || l.cpuMilli < want.MinCPUMilli) {
 				want.MinCPUMilli = l.cpuMilli
 			}
@@ -156,5 +166,112 @@ func TestLoadBoundTies(t *testing.T) {
 	r.Unreserve("n99", "n99")
 	if got := r.LoadBound().CPUBP; got != 5000 || r.loadPasses != passes+1 {
 		t.Errorf("after the last: CPUBP = %d after %d passes, want 5000 after 1", got, r.loadPasses-passes)
+	}
+}
+
+// randomModels is a power curve, rising by random steps, with an
+// uncertainty band, and mostly a thermal model (its sensor warming by
+// 0-200 milli-°C a watt, now and then cooling: a fit gone wrong).
+func randomModels(rng *rand.Rand) *telemetry.Models {
+	m := &telemetry.Models{CurveBasis: telemetry.BasisFitted}
+	w := 50 + rng.Float64()*150
+	for k := range m.Watts {
+		m.Watts[k], m.Uncertainty[k] = w, rng.Float64()*20
+		w += rng.Float64() * 80
+	}
+	if rng.IntN(5) > 0 {
+		m.HasThermal = true
+		m.Thermal = telemetry.ThermalModel{Sensor: "s", LimitMilli: 80_000 + rng.Int64N(30_000),
+			AmbientMilli: 20_000 + rng.Int64N(20_000), MilliPerWatt: rng.Int64N(200)}
+		if rng.IntN(20) == 0 {
+			m.Thermal.MilliPerWatt = -rng.Int64N(50)
+		}
+	}
+	return m
+}
+
+// TestHeatClearBoundsEveryNode: where the bound over random nodes (curves,
+// thermal models, loads, watts held or fresh, reservations, calibrations
+// both ways) says a pod is clear of a margin, every node's Heat with the
+// pod, and its Slot.SteadyBound, settles below its limit less that
+// margin. Both answers come up often: the check is not vacuous, and the
+// bound not so loose that it never clears.
+func TestHeatClearBoundsEveryNode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var cleared, refused int
+	for round := range 2000 {
+		type node struct {
+			n    *telemetry.Node
+			slot Slot
+		}
+		nodes := make([]node, 1+rng.IntN(8))
+		var x loadExtremes
+		for i := range nodes {
+			n := &telemetry.Node{Name: fmt.Sprint(i), HasCPU: true, CPUPercent: rng.Int32N(101),
+				LogicalCores: []int32{4, 16, 64, 192}[rng.IntN(4)], Models: randomModels(rng)}
+			if rng.IntN(4) == 0 {
+				n.HasLastWatts, n.LastWatts = true, 100+rng.Int32N(300)
+			} else {
+				n.HasPower, n.Watts, n.GPUWatts = true, 100+rng.Int32N(400), rng.Int32N(100)
+			}
+			s := Slot{cal: uncalibrated}
+			if rng.IntN(3) == 0 {
+				s.cal = calibration{ratio: 0.3 + rng.Float64()*2, count: rng.Int64N(2 * MinCalibrations)}
+			}
+			if rng.IntN(2) == 0 {
+				s.Reserved.CPUMilli = rng.Int64N(8000)
+			}
+			nodes[i] = node{n, s}
+			x.add(loadOf(n, s.Reserved, s.cal))
+		}
+		bound := x.bound()
+		for range 5 {
+			d := Demand{CPUMilli: rng.Int64N(4000)}
+			margin := rng.Int64N(15_000)
+			if !bound.HeatClear(d.CPUMilli, margin) {
+				refused++
+				continue
+			}
+			cleared++
+			for _, nd := range nodes {
+				if h := nd.slot.Heat(nd.n, d); h.Predicted && h.SteadyMilli >= h.LimitMilli-margin {
+					t.Fatalf("round %d: bound %+v clears a pod of %dm by %d milli-°C, but node %s (%+v, slot %+v) settles at %d of limit %d",
+						round, bound, d.CPUMilli, margin, nd.n.Name, nd.n.Models.Thermal, nd.slot, h.SteadyMilli, h.LimitMilli)
+				}
+				if b, ok := nd.slot.SteadyBound(nd.n, d); ok && b >= nd.n.Models.Thermal.LimitMilli-margin {
+					t.Fatalf("round %d: bound %+v clears a pod of %dm by %d milli-°C, but node %s's SteadyBound is %d of limit %d",
+						round, bound, d.CPUMilli, margin, nd.n.Name, b, nd.n.Models.Thermal.LimitMilli)
+				}
+			}
+		}
+	}
+	if cleared < 500 || refused < 500 {
+		t.Errorf("bound cleared %d pods and refused %d: want both at least 500", cleared, refused)
+	}
+}
+
+// TestSteadyBound: Slot.SteadyBound is at least Heat's steady temperature
+// on random nodes, reservations, calibrations and pods, and within a few
+// degrees of it for a small pod on an unreserved node.
+func TestSteadyBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 20_000 {
+		n := &telemetry.Node{Name: "n", HasCPU: true, CPUPercent: rng.Int32N(101), LogicalCores: []int32{4, 16, 64}[rng.IntN(3)],
+			HasPower: true, Watts: 100 + rng.Int32N(400), Models: randomModels(rng)}
+		s := Slot{cal: uncalibrated, Reserved: Demand{CPUMilli: rng.Int64N(8000) * int64(rng.IntN(2))}}
+		if rng.IntN(3) == 0 {
+			s.cal = calibration{ratio: 0.3 + rng.Float64()*2, count: MinCalibrations}
+		}
+		d := Demand{CPUMilli: rng.Int64N(4000)}
+		h := s.Heat(n, d)
+		b, ok := s.SteadyBound(n, d)
+		switch {
+		case ok && !h.Predicted:
+			t.Fatalf("case %d: a bound (%d) where Heat predicts nothing", i, b)
+		case !ok && h.Predicted && n.Models.Thermal.MilliPerWatt >= 0:
+			t.Fatalf("case %d: no bound where Heat predicts %d", i, h.SteadyMilli)
+		case ok && b < h.SteadyMilli:
+			t.Fatalf("case %d: bound %d below Heat's %d (%+v, slot %+v, pod %+v)", i, b, h.SteadyMilli, n.Models, s, d)
+		}
 	}
 }

@@ -176,11 +176,37 @@ func (b *Book) calibrate(node string, e *resEntry, cur *telemetry.Node, shown []
 // Calibration is a node's ratio of measured to predicted watts and how
 // many measurements it rests on (1 and 0 without any).
 func (b *Book) Calibration(node string) (ratio float64, n int64) {
-	e := b.lookup(node)
-	if e == nil || e.calibrations.Load() == 0 {
-		return 1, 0
+	c := b.calibrationOf(b.lookup(node))
+	return c.ratio, c.count
+}
+
+// calibration is a node's ratio of measured to predicted watts over count
+// measurements (1 and 0 without any).
+type calibration struct {
+	ratio float64
+	count int64
+}
+
+var uncalibrated = calibration{ratio: 1}
+
+func (b *Book) calibrationOf(e *resEntry) calibration {
+	if e == nil {
+		return uncalibrated
 	}
-	return math.Float64frombits(e.ratio.Load()), e.calibrations.Load()
+	n := e.calibrations.Load()
+	if n == 0 {
+		return uncalibrated
+	}
+	return calibration{ratio: math.Float64frombits(e.ratio.Load()), count: n}
+}
+
+// watts is w calibrated: as it is until the node has MinCalibrations
+// measurements, then calibratedBy its ratio.
+func (c calibration) watts(w Watts) Watts {
+	if c.count < MinCalibrations {
+		return w
+	}
+	return calibratedBy(c.ratio, w)
 }
 
 // NodeCalibration is a node's calibration as its NodeTelemetry status
@@ -235,22 +261,35 @@ func (b *Book) PodWatts(n *telemetry.Node, d, reserved Demand) (Watts, bool) {
 // PowerBudget uses it to pass over a budget far from its limit without
 // estimating the pod on each member.
 func (b *Book) PodWattsBound(n *telemetry.Node) (perMilli, fixed float64, ok bool) {
-	if _, ok := curveFrom(n, Demand{}); !ok {
+	if n == nil {
+		return 0, 0, false
+	}
+	return wattsBound(n, b.slot(n.Name).cal)
+}
+
+// wattsBound is PodWattsBound for node n calibrated by cal.
+func wattsBound(n *telemetry.Node, cal calibration) (perMilli, fixed float64, ok bool) {
+	if !hasCurve(n) {
 		return 0, 0, false
 	}
 	m := n.Models
-	var slope, unc float64
+	// Plain comparisons: the builtin max's care for NaN and -0 made this
+	// loop the most of EnergyAware's Filter (Slot.SteadyBound).
+	var rise, unc float64
 	for k := range len(m.Watts) - 1 {
-		slope = max(slope, (m.Watts[k+1]-m.Watts[k])*float64(len(m.Watts)-1))
+		if r := m.Watts[k+1] - m.Watts[k]; r > rise {
+			rise = r
+		}
 	}
 	for _, u := range m.Uncertainty {
-		unc = max(unc, u)
-	}
-	scale := 1.0
-	if b != nil {
-		if r, count := b.Calibration(n.Name); count >= MinCalibrations {
-			scale = max(1, r) + math.Abs(r-1)
+		if u > unc {
+			unc = u
 		}
+	}
+	slope := rise * float64(len(m.Watts)-1)
+	scale := 1.0
+	if cal.count >= MinCalibrations {
+		scale = max(1, cal.ratio) + math.Abs(cal.ratio-1)
 	}
 	return scale * slope / (float64(n.LogicalCores) * 1000), UpperSigmas * unc, true
 }
@@ -260,14 +299,16 @@ func (b *Book) PodWattsBound(n *telemetry.Node) (perMilli, fixed float64, ok boo
 // CPU side amortized over up to pods pods like it (AmortizedCPUWatts),
 // calibrated as PodWatts' mean is, plus its GPUs' watts.
 func (b *Book) RankWatts(n *telemetry.Node, d, reserved Demand, pods int, headroomMilli int64) (float64, bool) {
-	cpu, ok := AmortizedCPUWatts(n, d, reserved, pods, headroomMilli)
+	return b.slotWith(n.Name, reserved).RankWatts(n, d, pods, headroomMilli)
+}
+
+// RankWatts is Book.RankWatts on node n, whose slot s is.
+func (s Slot) RankWatts(n *telemetry.Node, d Demand, pods int, headroomMilli int64) (float64, bool) {
+	cpu, ok := AmortizedCPUWatts(n, d, s.Reserved, pods, headroomMilli)
 	if !ok {
 		return 0, false
 	}
-	if b != nil {
-		cpu = b.calibrated(n.Name, Watts{Mean: cpu, Upper: cpu}).Mean
-	}
-	return cpu + PodGPUWatts(n, d), true
+	return s.cal.watts(Watts{Mean: cpu, Upper: cpu}).Mean + PodGPUWatts(n, d), true
 }
 
 // ReservedWatts is PodWatts of what is reserved on n, calibrated.
@@ -276,11 +317,7 @@ func (b *Book) ReservedWatts(n *telemetry.Node, reserved Demand) (Watts, bool) {
 }
 
 func (b *Book) calibrated(node string, w Watts) Watts {
-	ratio, count := b.Calibration(node)
-	if count < MinCalibrations {
-		return w
-	}
-	return calibratedBy(ratio, w)
+	return b.slot(node).cal.watts(w)
 }
 
 // calibratedBy is w with its mean scaled by ratio and its upper estimate

@@ -159,21 +159,23 @@ type Energy struct {
 // on the reference, so a node of the reference's speed ranks a pod by its
 // watts, as before. ok is false where RankWatts has no watts.
 func (b *Book) RankJoules(n *telemetry.Node, d, reserved Demand, work Work, pods int, headroomMilli int64) (Energy, bool) {
+	return b.slotWith(n.Name, reserved).RankJoules(n, d, work, pods, headroomMilli)
+}
+
+// RankJoules is Book.RankJoules on node n, whose slot s is.
+func (s Slot) RankJoules(n *telemetry.Node, d Demand, work Work, pods int, headroomMilli int64) (Energy, bool) {
 	k, known := PodSpeed(n, d)
 	e := Energy{Speed: k, SpeedKnown: known}
 	if work == WorkFinite {
-		w, ok := b.RankWatts(n, d, reserved, pods, headroomMilli)
+		w, ok := s.RankWatts(n, d, pods, headroomMilli)
 		e.Joules = w / k
 		return e, ok
 	}
-	cpu, ok := AmortizedCPUWatts(n, overPace(d, k), reserved, pods, int64(float64(headroomMilli)/k))
+	cpu, ok := AmortizedCPUWatts(n, overPace(d, k), s.Reserved, pods, int64(float64(headroomMilli)/k))
 	if !ok {
 		return e, false
 	}
-	if b != nil {
-		cpu = b.calibrated(n.Name, Watts{Mean: cpu, Upper: cpu}).Mean
-	}
-	e.Joules = cpu + PodGPUWatts(n, d)/k
+	e.Joules = s.cal.watts(Watts{Mean: cpu, Upper: cpu}).Mean + PodGPUWatts(n, d)/k
 	return e, true
 }
 

@@ -25,13 +25,20 @@ type Heat struct {
 }
 
 // Heat predicts a pod of demand d on node n, which has reserved placed
-// since its sample, with watts calibrated by b (nil: not calibrated).
+// since its sample, with watts calibrated by b (nil: not calibrated): the
+// node's Slot's Heat with reserved in it.
+func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
+	return b.slotWith(n.Name, reserved).Heat(n, d)
+}
+
+// Heat predicts a pod of demand d on node n, whose slot s is, with watts
+// calibrated by its calibration.
 //
 // One walk along the node's curve: from the measured load, the reserved
 // pods' step, then the pod's from there, each what PodWatts gives for
 // the CPUs alone (ReservedWatts, PodWatts of the pod's CPU request),
 // calibrated alike.
-func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
+func (s Slot) Heat(n *telemetry.Node, d Demand) Heat {
 	var h Heat
 	if n.Models == nil || !n.Models.HasThermal {
 		return h
@@ -40,33 +47,57 @@ func (b *Book) Heat(n *telemetry.Node, d, reserved Demand) Heat {
 	if !ok {
 		return h
 	}
-	ratio, count := 1.0, int64(0)
-	if b != nil {
-		ratio, count = b.Calibration(n.Name)
-	}
 	upper := func(watts, uncertainty float64) float64 {
-		w := Watts{Mean: watts, Upper: watts + UpperSigmas*uncertainty}
-		if count >= MinCalibrations {
-			w = calibratedBy(ratio, w)
-		}
-		return w.Upper
+		return s.cal.watts(Watts{Mean: watts, Upper: watts + UpperSigmas*uncertainty}).Upper
 	}
-	if reserved.CPUMilli > 0 {
-		w, unc, w1 := c.step(reserved.CPUMilli)
+	if s.Reserved.CPUMilli > 0 {
+		w, unc, w1 := c.step(s.Reserved.CPUMilli)
 		h.ReservedWatts = upper(w, unc)
-		c = c.moved(reserved.CPUMilli, w1)
+		c = c.moved(s.Reserved.CPUMilli, w1)
 	}
 	if d.CPUMilli > 0 {
 		w, unc, _ := c.step(d.CPUMilli)
 		h.PodWatts = upper(w, unc)
 	}
 	t := &n.Models.Thermal
+	h.NowWatts = nowCPUWatts(n)
+	h.Watts = h.NowWatts + h.ReservedWatts + h.PodWatts
+	h.Predicted, h.SteadyMilli, h.LimitMilli = true, t.Steady(h.Watts), t.LimitMilli
+	return h
+}
+
+// nowCPUWatts is the node's watts less its GPUs', its last plausible
+// watts when the sample lacks them: what Heat starts from.
+func nowCPUWatts(n *telemetry.Node) float64 {
 	watts, gpuWatts := n.Watts, n.GPUWatts
 	if !n.HasPower {
 		watts, gpuWatts = n.LastWatts, 0
 	}
-	h.NowWatts = float64(max(0, watts-gpuWatts))
-	h.Watts = h.NowWatts + h.ReservedWatts + h.PodWatts
-	h.Predicted, h.SteadyMilli, h.LimitMilli = true, t.Steady(h.Watts), t.LimitMilli
-	return h
+	return float64(max(0, watts-gpuWatts))
+}
+
+// SteadyBound is at least s.Heat(n, d).SteadyMilli, from
+// PodWattsBound's few multiplications for the reserved pods' step and the
+// pod's instead of a walk along the node's curve: EnergyAware passes the
+// nodes whose bound is clear of their limit without the walk. ok is false
+// where it cannot tell: where Heat predicts nothing, or the model's
+// sensor cools as watts rise (a fit gone wrong; Heat says how far).
+func (s Slot) SteadyBound(n *telemetry.Node, d Demand) (milli int64, ok bool) {
+	if n == nil || n.Models == nil || !n.Models.HasThermal || n.Models.Thermal.MilliPerWatt < 0 {
+		return 0, false
+	}
+	perMilli, fixed, ok := wattsBound(n, s.cal)
+	if !ok {
+		return 0, false
+	}
+	watts := nowCPUWatts(n)
+	if s.Reserved.CPUMilli > 0 {
+		watts += perMilli*float64(s.Reserved.CPUMilli) + fixed
+	}
+	if d.CPUMilli > 0 {
+		watts += perMilli*float64(d.CPUMilli) + fixed
+	}
+	// Steady rounds to the milli-degree; Heat sums its parts in another
+	// order, and a last bit's difference may round the other way.
+	return n.Models.Thermal.Steady(watts) + 1, true
 }

@@ -112,17 +112,21 @@ type nodeCurve struct {
 // utilization plus reserved; false when the node has no watts (fresh or
 // held), no CPU count or no plausible curve.
 func curveFrom(n *telemetry.Node, reserved Demand) (nodeCurve, bool) {
-	if n == nil || !(n.HasPower || n.HasLastWatts) || !n.HasCPU || n.LogicalCores <= 0 {
+	if !hasCurve(n) {
 		return nodeCurve{}, false
 	}
 	c := nodeCurve{m: n.Models, capacityMilli: float64(n.LogicalCores) * 1000}
 	c.u0 = float64(n.CPUPercent)/100 + float64(reserved.CPUMilli)/c.capacityMilli
-	w0, ok := n.Models.WattsAt(c.u0)
-	if !ok {
-		return nodeCurve{}, false
-	}
+	w0, _ := n.Models.WattsAt(c.u0)
 	c.w0, c.floorWattsPerUnit = w0, MinSlopeShare*max(0, n.Models.CurveRise())
 	return c, true
+}
+
+// hasCurve is true where curveFrom reads a curve: the node has watts
+// (fresh or held), a CPU count and a power curve.
+func hasCurve(n *telemetry.Node) bool {
+	return n != nil && (n.HasPower || n.HasLastWatts) && n.HasCPU && n.LogicalCores > 0 &&
+		n.Models != nil && n.Models.CurveBasis != telemetry.BasisNone
 }
 
 // add is what cpuMilli more CPU adds to the curve from the estimated

@@ -5,6 +5,7 @@ package energyaware
 
 import (
 	"fmt"
+	"math"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -131,6 +132,17 @@ func thermalScore(n *telemetry.Node, absoluteMilli int64, e estimate.Heat) int64
 		h = min(h, e.LimitMilli-e.SteadyMilli)
 	}
 	return max(fwk.MinScore, min(fwk.MaxScore, fwk.MaxScore*h/headroomForFullScore))
+}
+
+// scoredHeadroom is the least predicted steady headroom that leaves
+// thermalScore as the node's effective headroom has it: that headroom,
+// or the full score's 40°C if less (any headroom from there scores 100).
+func scoredHeadroom(n *telemetry.Node, absoluteMilli int64) int64 {
+	h, _, ok := heat.Effective(n.HasHeadroom, n.HeadroomMilli, n.HasUnlimited, n.UnlimitedMilli, absoluteMilli)
+	if !n.HasThermal || !ok {
+		return math.MinInt64 / 2 // thermalScore is 0 whatever is predicted
+	}
+	return min(h, headroomForFullScore)
 }
 
 // Score packs a node's two parts into one int64 for NormalizeScore: the

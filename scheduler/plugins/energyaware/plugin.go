@@ -146,12 +146,16 @@ func hintState(d estimate.Demand, now time.Time) *podState {
 }
 
 // PreFilter computes the pod's requests once. A pod that requests no GPU
-// skips the filter while no node's telemetry is too hot and stale telemetry
-// is not rejected: the filter would pass every node.
+// skips the filter while no node's telemetry is too hot, stale telemetry
+// is not rejected and no node's predicted heat could reach its limit less
+// the margin with the pod (no node has a thermal model, or the book's
+// bound over every node's says so: estimate.LoadBound.HeatClear): the
+// filter would pass every node.
 func (pl *EnergyAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	s := pl.podRequests(pod)
 	pl.last.Write(cs, stateKey, s)
-	if s.GPUs == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 && pl.predicting.Count() == 0 {
+	if s.GPUs == 0 && pl.args.StaleTelemetryPolicy != config.StaleTelemetryReject && pl.hot.Count() == 0 &&
+		(pl.predicting.Count() == 0 || pl.reserved.LoadBound().HeatClear(s.CPUMilli, pl.limits.marginMilli)) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.rejected.Begin(pod, s.Demand) // before Filter reads a node
@@ -176,7 +180,7 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 		tel = nil
 	}
 	s := pl.readState(cs, pod)
-	st := pl.fits(tel, pl.reservedOn(nodeInfo.Node().Name), s)
+	st := pl.fits(tel, pl.reserved.Slot(nodeInfo.Node().Name), s)
 	if st != nil {
 		pl.rejected.AddOn(pod, nodeInfo.Node().Name, s.Demand)
 	}
@@ -184,9 +188,9 @@ func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 }
 
 // fits is Filter's predicate, which pick uses too: nil when the pod may
-// go to a node with telemetry tel (nil: none) and reserved placed
-// since its sample, else why not.
-func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *podState) *fwk.Status {
+// go to a node with telemetry tel (nil: none) and the book's slot (what
+// was placed since its sample, its calibration), else why not.
+func (pl *EnergyAware) fits(tel *telemetry.Node, slot estimate.Slot, s *podState) *fwk.Status {
 	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		if tel != nil {
 			if why := tooHot(tel, pl.limits); why != "" {
@@ -217,7 +221,7 @@ func (pl *EnergyAware) fits(tel *telemetry.Node, reserved estimate.Demand, s *po
 		}
 	}
 	// Only the heat prediction: the pod's watts are Score's.
-	if why := tooHotPredicted(tel, pl.reserved.Heat(tel, s.Demand, reserved), pl.limits.marginMilli); why != "" {
+	if why := tooHotPredicted(tel, pl.heatAbove(tel, s.Demand, slot, pl.limits.marginMilli), pl.limits.marginMilli); why != "" {
 		return fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	if s.GPUs > 0 && tel.HasGPUSource {
@@ -272,37 +276,46 @@ func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.NoTelemetry, nil
 	}
-	reserved := pl.reservedOn(tel.Name)
+	slot := pl.reserved.Slot(tel.Name)
 	// RankJoules answers wherever the pod's watts are known (both read the
 	// node's curve at its estimated load, estimate.curveFrom), so it
 	// alone tells whether the node has a power estimate.
 	var mw int64
-	j, hasPower := pl.reserved.RankJoules(tel, s.Demand, reserved, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, nodeInfo))
+	j, hasPower := slot.RankJoules(tel, s.Demand, s.work, int(pl.args.ConsolidationPods), pl.headroomMilli(tel, slot, nodeInfo))
 	if hasPower {
 		mw = int64(math.Round(j.Joules * 1000))
 	}
-	thermal := thermalScore(tel, pl.limits.absoluteMilli, pl.reserved.Heat(tel, s.Demand, reserved))
+	thermal := thermalScore(tel, pl.limits.absoluteMilli, pl.heatAbove(tel, s.Demand, slot, scoredHeadroom(tel, pl.limits.absoluteMilli)))
 	if s.thermalFailed && !pl.heatKnown(tel, s.now) {
 		thermal = 0 // a held reading past the hold earns nothing
 	}
 	return packScore(mw, hasPower, thermal), nil
 }
 
+// heatAbove is Heat where the pod may take the node's modelled sensor
+// above its limit less clearance, and no prediction (Predicted false)
+// where SteadyBound shows that it cannot: a few multiplications instead
+// of a walk along the curve, for the nodes far from their limits.
+// Filter's clearance is the margin, Score's the headroom above which a
+// prediction would not lower the node's thermal score (scoredHeadroom):
+// the answer is Heat's wherever it could change theirs.
+func (pl *EnergyAware) heatAbove(tel *telemetry.Node, d estimate.Demand, slot estimate.Slot, clearance int64) estimate.Heat {
+	if bound, ok := slot.SteadyBound(tel, d); ok && bound < tel.Models.Thermal.LimitMilli-clearance {
+		return estimate.Heat{}
+	}
+	return slot.Heat(tel, d)
+}
+
 // headroomMilli is the CPU that pods like the one placed may still take
 // on the node: its allocatable CPU less its pods' requests, and no more
 // than LoadAware's threshold (the profiles' lowest, estimate.Book) leaves
 // above the node's estimated load.
-func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, nodeInfo fwk.NodeInfo) int64 {
+func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, slot estimate.Slot, nodeInfo fwk.NodeInfo) int64 {
 	free := nodeInfo.GetAllocatable().GetMilliCPU() - nodeInfo.GetRequested().GetMilliCPU()
-	if room, ok := pl.reserved.CPUUnderThresholdMilli(tel); ok {
+	if room, ok := slot.CPUUnderThresholdMilli(tel); ok {
 		free = min(free, room)
 	}
 	return free
-}
-
-// reservedOn is what was placed on the node since its sample.
-func (pl *EnergyAware) reservedOn(node string) estimate.Demand {
-	return pl.reserved.Get(node)
 }
 
 // fitsReleased is Filter's predicate on a node whose reservations the book
@@ -313,8 +326,8 @@ func (pl *EnergyAware) fitsReleased(name string) func(estimate.Demand) bool {
 	if !ok {
 		return func(estimate.Demand) bool { return false }
 	}
-	reserved, now := pl.reservedOn(name), pl.cache.Now()
-	return func(d estimate.Demand) bool { return pl.fits(tel, reserved, &podState{Demand: d, now: now}) == nil }
+	slot, now := pl.reserved.Slot(name), pl.cache.Now()
+	return func(d estimate.Demand) bool { return pl.fits(tel, slot, &podState{Demand: d, now: now}) == nil }
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
@@ -388,9 +401,10 @@ func (pl *EnergyAware) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 	if pl.nodes != nil {
 		node, _ = pl.nodes.Get(cur.Name)
 	}
-	before, reserved := pl.reserved.Before(cur.Name, cur), pl.reservedOn(cur.Name)
+	slot := pl.reserved.Slot(cur.Name)
+	before := slot.With(pl.reserved.Before(cur.Name, cur))
 	return pl.rejected.SelectChange(prev, node, func(d estimate.Demand) bool {
-		return pl.letsIn(prev, cur, prevKnown, before, reserved, hintState(d, now))
+		return pl.letsIn(prev, cur, prevKnown, before, slot, hintState(d, now))
 	})
 }
 
@@ -399,6 +413,6 @@ func (pl *EnergyAware) pick(prev, cur *telemetry.Node) []types.NamespacedName {
 // with those until cur's sample retired some (estimate.Book.Before): a
 // pod prev took already was rejected by something else, and one the
 // reservations cur retired kept out is let in by cur.
-func (pl *EnergyAware) letsIn(prev, cur *telemetry.Node, prevKnown bool, before, reserved estimate.Demand, s *podState) bool {
-	return pl.fits(cur, reserved, s) == nil && (!prevKnown || pl.fits(prev, before, s) != nil)
+func (pl *EnergyAware) letsIn(prev, cur *telemetry.Node, prevKnown bool, before, now estimate.Slot, s *podState) bool {
+	return pl.fits(cur, now, s) == nil && (!prevKnown || pl.fits(prev, before, s) != nil)
 }

@@ -410,8 +410,9 @@ func TestScore(t *testing.T) {
 	}
 }
 
-// PreFilter skips the filter for CPU pods while no node is too hot (the
-// filter would pass every node), and only then.
+// PreFilter skips the filter for CPU pods while no node is too hot and no
+// node's predicted heat with the pod could come within the margin of its
+// limit (the filter would pass every node), and only then.
 func TestPreFilterSkip(t *testing.T) {
 	cache := newCache()
 	observe(cache, "cool", status(60))
@@ -436,6 +437,11 @@ func TestPreFilterSkip(t *testing.T) {
 			st.Thermal.Throttling = true
 			return st
 		}(), pl, gpuPod(""), false},
+		// TestFilter's node: 30 + 0.2 x 170 = 64°C now; 1 CPU adds 20 W
+		// (4°C), 8 CPUs 160 W (32°C, to 96°C >= 100 - 5).
+		{"a thermal model, a pod that leaves it far below its limit", modelled(status(60), 170), pl, cpuPod("1"), true},
+		{"the pod that could take it past limit - margin", nil, pl, cpuPod("8"), false},
+		{"the node's model gone", status(60), pl, cpuPod("8"), true},
 	} {
 		if step.set != nil {
 			observe(cache, "other", step.set)
