@@ -36,6 +36,20 @@ func (c *Curve) Slope(u float64) float64 {
 	return (c[i+1] - c[i]) * (Knots - 1)
 }
 
+// ConvexFrom reports whether the curve is convex from utilization u to
+// 100 %: no segment from the one u lies in onward rises less steeply than
+// the one before it. The watts a step of load adds from u then grow at
+// least in proportion to the step.
+func (c *Curve) ConvexFrom(u float64) bool {
+	i, _ := locate(u)
+	for ; i < Knots-2; i++ {
+		if c[i+2]-c[i+1] < c[i+1]-c[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // locate is the segment u lies in and where in it, in [0, 1].
 func locate(u float64) (int, float64) {
 	x := math.Min(1, math.Max(0, u)) * (Knots - 1)

@@ -69,3 +69,36 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestConvexFrom: the R740 climbs 77 W to its first knee at 10 %, then
+// steepens every step to 90 %, and its last step (49 W) is gentler than
+// the one before (64 W): convex from 10 % only up to 90 %, so from
+// nowhere below 90 %; a straight line is convex from anywhere.
+func TestConvexFrom(t *testing.T) {
+	var line Curve
+	for k := range line {
+		line[k] = 100 + 20*float64(k)
+	}
+	for _, tc := range []struct {
+		name string
+		c    Curve
+		u    float64
+		want bool
+	}{
+		{"R740 from idle", r740, 0, false},
+		{"R740 past its knee", r740, 0.15, false},
+		{"R740 in its last segment", r740, 0.95, true},
+		{"R740 at 100 %", r740, 1, true},
+		{"a line from idle", line, 0, true},
+		{"a line past 100 %", line, 1.3, true},
+	} {
+		if got := tc.c.ConvexFrom(tc.u); got != tc.want {
+			t.Errorf("%s: ConvexFrom(%v) = %v, want %v", tc.name, tc.u, got, tc.want)
+		}
+	}
+	steep := r740
+	steep[10] = 480 // 72 W, steeper than 64
+	if !steep.ConvexFrom(0.15) || steep.ConvexFrom(0.05) {
+		t.Errorf("R740 with a steeper top: ConvexFrom(0.15) = %v, (0.05) = %v; want true, false", steep.ConvexFrom(0.15), steep.ConvexFrom(0.05))
+	}
+}

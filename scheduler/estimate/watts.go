@@ -72,6 +72,12 @@ func AmortizedCPUWatts(n *telemetry.Node, d, reserved Demand, pods int, headroom
 	if d.CPUMilli <= 0 {
 		return 0, true
 	}
+	if c.m.Watts.ConvexFrom(c.u0) {
+		// k pods add at least k times what one adds (the floor too
+		// grows in proportion while within 100 %): one is the least,
+		// with no walk over the others.
+		pods = 1
+	}
 	best := math.Inf(1)
 	for k := int64(1); k <= int64(max(1, pods)); k++ {
 		// Pods past the node's full load would run on no CPU: a curve

@@ -5,6 +5,7 @@ package estimate
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"k8s.io/utils/ptr"
@@ -68,6 +69,55 @@ func TestAmortizedCPUWatts(t *testing.T) {
 	}
 	if _, ok := AmortizedCPUWatts(&telemetry.Node{HasCPU: true, LogicalCores: 8, HasPower: true}, pod, Demand{}, 8, 8000); ok {
 		t.Error("a node without a curve gave an estimate")
+	}
+}
+
+// TestAmortizedCPUWattsIsTheLeastOverK: AmortizedCPUWatts, which takes one
+// pod's watts without the walk where the curve is convex from the node's
+// load, is the least over k = 1..pods of what k pods add over k, walked in
+// full, on random curves (convex, concave, rising by random steps, flat
+// stretches that take the floor), loads, reservations, pods and headroom.
+func TestAmortizedCPUWattsIsTheLeastOverK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var convex, walked int
+	for i := range 20_000 {
+		n := r740Node(rng.Int32N(101))
+		w := rng.Float64() * 200
+		for k := range n.Models.Watts {
+			n.Models.Watts[k] = w
+			switch rng.IntN(4) {
+			case 0:
+				w += float64(k) * rng.Float64() * 20 // steepening
+			case 1:
+				w += float64(10-k) * rng.Float64() * 20 // flattening
+			case 2:
+				w += rng.Float64() * 60
+			}
+		}
+		d := Demand{CPUMilli: 1 + rng.Int64N(16_000)}
+		reserved := Demand{CPUMilli: rng.Int64N(20_000)}
+		pods, headroom := 1+rng.IntN(10), rng.Int64N(64_000)
+		got, ok := AmortizedCPUWatts(n, d, reserved, pods, headroom)
+		c, _ := curveFrom(n, reserved)
+		want := math.Inf(1)
+		for k := int64(1); k <= int64(pods); k++ {
+			if k > 1 && (k*d.CPUMilli > headroom || c.u0+float64(k*d.CPUMilli)/c.capacityMilli > 1) {
+				break
+			}
+			want = math.Min(want, c.addWatts(k*d.CPUMilli)/float64(k))
+		}
+		if !ok || math.Abs(got-want) > 1e-9*max(1, want) {
+			t.Fatalf("case %d: AmortizedCPUWatts = %v (ok %v), the walk over k gives %v (curve %v from %.3f, pod %dm, %d pods, headroom %dm)",
+				i, got, ok, want, n.Models.Watts, c.u0, d.CPUMilli, pods, headroom)
+		}
+		if n.Models.Watts.ConvexFrom(c.u0) {
+			convex++
+		} else {
+			walked++
+		}
+	}
+	if convex < 1000 || walked < 1000 {
+		t.Errorf("%d cases convex from the load, %d walked: want both at least 1000", convex, walked)
 	}
 }
 
