@@ -130,6 +130,10 @@ type undone struct {
 
 // resEntry is one node's sums and calibration. Writers hold Book.mu.
 type resEntry struct {
+	// view is the node's latest view, stored by observe as the cache
+	// stores it (the cache's lock held): a plugin that reads a node's
+	// view and its reservations finds both in one lookup (Slot).
+	view                                              atomic.Pointer[telemetry.Node]
 	cpuMilli, memoryBytes, gpus, migSlices, claimGPUs atomic.Int64
 	// ratio is the node's measured over predicted watts (float64 bits,
 	// calibration.go), over calibrations measurements, from the moving
@@ -507,11 +511,12 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	if e == nil {
 		// A node's entry is made when its first view comes, so that
 		// Reserve, once per scheduled pod, never copies the map.
-		b.entry(name)
+		b.entry(name).view.Store(cur)
 		b.setLoad(name, loadOf(cur, Demand{}, uncalibrated))
 		b.report(name, cur, b.Get(name))
 		return
 	}
+	e.view.Store(cur)
 	hold := Hold(cur.Interval)
 	before := e.load()
 	jump := shownByJump(b.pods[name], cur)
@@ -747,12 +752,16 @@ func (b *Book) forget(name string) {
 	b.changed(name)
 }
 
-// Slot is what the book holds for one node, read in one lookup: the
-// demand placed on it since its sample, its calibration and the lowest
-// LimitCPU. A plugin that asks several of the estimates below of one node
-// reads its slot once and asks the slot, where each Book method would
-// look the node up again.
+// Slot is what the book holds for one node, read in one lookup: its
+// latest view, the demand placed on it since its sample, its calibration
+// and the lowest LimitCPU. A plugin that reads a node's view and asks
+// several of the estimates below of it reads its slot once, where the
+// cache and each Book method would look the node up again.
 type Slot struct {
+	// View is the node's latest view as the book observed it: the
+	// cache's (Cache.Get), stored as the cache stores it; nil without
+	// one.
+	View *telemetry.Node
 	// Reserved is what the pods placed on the node since its sample
 	// demand (Get).
 	Reserved     Demand
@@ -770,7 +779,7 @@ func (b *Book) slot(node string) Slot {
 	e := b.lookup(node)
 	s := Slot{cal: b.calibrationOf(e), cpuThreshold: b.cpuThreshold.Load()}
 	if e != nil {
-		s.Reserved = e.load()
+		s.View, s.Reserved = e.view.Load(), e.load()
 	}
 	return s
 }
@@ -780,6 +789,17 @@ func (b *Book) slot(node string) Slot {
 func (s Slot) With(reserved Demand) Slot {
 	s.Reserved = reserved
 	return s
+}
+
+// Placed is a node's latest view (Slot.View) and what was placed on it
+// since its sample (Get), in one lookup, for a plugin that needs no more
+// of the slot.
+func (b *Book) Placed(node string) (*telemetry.Node, Demand) {
+	e := b.lookup(node)
+	if e == nil {
+		return nil, Demand{}
+	}
+	return e.view.Load(), e.load()
 }
 
 // slotWith is node's slot with reserved in place of what the book holds

@@ -89,7 +89,8 @@ func TestLoadBound(t *testing.T) {
 
 // TestLoadBoundMatchesAFullPass keeps the bound up to date through random
 // samples, reservations and deletions, and checks it after each against
-// one computed over every node from scratch.
+// one computed over every node from scratch, and each node's Slot's view
+// against the cache's.
 func TestLoadBoundMatchesAFullPass(t *testing.T) {
 	at := time.Unix(0, 0)
 	c := telemetry.NewCacheWithClock(func() time.Time { return at })
@@ -121,6 +122,9 @@ func TestLoadBoundMatchesAFullPass(t *testing.T) {
 		for j := range 20 {
 			name := fmt.Sprintf("n%d", j)
 			n, _ := c.Get(name)
+			if v := r.Slot(name).View; v != n {
+				t.Fatalf("step %d: %s's slot holds view %p, the cache %p", i, name, v, n)
+			}
 			l := loadOf(n, r.Get(name), uncalibrated)
 			want.CPUBP, want.MemoryBP = max(want.CPUBP, l.cpuBP), max(want.MemoryBP, l.memoryBP)
 			if l.heatRoom > 0 {

@@ -175,12 +175,9 @@ func (pl *EnergyAware) readState(cs fwk.CycleState, pod *v1.Pod) *podState {
 // Filter rejects nodes too hot for any pod, and, for GPU pods, nodes
 // without enough GPUs clear of their slowdown temperature.
 func (pl *EnergyAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
-	if !ok {
-		tel = nil
-	}
+	slot := pl.reserved.Slot(nodeInfo.Node().Name) // the view and its reservations, one lookup
 	s := pl.readState(cs, pod)
-	st := pl.fits(tel, pl.reserved.Slot(nodeInfo.Node().Name), s)
+	st := pl.fits(slot.View, slot, s)
 	if st != nil {
 		pl.rejected.AddOn(pod, nodeInfo.Node().Name, s.Demand)
 	}
@@ -272,11 +269,11 @@ func (pl *EnergyAware) heatKnown(tel *telemetry.Node, now time.Time) bool {
 // telemetry gets NoTelemetry.
 func (pl *EnergyAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.readState(cs, pod)
-	tel, ok := pl.cache.Get(nodeInfo.Node().Name)
-	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
+	slot := pl.reserved.Slot(nodeInfo.Node().Name) // the view and its reservations, one lookup
+	tel := slot.View
+	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) {
 		return telemetry.NoTelemetry, nil
 	}
-	slot := pl.reserved.Slot(tel.Name)
 	// RankJoules answers wherever the pod's watts are known (both read the
 	// node's curve at its estimated load, estimate.curveFrom), so it
 	// alone tells whether the node has a power estimate.

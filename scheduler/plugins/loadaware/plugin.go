@@ -268,11 +268,8 @@ func (pl *LoadAware) adjust(cs fwk.CycleState, pod, other *v1.Pod, sign int64) {
 func (pl *LoadAware) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
 	s := pl.state(cs, pod)
-	tel, ok := pl.cache.Get(node.Name)
-	if !ok {
-		tel = nil
-	}
-	if st := pl.fits(node, tel, pl.book.Get(node.Name), s); st != nil {
+	tel, reserved := pl.book.Placed(node.Name) // the view and its reservations, one lookup
+	if st := pl.fits(node, tel, reserved, s); st != nil {
 		pl.rejected.AddOn(pod, node.Name, [2]int64{s.cpuMilli, s.memoryBytes})
 		return st
 	}
@@ -367,12 +364,11 @@ func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 // of CPU and memory).
 func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s := pl.state(cs, pod)
-	name := nodeInfo.Node().Name
-	tel, ok := pl.cache.Get(name)
-	if !ok || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
+	tel, reserved := pl.book.Placed(nodeInfo.Node().Name) // the view and its reservations, one lookup
+	if tel == nil || !tel.Fresh(s.now, pl.args.TelemetryMaxAge) || (!tel.HasCPU && !tel.HasMemory) {
 		return telemetry.NoTelemetry, nil
 	}
-	r := pl.scale(pl.book.Get(name))
+	r := pl.scale(reserved)
 	reservedCPU, reservedMem := r[0], r[1]
 	cpu, mem := pl.usage(tel)
 	var est int64
