@@ -185,6 +185,7 @@ func NewBook(cache *telemetry.Cache, opts Options) *Book {
 	b.entries.Store(&map[string]*resEntry{})
 	b.bound.Store(&LoadBound{})
 	cache.Watch(b.observe)
+	cache.WatchViews(b.viewStored)
 	return b
 }
 
@@ -494,6 +495,16 @@ func startedAt(pod *v1.Pod) (time.Time, bool) {
 		}
 	}
 	return t, !t.IsZero()
+}
+
+// viewStored keeps a node's slot's view the cache's through the views
+// the cache restamps when its agent's readiness changes, of which observe
+// is not told (observe stores a new sample's view itself, as it makes
+// the node's entry). The cache's lock is held.
+func (b *Book) viewStored(name string, cur *telemetry.Node) {
+	if e := b.lookup(name); e != nil {
+		e.view.Store(cur)
+	}
 }
 
 // observe is the cache's Watcher: a node's new sample retires the

@@ -279,3 +279,29 @@ func TestSteadyBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotViewFollowsAgentReadiness: when a node's agent pod turns Ready
+// or not, the cache restamps the node's view without telling its
+// Watchers (the same sample); the node's slot holds the restamped view,
+// which LoadAware and EnergyAware judge freshness by.
+func TestSlotViewFollowsAgentReadiness(t *testing.T) {
+	at := time.Unix(0, 0)
+	c := telemetry.NewCacheWithClock(func() time.Time { return at })
+	r := NewBook(c, DefaultOptions())
+	c.Set(&telemetry.Node{Name: "n", SampleTime: at, Interval: 5 * time.Second, HasCPU: true, LogicalCores: 4})
+	for _, ready := range []bool{true, false, true} {
+		c.SetAgentPod("n", "agent", ready, false)
+		n, _ := c.Get("n")
+		if v := r.Slot("n").View; v != n || v.AgentReady != ready {
+			t.Fatalf("agent ready %v: the slot holds view %p (agent ready %v), the cache %p", ready, v, v != nil && v.AgentReady, n)
+		}
+		if v, _ := r.Placed("n"); v != n {
+			t.Fatalf("agent ready %v: Placed gives view %p, the cache %p", ready, v, n)
+		}
+	}
+	c.SetAgentPod("n", "agent", false, true)
+	deleteObject(c, "n", 0)
+	if v := r.Slot("n").View; v != nil {
+		t.Fatalf("a deleted node's slot holds view %p", v)
+	}
+}

@@ -365,12 +365,15 @@ func (c *Cache) setAgentPod(node string, uid types.UID, ready, gone bool) {
 	}
 	// The node's view, as it is but for its agent: the same sample, so
 	// the cache's watchers (which take every view they are told of for a
-	// new sample) are not told.
+	// new sample) are not told; its view watchers are.
 	if e := c.lookup(node); e != nil {
 		if n := e.node.Load(); n != nil {
 			v := *n
 			c.stampAgent(&v)
 			e.node.Store(&v)
+			for _, w := range c.viewers {
+				w(node, &v)
+			}
 		}
 	}
 }

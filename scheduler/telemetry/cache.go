@@ -85,6 +85,7 @@ type Cache struct {
 	counters   []*Counter           // kept current by set and remove
 	gpuNodes   *Counter             // views that list GPUs
 	watchers   []Watcher            // told of every stored change
+	viewers    []ViewWatcher        // told of every view stored, restamps too
 	tombstones map[string]tombstone // deleted objects, by name
 
 	// The agent's pods (agents.go): by node, each pod's readiness; the
@@ -119,6 +120,13 @@ type tombstone struct {
 // adds (old nil) and removes (cur nil), with the cache locked: it must be
 // quick and must not call the cache's writers.
 type Watcher func(name string, old, cur *Node)
+
+// ViewWatcher is told of every view the cache stores for a node, a
+// sample's (after the Watchers) or one restamped when the node's agent's
+// readiness changes (which the Watchers are not told of: the same
+// sample), and of a removal (cur nil), with the cache locked: it must be
+// quick and must not call the cache's writers.
+type ViewWatcher func(name string, cur *Node)
 
 // NewCache returns an empty cache on the system clock; Start fills it.
 func NewCache() *Cache {
@@ -194,6 +202,19 @@ func (c *Cache) Watch(w Watcher) {
 		}
 	}
 	c.watchers = append(c.watchers, w)
+}
+
+// WatchViews registers w for every later view stored, after handing it
+// every view the cache holds now.
+func (c *Cache) WatchViews(w ViewWatcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, e := range *c.entries.Load() {
+		if n := e.node.Load(); n != nil {
+			w(name, n)
+		}
+	}
+	c.viewers = append(c.viewers, w)
 }
 
 // Start runs the NodeTelemetry informer until ctx ends and waits for its
@@ -388,6 +409,9 @@ func (c *Cache) remove(obj any) {
 		for _, w := range c.watchers {
 			w(name, old, nil)
 		}
+		for _, w := range c.viewers {
+			w(name, nil)
+		}
 	}
 	c.publishEntries(name, nil)
 	skewedNodes.Set(float64(c.skewed))
@@ -471,6 +495,9 @@ func (c *Cache) Set(n *Node) *Node {
 	c.countSkew(old, n)
 	for _, w := range c.watchers {
 		w(n.Name, old, n)
+	}
+	for _, w := range c.viewers {
+		w(n.Name, n)
 	}
 	return n
 }
