@@ -130,7 +130,7 @@ type undone struct {
 
 // resEntry is one node's sums and calibration. Writers hold Book.mu.
 type resEntry struct {
-	// view is the node's latest view, stored by observe as the cache
+	// view is the node's latest view, stored by viewStored as the cache
 	// stores it (the cache's lock held): a plugin that reads a node's
 	// view and its reservations finds both in one lookup (Slot).
 	view                                              atomic.Pointer[telemetry.Node]
@@ -497,10 +497,11 @@ func startedAt(pod *v1.Pod) (time.Time, bool) {
 	return t, !t.IsZero()
 }
 
-// viewStored keeps a node's slot's view the cache's through the views
-// the cache restamps when its agent's readiness changes, of which observe
-// is not told (observe stores a new sample's view itself, as it makes
-// the node's entry). The cache's lock is held.
+// viewStored keeps a node's slot's view the cache's: every view the
+// cache stores, the ones it restamps when the node's agent's readiness
+// changes too (of which observe is not told). The cache tells it after
+// observe, which makes a node's entry when its first view comes. The
+// cache's lock is held.
 func (b *Book) viewStored(name string, cur *telemetry.Node) {
 	if e := b.lookup(name); e != nil {
 		e.view.Store(cur)
@@ -522,12 +523,11 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 	if e == nil {
 		// A node's entry is made when its first view comes, so that
 		// Reserve, once per scheduled pod, never copies the map.
-		b.entry(name).view.Store(cur)
+		b.entry(name)
 		b.setLoad(name, loadOf(cur, Demand{}, uncalibrated))
 		b.report(name, cur, b.Get(name))
 		return
 	}
-	e.view.Store(cur)
 	hold := Hold(cur.Interval)
 	before := e.load()
 	jump := shownByJump(b.pods[name], cur)

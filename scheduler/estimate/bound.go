@@ -101,14 +101,11 @@ func heatRoom(n *telemetry.Node, reserved Demand, cal calibration) (room, perMil
 		return 0, 0
 	}
 	t := &n.Models.Thermal
-	w, fixed, ok := wattsBound(n, cal)
-	if !ok || t.MilliPerWatt < 0 {
+	base, w, fixed, ok := boundWatts(n, reserved, cal)
+	if !ok {
 		return 1, 0
 	}
-	watts := nowCPUWatts(n) + fixed // the pod's step
-	if reserved.CPUMilli > 0 {
-		watts += w*float64(reserved.CPUMilli) + fixed
-	}
+	watts := base + fixed // the pod's step, whatever its CPU
 	// SteadyBound is Steady(watts + w*d) + 1: the model's line, rounded
 	// (half a milli-degree), plus 1; plus half for the floats' last bits.
 	steady := float64(t.AmbientMilli) + float64(t.MilliPerWatt)*watts + 2

@@ -83,21 +83,39 @@ func nowCPUWatts(n *telemetry.Node) float64 {
 // where it cannot tell: where Heat predicts nothing, or the model's
 // sensor cools as watts rise (a fit gone wrong; Heat says how far).
 func (s Slot) SteadyBound(n *telemetry.Node, d Demand) (milli int64, ok bool) {
-	if n == nil || n.Models == nil || !n.Models.HasThermal || n.Models.Thermal.MilliPerWatt < 0 {
+	if n == nil || n.Models == nil || !n.Models.HasThermal {
 		return 0, false
 	}
-	perMilli, fixed, ok := wattsBound(n, s.cal)
+	base, perMilli, fixed, ok := boundWatts(n, s.Reserved, s.cal)
 	if !ok {
 		return 0, false
 	}
-	watts := nowCPUWatts(n)
-	if s.Reserved.CPUMilli > 0 {
-		watts += perMilli*float64(s.Reserved.CPUMilli) + fixed
-	}
 	if d.CPUMilli > 0 {
-		watts += perMilli*float64(d.CPUMilli) + fixed
+		base += perMilli*float64(d.CPUMilli) + fixed
 	}
 	// Steady rounds to the milli-degree; Heat sums its parts in another
 	// order, and a last bit's difference may round the other way.
-	return n.Models.Thermal.Steady(watts) + 1, true
+	return n.Models.Thermal.Steady(base) + 1, true
+}
+
+// boundWatts is what SteadyBound feeds node n's thermal model before the
+// pod: the node's watts now and PodWattsBound's bound on the reserved
+// pods' step, and for the pod's step perMilli a millicore and fixed (the
+// bound calibrated by cal). ok is false where SteadyBound cannot tell:
+// no curve, or a thermal model whose sensor cools as watts rise. The
+// caller has checked that n has a thermal model. The load bound's heat
+// room (heatRoom) reads the same.
+func boundWatts(n *telemetry.Node, reserved Demand, cal calibration) (base, perMilli, fixed float64, ok bool) {
+	if n.Models.Thermal.MilliPerWatt < 0 {
+		return 0, 0, 0, false
+	}
+	perMilli, fixed, ok = wattsBound(n, cal)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	base = nowCPUWatts(n)
+	if reserved.CPUMilli > 0 {
+		base += perMilli*float64(reserved.CPUMilli) + fixed
+	}
+	return base, perMilli, fixed, true
 }

@@ -319,12 +319,11 @@ func (pl *EnergyAware) headroomMilli(tel *telemetry.Node, slot estimate.Slot, no
 // just released (a reserved pod gone, or a reservation expired), for
 // rejected.Requeue.
 func (pl *EnergyAware) fitsReleased(name string) func(estimate.Demand) bool {
-	tel, ok := pl.cache.Get(name)
-	if !ok {
+	slot, now := pl.reserved.Slot(name), pl.cache.Now()
+	if slot.View == nil {
 		return func(estimate.Demand) bool { return false }
 	}
-	slot, now := pl.reserved.Slot(name), pl.cache.Now()
-	return func(d estimate.Demand) bool { return pl.fits(tel, slot, &podState{Demand: d, now: now}) == nil }
+	return func(d estimate.Demand) bool { return pl.fits(slot.View, slot, &podState{Demand: d, now: now}) == nil }
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
