@@ -54,6 +54,8 @@ func TestValidateFailClosedFlags(t *testing.T) {
 		{"negative hold", func(o *Options) { o.SensorHold = -time.Second }, "--sensor-hold-duration -1s: must not be negative"},
 		{"negative taint hold", func(o *Options) { o.OverheatingTaintHold = -time.Minute }, "--overheating-taint-hold -1m0s: must not be negative"},
 		{"throttle counters every sample", func(o *Options) { o.ThrottleInterval = 0 }, ""},
+		{"no directory kept open", func(o *Options) { o.HostDirFDs = 0 }, ""},
+		{"negative directory count", func(o *Options) { o.HostDirFDs = -1 }, "--host-dir-fds -1: must not be negative"},
 		{"negative throttle interval", func(o *Options) { o.ThrottleInterval = -time.Second }, "--throttle-interval -1s: must not be negative"},
 		{"GC target too low", func(o *Options) { o.GCPercent = 5 }, "--gc-percent 5: must be at least 10"},
 		{"zero NVML timeout", func(o *Options) { o.NVMLTimeout = 0 }, "--nvml-timeout 0s: must be positive"},

@@ -156,6 +156,11 @@ func closeCollectors(list []collector.Collector) {
 // Run runs the agent until ctx ends, or takes one sample with --once.
 func Run(ctx context.Context, o *Options, stdout io.Writer) error {
 	root := hostfs.New(o.HostRoot)
+	if o.HostDirFDs > 0 {
+		hostfs.SetDirFDLimit(o.HostDirFDs)
+		root = root.WithDirCache()
+		defer root.Close()
+	}
 	if o.BeforeHostRead != nil {
 		root = root.WithReadHook(o.BeforeHostRead)
 	}

@@ -29,6 +29,9 @@ type Root struct {
 	// beforeRead, when set, is called with each host path before it is
 	// read.
 	beforeRead func(hostPath string)
+	// dirs, when set, keeps the directories ReadInto reads from open (see
+	// WithDirCache); nil opens every file by its full path.
+	dirs *dirCache
 }
 
 // New returns a Root for dir ("" or "/" for the real host).
@@ -153,15 +156,16 @@ func (r Root) ReadFile(hostPath string) ([]byte, error) {
 // and procfs files): open, read to the end and close, without the
 // os.File, the poller registration and the stat that os.ReadFile adds, and
 // without allocating the contents. The calls are raw system calls (see
-// raw.go): they leave the runtime's monitor thread asleep.
+// raw.go): they leave the runtime's monitor thread asleep. A root with a
+// directory cache (WithDirCache) opens the file relative to its kept
+// directory.
 func (r Root) ReadInto(hostPath string, buf []byte) ([]byte, error) {
 	if err, ok := r.fault(hostPath); ok {
 		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
 	}
-	name := r.Path(hostPath)
-	fd, err := rawOpen(name)
+	fd, err := r.open(hostPath)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, &fs.PathError{Op: "open", Path: r.Path(hostPath), Err: err}
 	}
 	defer rawClose(fd)
 	n := 0
@@ -169,14 +173,14 @@ func (r Root) ReadInto(hostPath string, buf []byte) ([]byte, error) {
 		m, err := rawRead(fd, buf[n:])
 		switch {
 		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: r.Path(hostPath), Err: err}
 		case m == 0:
 			return buf[:n], nil
 		}
 		n += m
 	}
 	// buf is full: the file may be longer.
-	return os.ReadFile(name)
+	return os.ReadFile(r.Path(hostPath))
 }
 
 // ReadString reads a host file and trims surrounding white space.
@@ -239,6 +243,18 @@ func (r Root) Glob(hostPattern string) ([]string, error) {
 // system call: the pod-resources collector asks every sample.
 func (r Root) Exists(hostPath string) bool {
 	return rawExists(r.Path(hostPath))
+}
+
+// Lookup resolves a host path as stat(2) does, following symbolic links,
+// and returns nil or why it does not resolve, as an *fs.PathError
+// (fs.ErrNotExist, fs.ErrPermission). Like Exists, it makes a raw system
+// call.
+func (r Root) Lookup(hostPath string) error {
+	name := r.Path(hostPath)
+	if err := rawLookup(name); err != nil {
+		return &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	return nil
 }
 
 // ParseInt parses one decimal integer surrounded by optional white space.

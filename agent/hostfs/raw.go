@@ -20,17 +20,37 @@ import (
 // holds its P for the read's duration instead of handing it to another
 // thread, which a single sampling goroutine can afford.
 
-// atFDCWD is AT_FDCWD (-100) as a system call argument.
-var atFDCWD = func() uintptr { v := -100; return uintptr(v) }()
+// atFDCWD is AT_FDCWD, the working directory as a directory descriptor.
+const atFDCWD = -100
+
+// oPath is O_PATH: a descriptor that only stands for its directory's place
+// in the tree, for openat(2) (Linux 2.6.39).
+const oPath = 0x200000
 
 // rawOpen opens name read-only and close-on-exec.
 func rawOpen(name string) (int, error) {
+	return rawOpenAt(atFDCWD, name)
+}
+
+// rawOpenAt opens name, relative to the directory descriptor dirfd,
+// read-only and close-on-exec.
+func rawOpenAt(dirfd int, name string) (int, error) {
+	return openat(dirfd, name, syscall.O_RDONLY|syscall.O_CLOEXEC)
+}
+
+// rawOpenDir opens the directory name as an O_PATH descriptor, following
+// symbolic links (/sys/class/hwmon/hwmonN is one).
+func rawOpenDir(name string) (int, error) {
+	return openat(atFDCWD, name, oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC)
+}
+
+func openat(dirfd int, name string, flags int) (int, error) {
 	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
 		return -1, err
 	}
 	for {
-		fd, _, errno := syscall.RawSyscall6(syscall.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC), 0, 0, 0)
+		fd, _, errno := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(flags), 0, 0, 0)
 		switch errno {
 		case 0:
 			return int(fd), nil
@@ -61,15 +81,26 @@ func rawClose(fd int) { _, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(
 
 // rawExists reports whether name exists, following symbolic links as
 // stat(2) does.
-func rawExists(name string) bool {
+func rawExists(name string) bool { return rawLookup(name) == nil }
+
+// rawLookup resolves name as stat(2) does, following symbolic links, and
+// returns why it does not resolve: ENOENT, EACCES (a directory on the way
+// that this process may not search), ...
+func rawLookup(name string) error {
+	cwd := atFDCWD
 	p, err := syscall.BytePtrFromString(name)
 	if err != nil {
-		return false
+		return err
 	}
 	for {
-		_, _, errno := syscall.RawSyscall6(syscall.SYS_FACCESSAT, atFDCWD, uintptr(unsafe.Pointer(p)), 0 /* F_OK */, 0, 0, 0)
-		if errno != syscall.EINTR {
-			return errno == 0
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_FACCESSAT, uintptr(cwd), uintptr(unsafe.Pointer(p)), 0 /* F_OK */, 0, 0, 0)
+		switch errno {
+		case 0:
+			return nil
+		case syscall.EINTR:
+			continue
+		default:
+			return errno
 		}
 	}
 }

@@ -4,8 +4,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -28,6 +28,43 @@ const shippedMemoryLimit = "96MiB"
 type continuous struct {
 	window, scrape time.Duration
 	scrapeAgent    bool
+	// baseline, when set, is a second agent binary run beside the first
+	// in the same window, at the same settings, for a before and after in
+	// one run.
+	baseline string
+}
+
+// benchAgent is one agent of the side-by-side window.
+type benchAgent struct {
+	name, bin, node string
+	url             string
+	cmd             *exec.Cmd
+	f               footprint
+}
+
+// start runs the agent at its shipped settings on host, publishing to cp
+// as its own node (its own state file) when cp is set.
+func (a *benchAgent) start(host *hosttree.Host, cp *controlplane.ControlPlane) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--host-root=" + host.Dir, "--metrics-bind-address=" + addr, "--health-probe-bind-address=",
+		"--state-file=" + filepath.Join(host.Dir, "state", a.node+".json"), "-v=0"}, shippedAgentArgs...)
+	if cp != nil {
+		kubeconfig, err := benchNode(cp, host, a.node)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--kubeconfig="+kubeconfig, "--node-name="+a.node)
+	} else {
+		args = append(args, "--publish=false")
+	}
+	if a.cmd, err = startEnv(a.bin, []string{"GOMEMLIMIT=" + shippedMemoryLimit}, args...); err != nil {
+		return err
+	}
+	a.url = "http://" + addr + "/metrics"
+	return nil
 }
 
 // footprint is one program's cost over the side-by-side window.
@@ -60,58 +97,57 @@ func (c continuous) measure(agentBin, neBin string, host *hosttree.Host, cp *con
 	}
 	defer stopProcess(ne)
 
-	agAddr, err := freeAddr()
-	if err != nil {
-		return err
+	agents := []benchAgent{{name: "telesched-agent (shipped)", bin: agentBin, node: "bench-node-shipped"}}
+	if c.baseline != "" {
+		agents = append(agents, benchAgent{name: "baseline agent (shipped)", bin: c.baseline, node: "bench-node-baseline"})
 	}
-	agArgs := append([]string{"--host-root=" + host.Dir, "--metrics-bind-address=" + agAddr, "--health-probe-bind-address=",
-		"--state-file=" + filepath.Join(host.Dir, "state", "models.json"), "-v=0"}, shippedAgentArgs...)
 	publishing := "not publishing (-api=false)"
 	if cp != nil {
-		const node = "bench-node-shipped"
-		kubeconfig, err := benchNode(cp, host, node)
-		if err != nil {
+		publishing = "publishing to the local control plane"
+	}
+	for i := range agents {
+		a := &agents[i]
+		if err := a.start(host, cp); err != nil {
 			return err
 		}
-		agArgs = append(agArgs, "--kubeconfig="+kubeconfig, "--node-name="+node)
-		publishing = "publishing to the local control plane"
-	} else {
-		agArgs = append(agArgs, "--publish=false")
+		defer stopProcess(a.cmd)
 	}
-	ag, err := startEnv(agentBin, []string{"GOMEMLIMIT=" + shippedMemoryLimit}, agArgs...)
-	if err != nil {
-		return err
-	}
-	defer stopProcess(ag)
 
-	neURL, agURL := "http://"+neAddr+"/metrics", "http://"+agAddr+"/metrics"
+	neURL := "http://" + neAddr + "/metrics"
 	if _, err := waitScrape(neURL); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if body, err := scrape(agURL); err == nil && counter(body, "telesched_agent_samples_total") >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return errors.New("agent: no samples within 20s")
+	for _, a := range agents {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if body, err := scrape(a.url); err == nil && counter(body, "telesched_agent_samples_total") >= 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: no samples within 20s", a.bin)
+			}
 		}
 	}
 	// Warm-up: the agent's first writes and the models' first fits, one
 	// scrape of each.
 	time.Sleep(5 * time.Second)
-	var neF, agF footprint
-	body, err := scrape(agURL)
-	if err != nil {
-		return err
+	var neF footprint
+	samples0 := make([]float64, len(agents))
+	for i, a := range agents {
+		body, err := scrape(a.url)
+		if err != nil {
+			return err
+		}
+		samples0[i] = counter(body, "telesched_agent_samples_total")
 	}
-	s0 := counter(body, "telesched_agent_samples_total")
-	neCPU0, err := cpuTime(ne.Process.Pid)
-	if err != nil {
-		return err
+	pids := []int{ne.Process.Pid}
+	for _, a := range agents {
+		pids = append(pids, a.cmd.Process.Pid)
 	}
-	agCPU0, err := cpuTime(ag.Process.Pid)
-	if err != nil {
-		return err
+	cpu0 := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		if cpu0[i], err = cpuTime(pid); err != nil {
+			return err
+		}
 	}
 	begin := time.Now()
 	tick := time.NewTicker(c.scrape)
@@ -122,36 +158,40 @@ func (c continuous) measure(agentBin, neBin string, host *hosttree.Host, cp *con
 		}
 		neF.scrapes++
 		if c.scrapeAgent {
-			if _, err := scrape(agURL); err != nil {
-				return err
+			for i := range agents {
+				if _, err := scrape(agents[i].url); err != nil {
+					return err
+				}
+				agents[i].f.scrapes++
 			}
-			agF.scrapes++
 		}
 	}
 	tick.Stop()
 	time.Sleep(max(0, c.window-time.Since(begin)))
 	elapsed := time.Since(begin)
-	neCPU1, err := cpuTime(ne.Process.Pid)
-	if err != nil {
-		return err
+	feet := []*footprint{&neF}
+	for i := range agents {
+		feet = append(feet, &agents[i].f)
 	}
-	agCPU1, err := cpuTime(ag.Process.Pid)
-	if err != nil {
-		return err
-	}
-	if body, err = scrape(agURL); err != nil {
-		return err
-	}
-	agF.cycles = int(counter(body, "telesched_agent_samples_total") - s0)
-	neF.cpu, agF.cpu = neCPU1-neCPU0, agCPU1-agCPU0
-	for _, p := range []struct {
-		f   *footprint
-		pid int
-	}{{&neF, ne.Process.Pid}, {&agF, ag.Process.Pid}} {
-		if p.f.rss, p.f.hwm, err = memory(p.pid); err != nil {
+	for i, pid := range pids {
+		cpu1, err := cpuTime(pid)
+		if err != nil {
 			return err
 		}
-		if p.f.anon, p.f.file, err = rollup(p.pid); err != nil {
+		feet[i].cpu = cpu1 - cpu0[i]
+	}
+	for i := range agents {
+		body, err := scrape(agents[i].url)
+		if err != nil {
+			return err
+		}
+		agents[i].f.cycles = int(counter(body, "telesched_agent_samples_total") - samples0[i])
+	}
+	for i, pid := range pids {
+		if feet[i].rss, feet[i].hwm, err = memory(pid); err != nil {
+			return err
+		}
+		if feet[i].anon, feet[i].file, err = rollup(pid); err != nil {
 			return err
 		}
 	}
@@ -166,8 +206,16 @@ func (c continuous) measure(agentBin, neBin string, host *hosttree.Host, cp *con
 	fmt.Printf("  node_exporter: collectors %v, scraped every %v\n", nodeExporterCollectors, c.scrape)
 	fmt.Printf("%-34s %26s %10s %10s %10s %10s %8s %8s\n", "", "continuous CPU", "RSS", "peak RSS", "anon", "file", "scrapes", "cycles")
 	fmt.Printf("%-34s %26s %10s %10s %10s %10s %8d %8s\n", "node_exporter v1.12.1", cpuShare(neF.cpu, elapsed), mib(neF.rss), mib(neF.hwm), mib(neF.anon), mib(neF.file), neF.scrapes, "-")
-	fmt.Printf("%-34s %26s %10s %10s %10s %10s %8d %8d\n", "telesched-agent (shipped)", cpuShare(agF.cpu, elapsed), mib(agF.rss), mib(agF.hwm), mib(agF.anon), mib(agF.file), agF.scrapes, agF.cycles)
+	for _, a := range agents {
+		fmt.Printf("%-34s %26s %10s %10s %10s %10s %8d %8d\n", a.name, cpuShare(a.f.cpu, elapsed), mib(a.f.rss), mib(a.f.hwm), mib(a.f.anon), mib(a.f.file), a.f.scrapes, a.f.cycles)
+	}
+	agF := agents[0].f
 	fmt.Printf("agent/node_exporter continuous CPU ratio: %.2f (goal <= 1.00); RSS ratio: %.2f, peak %.2f (goal <= 1.00)\n",
 		float64(agF.cpu)/float64(max(neF.cpu, 1)), float64(agF.rss)/float64(neF.rss), float64(agF.hwm)/float64(neF.hwm))
+	if len(agents) > 1 {
+		bF := agents[1].f
+		fmt.Printf("agent/baseline (%s): continuous CPU ratio %.2f, RSS ratio %.2f (file-backed %.2f, anonymous %.2f)\n", c.baseline,
+			float64(agF.cpu)/float64(max(bF.cpu, 1)), float64(agF.rss)/float64(bF.rss), float64(agF.file)/float64(bF.file), float64(agF.anon)/float64(bF.anon))
+	}
 	return nil
 }

@@ -62,6 +62,7 @@ func main() {
 	flag.DurationVar(&cont.window, "continuous-window", 90*time.Second, "window of the side-by-side run at shipped settings (0 skips it)")
 	flag.DurationVar(&cont.scrape, "scrape-period", 15*time.Second, "in the side-by-side run, how often node_exporter (and, with -scrape-agent, the agent) is scraped")
 	flag.BoolVar(&cont.scrapeAgent, "scrape-agent", true, "in the side-by-side run, scrape the agent's /metrics every -scrape-period too, as the shipped PodMonitor does")
+	flag.StringVar(&cont.baseline, "baseline-agent", "", "in the side-by-side run, also run this agent binary beside -agent, as a node of its own at the same settings, and report the two's ratio (a before and after in one run)")
 	flag.Parse()
 	if err := run(*agentBin, *neBin, *duration, *cycle, *api, *apiWindow, cont); err != nil {
 		fmt.Fprintln(os.Stderr, "agentbench:", err)
