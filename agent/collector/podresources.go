@@ -7,25 +7,18 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent/hostfs"
+	"github.com/telesched/telesched/agent/podresources"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
-	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
 // podResourcesTimeout bounds one List call to the kubelet.
 const podResourcesTimeout = 2 * time.Second
-
-// podResourcesMaxMessage bounds the kubelet's List response (the kubelet's
-// own clients use 16 MiB).
-const podResourcesMaxMessage = 16 << 20
 
 // PodResourcesCollector reads, from the kubelet pod-resources API, the CPUs
 // the kubelet has allocated exclusively to containers (static CPU manager
@@ -38,8 +31,7 @@ type PodResourcesCollector struct {
 	root   hostfs.Root
 	socket string // host path of the socket
 	gpus   GPUResources
-	conn   *grpc.ClientConn
-	client podresourcesv1.PodResourcesListerClient
+	client *podresources.Client
 }
 
 // NewPodResourcesCollector returns a collector for the kubelet socket at
@@ -65,7 +57,7 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 	if c.socket == "" {
 		return Unavailable("Disabled", "no pod-resources socket configured")
 	}
-	switch _, err := socketStat(c.root.Path(c.socket)); {
+	switch err := socketStat(c.root, c.socket); {
 	case errors.Is(err, fs.ErrPermission):
 		// The kubelet creates its pod-resources directory root's, mode
 		// 0750: a non-root agent that mounts it cannot even look inside.
@@ -80,17 +72,11 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 		return Unavailable("SocketPermissionDenied", "kubelet pod-resources socket %s: %v: connecting needs write permission on it, and the kubelet creates it as root's; read it through the pod-resources relay (the podresources-relay container of the shipped DaemonSets), or run the agent as uid 0", c.root.Path(c.socket), err)
 	}
 	if c.client == nil {
-		conn, err := grpc.NewClient("unix://"+c.root.Path(c.socket),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(podResourcesMaxMessage)))
-		if err != nil {
-			return Failed("DialError", err, "connecting to %s", c.socket)
-		}
-		c.conn, c.client = conn, podresourcesv1.NewPodResourcesListerClient(conn)
+		c.client = podresources.New(c.root.Path(c.socket), podresources.DefaultMaxMessage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
 	defer cancel()
-	resp, err := c.client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	resp, err := c.client.List(ctx)
 	if err != nil {
 		return Failed("ListError", err, "listing pod resources from the kubelet")
 	}
@@ -112,9 +98,9 @@ func (c *PodResourcesCollector) Collect(ctx context.Context, s *Sample) error {
 		}
 	}
 	counts := make([]int32, len(s.NUMA))
-	for _, pod := range resp.GetPodResources() {
-		for _, ctr := range pod.GetContainers() {
-			for _, id := range ctr.GetCpuIds() {
+	for _, pod := range resp.Pods {
+		for _, ctr := range pod.Containers {
+			for _, id := range ctr.CPUIDs {
 				if i, ok := nodeOf[id]; ok {
 					counts[i]++
 				}
@@ -138,18 +124,19 @@ func errSuffix(err error) string {
 	return "; " + err.Error()
 }
 
-// socketStat stats the socket; a variable so that tests, which run as
-// root, can see what a non-root agent sees.
-var socketStat = os.Stat
+// socketStat looks the socket up, as stat(2) would, with a raw system call
+// (hostfs.Root.Lookup: the collector asks every sample); a variable so
+// that tests, which run as root, can see what a non-root agent sees.
+var socketStat = func(root hostfs.Root, hostPath string) error { return root.Lookup(hostPath) }
 
 // socketAccess reports whether this process may connect to the unix
 // socket at path: connect(2) needs write permission on it.
 var socketAccess = func(path string) error { return unix.Access(path, unix.W_OK) }
 
 func (c *PodResourcesCollector) close() {
-	if c.conn != nil {
-		_ = c.conn.Close()
-		c.conn, c.client = nil, nil
+	if c.client != nil {
+		c.client.Close()
+		c.client = nil
 	}
 }
 

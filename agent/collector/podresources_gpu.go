@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"github.com/telesched/telesched/agent/podresources"
 )
 
 // GPUResources says which of the kubelet's allocations are GPUs.
@@ -44,7 +44,7 @@ func DefaultGPUResources() GPUResources {
 // names or its device name contain a known UUID. An allocation of a GPU
 // resource that cannot be mapped makes every GPU's allocation unknown
 // (left absent), and the error says which.
-func allocateGPUs(resp *podresourcesv1.ListPodResourcesResponse, s *Sample, cfg GPUResources) error {
+func allocateGPUs(resp *podresources.Response, s *Sample, cfg GPUResources) error {
 	if len(s.GPUs) == 0 {
 		return nil
 	}
@@ -69,33 +69,30 @@ func allocateGPUs(resp *podresourcesv1.ListPodResourcesResponse, s *Sample, cfg 
 		mig[d.GPU][d.MIGProfile][id] = true
 		return true
 	}
-	for _, pod := range resp.GetPodResources() {
-		for _, ctr := range pod.GetContainers() {
-			where := pod.GetNamespace() + "/" + pod.GetName() + "/" + ctr.GetName()
-			for _, dev := range ctr.GetDevices() {
-				name := dev.GetResourceName()
+	for _, pod := range resp.Pods {
+		for _, ctr := range pod.Containers {
+			where := pod.Namespace + "/" + pod.Name + "/" + ctr.Name
+			for _, dev := range ctr.Devices {
+				name := dev.ResourceName
 				if !slices.Contains(cfg.Names, name) && (cfg.MIGPrefix == "" || !strings.HasPrefix(name, cfg.MIGPrefix)) {
 					continue
 				}
-				for _, id := range dev.GetDeviceIds() {
+				for _, id := range dev.DeviceIDs {
 					id, _, _ = strings.Cut(id, "::")
 					if !take(id, name) {
 						unmapped = append(unmapped, fmt.Sprintf("%s: %s device %q", where, name, id))
 					}
 				}
 			}
-			for _, dr := range ctr.GetDynamicResources() {
-				for _, cr := range dr.GetClaimResources() {
-					if !slices.Contains(cfg.DRADrivers, cr.GetDriverName()) {
+			for _, dr := range ctr.DynamicResources {
+				for _, cr := range dr.ClaimResources {
+					if !slices.Contains(cfg.DRADrivers, cr.DriverName) {
 						continue
 					}
-					names := []string{cr.GetDeviceName()}
-					for _, cdi := range cr.GetCdiDevices() {
-						names = append(names, cdi.GetName())
-					}
+					names := append([]string{cr.DeviceName}, cr.CDIDevices...)
 					if !takeByName(names, s.GPUDevices, take) {
 						unmapped = append(unmapped, fmt.Sprintf("%s: claim %s/%s device %s/%s/%s", where,
-							dr.GetClaimNamespace(), dr.GetClaimName(), cr.GetDriverName(), cr.GetPoolName(), cr.GetDeviceName()))
+							dr.ClaimNamespace, dr.ClaimName, cr.DriverName, cr.PoolName, cr.DeviceName))
 					}
 				}
 			}

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/agent/podresources"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
@@ -96,7 +98,16 @@ func TestAllocateGPUs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := sample()
-			err := allocateGPUs(tc.resp, s, DefaultGPUResources())
+			// The kubelet's answer as the agent reads it off the wire.
+			b, err := proto.Marshal(tc.resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := podresources.Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = allocateGPUs(resp, s, DefaultGPUResources())
 			if (err != nil) != tc.wantErr {
 				t.Errorf("allocateGPUs error = %v, want error %v", err, tc.wantErr)
 			}

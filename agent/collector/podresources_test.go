@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/utils/ptr"
 
+	"github.com/telesched/telesched/agent/hostfs"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
@@ -109,8 +110,8 @@ func TestPodResourcesCollector(t *testing.T) {
 	// stat of the socket fails with EACCES. That is a permission, not a
 	// missing mount.
 	savedStat := socketStat
-	socketStat = func(name string) (fs.FileInfo, error) {
-		return nil, &fs.PathError{Op: "stat", Path: name, Err: unix.EACCES}
+	socketStat = func(root hostfs.Root, hostPath string) error {
+		return &fs.PathError{Op: "stat", Path: root.Path(hostPath), Err: unix.EACCES}
 	}
 	s = twoNodes()
 	err = c.Collect(context.Background(), s)
