@@ -6,6 +6,7 @@ package hostfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,5 +205,27 @@ func TestExistsFollowsLinks(t *testing.T) {
 		if got := r.Exists(tc.path); got != tc.want {
 			t.Errorf("Exists(%q) = %v, want %v", tc.path, got, tc.want)
 		}
+	}
+}
+
+// Lookup answers as stat(2) would, and says why a path does not resolve.
+func TestLookup(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "var/lib/kubelet/pod-resources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "var/lib/kubelet/pod-resources/kubelet.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := New(dir)
+	if err := r.Lookup("/var/lib/kubelet/pod-resources/kubelet.sock"); err != nil {
+		t.Errorf("Lookup of a present path: %v", err)
+	}
+	err := r.Lookup("/var/lib/kubelet/pod-resources/absent.sock")
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), filepath.Join(dir, "var/lib/kubelet/pod-resources/absent.sock")) {
+		t.Errorf("Lookup of an absent path: %v, want fs.ErrNotExist naming the path under the root", err)
+	}
+	if err := r.Lookup("/var/lib/kubelet/pod-resources/kubelet.sock/x"); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("Lookup through a file: %v, want ENOTDIR", err)
 	}
 }
