@@ -104,29 +104,38 @@ func BenchmarkSampleSteps(b *testing.B) {
 		})
 	}
 
-	sampler, err := agent.NewSampler(agent.SamplerConfig{
-		Collectors:   stepCollectors(root, collector.DefaultThrottleInterval),
-		Interval:     time.Second,
-		AgentVersion: "bench",
-		PowerModel:   powermodel.DefaultConfig(),
-		ThermalModel: thermalmodel.DefaultConfig(),
-		Heat:         status.DefaultHeatConfig(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	// observe opens every file by its full path; observe/dir-cache as the
+	// agent does (app.Run: --host-dir-fds), relative to kept directories.
+	cached := root.WithDirCache()
+	defer cached.Close()
 	var obs agent.Observation
-	for range 3 {
-		advance(b)
-		obs = sampler.Observe(ctx, now)
-	}
-	b.Run("observe", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
+	for _, v := range []struct {
+		name string
+		root hostfs.Root
+	}{{"observe", root}, {"observe/dir-cache", cached}} {
+		sampler, err := agent.NewSampler(agent.SamplerConfig{
+			Collectors:   stepCollectors(v.root, collector.DefaultThrottleInterval),
+			Interval:     time.Second,
+			AgentVersion: "bench",
+			PowerModel:   powermodel.DefaultConfig(),
+			ThermalModel: thermalmodel.DefaultConfig(),
+			Heat:         status.DefaultHeatConfig(),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 3 {
 			advance(b)
 			obs = sampler.Observe(ctx, now)
 		}
-	})
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				advance(b)
+				obs = sampler.Observe(ctx, now)
+			}
+		})
+	}
 	b.Run("metrics", func(b *testing.B) {
 		m := metrics.New(prometheus.NewRegistry(), "bench")
 		b.ReportAllocs()

@@ -197,7 +197,7 @@ type Result struct {
 // records every source's state in Sample.Sources. A collector's error never
 // stops the others.
 func Run(ctx context.Context, collectors []Collector, now time.Time) (*Sample, []Result) {
-	s := &Sample{Time: now}
+	s := &Sample{Time: now, Sources: make([]telemetryv1alpha1.SourceStatus, 0, len(collectors))}
 	results := make([]Result, 0, len(collectors))
 	for _, c := range collectors {
 		start := time.Now()

@@ -25,6 +25,7 @@ type CPUCollector struct {
 	root hostfs.Root
 
 	prev    map[int]cpuTimes // per-CPU times of the previous call
+	spare   map[int]cpuTimes // the map before prev, reused for the next call's
 	scratch []perCPUTimes
 	// statBuf holds /proc/stat between reads, grown when it does not fit;
 	// small holds the small files (loadavg, pressure, CPU lists).
@@ -64,9 +65,10 @@ const DefaultThrottleInterval = 5 * time.Second
 // throttleCPU is one CPU's thermal_throttle directory and its physical
 // package; hasPkg is false when the package id could not be read.
 type throttleCPU struct {
-	name, dir string
-	pkg       int64
-	hasPkg    bool
+	name, dir         string
+	coreFile, pkgFile string // its core_ and package_throttle_count
+	pkg               int64
+	hasPkg            bool
 }
 
 // NewCPUCollector returns a CPU collector reading under root.
@@ -112,7 +114,11 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	first := c.prev == nil
 	var busySum, totalSum uint64
 	perCPU := make(map[int]float64, len(cur))
-	next := make(map[int]cpuTimes, len(cur))
+	next := c.spare
+	if next == nil {
+		next = make(map[int]cpuTimes, len(cur))
+	}
+	clear(next)
 	for _, t := range cur {
 		next[t.id] = t.cpuTimes
 		p, ok := c.prev[t.id]
@@ -129,7 +135,7 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 		totalSum += total
 		perCPU[t.id] = float64(busy) / float64(total)
 	}
-	c.prev = next
+	c.prev, c.spare = next, c.prev
 	if first {
 		// The throttle counters' baseline, like the times'.
 		c.throttleReadAt, c.lastThrottle = s.Time, c.throttle(cur)
@@ -141,11 +147,11 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 
 	online := int32(len(cur))
 	logical := online
-	if ids, err := c.cpuList("/sys/devices/system/cpu/present"); err == nil {
-		logical = int32(len(ids))
+	if n, err := c.cpuCount("/sys/devices/system/cpu/present"); err == nil {
+		logical = int32(n)
 	}
-	if ids, err := c.cpuList("/sys/devices/system/cpu/online"); err == nil {
-		online = int32(len(ids))
+	if n, err := c.cpuCount("/sys/devices/system/cpu/online"); err == nil {
+		online = int32(n)
 	}
 
 	busy := float64(busySum) / float64(totalSum)
@@ -170,12 +176,12 @@ func (c *CPUCollector) Collect(_ context.Context, s *Sample) error {
 	return nil
 }
 
-func (c *CPUCollector) cpuList(hostPath string) ([]int, error) {
+func (c *CPUCollector) cpuCount(hostPath string) (int, error) {
 	data, err := c.root.ReadInto(hostPath, c.small[:])
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return parseCPUList(data)
+	return countCPUList(data)
 }
 
 // readPressure reads a PSI file; nil when the kernel has no PSI (absent
@@ -271,7 +277,8 @@ func (c *CPUCollector) listThrottle(online []perCPUTimes) {
 		return
 	}
 	for _, dir := range dirs {
-		t := throttleCPU{name: path.Base(path.Dir(dir)), dir: dir}
+		t := throttleCPU{name: path.Base(path.Dir(dir)), dir: dir,
+			coreFile: path.Join(dir, "core_throttle_count"), pkgFile: path.Join(dir, "package_throttle_count")}
 		if id, err := c.root.ReadInt(path.Join(path.Dir(dir), "topology/physical_package_id")); err == nil {
 			t.pkg, t.hasPkg = id, true
 		}
@@ -288,7 +295,7 @@ func (c *CPUCollector) readThrottle() (core map[string]int64, pkg map[int64]int6
 	core = make(map[string]int64, len(c.throttleCPUs))
 	pkg = map[int64]int64{}
 	for _, t := range c.throttleCPUs {
-		if v, err := c.root.ReadInt(path.Join(t.dir, "core_throttle_count")); err == nil && v >= 0 {
+		if v, err := c.root.ReadInt(t.coreFile); err == nil && v >= 0 {
 			core[t.name] = v
 		} else {
 			ok = false
@@ -299,7 +306,7 @@ func (c *CPUCollector) readThrottle() (core map[string]int64, pkg map[int64]int6
 		if _, seen := pkg[t.pkg]; seen {
 			continue
 		}
-		if v, err := c.root.ReadInt(path.Join(t.dir, "package_throttle_count")); err == nil && v >= 0 {
+		if v, err := c.root.ReadInt(t.pkgFile); err == nil && v >= 0 {
 			pkg[t.pkg] = v
 		} else {
 			ok = false

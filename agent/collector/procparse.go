@@ -308,6 +308,56 @@ func parseCPUList(data []byte) ([]int, error) {
 	return ids, nil
 }
 
+// countCPUList counts the CPUs of a cpulist, as len(parseCPUList(data))
+// does and failing as it fails, without listing them.
+func countCPUList(data []byte) (int, error) {
+	data = bytes.TrimSpace(data)
+	n := 0
+	for rest, more := data, len(data) > 0; more; {
+		var part []byte
+		part, rest, more = bytes.Cut(rest, []byte{','})
+		lo, hi, isRange := bytes.Cut(part, []byte{'-'})
+		first, ok := parseCPUID(lo)
+		if !ok {
+			return 0, fmt.Errorf("cpulist %q: %w", data, errMalformed)
+		}
+		last := first
+		if isRange {
+			if last, ok = parseCPUID(hi); !ok || last < first {
+				return 0, fmt.Errorf("cpulist %q: %w", data, errMalformed)
+			}
+		}
+		if last-first >= maxCPUListSize || n+last-first >= maxCPUListSize {
+			return 0, fmt.Errorf("cpulist %q: more than %d CPUs: %w", data, maxCPUListSize, errMalformed)
+		}
+		n += last - first + 1
+	}
+	return n, nil
+}
+
+// parseCPUID parses a CPU id of a cpulist: decimal digits, as
+// strconv.Atoi takes them (an optional sign; a negative id fails).
+func parseCPUID(b []byte) (int, bool) {
+	if len(b) > 18 { // past what the loop below takes without overflow
+		v, err := strconv.Atoi(string(b))
+		return v, err == nil && v >= 0
+	}
+	if len(b) > 0 && b[0] == '+' {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
 // formatCPUList renders sorted CPU ids in cpulist format.
 func formatCPUList(ids []int) string {
 	var b []byte

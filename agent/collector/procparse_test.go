@@ -25,11 +25,17 @@ func TestCPUList(t *testing.T) {
 		{in: "0-4000000000", wantErr: true}, // a corrupt range must not allocate billions
 		{in: "a-b", wantErr: true},
 		{in: "-1", wantErr: true},
+		{in: "+2,0003-0004", want: []int{2, 3, 4}},
+		{in: "1,,2", wantErr: true},
+		{in: "00000000000000000000007", want: []int{7}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := parseCPUList([]byte(tc.in))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("parseCPUList(%q) error = %v, wantErr %v", tc.in, err, tc.wantErr)
+			}
+			if n, cerr := countCPUList([]byte(tc.in)); (cerr != nil) != tc.wantErr || n != len(got) {
+				t.Errorf("countCPUList(%q) = %d, %v; want %d and an error as parseCPUList's", tc.in, n, cerr, len(got))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("parseCPUList(%q) (-want +got):\n%s", tc.in, diff)
@@ -123,6 +129,9 @@ func FuzzParseCPUList(f *testing.F) {
 	f.Add([]byte("1-0"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ids, err := parseCPUList(data)
+		if n, cerr := countCPUList(data); (cerr != nil) != (err != nil) || n != len(ids) {
+			t.Fatalf("countCPUList(%q) = %d, %v; parseCPUList: %d ids, %v", data, n, cerr, len(ids), err)
+		}
 		if err != nil {
 			return
 		}
