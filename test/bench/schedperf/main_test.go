@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/component-base/metrics/legacyregistry"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
@@ -147,10 +150,112 @@ func BenchmarkPerfScheduling(b *testing.B) {
 						config, reg = teleschedCopy(b, file), plugins
 					}
 					start := time.Now()
+					batches := watchBatches()
 					perf.RunBenchmarkPerfScheduling(b, config, topic+"_"+profile, reg, opts...)
-					fmt.Fprintf(os.Stderr, "schedperf: %s: %v\n", b.Name(), time.Since(start).Round(time.Second))
+					fmt.Fprintf(os.Stderr, "schedperf: %s: %v; opportunistic batching (all its workloads): %s\n", b.Name(), time.Since(start).Round(time.Second), batches())
 				})
 			}
 		})
 	}
+}
+
+// batchStats are kube-scheduler's opportunistic batching counters, summed
+// over profiles: scheduling attempts by whether they had a node hint and
+// used it, and the batch flushes by reason.
+type batchStats map[string]float64
+
+// batchCounts reads the batching counters from kube-scheduler's registry,
+// in this process with the scheduler of every workload.
+func batchCounts() batchStats {
+	out := batchStats{}
+	fams, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return out
+	}
+	for _, fam := range fams {
+		var key string
+		switch fam.GetName() {
+		case "scheduler_batch_attempts_total":
+			key = "attempts"
+		case "scheduler_batch_cache_flushed_total":
+			key = "flushed"
+		default:
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			k := key
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" || l.GetName() == "reason" {
+					k += "/" + l.GetValue()
+				}
+			}
+			out[k] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// watchBatches reads the batching counters every half second until the
+// returned function is called, which says what they counted: scheduler_perf
+// resets kube-scheduler's registry after each workload, so the counters
+// are summed over the readings before each reset.
+func watchBatches() func() string {
+	var (
+		mu          sync.Mutex
+		done        = make(chan struct{})
+		total, last = batchStats{}, batchStats{}
+	)
+	read := func() {
+		cur := batchCounts()
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range cur {
+			if v < last[k] { // reset: what it had counted is in total
+				last[k] = 0
+			}
+			total[k] += v - last[k]
+		}
+		for k := range last {
+			if _, ok := cur[k]; !ok {
+				delete(last, k) // reset to nothing
+			}
+		}
+		for k, v := range cur {
+			last[k] = v
+		}
+	}
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() string {
+		close(done)
+		read()
+		mu.Lock()
+		defer mu.Unlock()
+		return total.String()
+	}
+}
+
+// String lists the counts, sorted by name.
+func (s batchStats) String() string {
+	var parts []string
+	for k, v := range s {
+		if v != 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "no counts"
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
