@@ -292,7 +292,7 @@ bench-go: ## Run Go benchmarks with memory statistics.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: bench-agent
-bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RSS, object size, API writes per minute (about 6 minutes).
+bench-agent: build $(NODE_EXPORTER) ## Agent vs node_exporter: CPU per cycle, RSS, object size, API writes per minute (about 6 minutes; BENCHFLAGS=-baseline-agent=BIN runs another agent build beside it).
 	$(GO) run ./test/bench/agent -agent $(BIN)/telesched-agent -node-exporter $(NODE_EXPORTER) $(BENCHFLAGS)
 
 .PHONY: bench-scheduler
