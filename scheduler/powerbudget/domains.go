@@ -18,6 +18,8 @@ package powerbudget
 import (
 	"context"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -419,7 +421,10 @@ type Snapshot struct {
 	agentEpoch uint64 // the cache's AgentEpoch
 	// overrides are the states of the nodes whose reservations changed
 	// since the snapshot of every member it derives from.
-	overrides  map[string]*NodeState
+	overrides map[string]*NodeState
+	// base is the snapshot built from every member that this one derives
+	// from; nil for a built one.
+	base       *Snapshot
 	maxAge     time.Duration
 	validUntil time.Time
 	at         time.Time
@@ -524,6 +529,22 @@ func (s *Snapshot) Node(name string) *NodeState {
 	return s.nodes[name]
 }
 
+// Base is the snapshot built from every member that s derives from: s
+// itself when s was built so. s is Base with the states of Overrides in
+// place of theirs, and its domains' sums moved by as much.
+func (s *Snapshot) Base() *Snapshot {
+	if s.base == nil {
+		return s
+	}
+	return s.base
+}
+
+// Overrides are the member states s holds in place of Base's: the nodes
+// whose reservations changed since Base was built (none when s is Base).
+func (s *Snapshot) Overrides() iter.Seq2[string, *NodeState] {
+	return maps.All(s.overrides)
+}
+
 // Empty is true when there is no budget.
 func (s *Snapshot) Empty() bool { return len(s.Domains) == 0 }
 
@@ -603,6 +624,7 @@ const maxOverrides = 256
 // over every member. The caller holds d.mu.
 func (d *Domains) derive(base *Snapshot, now time.Time) *Snapshot {
 	s := *base
+	s.base = base
 	s.Domains = slices.Clone(base.Domains)
 	s.overrides = make(map[string]*NodeState, len(d.changed))
 	for node := range d.changed {

@@ -6,6 +6,7 @@ package powerbudget
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -126,35 +127,63 @@ type domainBound struct {
 func domainBounds(snap *powerbudget.Snapshot) []domainBound {
 	out := make([]domainBound, len(snap.Domains))
 	for i := range snap.Domains {
-		dom, b := &snap.Domains[i], &out[i]
+		dom := &snap.Domains[i]
 		for _, member := range dom.Members {
-			ns := snap.Node(member)
-			if ns == nil {
-				continue
+			if ns := snap.Node(member); ns != nil {
+				out[i].widen(dom, ns)
 			}
-			perMilli, fixed, ok := ns.CPUWattsBound()
-			if !ok {
-				b.unmeteredRefused = b.unmeteredRefused || !dom.HasUnmetered
-				continue
-			}
-			b.perMilli, b.fixed = max(b.perMilli, perMilli), max(b.fixed, fixed)
 		}
 	}
 	return out
 }
 
-// boundsMemo keeps the latest snapshot's domainBounds.
+// widen takes a member's state ns of dom into b.
+func (b *domainBound) widen(dom *powerbudget.Domain, ns *powerbudget.NodeState) {
+	perMilli, fixed, ok := ns.CPUWattsBound()
+	if !ok {
+		b.unmeteredRefused = b.unmeteredRefused || !dom.HasUnmetered
+		return
+	}
+	b.perMilli, b.fixed = max(b.perMilli, perMilli), max(b.fixed, fixed)
+}
+
+// boundsMemo keeps the domainBounds of the latest snapshot built from
+// every member (Snapshot.Base), and of the latest snapshot derived from
+// it: a placement derives a new snapshot, with its node's state in place
+// of the base's, and at 5000 nodes in budgets a pass over every member
+// for each pod was most of PowerBudget's PreFilter. A derived snapshot's
+// bounds are the base's widened by its overrides' states: at least each
+// member's own, so still bounds (a member whose bound fell keeps the
+// base's larger one until the next base, which a new sample brings
+// within powerbudget.MaxSampleLag); mayRefuse may then say a pod may be
+// refused where it could not be, never the other way.
 type boundsMemo struct {
-	mu     sync.Mutex
-	snap   *powerbudget.Snapshot
-	bounds []domainBound
+	mu         sync.Mutex
+	base       *powerbudget.Snapshot
+	baseBounds []domainBound
+	snap       *powerbudget.Snapshot
+	bounds     []domainBound
 }
 
 func (bm *boundsMemo) get(snap *powerbudget.Snapshot) []domainBound {
 	bm.mu.Lock()
 	defer bm.mu.Unlock()
-	if bm.snap != snap {
-		bm.snap, bm.bounds = snap, domainBounds(snap)
+	if bm.snap == snap {
+		return bm.bounds
 	}
-	return bm.bounds
+	base := snap.Base()
+	if bm.base != base {
+		bm.base, bm.baseBounds = base, domainBounds(base)
+	}
+	bounds := bm.baseBounds
+	if base != snap {
+		bounds = slices.Clone(bounds)
+		for _, ns := range snap.Overrides() {
+			for _, i := range ns.Domains {
+				bounds[i].widen(&snap.Domains[i], ns)
+			}
+		}
+	}
+	bm.snap, bm.bounds = snap, bounds
+	return bounds
 }

@@ -5,14 +5,23 @@ package powerbudget
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/telesched/telesched/scheduler/estimate"
 	"github.com/telesched/telesched/scheduler/plugins/internal/plugintest"
 	"github.com/telesched/telesched/scheduler/powerbudget"
+	"github.com/telesched/telesched/scheduler/telemetry"
+	"github.com/telesched/telesched/test/fixtures"
 )
 
 // PowerBudget signs a pod with its demand while no budget is near its
@@ -132,5 +141,66 @@ func TestMayRefuseIsFilter(t *testing.T) {
 	}
 	if _, cleared := check(pl.domains.SnapshotLatest(clk.Now(), pl.args.TelemetryMaxAge), names); cleared == 0 {
 		t.Error("under 1 MW budgets mayRefuse cleared no pod")
+	}
+}
+
+// The bounds of a snapshot derived by placements are its base's widened
+// by the placed nodes' states, without a pass over every member: each at
+// least what a pass over the derived snapshot gives (so mayRefuse is true
+// wherever it would be), and the base's computed once for every snapshot
+// derived from it.
+func TestBoundsOfDerivedSnapshots(t *testing.T) {
+	clk := plugintest.NewClock(now)
+	pl, infos := benchPlugin(t, 200, clk)
+	ctx := context.Background()
+	pod := plugintest.CPUPod()
+	var memo boundsMemo
+	bases := map[*powerbudget.Snapshot]bool{}
+	passes, derived := 0, 0
+	for i := range 60 {
+		clk.Set(clk.Now().Add(time.Millisecond))
+		placed := *pod
+		placed.UID = types.UID(fmt.Sprint(i))
+		placed.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse(fmt.Sprintf("%dm", 500*(i%9+1)))}}}}
+		node := infos[(i*37)%len(infos)].Node().Name
+		if i%10 == 5 {
+			// A new sample of the node with a curve three times as
+			// steep: its bound rises above every member's in the base.
+			st := fixtures.FullStatus(clk.Now(), 2, 8)
+			for k := range st.Power.Model.CurveWatts {
+				st.Power.Model.CurveWatts[k] *= 3
+			}
+			pl.cache.Set(telemetry.FromStatus(node, &st))
+		}
+		pl.Reserve(ctx, framework.NewCycleState(), &placed, node)
+		snap := pl.domains.Snapshot(clk.Now(), pl.args.TelemetryMaxAge)
+		if snap.Base() != snap {
+			derived++
+		}
+		bases[snap.Base()] = true
+		before := memo.base
+		got, want := memo.get(snap), domainBounds(snap)
+		if memo.base != before {
+			passes++
+		}
+		for j := range want {
+			g, w := got[j], want[j]
+			if g.perMilli < w.perMilli || g.fixed < w.fixed || (w.unmeteredRefused && !g.unmeteredRefused) {
+				t.Fatalf("placement %d, budget %s: bounds %+v from the base and the overrides, %+v from every member: not a bound", i, snap.Domains[j].Name, g, w)
+			}
+		}
+		for _, cpu := range []int64{100, 4000, 64_000, 100_000_000} {
+			d := estimate.Demand{CPUMilli: cpu}
+			if mayRefuse(snap, want, d) && !mayRefuse(snap, got, d) {
+				t.Fatalf("placement %d, %dm: mayRefuse with every member's bounds, not with the derived ones", i, cpu)
+			}
+		}
+	}
+	if derived < 50 {
+		t.Fatalf("%d of 60 placements derived their snapshot; the test needs derived ones", derived)
+	}
+	if passes != len(bases) {
+		t.Errorf("%d passes over every member for %d snapshots built from every member, want one each", passes, len(bases))
 	}
 }
