@@ -104,21 +104,12 @@ func TestReadHook(t *testing.T) {
 // file fits, whole when it does not, and fails as ReadFile fails.
 func TestReadIntoMatchesReadFile(t *testing.T) {
 	dir := t.TempDir()
-	files := map[string]string{
+	writeTree(t, dir, map[string]string{
 		"/sys/a":      "42\n",
 		"/proc/stat":  strings.Repeat("cpu0 1 2 3 4 5 6 7 8 9 10\n", 20), // 520 bytes
 		"/sys/empty":  "",
 		"/sys/exact8": "1234567\n",
-	}
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	r := New(dir).WithFaults(map[string]error{"/sys/faulty": syscall.EIO})
 	for _, tc := range []struct {
 		path    string
