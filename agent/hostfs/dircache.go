@@ -76,8 +76,10 @@ func (r Root) open(hostPath string) (int, error) {
 	if r.dirs == nil {
 		return rawOpen(r.Path(hostPath))
 	}
+	// A clean absolute path's last component names a file in the
+	// directory its others name ("/proc" has none to keep).
 	i := strings.LastIndexByte(hostPath, '/')
-	if i <= 0 || i == len(hostPath)-1 || !cleanAbs(hostPath) {
+	if !isCleanAbs(hostPath) || i == 0 {
 		return rawOpen(r.Path(hostPath))
 	}
 	dir, base := hostPath[:i], hostPath[i+1:]
@@ -99,25 +101,6 @@ func (r Root) open(hostPath string) (int, error) {
 		r.dirs.drop(dir, dfd)
 	}
 	return fd, ferr
-}
-
-// cleanAbs reports whether p is an absolute path with no empty, "." or
-// ".." component, so that its last component names a file in the
-// directory its other components name.
-func cleanAbs(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	for rest := p[1:]; ; {
-		c, after, more := strings.Cut(rest, "/")
-		if c == "" || c == "." || c == ".." {
-			return false
-		}
-		if !more {
-			return true
-		}
-		rest = after
-	}
 }
 
 // get returns the kept descriptor of the directory at host path dir,

@@ -54,13 +54,20 @@ func (r Root) Dir() string {
 func (r Root) Path(hostPath string) string {
 	// A clean absolute path under a clean root is the two joined, in one
 	// allocation; filepath.Join would clean it again in three.
-	if len(hostPath) > 1 && hostPath[0] == '/' && filepath.Clean(hostPath) == hostPath {
+	if isCleanAbs(hostPath) {
 		if dir := r.Dir(); dir != "/" {
 			return dir + hostPath
 		}
 		return hostPath
 	}
 	return filepath.Join(r.Dir(), hostPath)
+}
+
+// isCleanAbs reports whether p is an absolute path other than "/" that
+// filepath.Clean leaves as it is: no empty, "." or ".." component, no
+// trailing slash. Cleaning a clean path allocates nothing.
+func isCleanAbs(p string) bool {
+	return len(p) > 1 && p[0] == '/' && filepath.Clean(p) == p
 }
 
 // WithFaults returns a copy of r whose reads of the given host paths fail
