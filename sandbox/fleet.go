@@ -101,7 +101,7 @@ type FleetThermal struct {
 
 // FleetGPUs are a node's GPUs.
 type FleetGPUs struct {
-	// Type is a100, a100-80gb, h100 or h200.
+	// Type is a100, a100-80gb, h100, h100-nvl or h200.
 	Type  string `json:"type"`
 	Count int    `json:"count"`
 	// PerNUMA GPUs sit on each NUMA node in turn.
@@ -117,7 +117,7 @@ type FleetGPUs struct {
 }
 
 // gpuTypes are the GPU types a fleet file can name.
-var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "a100-80gb": a100x80, "h100": h100, "h200": h200}
+var gpuTypes = map[string]sim.GPUSpec{"a100": a100, "a100-80gb": a100x80, "h100": h100, "h100-nvl": h100nvl, "h200": h200}
 
 // ReadFleet reads a fleet file.
 func ReadFleet(path string) (*Fleet, error) {
@@ -272,7 +272,7 @@ func (n FleetNode) specs(at string) ([]sim.NodeSpec, error) {
 		model, ok := gpuTypes[g.Type]
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, a100-80gb, h100, h200", at, g.Type)
+			return nil, fmt.Errorf("%s.gpus.type: %q is not one of a100, a100-80gb, h100, h100-nvl, h200", at, g.Type)
 		case g.Count < 1 || g.Count > 16:
 			return nil, fmt.Errorf("%s.gpus.count: %d must be within 1-16", at, g.Count)
 		case g.PerNUMA < 1 || g.Count%g.PerNUMA != 0 || g.Count/g.PerNUMA > numa:
@@ -380,6 +380,28 @@ var h100 = sim.GPUSpec{
 	Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, IdleWatts: 70, TDPWatts: 700,
 	SlowdownCelsius: 90, ShutdownCelsius: 95, PCIDeviceID: 0x2330, PCIDeviceIDFull: 0x233010de,
 	ComputeCapMajor: 9, ComputeCapMinor: 0, MemoryUsedIdle: 600 << 20, MemoryUsedLoaded: 60 << 30,
+}
+
+// h100nvl is an NVIDIA H100 NVL, the PCIe H100 of 94 GB sold in
+// NVLink-bridged pairs, as real ones show themselves in nvidia-smi:
+// "NVIDIA H100 NVL", 95830 MiB of which 594 reserved (NVML's used memory
+// counts the reservation: the H200 of agent/nvml/testdata/h200-vm shows
+// 616 MiB reserved in nvidia-smi and 615 MiB used to the agent), 60-68 W
+// idle at 0 %, a 400 W limit (one host ran it at 310 W of 200-400 W),
+// device id 0x232110DE. nvidia-smi prints its temperature limits as
+// margins, the same as the H200's: 32 °C with 55 °C left to the T.Limit
+// (the max operating temperature, 87 °C), slowdown 2 °C and shutdown 8 °C
+// past it: 89 and 95 °C, as the H200 (34 + 53 = 87; its NVML slowdown
+// threshold 89 °C). Sources: thamada/nvidia-smi nvsim/H100NVLx2_smi.py
+// (nvidia-smi -q, two GPUs, driver 550.54.14), rackerlabs/genestack-blog
+// docs/blog/posts/2025-12-01-nvidia-gpu-setup.md (four idle GPUs, driver
+// 580.105.08), and the GPU Operator's default MIG configuration
+// (NVIDIA/mig-parted deployments/systemd/config-default.yaml), whose
+// "H100 NVL" device filter is 0x232110DE.
+var h100nvl = sim.GPUSpec{
+	Model: "NVIDIA H100 NVL", MemoryBytes: 95830 << 20, IdleWatts: 62, TDPWatts: 400,
+	SlowdownCelsius: 89, ShutdownCelsius: 95, PCIDeviceID: 0x2321, PCIDeviceIDFull: 0x232110de,
+	ComputeCapMajor: 9, ComputeCapMinor: 0, MemoryUsedIdle: 594 << 20, MemoryUsedLoaded: 70 << 30,
 }
 
 // h200 is an NVIDIA H200 SXM as a real one reports itself to the agent

@@ -27,7 +27,7 @@ type FleetMIG struct {
 	Layouts  [][]string `json:"layouts,omitempty"`
 }
 
-// migComputeSlices and migMemorySlices are what an A100, H100 or H200
+// migComputeSlices and migMemorySlices are what an A100, H100 (80 or 94 GB) or H200
 // in MIG mode divides: 7 compute slices and 8 memory slices (NVIDIA's
 // MIG User Guide, "Supported MIG Profiles").
 const (
@@ -52,6 +52,7 @@ var migGPUs = map[string]migGPU{
 	"a100":      {"A100 40GB", 40},
 	"a100-80gb": {"A100 80GB", 80},
 	"h100":      {"H100 80GB", 80},
+	"h100-nvl":  {"H100 94GB", 94},
 	"h200":      {"H200", 141},
 }
 

@@ -4,7 +4,9 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/telesched/telesched/agent/collector"
+	"github.com/telesched/telesched/agent/hostfs"
 	"github.com/telesched/telesched/sandbox/sim"
 )
 
@@ -49,6 +53,7 @@ func TestFleetGPUErrors(t *testing.T) {
 		{"too many memory slices", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [3g.40gb, 3g.40gb, 1g.10gb]}}`, "nodes[1].gpus.mig.profiles: 9 memory slices, a GPU has 8"},
 		{"1g.20gb takes 2 memory slices", `{type: h100, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.20gb, 1g.20gb, 1g.20gb, 1g.20gb, 1g.10gb]}}`, "nodes[1].gpus.mig.profiles: 9 memory slices, a GPU has 8"},
 		{"an H200's profile on an A100", `{type: a100, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.18gb]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.18gb" is no MIG profile of an A100 40GB (1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb)`},
+		{"an H100 80GB's profile on an H100 NVL", `{type: h100-nvl, count: 2, perNUMA: 2, nvlink: pairs, mig: {strategy: mixed, profiles: [1g.10gb]}}`, `nodes[1].gpus.mig.profiles[0]: "1g.10gb" is no MIG profile of an H100 94GB (1g.12gb, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb, 7g.94gb)`},
 		{"media extensions on a 3g", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [3g.40gb+me]}}`, `nodes[1].gpus.mig.profiles[0]: "3g.40gb+me": only the 1g profile of one memory slice has media extensions on an A100 80GB (1g.10gb+me)`},
 		{"media extensions twice", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, profiles: [1g.10gb+me, 1g.10gb+me]}}`, `nodes[1].gpus.mig.profiles[1]: a second "1g.10gb+me"; a GPU has one set of media extensions`},
 		{"single on half the GPUs", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: single, gpus: 4, profiles: [1g.10gb]}}`, "nodes[1].gpus.mig.gpus: 4 of 8 GPUs in MIG mode; the single strategy needs all"},
@@ -57,6 +62,7 @@ func TestFleetGPUErrors(t *testing.T) {
 		{"both", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 1, profiles: [1g.10gb], layouts: [[1g.10gb]]}}`, "nodes[1].gpus.mig: profiles and layouts are both set"},
 		{"empty layout", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 1, layouts: [[]]}}`, "nodes[1].gpus.mig.layouts[0]: a GPU in MIG mode needs at least one MIG device"},
 		{"mig gpus", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 9, profiles: [1g.10gb]}}`, "nodes[1].gpus.mig.gpus: 9 must be within 1-8"},
+		{"gpu type", `{type: h100-pcie, count: 8, perNUMA: 4}`, `nodes[1].gpus.type: "h100-pcie" is not one of a100, a100-80gb, h100, h100-nvl, h200`},
 		{"nvlink", `{type: a100, count: 8, perNUMA: 4, nvlink: mesh}`, `nodes[1].gpus.nvlink: "mesh" is not one of nvswitch, pairs, none`},
 		{"odd pairs", `{type: a100, count: 3, perNUMA: 3, nvlink: pairs}`, "nodes[1].gpus.nvlink: pairs need an even count and perNUMA (3, 3)"},
 		{"DRA with a MIG strategy", `{type: a100-80gb, count: 8, perNUMA: 4, dra: true, mig: {strategy: mixed, profiles: [1g.10gb]}}`, `nodes[1].gpus.mig.strategy: "mixed" is the device plugin's; a DRA node publishes each MIG device`},
@@ -89,6 +95,9 @@ func TestFleetMIGProfiles(t *testing.T) {
 		{"a100-80gb", []string{"4g.40gb", "3g.40gb"}, []int{4, 3}},
 		{"h100", []string{"3g.40gb", "2g.20gb", "1g.20gb"}, []int{3, 2, 1}},
 		{"h100", []string{"7g.80gb"}, []int{7}},
+		{"h100-nvl", []string{"1g.12gb", "1g.12gb", "1g.24gb", "2g.24gb", "1g.12gb", "1g.12gb"}, []int{1, 1, 1, 2, 1, 1}},
+		{"h100-nvl", []string{"4g.47gb", "3g.47gb"}, []int{4, 3}},
+		{"h100-nvl", []string{"7g.94gb"}, []int{7}},
 		{"h200", []string{"1g.18gb", "1g.18gb", "1g.35gb", "2g.35gb", "1g.18gb", "1g.18gb"}, []int{1, 1, 1, 2, 1, 1}},
 		{"h200", []string{"4g.71gb", "3g.71gb"}, []int{4, 3}},
 		{"h200", []string{"7g.141gb"}, []int{7}},
@@ -104,6 +113,57 @@ func TestFleetMIGProfiles(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.slices, got); diff != "" {
 				t.Errorf("compute slices (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAgentNamesEveryProfile: for every GPU type the fleet format names,
+// a simulated GPU of each of its MIG profiles (and the media-extensions
+// one) is published by the agent's own GPU collector under the profile's
+// name, so the scheduler's resources, the units check and the agent agree
+// on every profile. A simulated device's memory that the agent's rounding
+// (the device plugin's) named otherwise fails here.
+func TestAgentNamesEveryProfile(t *testing.T) {
+	types := make([]string, 0, len(migGPUs))
+	for name := range migGPUs {
+		types = append(types, name)
+	}
+	slices.Sort(types)
+	for _, gpuType := range types {
+		t.Run(gpuType, func(t *testing.T) {
+			names, _ := migProfiles(migGPUs[gpuType])
+			// One GPU per profile, and the media-extensions profile.
+			layouts := append([]string{}, names...)
+			layouts = append(layouts, names[0]+"+me")
+			var ls []string
+			for _, l := range layouts {
+				ls = append(ls, "["+l+"]")
+			}
+			f, err := ParseFleet([]byte(gpuFleet(fmt.Sprintf("{type: %s, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: %d, layouts: [%s]}}",
+				gpuType, len(layouts), strings.Join(ls, ", ")))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := sim.NewNode(t.TempDir(), f.Nodes[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &collector.Sample{}
+			if err := collector.NewGPUCollector(n.NVML(), hostfs.New(n.Dir)).Collect(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, g := range s.GPUs {
+				if g.MIG == nil {
+					continue
+				}
+				for _, p := range g.MIG.Profiles {
+					got = append(got, p.Profile)
+				}
+			}
+			if diff := cmp.Diff(layouts, got); diff != "" {
+				t.Errorf("profiles the agent publishes (-fleet +agent):\n%s", diff)
 			}
 		})
 	}

@@ -51,8 +51,9 @@ func TestShippedTableRows(t *testing.T) {
 	}
 	for model, want := range map[string]int32{
 		"NVIDIA A100-SXM4-80GB": 1000, "NVIDIA A100-SXM4-40GB": 902, "NVIDIA H100 80GB HBM3": 2060, "NVIDIA H200": 2307,
+		"NVIDIA H100 NVL": 1427,
 		// GPU Feature Discovery's nvidia.com/gpu.product spelling.
-		"NVIDIA-H100-80GB-HBM3": 2060,
+		"NVIDIA-H100-80GB-HBM3": 2060, "NVIDIA-H100-NVL": 1427,
 	} {
 		if milli, src, basis := r.GPU(model); milli != want || src != telemetryv1alpha1.SpeedSourceTable {
 			t.Errorf("%q: %d from %s (%s), want %d from the table", model, milli, src, basis, want)
