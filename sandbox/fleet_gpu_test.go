@@ -184,6 +184,10 @@ func TestFleetGPUAllocatable(t *testing.T) {
 		{"half mixed", `{type: a100-80gb, count: 8, perNUMA: 4, mig: {strategy: mixed, gpus: 2, layouts: [[3g.40gb, 2g.20gb, 1g.10gb], [7g.80gb]]}}`,
 			corev1.ResourceList{gpuResource: resource.MustParse("6"), "nvidia.com/mig-3g.40gb": resource.MustParse("1"), "nvidia.com/mig-2g.20gb": resource.MustParse("1"),
 				"nvidia.com/mig-1g.10gb": resource.MustParse("1"), "nvidia.com/mig-7g.80gb": resource.MustParse("1")}},
+		// The device plugin names a resource with each "+" of the profile a
+		// "." (a resource name holds no "+"; the API server refuses it).
+		{"media extensions", `{type: h100-nvl, count: 2, perNUMA: 2, nvlink: pairs, mig: {strategy: mixed, gpus: 1, layouts: [[1g.12gb+me, 3g.47gb]]}}`,
+			corev1.ResourceList{gpuResource: resource.MustParse("1"), "nvidia.com/mig-1g.12gb.me": resource.MustParse("1"), "nvidia.com/mig-3g.47gb": resource.MustParse("1")}},
 		{"DRA", `{type: a100, count: 8, perNUMA: 4, dra: true}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,11 +12,23 @@ import (
 	configv1 "github.com/telesched/telesched/apis/config/v1"
 	"github.com/telesched/telesched/sandbox/sim"
 	"github.com/telesched/telesched/scheduler/estimate"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
-// migResource is the mixed strategy's resource of a MIG profile.
+// migResource is the mixed strategy's resource of a MIG profile, as
+// NVIDIA's device plugin names it ("1g.10gb+me": nvidia.com/mig-1g.10gb.me).
 func migResource(profile string) corev1.ResourceName {
-	return corev1.ResourceName(configv1.DefaultMIGResourcePrefix + profile)
+	return corev1.ResourceName(configv1.DefaultMIGResourcePrefix + telemetry.ProfileResource(profile))
+}
+
+// resourceProfile is the MIG profile of a mixed-strategy resource's name
+// after its prefix, migResource's inverse for the profiles a fleet takes
+// (fleet_gpu.go: "+me" is their one suffix).
+func resourceProfile(name string) string {
+	if p, ok := strings.CutSuffix(name, ".me"); ok {
+		return p + "+me"
+	}
+	return name
 }
 
 // gpuAllocatable is what a simulated node's device plugin advertises: its
@@ -65,7 +77,7 @@ func simRequest(pod *corev1.Pod) sim.Request {
 				if r.MIG == nil {
 					r.MIG = map[string]int{}
 				}
-				r.MIG[strings.TrimPrefix(string(name), configv1.DefaultMIGResourcePrefix)] += int(q.Value())
+				r.MIG[resourceProfile(strings.TrimPrefix(string(name), configv1.DefaultMIGResourcePrefix))] += int(q.Value())
 			}
 		}
 	}

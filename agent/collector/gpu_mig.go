@@ -23,9 +23,10 @@ type GPUDevice struct {
 	MIGProfile string
 }
 
-// migProfileName names a MIG device as NVIDIA's device plugin names its
-// resource (nvidia.com/mig-<profile>): "<g>g.<gb>gb", or "<c>c.<g>g.<gb>gb"
-// when the compute instance takes fewer slices than its GPU instance. The
+// migProfileName names a MIG device's profile as NVIDIA's device plugin
+// does (its resource is nvidia.com/mig-<profile>, a "+" made a "."):
+// "<g>g.<gb>gb", or "<c>c.<g>g.<gb>gb" when the compute instance takes
+// fewer slices than its GPU instance. The
 // plugin (go-nvlib's MigProfileInfo) reads g and c from the GPU and compute
 // instance profiles, which only a privileged user may list; the MIG
 // device's attributes carry the same slice counts. The memory is the

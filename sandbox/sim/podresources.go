@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/telesched/telesched/agent/nvml/nvmltest"
+	"github.com/telesched/telesched/scheduler/telemetry"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -188,7 +189,7 @@ func (n *Node) podResources() []*podresourcesv1.PodResources {
 // containerDevices are whole GPUs and MIG devices as the device plugin
 // names them: GPU UUIDs under GPUResource; MIG device UUIDs under
 // GPUResource on the single strategy, under MIGResourcePrefix + profile on
-// the mixed one. Each device's topology is its GPU's NUMA node.
+// the mixed one (with a "+" made a ".", as the device plugin names it). Each device's topology is its GPU's NUMA node.
 func (spec NodeSpec) containerDevices(gpus []int, devs []Slice) []*podresourcesv1.ContainerDevices {
 	var out []*podresourcesv1.ContainerDevices
 	add := func(resource, id string, gpu int) {
@@ -203,7 +204,7 @@ func (spec NodeSpec) containerDevices(gpus []int, devs []Slice) []*podresourcesv
 	for _, s := range devs {
 		resource := GPUResource
 		if spec.MIGStrategy != MIGSingle {
-			resource = MIGResourcePrefix + spec.GPUs[s.GPU].MIG[s.Device].Profile
+			resource = MIGResourcePrefix + telemetry.ProfileResource(spec.GPUs[s.GPU].MIG[s.Device].Profile)
 		}
 		add(resource, nvmltest.MIGUUID(s.GPU, s.Device), s.GPU)
 	}

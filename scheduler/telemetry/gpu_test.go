@@ -59,9 +59,9 @@ func TestGPULayout(t *testing.T) {
 	}
 	want := []layout{
 		{MIG: true, ComputeSlices: 7, MIGProfiles: []MIGProfile{
-			{Profile: "1g.10gb", Count: 3, MemoryBytes: 10 << 30, Slices: 1, Allocated: 2},
-			{Profile: "3g.40gb", Count: 1, MemoryBytes: 40 << 30, Slices: 3, Allocated: -1},
-			{Profile: "1c.3g.40gb", Count: 1, MemoryBytes: 40 << 30, Slices: 1, Allocated: 1}, // 1 of its GPU instance's 3 slices; allocated 9 of 1: at most its count
+			{Profile: "1g.10gb", Resource: "1g.10gb", Count: 3, MemoryBytes: 10 << 30, Slices: 1, Allocated: 2},
+			{Profile: "3g.40gb", Resource: "3g.40gb", Count: 1, MemoryBytes: 40 << 30, Slices: 3, Allocated: -1},
+			{Profile: "1c.3g.40gb", Resource: "1c.3g.40gb", Count: 1, MemoryBytes: 40 << 30, Slices: 1, Allocated: 1}, // 1 of its GPU instance's 3 slices; allocated 9 of 1: at most its count
 		}, Allocated: -1, LinkGroup: 0, Peers: 1<<1 | 1<<63, PCIeRoot: "pci0000:00"},
 		{Allocated: 1, NVSwitch: true, LinkGroup: 0},
 		{Allocated: 0, LinkGroup: -1},

@@ -6,6 +6,7 @@ package telemetry
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -211,9 +212,11 @@ func (g *GPU) nearSlowdown(marginMilli int64) bool {
 // MIGProfile is one MIG profile of a GPU in MIG mode: Count devices of
 // MemoryBytes each, taking Slices of the GPU's compute slices each.
 type MIGProfile struct {
-	// Profile is the profile's name as the device plugin names its
-	// resource (nvidia.com/mig-<profile>), e.g. "1g.10gb".
-	Profile     string
+	// Profile is the profile's name, e.g. "1g.10gb" or "1g.10gb+me".
+	Profile string
+	// Resource is the profile as the device plugin names its resource
+	// after the prefix (ProfileResource): "1g.10gb", "1g.10gb.me".
+	Resource    string
 	MemoryBytes int64
 	Count       int32
 	// Slices is the compute slices of one device, the profile's leading
@@ -222,6 +225,15 @@ type MIGProfile struct {
 	// Allocated is how many of the devices the kubelet allocated, -1 when
 	// not published.
 	Allocated int32
+}
+
+// ProfileResource is a MIG profile as NVIDIA's device plugin names its
+// resource under the mixed strategy, after the prefix nvidia.com/mig-:
+// the profile with each "+" made a ".", since a resource name may not
+// hold a "+" ("1g.10gb+me" is nvidia.com/mig-1g.10gb.me;
+// k8s-device-plugin, internal/rm/rm.go).
+func ProfileResource(profile string) string {
+	return strings.ReplaceAll(profile, "+", ".")
 }
 
 // ProfileSlices is the compute slices a MIG profile's device takes: the
@@ -279,7 +291,7 @@ func gpuLayout(g *GPU, st *telemetryv1alpha1.GPUStatus) {
 		g.ComputeSlices = m.ComputeSlicesTotal
 		g.MIGProfiles = make([]MIGProfile, 0, len(m.Profiles))
 		for _, p := range m.Profiles {
-			mp := MIGProfile{Profile: p.Profile, MemoryBytes: p.MemoryBytes, Count: p.Count, Slices: ProfileSlices(p.Profile), Allocated: -1}
+			mp := MIGProfile{Profile: p.Profile, Resource: ProfileResource(p.Profile), MemoryBytes: p.MemoryBytes, Count: p.Count, Slices: ProfileSlices(p.Profile), Allocated: -1}
 			if p.Allocated != nil {
 				mp.Allocated = min(*p.Allocated, p.Count)
 			}

@@ -1017,9 +1017,11 @@ type GPUMIG struct {
 
 // MIGProfile is a GPU's MIG devices of one profile.
 type MIGProfile struct {
-	// profile is the profile's name as NVIDIA's device plugin names its
-	// resource (nvidia.com/mig-<profile>), e.g. "1g.10gb" or "3g.40gb".
-	// Its leading number is the compute slices each device takes.
+	// profile is the profile's name, e.g. "1g.10gb", "3g.40gb" or
+	// "1g.10gb+me". NVIDIA's device plugin names its resource
+	// nvidia.com/mig-<profile> with each "+" made a "."
+	// (nvidia.com/mig-1g.10gb.me). Its leading number is the compute
+	// slices each device takes.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=24

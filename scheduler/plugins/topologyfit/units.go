@@ -78,7 +78,7 @@ func unitGroup(g *telemetry.GPU, k unitKind, r *unitRequest, j int) (count, allo
 		return 0, 0, 0
 	}
 	p := &g.MIGProfiles[j]
-	if k == profileDevices && p.Profile != r.profile {
+	if k == profileDevices && p.Resource != r.profile {
 		return 0, 0, 0
 	}
 	return int64(p.Count), int64(p.Allocated), p.MemoryBytes

@@ -197,6 +197,37 @@ func TestMIGUnits(t *testing.T) {
 	}
 }
 
+// NVIDIA's device plugin advertises a MIG profile with each "+" made a "."
+// (a resource name may not hold a "+"; k8s-device-plugin,
+// internal/rm/rm.go): the media-extensions device the agent publishes as
+// "1g.10gb+me" is the resource nvidia.com/mig-1g.10gb.me. A pod asking
+// for it fits where one is free, and is refused where it is taken.
+func TestMIGMediaExtensionsResource(t *testing.T) {
+	t.Parallel()
+	const me = "nvidia.com/mig-1g.10gb.me"
+	withME := func(allocated int32) func(*telemetryv1alpha1.NodeTelemetryStatus) {
+		return func(st *telemetryv1alpha1.NodeTelemetryStatus) {
+			st.GPUs[0].MIGEnabled = ptr.To(true)
+			st.GPUs[0].UtilizationPercent = nil
+			st.GPUs[0].MIG = &telemetryv1alpha1.GPUMIG{ComputeSlicesTotal: 7, Profiles: []telemetryv1alpha1.MIGProfile{
+				{Profile: "1g.10gb+me", Count: 1, MemoryBytes: slice10gb, Allocated: ptr.To(allocated)},
+				{Profile: "1g.10gb", Count: 6, MemoryBytes: slice10gb, Allocated: ptr.To(int32(0))},
+			}}
+		}
+	}
+	alloc := map[v1.ResourceName]int64{gpuResource: 7, me: 1, mig1g: 6}
+	free := newPlugin(config.StaleTelemetryReject, telNode("n1", 2, a100x80s(8, 4), withME(0)))
+	if st := filter(free, resourcePod("p", me, 1), nodeInfoAlloc("n1", alloc)); !st.IsSuccess() {
+		t.Errorf("the free media-extensions device: %v", st)
+	}
+	taken := newPlugin(config.StaleTelemetryReject, telNode("n1", 2, a100x80s(8, 4), withME(1)))
+	got := filter(taken, resourcePod("p", me, 1), nodeInfoAlloc("n1", alloc))
+	want := unschedulable("node has 0 healthy unallocated nvidia.com/mig-1g.10gb.me devices, pod needs 1 (1 of 1 nvidia.com/mig-1g.10gb.me devices healthy and matching, 0 requested by pods on the node, 1 allocated by the kubelet in the sample)")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the taken media-extensions device (-want +got):\n%s", diff)
+	}
+}
+
 // Which GPUs the pods on a node hold comes from the published allocations
 // where the node publishes them, else from the guess that they fill the
 // lowest NUMA node first. Pods placed since the sample (requested beyond

@@ -10,9 +10,11 @@ package v1alpha1
 //
 // MIGProfile is a GPU's MIG devices of one profile.
 type MIGProfileApplyConfiguration struct {
-	// profile is the profile's name as NVIDIA's device plugin names its
-	// resource (nvidia.com/mig-<profile>), e.g. "1g.10gb" or "3g.40gb".
-	// Its leading number is the compute slices each device takes.
+	// profile is the profile's name, e.g. "1g.10gb", "3g.40gb" or
+	// "1g.10gb+me". NVIDIA's device plugin names its resource
+	// nvidia.com/mig-<profile> with each "+" made a "."
+	// (nvidia.com/mig-1g.10gb.me). Its leading number is the compute
+	// slices each device takes.
 	Profile *string `json:"profile,omitempty"`
 	// count is how many MIG devices of the profile the GPU has.
 	Count *int32 `json:"count,omitempty"`
