@@ -30,11 +30,20 @@ func BenchmarkFilterScore(b *testing.B) {
 		pod  *v1.Pod
 		// gpuEvery: every gpuEvery-th node has 8 GPUs, the others none.
 		gpuEvery int
+		// mig: the GPUs are in MIG mode, 7 1g.10gb devices each, under
+		// the mixed strategy; the running pods hold one device each.
+		mig bool
 	}{
 		{
 			name:     "gpu4-single-numa-node",
 			pod:      makePod("p", 4, "16", "64Gi", numaPolicy, singleNUMA, gpuModel, "h100", gpuMinMem, "40Gi"),
 			gpuEvery: 1,
+		},
+		{
+			name:     "mig1g",
+			pod:      resourcePod("p", mig1g, 1),
+			gpuEvery: 1,
+			mig:      true,
 		},
 		{
 			name:     "cpu-single-numa-node",
@@ -44,13 +53,13 @@ func BenchmarkFilterScore(b *testing.B) {
 	} {
 		for _, nodes := range []int{100, 1000, 5000} {
 			b.Run(fmt.Sprintf("%s/nodes=%d", pc.name, nodes), func(b *testing.B) {
-				benchmarkFilterScore(b, pc.pod, nodes, pc.gpuEvery)
+				benchmarkFilterScore(b, pc.pod, nodes, pc.gpuEvery, pc.mig)
 			})
 		}
 	}
 }
 
-func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int) {
+func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int, mig bool) {
 	ctx := context.Background()
 	tels := make([]*telemetry.Node, nodes)
 	infos := make([]fwk.NodeInfo, nodes)
@@ -65,6 +74,14 @@ func benchmarkFilterScore(b *testing.B, pod *v1.Pod, nodes, gpuEvery int) {
 			for j := range i % 4 {
 				pods = append(pods, onNode(makePod(fmt.Sprintf("running-%d", j), 1, "2", "8Gi"), name))
 			}
+		}
+		if mig {
+			for j := range pods {
+				pods[j] = onNode(resourcePod(fmt.Sprintf("running-%d", j), mig1g, 1), name)
+			}
+			tels[i] = telNode(name, 2, gpus, allMIG)
+			infos[i] = nodeInfoAlloc(name, map[v1.ResourceName]int64{mig1g: 56}, pods...)
+			continue
 		}
 		tels[i] = telNode(name, 2, gpus)
 		infos[i] = nodeInfo(name, allocGPUs, pods...)
