@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -247,8 +246,11 @@ type Adjustment struct {
 func Fit(st *telemetryv1alpha1.NodeTelemetryStatus) []Adjustment {
 	var out []Adjustment
 	root := reflect.ValueOf(st).Elem()
+	// The list indexes of a path, depth first: each level appends to the
+	// one before within this array, so no path allocates.
+	var idx [4]int
 	for i, b := range apiBounds {
-		fitPath(root, boundSteps[i], nil, b, &out)
+		fitPath(root, boundSteps[i], idx[:0], b, &out)
 	}
 	for _, a := range out {
 		for i := range st.Sources {
@@ -264,20 +266,35 @@ func Fit(st *telemetryv1alpha1.NodeTelemetryStatus) []Adjustment {
 	return out
 }
 
-// step is one step of a bound's path: a field by its JSON name, and
+// step is one step of a bound's path: a struct field, by its index, and
 // whether the path goes on into each item of that field's list.
 type step struct {
-	name string
-	each bool
+	field int
+	each  bool
 }
 
-// boundSteps are apiBounds' paths split into steps, once.
+// boundSteps are apiBounds' paths resolved against the status's type once,
+// field names to indexes, so that Fit, which runs on every sample, walks
+// them without looking a name up. A path that names no field panics here,
+// at start (TestFit and every agent test would).
 var boundSteps = func() [][]step {
+	root := reflect.TypeFor[telemetryv1alpha1.NodeTelemetryStatus]()
 	out := make([][]step, len(apiBounds))
 	for i, b := range apiBounds {
+		t := root
 		for _, s := range strings.Split(b.path, ".") {
 			name, each := strings.CutSuffix(s, "[]")
-			out[i] = append(out[i], step{name, each})
+			for t.Kind() == reflect.Pointer {
+				t = t.Elem()
+			}
+			f, ok := fieldByJSON(t, name)
+			if !ok {
+				panic(fmt.Sprintf("status bound %s: no field %q in %s", b.path, name, t))
+			}
+			out[i] = append(out[i], step{f, each})
+			if t = t.Field(f).Type; each {
+				t = t.Elem()
+			}
 		}
 	}
 	return out
@@ -296,11 +313,7 @@ func fitPath(v reflect.Value, steps []step, idx []int, b bound, out *[]Adjustmen
 		apply(v, idx, b, out)
 		return
 	}
-	f, ok := fieldByJSON(v.Type(), steps[0].name)
-	if !ok {
-		panic(fmt.Sprintf("status bound %s: no field %q in %s", b.path, steps[0].name, v.Type()))
-	}
-	fv := v.Field(f)
+	fv := v.Field(steps[0].field)
 	if !steps[0].each {
 		fitPath(fv, steps[1:], idx, b, out)
 		return
@@ -376,22 +389,13 @@ func apply(v reflect.Value, idx []int, b bound, out *[]Adjustment) {
 	}
 }
 
-var jsonFields sync.Map // reflect.Type -> map[string]int
-
 // fieldByJSON finds a struct field by its JSON name (inline embedded
 // structs are not used in the status).
 func fieldByJSON(t reflect.Type, name string) (int, bool) {
-	m, ok := jsonFields.Load(t)
-	if !ok {
-		byName := map[string]int{}
-		for i := range t.NumField() {
-			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			if tag != "" && tag != "-" {
-				byName[tag] = i
-			}
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); tag == name {
+			return i, true
 		}
-		m, _ = jsonFields.LoadOrStore(t, byName)
 	}
-	i, ok := m.(map[string]int)[name]
-	return i, ok
+	return 0, false
 }
