@@ -58,6 +58,8 @@ func TestValidateFailClosedFlags(t *testing.T) {
 		{"negative directory count", func(o *Options) { o.HostDirFDs = -1 }, "--host-dir-fds -1: must not be negative"},
 		{"negative throttle interval", func(o *Options) { o.ThrottleInterval = -time.Second }, "--throttle-interval -1s: must not be negative"},
 		{"GC target too low", func(o *Options) { o.GCPercent = 5 }, "--gc-percent 5: must be at least 10"},
+		{"max procs negative", func(o *Options) { o.MaxProcs = -1 }, "--max-procs -1: must not be negative"},
+		{"max procs the runtime default", func(o *Options) { o.MaxProcs = 0 }, ""},
 		{"zero NVML timeout", func(o *Options) { o.NVMLTimeout = 0 }, "--nvml-timeout 0s: must be positive"},
 		{"no missed intervals", func(o *Options) { o.HealthzMissedIntervals = 0 }, "--healthz-missed-intervals 0: must be at least 1"},
 		// 3 × 5s = 15s

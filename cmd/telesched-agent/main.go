@@ -11,6 +11,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"syscall"
@@ -91,6 +92,9 @@ Flags:
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(opts.GCPercent)
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && opts.MaxProcs > 0 {
+		runtime.GOMAXPROCS(opts.MaxProcs)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -37,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/telesched/telesched/agent"
+	"github.com/telesched/telesched/agent/app"
 	"github.com/telesched/telesched/agent/collector"
 	"github.com/telesched/telesched/agent/metrics"
 	telemetryv1alpha1 "github.com/telesched/telesched/apis/telemetry/v1alpha1"
@@ -79,6 +80,7 @@ func TestMetricNames(t *testing.T) {
 
 	// The agent: a real binary, a simulated 2-socket host, publishing.
 	agentURL, host := startMetricsAgent(t, c, binDir, kubeconfig)
+	checkAgentRuntime(t, agentURL)
 
 	// The scheduler: two cool nodes and a hot one.
 	for name, st := range map[string]telemetryv1alpha1.NodeTelemetryStatus{
@@ -327,6 +329,38 @@ func waitReady(t *testing.T, what string, out *syncBuffer, timeout time.Duration
 	for deadline := time.Now().Add(timeout); !ready(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s; output (tail):\n%s", timeout, what, tail(out.String(), 30))
+		}
+	}
+}
+
+// checkAgentRuntime: the agent binary runs with its runtime
+// settings' defaults (--max-procs 1, --gc-percent 100), as the Go collector's
+// go_sched_gomaxprocs_threads and go_gc_gogc_percent say, unless this
+// test's environment sets GOMAXPROCS or GOGC, which the agent inherits and
+// which win.
+func checkAgentRuntime(t *testing.T, url string) {
+	t.Helper()
+	fams, err := tryScrape(http.DefaultClient, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		env  string
+		want float64
+	}{
+		"go_sched_gomaxprocs_threads": {"GOMAXPROCS", app.DefaultMaxProcs},
+		"go_gc_gogc_percent":          {"GOGC", app.DefaultGCPercent},
+	} {
+		if _, set := os.LookupEnv(c.env); set {
+			continue
+		}
+		f := fams[name]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Errorf("the agent's /metrics has no %s", name)
+			continue
+		}
+		if got := f.GetMetric()[0].GetGauge().GetValue(); got != c.want {
+			t.Errorf("%s = %v, want the agent's default %v", name, got, c.want)
 		}
 	}
 }
