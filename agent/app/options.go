@@ -55,9 +55,10 @@ const (
 	// (--max-procs, GOMAXPROCS). The runtime's own default is the node's
 	// CPUs (the DaemonSet sets no CPU limit), a scheduler and GC worker
 	// per CPU for an agent whose work is a sample's reads once a second:
-	// at 1 it used 22-32 % less CPU and 2 MiB less anonymous memory than
-	// at 2 on the 2-core development VM (docs/benchmarks.md), and more on
-	// a larger node. NVML's calls block only their thread, not the others.
+	// at 1 it used 4-32 % less CPU (four runs) and 1-2.5 MiB less
+	// anonymous memory than at 2 on the 2-core development VM
+	// (docs/benchmarks.md; a larger node was not measured). NVML's calls
+	// block only their thread, not the others.
 	DefaultMaxProcs = 1
 )
 
