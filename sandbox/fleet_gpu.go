@@ -27,9 +27,9 @@ type FleetMIG struct {
 	Layouts  [][]string `json:"layouts,omitempty"`
 }
 
-// migComputeSlices and migMemorySlices are what an A100, H100 (80 or 94 GB) or H200
-// in MIG mode divides: 7 compute slices and 8 memory slices (NVIDIA's
-// MIG User Guide, "Supported MIG Profiles").
+// migComputeSlices and migMemorySlices are what an A100, H100 (80 or 94
+// GB) or H200 in MIG mode divides: 7 compute slices and 8 memory slices
+// (NVIDIA's MIG User Guide, "Supported MIG Profiles").
 const (
 	migComputeSlices = 7
 	migMemorySlices  = 8

@@ -21,16 +21,6 @@ func migResource(profile string) corev1.ResourceName {
 	return corev1.ResourceName(configv1.DefaultMIGResourcePrefix + telemetry.ProfileResource(profile))
 }
 
-// resourceProfile is the MIG profile of a mixed-strategy resource's name
-// after its prefix, migResource's inverse for the profiles a fleet takes
-// (fleet_gpu.go: "+me" is their one suffix).
-func resourceProfile(name string) string {
-	if p, ok := strings.CutSuffix(name, ".me"); ok {
-		return p + "+me"
-	}
-	return name
-}
-
 // gpuAllocatable is what a simulated node's device plugin advertises: its
 // whole GPUs as nvidia.com/gpu; on the single MIG strategy its MIG devices
 // as nvidia.com/gpu instead; on the mixed strategy its MIG devices as
@@ -77,7 +67,7 @@ func simRequest(pod *corev1.Pod) sim.Request {
 				if r.MIG == nil {
 					r.MIG = map[string]int{}
 				}
-				r.MIG[resourceProfile(strings.TrimPrefix(string(name), configv1.DefaultMIGResourcePrefix))] += int(q.Value())
+				r.MIG[strings.TrimPrefix(string(name), configv1.DefaultMIGResourcePrefix)] += int(q.Value())
 			}
 		}
 	}

@@ -26,9 +26,9 @@ type GPUDevice struct {
 // migProfileName names a MIG device's profile as NVIDIA's device plugin
 // does (its resource is nvidia.com/mig-<profile>, a "+" made a "."):
 // "<g>g.<gb>gb", or "<c>c.<g>g.<gb>gb" when the compute instance takes
-// fewer slices than its GPU instance. The
-// plugin (go-nvlib's MigProfileInfo) reads g and c from the GPU and compute
-// instance profiles, which only a privileged user may list; the MIG
+// fewer slices than its GPU instance. The plugin (go-nvlib's
+// MigProfileInfo) reads g and c from the GPU and compute instance
+// profiles, which only a privileged user may list; the MIG
 // device's attributes carry the same slice counts. The memory is the
 // plugin's rounding of the instance's share of the GPU: the share rounded
 // up to eighths, times the GPU's memory in GiB rounded up, rounded to the

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/telesched/telesched/agent/nvml/nvmltest"
+	"github.com/telesched/telesched/scheduler/telemetry"
 )
 
 // The device plugin's MIG strategies (k8s-device-plugin's
@@ -39,7 +40,8 @@ type Slice struct{ GPU, Device int }
 // Request is what a pod asks of a node's GPUs, as the kubelet's device
 // manager sees it: GPUs of the GPU resource (whole GPUs, or on a node of
 // the single MIG strategy MIG devices), MIG devices of each profile (the
-// mixed strategy's resources), and the GPUs and MIG devices a DRA claim
+// mixed strategy's resources, keyed by profile or by the resource's name
+// after its prefix: ofProfile), and the GPUs and MIG devices a DRA claim
 // was allocated, by UUID (a MIG device's nvmltest.MIGUUID). Pod names the
 // pod, and Claim the ResourceClaim of UUIDs, as the kubelet's
 // pod-resources API reports them (ServePodResources); both may be empty.
@@ -104,13 +106,21 @@ func (n *Node) AddPodDevices(uid types.UID, cpuMilli int64, req Request) Alloc {
 	return a
 }
 
+// ofProfile reports whether a MIG device of profile answers want ("" any
+// device): a profile as the fleet names it ("1g.10gb+me") or as the
+// device plugin names its resource after the prefix ("1g.10gb.me";
+// telemetry.ProfileResource), the name a pod asks by.
+func ofProfile(profile, want string) bool {
+	return want == "" || telemetry.ProfileResource(profile) == telemetry.ProfileResource(want)
+}
+
 // takeSlices marks count free MIG devices of profile ("" any) busy, the
 // lowest GPU's first, and returns them. The caller holds n.mu.
 func (n *Node) takeSlices(profile string, count int) []Slice {
 	var out []Slice
 	for i, g := range n.Spec.GPUs {
 		for j, d := range g.MIG {
-			if len(out) < count && !n.migBusy[i][j] && (profile == "" || d.Profile == profile) {
+			if len(out) < count && !n.migBusy[i][j] && ofProfile(d.Profile, profile) {
 				n.migBusy[i][j] = true
 				out = append(out, Slice{GPU: i, Device: j})
 			}
@@ -243,7 +253,7 @@ func (n *Node) freeMIG(profile string) int {
 	k := 0
 	for i, g := range n.Spec.GPUs {
 		for j, d := range g.MIG {
-			if !n.migBusy[i][j] && (profile == "" || d.Profile == profile) {
+			if !n.migBusy[i][j] && ofProfile(d.Profile, profile) {
 				k++
 			}
 		}

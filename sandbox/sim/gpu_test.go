@@ -216,3 +216,29 @@ func TestFitsMIGResourcesOnlyUnderTheMixedStrategy(t *testing.T) {
 		t.Error("single strategy: nvidia.com/gpu 1 (a MIG device) does not fit")
 	}
 }
+
+// TestMediaExtensionsByResourceName: a pod asks for the media-extensions
+// device by the device plugin's resource (nvidia.com/mig-1g.10gb.me, a
+// "+" made a "."); the node fits it while that device is free and gives
+// it that device, not a plain 1g.10gb.
+func TestMediaExtensionsByResourceName(t *testing.T) {
+	n := gpuNode(t, MIGMixed, "", func(int) []MIGDevice {
+		return []MIGDevice{{Profile: "1g.10gb", Slices: 1, MemoryMiB: 9728}, {Profile: "1g.10gb+me", Slices: 1, MemoryMiB: 9728}}
+	})
+	req := Request{MIG: map[string]int{"1g.10gb.me": 4}}
+	if !n.Fits(req) {
+		t.Fatal("4 free 1g.10gb+me devices do not fit nvidia.com/mig-1g.10gb.me: 4")
+	}
+	a := n.AddPodDevices("a", 0, req)
+	for _, s := range a.Slices {
+		if p := n.Spec.GPUs[s.GPU].MIG[s.Device].Profile; p != "1g.10gb+me" {
+			t.Errorf("the pod took a %s device", p)
+		}
+	}
+	if len(a.Slices) != 4 {
+		t.Errorf("the pod took %d devices, want 4", len(a.Slices))
+	}
+	if n.Fits(Request{MIG: map[string]int{"1g.10gb.me": 1}}) {
+		t.Error("a fifth nvidia.com/mig-1g.10gb.me fits where none is free")
+	}
+}

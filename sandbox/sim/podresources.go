@@ -189,7 +189,8 @@ func (n *Node) podResources() []*podresourcesv1.PodResources {
 // containerDevices are whole GPUs and MIG devices as the device plugin
 // names them: GPU UUIDs under GPUResource; MIG device UUIDs under
 // GPUResource on the single strategy, under MIGResourcePrefix + profile on
-// the mixed one (with a "+" made a ".", as the device plugin names it). Each device's topology is its GPU's NUMA node.
+// the mixed one (a "+" made a ".", as the device plugin names it). Each
+// device's topology is its GPU's NUMA node.
 func (spec NodeSpec) containerDevices(gpus []int, devs []Slice) []*podresourcesv1.ContainerDevices {
 	var out []*podresourcesv1.ContainerDevices
 	add := func(resource, id string, gpu int) {
