@@ -9,7 +9,8 @@
 // Samples are kept as exponentially weighted means in utilization bins (5 %
 // wide by default), so the thousands of samples an idle node produces at 2 %
 // cannot drown the few it takes at 70 %, and a machine whose curve drifts is
-// followed. The curve is read at 11 knots (0 %, 10 % … 100 %, the load
+// followed. A bin's noise is what its samples scatter about the line they
+// climb along within it, not the climb itself. The curve is read at 11 knots (0 %, 10 % … 100 %, the load
 // levels SPECpower_ssj2008 publishes; internal/powercurve), fitted to the
 // bins in one least-squares problem (solve.go):
 //
@@ -162,6 +163,12 @@ type Bin struct {
 	Utilization, Watts float64
 	// Variance is the exponentially weighted variance of its watts.
 	Variance float64
+	// UtilizationVariance and Covariance are the exponentially weighted
+	// variance of its utilization and covariance of utilization and
+	// watts, with the same weights: what of Variance the curve's slope
+	// across the bin explains.
+	UtilizationVariance float64 `json:",omitempty"`
+	Covariance          float64 `json:",omitempty"`
 }
 
 // Model is an online fit. It is not safe for concurrent use.
@@ -194,11 +201,14 @@ func (m *Model) Add(utilization, watts float64) {
 		b.Samples++
 	}
 	n := float64(b.Samples)
-	b.Utilization += (utilization - b.Utilization) / n
+	du := utilization - b.Utilization
+	b.Utilization += du / n
 	d := watts - b.Watts
 	b.Watts += d / n
 	// West's weighted incremental variance with the same weights.
 	b.Variance += (d*(watts-b.Watts) - b.Variance) / n
+	b.UtilizationVariance += (du*(utilization-b.Utilization) - b.UtilizationVariance) / n
+	b.Covariance += (du*(watts-b.Watts) - b.Covariance) / n
 	m.samples++
 }
 
@@ -226,8 +236,13 @@ func (m *Model) Restore(bins []Bin, samples int) {
 	}
 	m.samples = 0
 	for _, b := range bins {
-		if b.Samples <= 0 || b.Utilization < 0 || b.Utilization > 1 || b.Watts < 0 || math.IsNaN(b.Watts) || math.IsInf(b.Watts, 0) || b.Variance < 0 {
+		if b.Samples <= 0 || b.Utilization < 0 || b.Utilization > 1 || b.Watts < 0 || math.IsNaN(b.Watts) || math.IsInf(b.Watts, 0) || !(b.Variance >= 0) || math.IsInf(b.Variance, 0) {
 			continue
+		}
+		// The climb along the bin: none when it does not add up (a state
+		// from an agent that did not keep it has neither).
+		if !(b.UtilizationVariance > 0) || math.IsInf(b.UtilizationVariance, 0) || math.IsNaN(b.Covariance) || b.Covariance*b.Covariance > b.Variance*b.UtilizationVariance*(1+1e-9) {
+			b.UtilizationVariance, b.Covariance = 0, 0
 		}
 		dst := &m.bins[m.binOf(b.Utilization)]
 		n := min(dst.Samples+b.Samples, m.cfg.BinMemory)
@@ -239,6 +254,8 @@ func (m *Model) Restore(bins []Bin, samples int) {
 			dst.Utilization += (b.Utilization - dst.Utilization) * w
 			dst.Watts += (b.Watts - dst.Watts) * w
 			dst.Variance += (b.Variance - dst.Variance) * w
+			dst.UtilizationVariance += (b.UtilizationVariance - dst.UtilizationVariance) * w
+			dst.Covariance += (b.Covariance - dst.Covariance) * w
 			dst.Samples = n
 		}
 		m.samples += b.Samples
@@ -340,15 +357,17 @@ func (m *Model) Fit() Fit {
 }
 
 // points are the bins with samples, by utilization, each with the
-// standard error of its mean. A bin's variance is raised towards the
-// bins' pooled variance as if priorVarianceSamples of the pooled had
-// joined its own (a bin of one sample has none of its own), never
-// lowered, and is at least a fifth of a percent of its watts.
+// standard error of its mean. A bin's variance is its residual, what the
+// curve's climb across the bin leaves (samples spread along the curve
+// are not noise), raised towards the bins' pooled residual as if
+// priorVarianceSamples of the pooled had joined its own (a bin of one
+// sample has none of its own, one of two no residual), never lowered,
+// and at least a fifth of a percent of its watts.
 func (m *Model) points() []point {
 	var sw, sv float64
 	for _, b := range m.bins {
 		sw += float64(b.Samples)
-		sv += float64(b.Samples) * b.Variance
+		sv += float64(b.Samples) * b.residual()
 	}
 	var pts []point
 	for _, b := range m.bins {
@@ -356,11 +375,21 @@ func (m *Model) points() []point {
 			continue
 		}
 		n := float64(b.Samples)
-		v := math.Max(b.Variance, (n*b.Variance+priorVarianceSamples*sv/sw)/(n+priorVarianceSamples))
+		r := b.residual()
+		v := math.Max(r, (n*r+priorVarianceSamples*sv/sw)/(n+priorVarianceSamples))
 		v = math.Max(v, math.Pow(0.002*b.Watts, 2)+1e-4)
 		pts = append(pts, point{util: b.Utilization, watts: b.Watts, weight: n, se: math.Sqrt(v / n)})
 	}
 	return pts
+}
+
+// residual is the variance of the bin's watts about the line its samples
+// climb along (all of Variance when its utilization did not vary).
+func (b Bin) residual() float64 {
+	if b.UtilizationVariance <= 0 {
+		return b.Variance
+	}
+	return math.Max(0, b.Variance-b.Covariance*b.Covariance/b.UtilizationVariance)
 }
 
 // priorVarianceSamples is how many samples' worth the pooled variance
