@@ -117,21 +117,28 @@ func TestTrueMarginal(t *testing.T) {
 	}
 }
 
-// TestReservedMilli: the pods placed on the node count until a sample
-// seen the hold after them, unless deleted.
-func TestReservedMilli(t *testing.T) {
+// TestUnseenMilli: the pods placed on the node count until a sample
+// seen the hold after them, unless deleted, and only while the sample was
+// taken less than two intervals after them (the energy ranking's load).
+func TestUnseenMilli(t *testing.T) {
 	t0 := time.Now()
 	placed := []Placement{
 		{Pod: "old", Node: "n", At: t0, PodCPUMilli: 1000},
-		{Pod: "recent", Node: "n", At: t0.Add(8 * time.Second), PodCPUMilli: 2000},
+		{Pod: "shown", Node: "n", At: t0.Add(8 * time.Second), PodCPUMilli: 2000},
+		{Pod: "recent", Node: "n", At: t0.Add(10500 * time.Millisecond), PodCPUMilli: 16000},
 		{Pod: "deleted", Node: "n", At: t0.Add(9 * time.Second), PodCPUMilli: 4000},
 		{Pod: "elsewhere", Node: "m", At: t0.Add(9 * time.Second), PodCPUMilli: 8000},
 	}
 	bound := func(pod string) bool { return pod != "deleted" }
-	// Seen at t0 + 12 s with a 10 s hold: "old" retired (12 s), "recent"
-	// still counts (4 s).
-	if got := reservedMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, bound); got != 2000 {
-		t.Errorf("reserved = %d, want 2000", got)
+	// Seen at t0 + 12 s with a 10 s hold: "old" retired (12 s), "shown"
+	// and "recent" still reserved (4 s, 1.5 s).
+	if got := unseenMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, time.Time{}, 2*time.Second, bound); got != 18000 {
+		t.Errorf("no sample time: unseen = %d, want 18000", got)
+	}
+	// Taken at t0 + 11.5 s, 1 s intervals: "shown" ran 3.5 s before it,
+	// "recent" 1 s.
+	if got := unseenMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, t0.Add(11500*time.Millisecond), 2*time.Second, bound); got != 16000 {
+		t.Errorf("unseen = %d, want 16000", got)
 	}
 }
 

@@ -452,9 +452,15 @@ func (w *watcher) judgeBound(v *view, final bool) {
 // learn sets a placement's learned marginal watts as the scheduler
 // estimated them with sample had of its node: the pods placed there before
 // it (index before in Result.Placements) count while had was seen less
-// than the reservation hold after them, unless deleted since.
+// than the reservation hold after them, unless deleted since, and taken
+// less than estimate.ShownAfterIntervals after them (the energy ranking's
+// load, estimate.Slot.UnseenCPUMilli).
 func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
-	reserved := reservedMilli(w.res.Placements[:before], p.Node, had.seen, estimate.Hold(w.interval), func(pod string) bool {
+	var taken time.Time
+	if had.node != nil {
+		taken = had.node.SampleTime
+	}
+	reserved := unseenMilli(w.res.Placements[:before], p.Node, had.seen, estimate.Hold(w.interval), taken, estimate.ShownAfterIntervals*w.interval, func(pod string) bool {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
@@ -471,14 +477,16 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 	}
 }
 
-// reservedMilli is the CPU of the pods placed on node that the scheduler
-// still counts as reserved when it sees a sample at seen: placed less
-// than hold before it, and still bound.
-func reservedMilli(placed []Placement, node string, seen time.Time, hold time.Duration, bound func(pod string) bool) int64 {
+// unseenMilli is the CPU of the pods placed on node that the scheduler
+// ranks the node's curve from above a sample taken at taken and seen at
+// seen: still reserved (placed less than hold before seen, and still
+// bound) and not shown by the sample (placed less than shownAfter before
+// taken; a zero taken shows none).
+func unseenMilli(placed []Placement, node string, seen time.Time, hold time.Duration, taken time.Time, shownAfter time.Duration, bound func(pod string) bool) int64 {
 	var milli int64
 	for i := range placed {
 		p := &placed[i]
-		if p.Node == node && seen.Sub(p.At) < hold && bound(p.Pod) {
+		if p.Node == node && seen.Sub(p.At) < hold && (taken.IsZero() || taken.Sub(p.At) < shownAfter) && bound(p.Pod) {
 			milli += p.PodCPUMilli
 		}
 	}

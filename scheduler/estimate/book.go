@@ -135,6 +135,10 @@ type resEntry struct {
 	// view and its reservations finds both in one lookup (Slot).
 	view                                              atomic.Pointer[telemetry.Node]
 	cpuMilli, memoryBytes, gpus, migSlices, claimGPUs atomic.Int64
+	// unseenCPUMilli is the CPU of the pods counted above that the
+	// view's sample cannot show yet (shows): what the energy ranking
+	// adds to the sample's load.
+	unseenCPUMilli atomic.Int64
 	// ratio is the node's measured over predicted watts (float64 bits,
 	// calibration.go), over calibrations measurements, from the moving
 	// sums of the jumps measured and predicted.
@@ -544,6 +548,7 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 		e.disturbed = cur.Observed
 	}
 	if !retired {
+		e.unseenCPUMilli.Store(unseenCPU(b.pods[name], cur))
 		b.setLoad(name, loadOf(cur, before, b.calibrationOf(e))) // the new sample's load; no reservation changed
 		if before != (Demand{}) {
 			b.report(name, cur, before) // their watts on the new view
@@ -560,6 +565,43 @@ func (b *Book) observe(name string, _, cur *telemetry.Node) {
 // late the cache sees it. A pod or sample without the time passes.
 func takenAfter(cur *telemetry.Node, res *reservation) bool {
 	return res.started.IsZero() || cur.SampleTime.IsZero() || !cur.SampleTime.Before(res.started.Add(cur.Interval))
+}
+
+// ShownAfterIntervals is how many sampling intervals a pod must have run
+// before a sample for the energy ranking to take the sample as showing
+// its load (shows): one for its load to ramp up, one whole interval
+// measuring it, as Hold; without Hold's MinReservationHold, which keeps
+// the limits' reservations on for a safety margin.
+const ShownAfterIntervals = 2
+
+// shows reports whether n's sample shows a counted pod's load, for the
+// energy ranking: the pod ran ShownAfterIntervals intervals before the
+// sample was taken, by the node's clock where the kubelet gave its
+// containers' start (the agent's sample time is the node's clock too),
+// else by the scheduler's from when it saw the pod running to when it saw
+// the sample. A pod not seen running, and a descheduler's what-if, show
+// nowhere.
+func shows(n *telemetry.Node, res *reservation) bool {
+	if n == nil || res.planned || res.running.IsZero() {
+		return false
+	}
+	after := time.Duration(ShownAfterIntervals) * n.Interval
+	if !res.started.IsZero() && !n.SampleTime.IsZero() {
+		return !n.SampleTime.Before(res.started.Add(after))
+	}
+	return !n.Observed.Before(res.running.Add(after))
+}
+
+// unseenCPU is the CPU of the counted pods whose load n's sample cannot
+// show (shows).
+func unseenCPU(pods map[types.UID]*reservation, n *telemetry.Node) int64 {
+	var milli int64
+	for _, res := range pods {
+		if !shows(n, res) {
+			milli += res.CPUMilli
+		}
+	}
+	return milli
 }
 
 // ShownFraction is how much of the CPU its running pods request a node's
@@ -754,6 +796,7 @@ func (b *Book) forget(name string) {
 		e.memoryBytes.Store(0)
 		e.gpus.Store(0)
 		e.migSlices.Store(0)
+		e.unseenCPUMilli.Store(0)
 		b.publishEntries(name, nil)
 	}
 	b.setLoad(name, nodeLoad{})
@@ -775,9 +818,17 @@ type Slot struct {
 	View *telemetry.Node
 	// Reserved is what the pods placed on the node since its sample
 	// demand (Get).
-	Reserved     Demand
-	cal          calibration
-	cpuThreshold int32
+	Reserved Demand
+	// UnseenCPUMilli is the CPU of those pods that the sample cannot
+	// show yet (run for less than ShownAfterIntervals before it): the
+	// energy ranking reads the node's curve at the sample's load plus
+	// these, where the limits count every reserved pod until its hold
+	// is over. A pod the sample shows but the book still holds would
+	// count twice, and a node that took pods a few seconds ago would
+	// rank as if it stood further up its curve than it does.
+	UnseenCPUMilli int64
+	cal            calibration
+	cpuThreshold   int32
 }
 
 // Slot returns node's slot; a nil book's is empty and uncalibrated.
@@ -790,15 +841,16 @@ func (b *Book) slot(node string) Slot {
 	e := b.lookup(node)
 	s := Slot{cal: b.calibrationOf(e), cpuThreshold: b.cpuThreshold.Load()}
 	if e != nil {
-		s.View, s.Reserved = e.view.Load(), e.load()
+		s.View, s.Reserved, s.UnseenCPUMilli = e.view.Load(), e.load(), e.unseenCPUMilli.Load()
 	}
 	return s
 }
 
 // With is s with reserved in place of what the book held (a plugin
-// judging the node as it was before a sample retired reservations).
+// judging the node as it was before a sample retired reservations), all
+// of it unseen by the sample.
 func (s Slot) With(reserved Demand) Slot {
-	s.Reserved = reserved
+	s.Reserved, s.UnseenCPUMilli = reserved, reserved.CPUMilli
 	return s
 }
 
@@ -869,6 +921,9 @@ func (b *Book) publish(name string, e *resEntry) {
 		e.claimGPUs.Store(sum.ClaimGPUs)
 	}
 	n, _ := b.cache.Get(name)
+	if e != nil {
+		e.unseenCPUMilli.Store(unseenCPU(b.pods[name], n))
+	}
 	b.setLoad(name, loadOf(n, sum, b.calibrationOf(e)))
 	b.report(name, n, sum)
 	b.changed(name)

@@ -297,19 +297,25 @@ func wattsBound(n *telemetry.Node, cal calibration) (perMilli, fixed float64, ok
 // RankWatts is the watts a pod of demand d adds to node n as EnergyAware
 // ranks them (RankJoules divides them by the node's speed): the
 // CPU side amortized over up to pods pods like it (AmortizedCPUWatts),
-// calibrated as PodWatts' mean is, plus its GPUs' watts.
+// from the sample's load and the reserved pods it cannot show yet
+// (Slot.UnseenCPUMilli; here every reserved pod), calibrated as PodWatts'
+// mean is, plus its GPUs' watts.
 func (b *Book) RankWatts(n *telemetry.Node, d, reserved Demand, pods int, headroomMilli int64) (float64, bool) {
 	return b.slotWith(n.Name, reserved).RankWatts(n, d, pods, headroomMilli)
 }
 
 // RankWatts is Book.RankWatts on node n, whose slot s is.
 func (s Slot) RankWatts(n *telemetry.Node, d Demand, pods int, headroomMilli int64) (float64, bool) {
-	cpu, ok := AmortizedCPUWatts(n, d, s.Reserved, pods, headroomMilli)
+	cpu, ok := AmortizedCPUWatts(n, d, s.unseen(), pods, headroomMilli)
 	if !ok {
 		return 0, false
 	}
 	return s.cal.watts(Watts{Mean: cpu, Upper: cpu}).Mean + PodGPUWatts(n, d), true
 }
+
+// unseen is the slot's reserved CPU that its sample cannot show yet, as
+// the demand the energy ranking reads the curve from.
+func (s Slot) unseen() Demand { return Demand{CPUMilli: s.UnseenCPUMilli} }
 
 // ReservedWatts is PodWatts of what is reserved on n, calibrated.
 func (b *Book) ReservedWatts(n *telemetry.Node, reserved Demand) (Watts, bool) {

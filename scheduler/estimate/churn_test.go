@@ -297,3 +297,60 @@ func TestReservedMetricsFromTheFirstSample(t *testing.T) {
 	}
 	t.Error("no telesched_scheduler_reserved_cpu_cores series for a node whose pod ended before its first sample")
 }
+
+// The energy ranking reads a node's curve at its sample's load plus the
+// reserved pods that sample cannot show (Slot.UnseenCPUMilli), where the
+// limits count a pod until its hold is over. With 1 s samples the hold is
+// its 10 s floor; a sample taken two intervals after a pod started shows
+// it, and counting it as well put the node 4 CPUs further up its curve:
+// ranked at 40 % + 25 % instead of 40 %, as if it held a pod it measures
+// already.
+func TestRankingCountsPodsTheSampleCannotShow(t *testing.T) {
+	f := newBookFixture()
+	second := func(n *telemetry.Node) { n.Interval = time.Second }
+	// A convex curve, so a node further up it ranks dearer.
+	convex := func(n *telemetry.Node) {
+		second(n)
+		for k := range n.Models.Watts {
+			n.Models.Watts[k] = 100 + 4*float64(k*k)
+		}
+	}
+	f.curved("n", 40, 300, convex)
+	started := t0
+	f.book.podSeen(boundPod("a", "n", "4", v1.PodRunning, t0, started), false)
+	pod := Demand{CPUMilli: 1000}
+	rank := func(s Slot) float64 {
+		e, ok := s.RankJoules(s.View, pod, WorkService, 1, 16_000)
+		if !ok {
+			t.Fatal("no ranking")
+		}
+		return e.Joules
+	}
+	for _, tc := range []struct {
+		name   string
+		taken  time.Duration // after the pod started
+		unseen int64
+	}{
+		{name: "taken an interval after the start", taken: time.Second, unseen: 4000},
+		{name: "taken two intervals after the start", taken: 2 * time.Second, unseen: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.t = started.Add(tc.taken).Add(100 * time.Millisecond)
+			f.curved("n", 40, 300, convex, func(n *telemetry.Node) { n.SampleTime = started.Add(tc.taken) })
+			s := f.book.Slot("n")
+			if s.Reserved.CPUMilli != 4000 {
+				t.Fatalf("reserved %dm within the 10 s hold, want 4000m", s.Reserved.CPUMilli)
+			}
+			if s.UnseenCPUMilli != tc.unseen {
+				t.Errorf("unseen %dm, want %dm", s.UnseenCPUMilli, tc.unseen)
+			}
+			if got, want := rank(s), rank(s.With(Demand{CPUMilli: tc.unseen})); got != want {
+				t.Errorf("ranked %.3f, want %.3f: the sample's load plus %dm", got, want, tc.unseen)
+			}
+		})
+	}
+	// The limits still count the pod.
+	if got := f.book.Get("n").CPUMilli; got != 4000 {
+		t.Errorf("reserved %dm for the limits, want 4000m until the hold is over", got)
+	}
+}

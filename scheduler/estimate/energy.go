@@ -171,7 +171,7 @@ func (s Slot) RankJoules(n *telemetry.Node, d Demand, work Work, pods int, headr
 		e.Joules = w / k
 		return e, ok
 	}
-	cpu, ok := AmortizedCPUWatts(n, overPace(d, k), s.Reserved, pods, int64(float64(headroomMilli)/k))
+	cpu, ok := AmortizedCPUWatts(n, overPace(d, k), s.unseen(), pods, int64(float64(headroomMilli)/k))
 	if !ok {
 		return e, false
 	}
