@@ -580,9 +580,9 @@ const ShownAfterIntervals = 2
 // containers' start (the agent's sample time is the node's clock too),
 // else by the scheduler's from when it saw the pod running to when it saw
 // the sample. A pod not seen running, and a descheduler's what-if, show
-// nowhere.
+// nowhere; nor does any pod on a view that gives no sampling interval.
 func shows(n *telemetry.Node, res *reservation) bool {
-	if n == nil || res.planned || res.running.IsZero() {
+	if n == nil || res.planned || res.running.IsZero() || n.Interval <= 0 {
 		return false
 	}
 	after := time.Duration(ShownAfterIntervals) * n.Interval

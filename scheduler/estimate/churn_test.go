@@ -353,4 +353,11 @@ func TestRankingCountsPodsTheSampleCannotShow(t *testing.T) {
 	if got := f.book.Get("n").CPUMilli; got != 4000 {
 		t.Errorf("reserved %dm for the limits, want 4000m until the hold is over", got)
 	}
+	// A view without a sampling interval cannot tell what it shows.
+	f.curved("n", 40, 300, convex, func(n *telemetry.Node) {
+		n.SampleTime, n.Interval = started.Add(5*time.Second), 0
+	})
+	if got := f.book.Slot("n").UnseenCPUMilli; got != 4000 {
+		t.Errorf("no interval: unseen %dm, want 4000m", got)
+	}
 }
