@@ -558,13 +558,13 @@ func (s *sandbox) sortedNodes() []*sim.Node {
 // range of utilization and becomes ready; then it waits for every node's
 // telemetry (and the simulated nodes' power models).
 func (s *sandbox) calibrate(ctx context.Context) error {
-	levels := calibrationRamp()
-	s.printf("      ramping the simulated nodes' load 5%% to 80%% and back (%d samples) so each agent learns its power curve and thermal model; waiting for every node's telemetry\n", len(levels)*calibrationHold)
+	levels := sim.CalibrationRamp()
+	s.printf("      ramping the simulated nodes' load 5%% to 80%% and back (%d samples) so each agent learns its power curve and thermal model; waiting for every node's telemetry\n", len(levels)*sim.CalibrationHold)
 	for _, u := range levels {
 		for _, n := range s.nodes {
 			n.Sweep(u)
 		}
-		if err := sleep(ctx, calibrationHold*s.opts.Interval); err != nil {
+		if err := sleep(ctx, sim.CalibrationHold*s.opts.Interval); err != nil {
 			return err
 		}
 	}
@@ -630,36 +630,6 @@ func (s *sandbox) calibrate(ctx context.Context) error {
 		s.watch.rackPeaks(v)
 	})
 	return nil
-}
-
-// The calibration ramp: calibrationLevels levels of 5 points each, held
-// calibrationHold sampling intervals.
-const (
-	calibrationLevels = 16
-	calibrationHold   = 3
-)
-
-// calibrationRamp is the utilization of each level of the calibration
-// ramp: 5 % to 80 % in 5-point steps and back down to 5 %. A sample that
-// straddles two levels mixes neighbours on the curve, not far-off points.
-// The way back matters as much as the way up: a package's temperature,
-// and so its leakage, lags its load by its time constant (seconds here,
-// minutes on real heatsinks), so a level reached on the way up reads
-// cooler, and fewer watts, than the same load held, and one reached on
-// the way down warmer. Up alone, every bin above the node's own load
-// read low and the learned slope where the node runs came out 4-13 %
-// under its settled slope (sandbox/sim TestLearnedSlopeAtOperatingPoint);
-// up and down, the two errors meet in each bin. (A node that runs for
-// days gives its agent far more, and in both directions.)
-func calibrationRamp() []float64 {
-	var levels []float64
-	for i := 1; i <= calibrationLevels; i++ {
-		levels = append(levels, 0.05*float64(i))
-	}
-	for i := calibrationLevels - 1; i >= 1; i-- {
-		levels = append(levels, 0.05*float64(i))
-	}
-	return levels
 }
 
 // thermalModelWait bounds the wait for the simulated nodes' thermal

@@ -10,9 +10,10 @@
 // wide by default), so the thousands of samples an idle node produces at 2 %
 // cannot drown the few it takes at 70 %, and a machine whose curve drifts is
 // followed. A bin's noise is what its samples scatter about the line they
-// climb along within it, not the climb itself. The curve is read at 11 knots (0 %, 10 % … 100 %, the load
-// levels SPECpower_ssj2008 publishes; internal/powercurve), fitted to the
-// bins in one least-squares problem (solve.go):
+// climb along within it, not the climb itself. The curve is read at 11
+// knots (0 %, 10 % … 100 %, the load levels SPECpower_ssj2008 publishes;
+// internal/powercurve), fitted to the bins in one least-squares problem
+// (solve.go):
 //
 //   - each bin pulls the curve at its mean utilization towards its mean
 //     watts, weighed by its precision (samples over variance);

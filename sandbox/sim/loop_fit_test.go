@@ -36,20 +36,17 @@ type phase struct {
 }
 
 // sandboxLife is what the sandbox does to a node: calibrate
-// (sandbox/sandbox.go, calibrationRamp) holds 5 %, 10 % … 80 % and back
-// down to 5 % for calibrationHold (3) intervals each and returns the node
-// to its base load; the scenario
+// (sandbox/sandbox.go) holds each level of CalibrationRamp for
+// CalibrationHold intervals and returns the node to its base load; the
+// scenario
 // (sandbox/scenario.go) then brings pods, here podStep CPUs more every 10
 // s up to pods CPUs, where the node stays; with fault its fan fails
 // there, taking the package 2 °C past its critical limit (100 °C) for 20
 // s, and is repaired.
 func sandboxLife(pods, podStep int, fault bool) []phase {
 	var ps []phase
-	for i := 1; i <= 16; i++ {
-		ps = append(ps, phase{seconds: 3, sweep: 0.05 * float64(i)})
-	}
-	for i := 15; i >= 1; i-- {
-		ps = append(ps, phase{seconds: 3, sweep: 0.05 * float64(i)})
+	for _, u := range CalibrationRamp() {
+		ps = append(ps, phase{seconds: CalibrationHold, sweep: u})
 	}
 	ps = append(ps, phase{seconds: 30})
 	for c := podStep; c < pods && podStep > 0; c += podStep {
@@ -97,9 +94,9 @@ func fitLife(n *Node, life []phase, tm timing, rng *rand.Rand, model *powermodel
 		return life[i]
 	}
 	type counters struct{ at, busy, joules float64 }
-	var now counters // as of the last step
-	var seen counters
-	prevTick := -1.0
+	var now counters  // as of the last step
+	var seen counters // as of the last read
+	baseline := false // a read was taken: the next one measures from it
 	fault := -1.0
 	k := 1
 	for tick := tm.start; tick < end; tick++ {
@@ -137,10 +134,10 @@ func fitLife(n *Node, life []phase, tm timing, rng *rand.Rand, model *powermodel
 			u, w := n.physicsStep(read - now.at)
 			now = counters{at: read, busy: now.busy + u*(read-now.at), joules: now.joules + w*(read-now.at)}
 		}
-		if prevTick >= 0 && now.at > seen.at {
+		if baseline && now.at > seen.at {
 			model.Add((now.busy-seen.busy)/(now.at-seen.at), (now.joules-seen.joules)/(now.at-seen.at))
 		}
-		prevTick, seen = tick, now
+		baseline, seen = true, now
 	}
 }
 

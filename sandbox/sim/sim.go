@@ -555,6 +555,37 @@ func (n *Node) Celsius() float64 {
 	return n.celsius
 }
 
+// The calibration ramp the sandbox runs every simulated node through
+// before its scenario (CalibrationRamp), each level held CalibrationHold
+// sampling intervals.
+const (
+	calibrationLevels = 16
+	CalibrationHold   = 3
+)
+
+// CalibrationRamp is the utilization of each level of the calibration
+// ramp: 5 % to 80 % in 5-point steps and back down to 5 %. A sample that
+// straddles two levels mixes neighbours on the curve, not far-off points.
+// The way back matters as much as the way up: a package's temperature,
+// and so its leakage, lags its load by its time constant (seconds here,
+// minutes on real heatsinks), so a level reached on the way up reads
+// cooler, and fewer watts, than the same load held, and one reached on
+// the way down warmer. Up alone, every bin above a node's own load read
+// low, and the watts a pod adds where the node runs came out 2-15 % under
+// the settled ones on the generations fleet (docs/benchmarks.md); up and
+// down, the two errors meet in each bin. (A node that runs for days gives
+// its agent far more, and in both directions.)
+func CalibrationRamp() []float64 {
+	var levels []float64
+	for i := 1; i <= calibrationLevels; i++ {
+		levels = append(levels, 0.05*float64(i))
+	}
+	for i := calibrationLevels - 1; i >= 1; i-- {
+		levels = append(levels, 0.05*float64(i))
+	}
+	return levels
+}
+
 // StepsPerInterval is how many times per agent sampling interval the
 // sandbox steps its nodes. An agent divides a RAPL counter's change by the
 // time between its reads, as it must on hardware, whose counters move
