@@ -132,12 +132,12 @@ func TestUnseenMilli(t *testing.T) {
 	bound := func(pod string) bool { return pod != "deleted" }
 	// Seen at t0 + 12 s with a 10 s hold: "old" retired (12 s), "shown"
 	// and "recent" still reserved (4 s, 1.5 s).
-	if got := unseenMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, time.Time{}, 2*time.Second, bound); got != 18000 {
+	if got := unseenMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, time.Time{}, time.Second, bound); got != 18000 {
 		t.Errorf("no sample time: unseen = %d, want 18000", got)
 	}
 	// Taken at t0 + 11.5 s, 1 s intervals: "shown" ran 3.5 s before it,
 	// "recent" 1 s.
-	if got := unseenMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, t0.Add(11500*time.Millisecond), 2*time.Second, bound); got != 16000 {
+	if got := unseenMilli(placed, "n", t0.Add(12*time.Second), 10*time.Second, t0.Add(11500*time.Millisecond), time.Second, bound); got != 16000 {
 		t.Errorf("unseen = %d, want 16000", got)
 	}
 }

@@ -460,7 +460,7 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 	if had.node != nil {
 		taken = had.node.SampleTime
 	}
-	reserved := unseenMilli(w.res.Placements[:before], p.Node, had.seen, estimate.Hold(w.interval), taken, estimate.ShownAfterIntervals*w.interval, func(pod string) bool {
+	reserved := unseenMilli(w.res.Placements[:before], p.Node, had.seen, estimate.Hold(w.interval), taken, w.interval, func(pod string) bool {
 		_, ok := v.bound[demoNamespace+"/"+pod]
 		return ok
 	})
@@ -478,15 +478,15 @@ func (w *watcher) learn(v *view, p *Placement, before int, had *sample) {
 }
 
 // unseenMilli is the CPU of the pods placed on node that the scheduler
-// ranks the node's curve from above a sample taken at taken and seen at
-// seen: still reserved (placed less than hold before seen, and still
-// bound) and not shown by the sample (placed less than shownAfter before
-// taken; a zero taken shows none).
-func unseenMilli(placed []Placement, node string, seen time.Time, hold time.Duration, taken time.Time, shownAfter time.Duration, bound func(pod string) bool) int64 {
+// ranks the node's curve from above a sample taken at taken, of a node
+// sampled every interval, and seen at seen: still reserved (placed less
+// than hold before seen, and still bound) and not shown by the sample
+// (estimate.SampleShows; a zero taken shows none).
+func unseenMilli(placed []Placement, node string, seen time.Time, hold time.Duration, taken time.Time, interval time.Duration, bound func(pod string) bool) int64 {
 	var milli int64
 	for i := range placed {
 		p := &placed[i]
-		if p.Node == node && seen.Sub(p.At) < hold && (taken.IsZero() || taken.Sub(p.At) < shownAfter) && bound(p.Pod) {
+		if p.Node == node && seen.Sub(p.At) < hold && (taken.IsZero() || !estimate.SampleShows(taken, p.At, interval)) && bound(p.Pod) {
 			milli += p.PodCPUMilli
 		}
 	}

@@ -582,14 +582,21 @@ const ShownAfterIntervals = 2
 // the sample. A pod not seen running, and a descheduler's what-if, show
 // nowhere; nor does any pod on a view that gives no sampling interval.
 func shows(n *telemetry.Node, res *reservation) bool {
-	if n == nil || res.planned || res.running.IsZero() || n.Interval <= 0 {
+	if n == nil || res.planned || res.running.IsZero() {
 		return false
 	}
-	after := time.Duration(ShownAfterIntervals) * n.Interval
 	if !res.started.IsZero() && !n.SampleTime.IsZero() {
-		return !n.SampleTime.Before(res.started.Add(after))
+		return SampleShows(n.SampleTime, res.started, n.Interval)
 	}
-	return !n.Observed.Before(res.running.Add(after))
+	return SampleShows(n.Observed, res.running, n.Interval)
+}
+
+// SampleShows reports whether a sample taken at taken, of a node sampled
+// every interval, shows the load of a pod that started at started: it
+// ran ShownAfterIntervals intervals before the sample. Without an
+// interval nothing is shown.
+func SampleShows(taken, started time.Time, interval time.Duration) bool {
+	return interval > 0 && !taken.Before(started.Add(time.Duration(ShownAfterIntervals)*interval))
 }
 
 // unseenCPU is the CPU of the counted pods whose load n's sample cannot
